@@ -1,0 +1,1 @@
+//! The tokio runtime of a wanopt node.

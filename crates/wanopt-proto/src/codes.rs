@@ -1,0 +1,14 @@
+//! QUIC application error codes used by wanopt.
+//!
+//! A TCP reset on one side of the tunnel becomes a QUIC stream reset (and a
+//! STOP_SENDING) carrying [`TCP_RESET`]; the far side turns it back into a TCP
+//! reset. [`PROTOCOL`] marks a stream whose header could not be parsed.
+
+/// The TCP connection on the other side was reset, or must be.
+pub const TCP_RESET: u32 = 1;
+/// The stream header was malformed; the stream is abandoned.
+pub const PROTOCOL: u32 = 2;
+/// The node is shutting down.
+pub const SHUTDOWN: u32 = 3;
+/// Connection close code: the peer's key is not pinned (logged by the refuser).
+pub const NOT_PINNED: u32 = 4;

@@ -1,0 +1,18 @@
+//! Sans-IO wire formats of the wanopt tunnel.
+//!
+//! Everything here is pure: byte buffers in, typed values out, no sockets, no
+//! clocks. Formats are read through checked views (`new_checked`) so bytes
+//! from the network never reach a panicking index, and each has a fuzz target
+//! in `fuzz/`.
+//!
+//! - [`stream`]: the header that opens each tunnel stream (one per TCP flow)
+//!   and the core's reply.
+//! - [`codes`]: QUIC application error codes carried by stream resets and
+//!   connection closes.
+
+pub mod codes;
+pub mod stream;
+
+pub use stream::{
+    open_header_len, HeaderError, Open, OpenRepr, Reply, ReplyRepr, Services, Status, Target,
+};
