@@ -1,17 +1,333 @@
 //! `wanopt lab ...` command line.
+//!
+//! Exit codes: 0 success, 1 a runtime failure, 2 a usage error (bad option
+//! value, unknown node or profile). `lab exec` returns the command's own code.
 
-use clap::Subcommand;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+
+use crate::bringup::{self, UpConfig};
+use crate::link::LinkOptions;
+use crate::profile::Profile;
+use crate::topology::{Lab, Node};
+use crate::traffic::{self, Direction, Workload};
 
 /// The `wanopt lab` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum LabCommand {
+    /// Build the lab: namespaces client, edge, wan, core, server, the emulated WAN between edge and core.
+    Up(UpArgs),
     /// Remove every namespace and process of the lab (idempotent).
     Down,
+    /// Run a command inside a lab node and return its exit code.
+    Exec(ExecArgs),
+    /// Print a node's address on the lab network.
+    Addr {
+        /// client, edge, core or server.
+        node: String,
+    },
+    /// Show the link settings and the emulator's counters per direction.
+    Status,
+    /// Run a scenario (`tcp-opt` or a TOML file) and write results, a report and plots.
+    Run(crate::scenario::RunArgs),
+    /// Internal: the emulator's packet driver (runs inside `wan`).
+    #[command(hide = true)]
+    Emulate(EmulateArgs),
+    /// Internal: the traffic generator's server (runs inside `server`).
+    #[command(hide = true)]
+    GenServer {
+        /// Address to listen on.
+        #[arg(long)]
+        listen: SocketAddr,
+        /// File to create once listening.
+        #[arg(long)]
+        ready: Option<PathBuf>,
+        /// Congestion control of every connection.
+        #[arg(long)]
+        congestion: Option<String>,
+    },
+    /// Internal: the traffic generator's client; prints a JSON report.
+    #[command(hide = true)]
+    GenClient(GenClientArgs),
+}
+
+/// Options of `lab up`.
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// The emulated link.
+    #[command(flatten)]
+    pub link: LinkOptions,
+    /// Endpoint TCP profile for client and server: linux or legacy.
+    #[arg(long, default_value = "linux")]
+    pub profile: String,
+    /// Also start a wanopt edge (transparent) in `edge` and a wanopt core in `core`.
+    #[arg(long)]
+    pub optimize: bool,
+}
+
+/// Options of `lab exec`.
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// client, edge, wan, core or server.
+    pub node: String,
+    /// The command and its arguments (after `--`).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+    pub command: Vec<String>,
+}
+
+/// Options of the internal `lab emulate`.
+#[derive(Debug, Args)]
+pub struct EmulateArgs {
+    /// Interface facing the edge (frames in from it go up).
+    #[arg(long)]
+    pub edge_if: String,
+    /// Interface facing the core (frames in from it go down).
+    #[arg(long)]
+    pub core_if: String,
+    /// Link spec of the up direction.
+    #[arg(long, default_value = "")]
+    pub up_spec: String,
+    /// Link spec of the down direction.
+    #[arg(long, default_value = "")]
+    pub down_spec: String,
+    /// Seed (down uses seed + 1).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Where to publish counters.
+    #[arg(long)]
+    pub counters: PathBuf,
+    /// Forward frames untouched (measures the driver's own ceiling).
+    #[arg(long)]
+    pub wire: bool,
+}
+
+/// Options of the internal `lab gen-client`.
+#[derive(Debug, Args)]
+pub struct GenClientArgs {
+    /// The generator server.
+    #[arg(long)]
+    pub connect: SocketAddr,
+    /// Parallel streams.
+    #[arg(long, default_value_t = 4)]
+    pub streams: usize,
+    /// Bytes per stream (100MB = 10^8, 100MiB = 100 x 2^20).
+    #[arg(long, default_value = "100MB")]
+    pub bytes: String,
+    /// Server to client (like iperf -R).
+    #[arg(long)]
+    pub reverse: bool,
+    /// Congestion control of the client's sockets.
+    #[arg(long)]
+    pub congestion: Option<String>,
+    /// Give up when a stream makes no progress for this many seconds.
+    #[arg(long, default_value_t = 60)]
+    pub stall_seconds: u64,
+}
+
+/// A usage error: printed as one line, exit code 2.
+fn usage(message: impl std::fmt::Display) -> anyhow::Result<i32> {
+    eprintln!("wanopt lab: {message}");
+    Ok(2)
 }
 
 /// Runs one lab subcommand; returns the process exit code.
 pub fn run(command: LabCommand) -> anyhow::Result<i32> {
+    let lab = Lab::default_lab();
     match command {
-        LabCommand::Down => anyhow::bail!("lab down: not built yet"),
+        LabCommand::Up(args) => {
+            let specs = match args.link.specs() {
+                Ok(s) => s,
+                Err(e) => return usage(e),
+            };
+            let profile = match Profile::named(&args.profile) {
+                Ok(p) => p,
+                Err(e) => return usage(e),
+            };
+            let config = UpConfig {
+                specs,
+                profile,
+                optimize: args.optimize,
+            };
+            bringup::up(&lab, &config)?;
+            println!(
+                "lab up: up [{}] down [{}] seed {} profile {}{}",
+                config.specs.up,
+                config.specs.down,
+                config.specs.seed,
+                profile.name,
+                if config.optimize { " optimize" } else { "" }
+            );
+            Ok(0)
+        }
+        LabCommand::Down => {
+            lab.destroy()?;
+            Ok(0)
+        }
+        LabCommand::Exec(args) => {
+            let node: Node = match args.node.parse() {
+                Ok(n) => n,
+                Err(e) => return usage(e),
+            };
+            if !lab.is_up() {
+                return usage(crate::topology::TopologyError::NotUp(
+                    lab.prefix().to_string(),
+                ));
+            }
+            let Some((program, rest)) = args.command.split_first() else {
+                return usage("lab exec needs a command after --");
+            };
+            let mut cmd = lab.command(node, program);
+            cmd.args(rest);
+            let status = cmd.status()?;
+            Ok(exit_code(status))
+        }
+        LabCommand::Addr { node } => {
+            let node: Node = match node.parse() {
+                Ok(n) => n,
+                Err(e) => return usage(e),
+            };
+            match node.address() {
+                Some(addr) => {
+                    println!("{addr}");
+                    Ok(0)
+                }
+                None => usage("the wan node is a bump in the wire and has no address"),
+            }
+        }
+        LabCommand::Status => crate::status::print(&lab),
+        LabCommand::Run(args) => crate::scenario::run(&lab, args),
+        LabCommand::Emulate(args) => emulate(args),
+        LabCommand::GenServer {
+            listen,
+            ready,
+            congestion,
+        } => {
+            let listener_ready = ready.clone();
+            std::thread::spawn(move || {
+                // The listener binds quickly; mark ready once the port answers.
+                for _ in 0..500 {
+                    if std::net::TcpStream::connect_timeout(&listen, Duration::from_millis(20))
+                        .is_ok()
+                    {
+                        if let Some(path) = &listener_ready {
+                            let _ = std::fs::write(path, b"ready\n");
+                        }
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            });
+            traffic::serve(listen, congestion)?;
+            Ok(0)
+        }
+        LabCommand::GenClient(args) => {
+            let bytes = match traffic::parse_size(&args.bytes) {
+                Ok(b) => b,
+                Err(e) => return usage(e),
+            };
+            if args.streams == 0 || args.streams > 1024 {
+                return usage("--streams must be between 1 and 1024");
+            }
+            let workload = Workload {
+                streams: args.streams,
+                bytes,
+                direction: if args.reverse {
+                    Direction::Download
+                } else {
+                    Direction::Upload
+                },
+            };
+            let report = traffic::run_client(
+                args.connect,
+                workload,
+                Duration::from_secs(args.stall_seconds),
+                args.congestion.as_deref(),
+            )?;
+            println!("{}", serde_json::to_string(&report)?);
+            Ok(0)
+        }
     }
+}
+
+/// A child's exit status as a shell would report it.
+pub(crate) fn exit_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => code,
+        (None, Some(signal)) => 128 + signal,
+        _ => 1,
+    }
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+fn emulate(args: EmulateArgs) -> anyhow::Result<i32> {
+    use crate::driver::{self, Direction as Dir};
+    let handler = nix::sys::signal::SigAction::new(
+        nix::sys::signal::SigHandler::Handler(on_signal),
+        nix::sys::signal::SaFlags::empty(),
+        nix::sys::signal::SigSet::empty(),
+    );
+    for sig in [
+        nix::sys::signal::Signal::SIGTERM,
+        nix::sys::signal::Signal::SIGINT,
+    ] {
+        // SAFETY: the handler only stores to an atomic.
+        unsafe { nix::sys::signal::sigaction(sig, &handler) }?;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher_stop = stop.clone();
+    std::thread::spawn(move || loop {
+        if STOP.load(Ordering::Relaxed) {
+            watcher_stop.store(true, Ordering::Relaxed);
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    });
+    let settings = serde_json::json!({
+        "up": args.up_spec, "down": args.down_spec, "seed": args.seed, "wire": args.wire,
+    });
+    if args.wire {
+        let up = Dir {
+            name: "up",
+            ingress: args.edge_if.clone(),
+            egress: args.core_if.clone(),
+            link: driver::Wire::default(),
+        };
+        let down = Dir {
+            name: "down",
+            ingress: args.core_if,
+            egress: args.edge_if,
+            link: driver::Wire::default(),
+        };
+        driver::run(up, down, settings, &args.counters, stop)?;
+    } else {
+        let up_link = crate::model::build(&args.up_spec, args.seed)
+            .map_err(|e| anyhow::anyhow!("up spec: {e}"))?;
+        let down_link = crate::model::build(&args.down_spec, args.seed.wrapping_add(1))
+            .map_err(|e| anyhow::anyhow!("down spec: {e}"))?;
+        let up = Dir {
+            name: "up",
+            ingress: args.edge_if.clone(),
+            egress: args.core_if.clone(),
+            link: up_link,
+        };
+        let down = Dir {
+            name: "down",
+            ingress: args.core_if,
+            egress: args.edge_if,
+            link: down_link,
+        };
+        driver::run(up, down, settings, &args.counters, stop)?;
+    }
+    Ok(0)
 }

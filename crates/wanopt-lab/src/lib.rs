@@ -1,5 +1,19 @@
 //! The wanopt lab: network namespaces joined by veth pairs, our user-space WAN
 //! emulator as a bump in the wire, endpoint TCP profiles, a traffic generator
 //! and scenarios that run the direct and the optimized path back to back.
+//!
+//! Start with [`cli`] (the `wanopt lab` subcommands), [`topology`] (the
+//! namespaces and addresses) and [`driver`] (the emulator's packet I/O).
 
+pub mod bringup;
 pub mod cli;
+pub mod driver;
+pub mod link;
+pub mod model;
+pub mod optimize;
+pub mod profile;
+pub mod rawsock;
+pub mod scenario;
+pub mod status;
+pub mod topology;
+pub mod traffic;

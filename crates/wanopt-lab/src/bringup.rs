@@ -1,0 +1,158 @@
+//! Bringing a whole lab up: topology, emulator, generator server, endpoint
+//! profile and (with `--optimize`) the wanopt nodes.
+
+use std::path::{Path, PathBuf};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::link::LinkSpecs;
+use crate::profile::{Profile, ProfileError};
+use crate::topology::{Lab, Node, TopologyError, SERVER_ADDR, WAN_CORE_IF, WAN_EDGE_IF};
+use crate::traffic::GENERATOR_PORT;
+
+/// Errors from `lab up`.
+#[derive(Debug, thiserror::Error)]
+pub enum UpError {
+    /// Building the topology failed.
+    #[error(transparent)]
+    Topology(#[from] TopologyError),
+    /// Applying the endpoint profile failed.
+    #[error(transparent)]
+    Profile(#[from] ProfileError),
+    /// A lab process did not start.
+    #[error("{name} did not start: {log}")]
+    Daemon {
+        /// The process.
+        name: &'static str,
+        /// The end of its log.
+        log: String,
+    },
+    /// The path to the running executable is unknown.
+    #[error("cannot find the wanopt executable: {0}")]
+    Executable(std::io::Error),
+    /// Starting the optimizer nodes failed.
+    #[error("--optimize: {0}")]
+    Optimize(String),
+}
+
+/// What `lab up` builds.
+#[derive(Debug, Clone)]
+pub struct UpConfig {
+    /// The emulated link, per direction.
+    pub specs: LinkSpecs,
+    /// The endpoints' TCP profile.
+    pub profile: &'static Profile,
+    /// Whether to start the wanopt edge and core.
+    pub optimize: bool,
+}
+
+/// The settings of a running lab, stored in its state directory.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Settings {
+    /// The emulated link.
+    pub link: LinkSpecs,
+    /// The endpoint profile's name.
+    pub profile: String,
+    /// Whether the wanopt nodes run.
+    pub optimize: bool,
+}
+
+/// The file with the running lab's settings.
+pub fn settings_path(lab: &Lab) -> PathBuf {
+    lab.state_dir().join("settings.json")
+}
+
+/// The file where the emulator publishes its counters.
+pub fn counters_path(lab: &Lab) -> PathBuf {
+    lab.state_dir().join("counters.json")
+}
+
+/// Brings the lab up from scratch (clearing any earlier one).
+pub fn up(lab: &Lab, config: &UpConfig) -> Result<(), UpError> {
+    let exe = std::env::current_exe().map_err(UpError::Executable)?;
+    lab.create()?;
+    let result = start_processes(lab, config, &exe);
+    if result.is_err() {
+        let _ = lab.destroy();
+    }
+    result
+}
+
+fn start_processes(lab: &Lab, config: &UpConfig, exe: &Path) -> Result<(), UpError> {
+    start_emulator(lab, &config.specs, exe)?;
+    let ready = lab.state_dir().join("gen-server.ready");
+    let mut args: Vec<String> = vec![
+        "lab".into(),
+        "gen-server".into(),
+        "--listen".into(),
+        format!("{SERVER_ADDR}:{GENERATOR_PORT}"),
+        "--ready".into(),
+        ready.to_string_lossy().into_owned(),
+    ];
+    if let Some(cc) = config.profile.congestion_control {
+        args.extend(["--congestion".into(), cc.into()]);
+    }
+    lab.spawn_daemon(Node::Server, "gen-server", exe, &args)?;
+    wait_for(lab, &ready, "gen-server", "generator server")?;
+    config.profile.apply(lab)?;
+    if config.optimize {
+        crate::optimize::start(lab, exe).map_err(UpError::Optimize)?;
+    }
+    let settings = Settings {
+        link: config.specs.clone(),
+        profile: config.profile.name.to_string(),
+        optimize: config.optimize,
+    };
+    let path = settings_path(lab);
+    let text = serde_json::to_string_pretty(&settings).unwrap_or_default();
+    std::fs::write(&path, text).map_err(|source| TopologyError::State {
+        path,
+        cause: source,
+    })?;
+    Ok(())
+}
+
+/// (Re)starts the emulator with new link specs, keeping the topology.
+pub fn start_emulator(lab: &Lab, specs: &LinkSpecs, exe: &Path) -> Result<(), UpError> {
+    lab.kill_recorded("emulator");
+    let counters = counters_path(lab);
+    let _ = std::fs::remove_file(&counters);
+    lab.spawn_daemon(
+        Node::Wan,
+        "emulator",
+        exe,
+        &[
+            "lab".into(),
+            "emulate".into(),
+            "--edge-if".into(),
+            WAN_EDGE_IF.into(),
+            "--core-if".into(),
+            WAN_CORE_IF.into(),
+            "--up-spec".into(),
+            specs.up.clone(),
+            "--down-spec".into(),
+            specs.down.clone(),
+            "--seed".into(),
+            specs.seed.to_string(),
+            "--counters".into(),
+            counters.to_string_lossy().into_owned(),
+        ],
+    )?;
+    wait_for(lab, &counters, "emulator", "emulator")
+}
+
+fn wait_for(lab: &Lab, file: &Path, log: &str, name: &'static str) -> Result<(), UpError> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if file.exists() {
+            return Ok(());
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    Err(UpError::Daemon {
+        name,
+        log: lab.daemon_log(log),
+    })
+}

@@ -1,0 +1,335 @@
+//! The emulator's packet I/O driver: a bump in the wire inside the `wan`
+//! namespace.
+//!
+//! One thread per direction: it reads frames from its ingress interface in
+//! batches (`recvmmsg`), hands them to its sans-IO link model with the
+//! arrival time, and sends every frame the model releases out of the other
+//! interface (`sendmmsg`). Between events it sleeps in `ppoll` (nanosecond
+//! timeout, 1 ns timer slack) until [`SPIN`] before the next departure, then
+//! spins, so departures are sub-millisecond accurate; there is no timer tick.
+//! Each thread publishes its counters; the main thread writes them as JSON
+//! to the lab's state directory (read by `wanopt lab status`).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::rawsock::{send_batch, PacketSocket, RecvBatch, BATCH};
+
+/// How long before a departure the driver stops sleeping and spins.
+pub const SPIN: Duration = Duration::from_micros(80);
+
+/// How often counters are published.
+const PUBLISH_EVERY: Duration = Duration::from_millis(200);
+
+/// Longest sleep when nothing is scheduled (bounds the reaction to stop).
+const IDLE_WAIT: Duration = Duration::from_millis(50);
+
+/// Errors from the emulator driver.
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    /// An AF_PACKET socket could not be opened or bound.
+    #[error("cannot open a packet socket on `{interface}`: {cause}")]
+    Socket {
+        /// The interface.
+        interface: String,
+        /// The underlying error.
+        cause: std::io::Error,
+    },
+    /// The counters file could not be written.
+    #[error("cannot write counters to {path}: {cause}")]
+    Publish {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        cause: std::io::Error,
+    },
+    /// A direction thread failed.
+    #[error("the {direction} direction stopped: {message}")]
+    Thread {
+        /// `up` or `down`.
+        direction: &'static str,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// A one-direction link model the driver can pump (sans-IO, like
+/// `wanopt_netem::Link`).
+pub trait FrameLink: Send {
+    /// A frame arrived at `now`.
+    fn handle_frame(&mut self, now: Instant, frame: Vec<u8>);
+    /// The next frame whose departure time is at or before `now`.
+    fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>>;
+    /// When the next frame departs, if any is held.
+    fn poll_timeout(&self) -> Option<Instant>;
+    /// The model's counters as JSON.
+    fn counters_json(&self) -> serde_json::Value;
+}
+
+impl FrameLink for Box<dyn FrameLink> {
+    fn handle_frame(&mut self, now: Instant, frame: Vec<u8>) {
+        (**self).handle_frame(now, frame)
+    }
+    fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
+        (**self).poll_transmit(now)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        (**self).poll_timeout()
+    }
+    fn counters_json(&self) -> serde_json::Value {
+        (**self).counters_json()
+    }
+}
+
+/// A perfect wire: every frame leaves as soon as it arrives. Used to measure
+/// the driver's own ceiling.
+#[derive(Debug, Default)]
+pub struct Wire {
+    held: std::collections::VecDeque<Vec<u8>>,
+    frames: u64,
+    bytes: u64,
+}
+
+impl FrameLink for Wire {
+    fn handle_frame(&mut self, _now: Instant, frame: Vec<u8>) {
+        self.frames += 1;
+        self.bytes += frame.len() as u64;
+        self.held.push_back(frame);
+    }
+    fn poll_transmit(&mut self, _now: Instant) -> Option<Vec<u8>> {
+        self.held.pop_front()
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+    fn counters_json(&self) -> serde_json::Value {
+        serde_json::json!({"frames": self.frames, "bytes": self.bytes})
+    }
+}
+
+/// The driver's own I/O counters for one direction.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct IoCounters {
+    /// Frames read from the ingress interface.
+    pub rx_frames: u64,
+    /// Bytes read from the ingress interface.
+    pub rx_bytes: u64,
+    /// Frames longer than the receive buffer (dropped).
+    pub rx_truncated: u64,
+    /// Frames written to the egress interface.
+    pub tx_frames: u64,
+    /// Bytes written to the egress interface.
+    pub tx_bytes: u64,
+    /// Frames the egress socket refused (dropped).
+    pub tx_dropped: u64,
+}
+
+/// One direction's published state.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct DirectionSnapshot {
+    /// The driver's I/O counters.
+    pub io: IoCounters,
+    /// The link model's counters.
+    pub link: serde_json::Value,
+}
+
+/// One direction of the bump: frames in on `ingress`, out on `egress`.
+pub struct Direction<L> {
+    /// `up` (edge to core) or `down` (core to edge).
+    pub name: &'static str,
+    /// Interface frames arrive on.
+    pub ingress: String,
+    /// Interface frames leave by.
+    pub egress: String,
+    /// The link model.
+    pub link: L,
+}
+
+/// Runs both directions until `stop` is set, publishing counters to
+/// `counters_path` (atomically, via a temporary file) with `settings`
+/// alongside.
+pub fn run<L: FrameLink + 'static>(
+    up: Direction<L>,
+    down: Direction<L>,
+    settings: serde_json::Value,
+    counters_path: &Path,
+    stop: Arc<AtomicBool>,
+) -> Result<(), DriverError> {
+    set_timer_slack();
+    let up_state = Arc::new(Mutex::new(DirectionSnapshot::default()));
+    let down_state = Arc::new(Mutex::new(DirectionSnapshot::default()));
+    let mut handles = Vec::new();
+    for (dir, state) in [(up, up_state.clone()), (down, down_state.clone())] {
+        let rx = PacketSocket::receiver(&dir.ingress, 64 << 20).map_err(|source| {
+            DriverError::Socket {
+                interface: dir.ingress.clone(),
+                cause: source,
+            }
+        })?;
+        let tx =
+            PacketSocket::sender(&dir.egress, 16 << 20).map_err(|source| DriverError::Socket {
+                interface: dir.egress.clone(),
+                cause: source,
+            })?;
+        let stop = stop.clone();
+        let name = dir.name;
+        let handle = thread::Builder::new()
+            .name(format!("wan-{name}"))
+            .spawn(move || pump(dir.link, &rx, &tx, &state, &stop))
+            .map_err(|e| DriverError::Thread {
+                direction: name,
+                message: e.to_string(),
+            })?;
+        handles.push((name, handle));
+    }
+    let mut result = Ok(());
+    while !stop.load(Ordering::Relaxed) {
+        if handles.iter().any(|(_, h)| h.is_finished()) {
+            stop.store(true, Ordering::Relaxed);
+            break;
+        }
+        publish(&up_state, &down_state, &settings, counters_path)?;
+        thread::sleep(PUBLISH_EVERY);
+    }
+    for (name, handle) in handles {
+        match handle.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                result = Err(DriverError::Thread {
+                    direction: name,
+                    message: e.to_string(),
+                })
+            }
+            Err(_) => {
+                result = Err(DriverError::Thread {
+                    direction: name,
+                    message: "panicked".to_string(),
+                })
+            }
+        }
+    }
+    publish(&up_state, &down_state, &settings, counters_path)?;
+    result
+}
+
+fn publish(
+    up: &Mutex<DirectionSnapshot>,
+    down: &Mutex<DirectionSnapshot>,
+    settings: &serde_json::Value,
+    path: &Path,
+) -> Result<(), DriverError> {
+    let snapshot = |m: &Mutex<DirectionSnapshot>| m.lock().map(|s| s.clone()).unwrap_or_default();
+    let doc = serde_json::json!({
+        "settings": settings,
+        "up": snapshot(up),
+        "down": snapshot(down),
+    });
+    let tmp = path.with_extension("json.tmp");
+    let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+    std::fs::write(&tmp, text)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|source| DriverError::Publish {
+            path: path.to_path_buf(),
+            cause: source,
+        })
+}
+
+/// Lowers this thread's timer slack to 1 ns so `ppoll` wakes on time.
+fn set_timer_slack() {
+    // SAFETY: prctl with an integer argument only.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+    }
+}
+
+/// Asks for a real-time priority so departures are not delayed by the
+/// endpoints' processes; ignored if not permitted.
+fn set_realtime() {
+    let param = libc::sched_param { sched_priority: 10 };
+    // SAFETY: a valid sched_param for the calling thread.
+    unsafe {
+        libc::sched_setscheduler(0, libc::SCHED_FIFO, &param);
+    }
+}
+
+fn pump<L: FrameLink>(
+    mut link: L,
+    rx: &PacketSocket,
+    tx: &PacketSocket,
+    state: &Mutex<DirectionSnapshot>,
+    stop: &AtomicBool,
+) -> std::io::Result<()> {
+    set_timer_slack();
+    set_realtime();
+    let mut batch = RecvBatch::default();
+    let mut out: Vec<Vec<u8>> = Vec::with_capacity(BATCH);
+    let mut io = IoCounters::default();
+    let mut last_publish = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        let n = batch.receive(rx)?;
+        if n > 0 {
+            let now = Instant::now();
+            for i in 0..n {
+                match batch.frame(i) {
+                    Some(frame) => {
+                        io.rx_frames += 1;
+                        io.rx_bytes += frame.len() as u64;
+                        link.handle_frame(now, frame.to_vec());
+                    }
+                    None => io.rx_truncated += 1,
+                }
+            }
+        }
+        let now = Instant::now();
+        while let Some(frame) = link.poll_transmit(now) {
+            out.push(frame);
+            if out.len() == BATCH {
+                flush(tx, &mut out, &mut io);
+            }
+        }
+        flush(tx, &mut out, &mut io);
+        if now.duration_since(last_publish) >= PUBLISH_EVERY {
+            last_publish = now;
+            if let Ok(mut s) = state.lock() {
+                s.io = io.clone();
+                s.link = link.counters_json();
+            }
+        }
+        if n == BATCH {
+            continue; // more frames are probably waiting
+        }
+        let wait = match link.poll_timeout() {
+            None => IDLE_WAIT,
+            Some(t) => {
+                let now = Instant::now();
+                if t <= now + SPIN {
+                    continue; // spin: the next departure is close
+                }
+                (t - now - SPIN).min(IDLE_WAIT)
+            }
+        };
+        rx.wait_readable(wait)?;
+    }
+    if let Ok(mut s) = state.lock() {
+        s.io = io;
+        s.link = link.counters_json();
+    }
+    Ok(())
+}
+
+fn flush(tx: &PacketSocket, out: &mut Vec<Vec<u8>>, io: &mut IoCounters) {
+    if out.is_empty() {
+        return;
+    }
+    let sent = send_batch(tx, out);
+    // send_batch sends in order and skips refused frames; count by totals.
+    io.tx_frames += sent as u64;
+    io.tx_dropped += (out.len() - sent) as u64;
+    io.tx_bytes += out.iter().map(|f| f.len() as u64).sum::<u64>();
+    out.clear();
+}

@@ -1,0 +1,203 @@
+//! Link options of `wanopt lab up`, turned into one emulator spec per direction.
+//!
+//! The options read like netem's but always carry units (`--rtt 100ms`,
+//! `--rate 250mbit`, `--queue 2bdp`). They become two spec strings, one per
+//! direction ("up" is client to server, "down" server to client), in the
+//! grammar of `wanopt_netem::units` (`"rate 250mbit delay 50ms queue 2bdp"`);
+//! `--up "..."` and `--down "..."` are appended to their direction, so their
+//! keys override the shared ones.
+
+use clap::Args;
+use serde::{Deserialize, Serialize};
+
+/// Errors in link options.
+#[derive(Debug, thiserror::Error)]
+pub enum LinkOptionError {
+    /// A value has no unit, a bad unit or is out of range.
+    #[error("bad value for --{option}: {message}")]
+    Value {
+        /// The option, without dashes.
+        option: &'static str,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A direction's spec was rejected by the emulator model.
+    #[error("bad {direction} link spec `{spec}`: {message}")]
+    Spec {
+        /// `up` or `down`.
+        direction: &'static str,
+        /// The spec.
+        spec: String,
+        /// What is wrong with it.
+        message: String,
+    },
+}
+
+/// The emulated link's options (shared by `lab up` and scenarios).
+#[derive(Debug, Clone, Default, Args, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct LinkOptions {
+    /// Round-trip propagation delay, split evenly over both directions (e.g. `100ms`).
+    #[arg(long)]
+    pub rtt: Option<String>,
+    /// Bottleneck rate counting IP packet bytes (e.g. `250mbit`); unlimited if absent.
+    #[arg(long)]
+    pub rate: Option<String>,
+    /// Bottleneck queue: `2bdp`, `500kb` or `1000p` (not counting the delay line).
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// Random loss (e.g. `1%`).
+    #[arg(long)]
+    pub loss: Option<String>,
+    /// Bursty loss, Gilbert-Elliott `P,R` (e.g. `1%,25%`).
+    #[arg(long = "loss-burst")]
+    #[serde(rename = "loss-burst", alias = "loss_burst")]
+    pub loss_burst: Option<String>,
+    /// Delay jitter (e.g. `5ms`); order-preserving unless `--reorder` is given.
+    #[arg(long)]
+    pub jitter: Option<String>,
+    /// Reordering (e.g. `1%`).
+    #[arg(long)]
+    pub reorder: Option<String>,
+    /// Duplication (e.g. `0.1%`).
+    #[arg(long)]
+    pub duplicate: Option<String>,
+    /// Active queue management: `red` marks CE on ECN-capable packets instead of dropping.
+    #[arg(long)]
+    pub ecn: Option<String>,
+    /// Seed of every random draw (same seed, same drops).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Extra spec for the client-to-server direction (e.g. `"rate 2mbit delay 75ms"`).
+    #[arg(long)]
+    pub up: Option<String>,
+    /// Extra spec for the server-to-client direction.
+    #[arg(long)]
+    pub down: Option<String>,
+}
+
+/// The two validated direction specs and the seed.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LinkSpecs {
+    /// Client-to-server spec.
+    pub up: String,
+    /// Server-to-client spec.
+    pub down: String,
+    /// Seed; the down direction uses `seed + 1`.
+    pub seed: u64,
+}
+
+/// Default seed when `--seed` is not given.
+pub const DEFAULT_SEED: u64 = 1;
+
+impl LinkOptions {
+    /// Builds and validates the spec of each direction.
+    pub fn specs(&self) -> Result<LinkSpecs, LinkOptionError> {
+        let mut shared = Vec::new();
+        if let Some(rtt) = &self.rtt {
+            let one_way = half_duration(rtt).map_err(|message| LinkOptionError::Value {
+                option: "rtt",
+                message,
+            })?;
+            shared.push(format!("delay {one_way}"));
+        }
+        let simple: [(&str, &Option<String>); 8] = [
+            ("rate", &self.rate),
+            ("queue", &self.queue),
+            ("loss", &self.loss),
+            ("loss-burst", &self.loss_burst),
+            ("jitter", &self.jitter),
+            ("reorder", &self.reorder),
+            ("duplicate", &self.duplicate),
+            ("ecn", &self.ecn),
+        ];
+        for (key, value) in simple {
+            if let Some(v) = value {
+                if v.trim().is_empty() || v.split_whitespace().count() != 1 {
+                    return Err(LinkOptionError::Value {
+                        option: option_name(key),
+                        message: format!("`{v}` must be one word with a unit"),
+                    });
+                }
+                shared.push(format!("{key} {}", v.trim()));
+            }
+        }
+        let base = shared.join(" ");
+        let join = |extra: &Option<String>| match extra {
+            Some(e) if !base.is_empty() => format!("{base} {}", e.trim()),
+            Some(e) => e.trim().to_string(),
+            None => base.clone(),
+        };
+        let specs = LinkSpecs {
+            up: join(&self.up),
+            down: join(&self.down),
+            seed: self.seed.unwrap_or(DEFAULT_SEED),
+        };
+        crate::model::validate(&specs.up).map_err(|message| LinkOptionError::Spec {
+            direction: "up",
+            spec: specs.up.clone(),
+            message,
+        })?;
+        crate::model::validate(&specs.down).map_err(|message| LinkOptionError::Spec {
+            direction: "down",
+            spec: specs.down.clone(),
+            message,
+        })?;
+        Ok(specs)
+    }
+}
+
+fn option_name(key: &str) -> &'static str {
+    match key {
+        "rate" => "rate",
+        "queue" => "queue",
+        "loss" => "loss",
+        "loss-burst" => "loss-burst",
+        "jitter" => "jitter",
+        "reorder" => "reorder",
+        "duplicate" => "duplicate",
+        _ => "ecn",
+    }
+}
+
+/// Halves a duration written with a unit (`100ms` -> `50000us`), exactly.
+fn half_duration(text: &str) -> Result<String, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .ok_or_else(|| format!("`{text}` has no unit (write e.g. `100ms`)"))?;
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number followed by a unit"))?;
+    let nanos_per = match unit {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        _ => {
+            return Err(format!(
+                "unknown unit `{unit}` in `{text}` (use ns, us, ms or s)"
+            ))
+        }
+    };
+    let nanos = value * nanos_per;
+    if !nanos.is_finite() || !(0.0..=3.6e12).contains(&nanos) {
+        return Err(format!("`{text}` is out of range (0 to 1h)"));
+    }
+    Ok(format!("{}ns", (nanos / 2.0).round() as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn halves_the_rtt() {
+        assert_eq!(half_duration("100ms").ok().as_deref(), Some("50000000ns"));
+        assert_eq!(half_duration("0ms").ok().as_deref(), Some("0ns"));
+        assert_eq!(half_duration("1.5ms").ok().as_deref(), Some("750000ns"));
+        assert!(half_duration("100").is_err());
+        assert!(half_duration("100parsecs").is_err());
+    }
+}

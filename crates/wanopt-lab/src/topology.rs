@@ -1,0 +1,540 @@
+//! The lab's topology: five network namespaces joined by four veth pairs.
+//!
+//! ```text
+//!  client          edge                     wan                  core                    server
+//!  eth0 ──────── lan0    wan0 ─────────── e0 [emulator] c0 ──── wan0    lan0 ──────────── eth0
+//!  198.18.1.2   198.18.1.1  198.18.2.1        (no IP)        198.18.2.2  198.18.3.1     198.18.3.2
+//! ```
+//!
+//! `edge` and `core` share one L2 segment (198.18.2.0/24) through the `wan`
+//! bump, which forwards raw Ethernet frames between `e0` and `c0`. Every
+//! namespace name carries the lab's prefix so that several labs (tests) can
+//! exist side by side; the default prefix is empty.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Errors from building, inspecting or tearing down the lab.
+#[derive(Debug, thiserror::Error)]
+pub enum TopologyError {
+    /// A helper program (`ip`, `ethtool`, ...) could not be started.
+    #[error(
+        "cannot run `{program}`: {cause} (is it installed? try `apt-get install iproute2 ethtool`)"
+    )]
+    Spawn {
+        /// The program that failed to start.
+        program: String,
+        /// The underlying error.
+        cause: std::io::Error,
+    },
+    /// A helper program ran and failed.
+    #[error("`{command}` failed: {stderr}")]
+    Command {
+        /// The command line that failed.
+        command: String,
+        /// What it printed on stderr.
+        stderr: String,
+    },
+    /// The node name is not one of the lab's namespaces.
+    #[error("unknown lab node `{0}`: expected one of client, edge, wan, core, server")]
+    UnknownNode(String),
+    /// The lab state directory could not be read or written.
+    #[error("lab state {path}: {cause}")]
+    State {
+        /// The file or directory.
+        path: PathBuf,
+        /// The underlying error.
+        cause: std::io::Error,
+    },
+    /// The lab is not up.
+    #[error("the lab `{0}` is not up: run `wanopt lab up` first")]
+    NotUp(String),
+}
+
+/// One namespace of the lab.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Node {
+    /// The client host.
+    Client,
+    /// The edge router, where the wanopt edge node runs with `--optimize`.
+    Edge,
+    /// The emulated WAN: a bump in the wire with no IP address.
+    Wan,
+    /// The core router, where the wanopt core node runs with `--optimize`.
+    Core,
+    /// The server host.
+    Server,
+}
+
+impl Node {
+    /// Every node, from the client to the server.
+    pub const ALL: [Node; 5] = [
+        Node::Client,
+        Node::Edge,
+        Node::Wan,
+        Node::Core,
+        Node::Server,
+    ];
+
+    /// The node's short name (`client`, `edge`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Node::Client => "client",
+            Node::Edge => "edge",
+            Node::Wan => "wan",
+            Node::Core => "core",
+            Node::Server => "server",
+        }
+    }
+
+    /// The node's main address on the lab network (`None` for `wan`).
+    ///
+    /// For the routers this is the address that faces the WAN.
+    pub fn address(self) -> Option<&'static str> {
+        match self {
+            Node::Client => Some(CLIENT_ADDR),
+            Node::Edge => Some(EDGE_WAN_ADDR),
+            Node::Wan => None,
+            Node::Core => Some(CORE_WAN_ADDR),
+            Node::Server => Some(SERVER_ADDR),
+        }
+    }
+}
+
+impl std::str::FromStr for Node {
+    type Err = TopologyError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Node::ALL
+            .into_iter()
+            .find(|n| n.name() == s)
+            .ok_or_else(|| TopologyError::UnknownNode(s.to_string()))
+    }
+}
+
+/// The client's address.
+pub const CLIENT_ADDR: &str = "198.18.1.2";
+/// The edge's address on the client LAN.
+pub const EDGE_LAN_ADDR: &str = "198.18.1.1";
+/// The edge's address on the WAN segment.
+pub const EDGE_WAN_ADDR: &str = "198.18.2.1";
+/// The core's address on the WAN segment.
+pub const CORE_WAN_ADDR: &str = "198.18.2.2";
+/// The core's address on the server LAN.
+pub const CORE_LAN_ADDR: &str = "198.18.3.1";
+/// The server's address.
+pub const SERVER_ADDR: &str = "198.18.3.2";
+/// The edge's interface towards the client.
+pub const EDGE_LAN_IF: &str = "lan0";
+/// The `wan` interface that faces the edge (frames in from it go "up").
+pub const WAN_EDGE_IF: &str = "e0";
+/// The `wan` interface that faces the core (frames in from it go "down").
+pub const WAN_CORE_IF: &str = "c0";
+/// Fixed MAC of the edge's WAN interface (so neighbours are static).
+const EDGE_WAN_MAC: &str = "02:00:c6:12:02:01";
+/// Fixed MAC of the core's WAN interface.
+const CORE_WAN_MAC: &str = "02:00:c6:12:02:02";
+
+/// A handle on one lab: its namespace prefix and its state directory.
+#[derive(Debug, Clone)]
+pub struct Lab {
+    prefix: String,
+}
+
+impl Lab {
+    /// The lab whose namespaces are named `{prefix}client`, `{prefix}edge`, ...
+    pub fn new(prefix: &str) -> Lab {
+        Lab {
+            prefix: prefix.to_string(),
+        }
+    }
+
+    /// The default lab (no prefix): namespaces `client`, `edge`, `wan`, `core`, `server`.
+    pub fn default_lab() -> Lab {
+        Lab::new(&std::env::var("WANOPT_LAB_PREFIX").unwrap_or_default())
+    }
+
+    /// The namespace prefix.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The network namespace name of `node`.
+    pub fn netns(&self, node: Node) -> String {
+        format!("{}{}", self.prefix, node.name())
+    }
+
+    /// The directory holding pid files, settings and counters of this lab.
+    pub fn state_dir(&self) -> PathBuf {
+        let name = if self.prefix.is_empty() {
+            "default"
+        } else {
+            self.prefix.trim_end_matches(['-', '_'])
+        };
+        PathBuf::from("/run/wanopt-lab").join(name)
+    }
+
+    /// Whether every namespace of the lab exists.
+    pub fn is_up(&self) -> bool {
+        Node::ALL
+            .iter()
+            .all(|n| Path::new("/run/netns").join(self.netns(*n)).exists())
+    }
+
+    /// Creates the namespaces, veths, addresses and routes (clearing any
+    /// leftover of a previous lab first). Starts no process.
+    pub fn create(&self) -> Result<(), TopologyError> {
+        self.destroy()?;
+        let dir = self.state_dir();
+        fs::create_dir_all(dir.join("pids")).map_err(|source| TopologyError::State {
+            path: dir.clone(),
+            cause: source,
+        })?;
+        for node in Node::ALL {
+            ip(&["netns", "add", &self.netns(node)])?;
+            self.ip_in(node, &["link", "set", "lo", "up"])?;
+            // No IPv6: no router solicitations or DAD noise through the emulator.
+            self.sysctl(node, "net.ipv6.conf.all.disable_ipv6", "1")?;
+            self.sysctl(node, "net.ipv6.conf.default.disable_ipv6", "1")?;
+        }
+        self.veth(Node::Client, "eth0", Node::Edge, EDGE_LAN_IF)?;
+        self.veth(Node::Edge, "wan0", Node::Wan, WAN_EDGE_IF)?;
+        self.veth(Node::Wan, WAN_CORE_IF, Node::Core, "wan0")?;
+        self.veth(Node::Core, "lan0", Node::Server, "eth0")?;
+        self.ip_in(
+            Node::Edge,
+            &["link", "set", "wan0", "address", EDGE_WAN_MAC],
+        )?;
+        self.ip_in(
+            Node::Core,
+            &["link", "set", "wan0", "address", CORE_WAN_MAC],
+        )?;
+
+        let addrs: [(Node, &str, &str); 6] = [
+            (Node::Client, "eth0", CLIENT_ADDR),
+            (Node::Edge, EDGE_LAN_IF, EDGE_LAN_ADDR),
+            (Node::Edge, "wan0", EDGE_WAN_ADDR),
+            (Node::Core, "wan0", CORE_WAN_ADDR),
+            (Node::Core, "lan0", CORE_LAN_ADDR),
+            (Node::Server, "eth0", SERVER_ADDR),
+        ];
+        for (node, dev, addr) in addrs {
+            self.ip_in(node, &["addr", "add", &format!("{addr}/24"), "dev", dev])?;
+        }
+        for (node, dev) in [
+            (Node::Client, "eth0"),
+            (Node::Edge, EDGE_LAN_IF),
+            (Node::Edge, "wan0"),
+            (Node::Wan, WAN_EDGE_IF),
+            (Node::Wan, WAN_CORE_IF),
+            (Node::Core, "wan0"),
+            (Node::Core, "lan0"),
+            (Node::Server, "eth0"),
+        ] {
+            self.ip_in(node, &["link", "set", dev, "mtu", "1500", "up"])?;
+            self.offloads_off(node, dev)?;
+        }
+        self.ip_in(Node::Wan, &["link", "set", WAN_EDGE_IF, "promisc", "on"])?;
+        self.ip_in(Node::Wan, &["link", "set", WAN_CORE_IF, "promisc", "on"])?;
+        self.ip_in(
+            Node::Client,
+            &["route", "add", "default", "via", EDGE_LAN_ADDR],
+        )?;
+        self.ip_in(
+            Node::Server,
+            &["route", "add", "default", "via", CORE_LAN_ADDR],
+        )?;
+        self.ip_in(
+            Node::Edge,
+            &["route", "add", "198.18.3.0/24", "via", CORE_WAN_ADDR],
+        )?;
+        self.ip_in(
+            Node::Core,
+            &["route", "add", "198.18.1.0/24", "via", EDGE_WAN_ADDR],
+        )?;
+        // Static neighbours across the WAN: no ARP through the emulated link.
+        self.ip_in(
+            Node::Edge,
+            &[
+                "neigh",
+                "replace",
+                CORE_WAN_ADDR,
+                "lladdr",
+                CORE_WAN_MAC,
+                "dev",
+                "wan0",
+                "nud",
+                "permanent",
+            ],
+        )?;
+        self.ip_in(
+            Node::Core,
+            &[
+                "neigh",
+                "replace",
+                EDGE_WAN_ADDR,
+                "lladdr",
+                EDGE_WAN_MAC,
+                "dev",
+                "wan0",
+                "nud",
+                "permanent",
+            ],
+        )?;
+        for node in [Node::Edge, Node::Core] {
+            self.sysctl(node, "net.ipv4.ip_forward", "1")?;
+        }
+        Ok(())
+    }
+
+    /// Kills every lab process and deletes every namespace. Idempotent.
+    pub fn destroy(&self) -> Result<(), TopologyError> {
+        self.kill_recorded_processes();
+        for node in Node::ALL {
+            let ns = self.netns(node);
+            if !Path::new("/run/netns").join(&ns).exists() {
+                continue;
+            }
+            // Anything still running inside belongs to the lab.
+            if let Ok(out) = Command::new("ip").args(["netns", "pids", &ns]).output() {
+                for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+                    if let Ok(pid) = pid.parse::<i32>() {
+                        kill_and_wait(pid);
+                    }
+                }
+            }
+            ip(&["netns", "del", &ns])?;
+        }
+        let dir = self.state_dir();
+        if dir.exists() {
+            fs::remove_dir_all(&dir).map_err(|source| TopologyError::State {
+                path: dir,
+                cause: source,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Records the pid of a process that `destroy` must end.
+    pub fn record_pid(&self, name: &str, pid: u32) -> Result<(), TopologyError> {
+        let path = self.state_dir().join("pids").join(format!("{name}.pid"));
+        fs::write(&path, format!("{pid}\n")).map_err(|source| TopologyError::State {
+            path,
+            cause: source,
+        })
+    }
+
+    /// Ends the process recorded under `name`, if any.
+    pub fn kill_recorded(&self, name: &str) {
+        let path = self.state_dir().join("pids").join(format!("{name}.pid"));
+        if let Ok(text) = fs::read_to_string(&path) {
+            if let Ok(pid) = text.trim().parse::<i32>() {
+                kill_and_wait(pid);
+            }
+        }
+        let _ = fs::remove_file(path);
+    }
+
+    fn kill_recorded_processes(&self) {
+        let dir = self.state_dir().join("pids");
+        let Ok(entries) = fs::read_dir(&dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            if let Some(name) = entry.path().file_stem().and_then(|s| s.to_str()) {
+                self.kill_recorded(name);
+            }
+        }
+    }
+
+    /// A `Command` that runs `program` inside the namespace of `node`.
+    pub fn command(&self, node: Node, program: &str) -> Command {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.netns(node), program]);
+        cmd
+    }
+
+    /// Runs `ip ARGS` inside the namespace of `node`.
+    pub fn ip_in(&self, node: Node, args: &[&str]) -> Result<(), TopologyError> {
+        let ns = self.netns(node);
+        let mut full: Vec<&str> = vec!["-n", ns.as_str()];
+        full.extend_from_slice(args);
+        ip(&full)
+    }
+
+    /// Sets a sysctl inside the namespace of `node` (per-namespace keys only).
+    pub fn sysctl(&self, node: Node, key: &str, value: &str) -> Result<(), TopologyError> {
+        let path = format!("/proc/sys/{}", key.replace('.', "/"));
+        let mut cmd = self.command(node, "sh");
+        cmd.args(["-c", "printf '%s\\n' \"$2\" > \"$1\"", "sh", &path, value]);
+        run(cmd)
+    }
+
+    /// Reads a sysctl inside the namespace of `node`.
+    pub fn read_sysctl(&self, node: Node, key: &str) -> Result<String, TopologyError> {
+        let path = format!("/proc/sys/{}", key.replace('.', "/"));
+        let mut cmd = self.command(node, "cat");
+        cmd.arg(&path);
+        let out = output(cmd)?;
+        Ok(out.trim().to_string())
+    }
+
+    /// Starts `program ARGS` as a background process inside `node`, in its
+    /// own process group, logging to `{state_dir}/{name}.log`, and records
+    /// its pid under `name` so that `destroy` ends it.
+    pub fn spawn_daemon(
+        &self,
+        node: Node,
+        name: &str,
+        program: &Path,
+        args: &[String],
+    ) -> Result<u32, TopologyError> {
+        use std::os::unix::process::CommandExt;
+        let log_path = self.state_dir().join(format!("{name}.log"));
+        let log = fs::File::create(&log_path).map_err(|source| TopologyError::State {
+            path: log_path.clone(),
+            cause: source,
+        })?;
+        let log2 = log.try_clone().map_err(|source| TopologyError::State {
+            path: log_path.clone(),
+            cause: source,
+        })?;
+        let mut cmd = self.command(node, &program.to_string_lossy());
+        cmd.args(args)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log2)
+            .process_group(0);
+        let child = cmd.spawn().map_err(|source| TopologyError::Spawn {
+            program: "ip".to_string(),
+            cause: source,
+        })?;
+        let pid = child.id();
+        self.record_pid(name, pid)?;
+        Ok(pid)
+    }
+
+    /// The last lines of a daemon's log (for error messages).
+    pub fn daemon_log(&self, name: &str) -> String {
+        let text =
+            fs::read_to_string(self.state_dir().join(format!("{name}.log"))).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(5)..].join(" | ")
+    }
+
+    fn veth(&self, a: Node, a_if: &str, b: Node, b_if: &str) -> Result<(), TopologyError> {
+        ip(&[
+            "link",
+            "add",
+            "name",
+            a_if,
+            "netns",
+            &self.netns(a),
+            "type",
+            "veth",
+            "peer",
+            "name",
+            b_if,
+            "netns",
+            &self.netns(b),
+        ])
+    }
+
+    fn offloads_off(&self, node: Node, dev: &str) -> Result<(), TopologyError> {
+        let mut cmd = self.command(node, "ethtool");
+        // `tx off`: frames relayed by the AF_PACKET bump must carry real
+        // checksums, not CHECKSUM_PARTIAL placeholders.
+        cmd.args([
+            "-K", dev, "tx", "off", "tso", "off", "gso", "off", "gro", "off",
+        ]);
+        run(cmd)
+    }
+}
+
+/// Runs `ip ARGS` in the current namespace.
+fn ip(args: &[&str]) -> Result<(), TopologyError> {
+    let mut cmd = Command::new("ip");
+    cmd.args(args);
+    run(cmd)
+}
+
+fn describe(cmd: &Command) -> String {
+    let mut s = cmd.get_program().to_string_lossy().into_owned();
+    for a in cmd.get_args() {
+        s.push(' ');
+        s.push_str(&a.to_string_lossy());
+    }
+    s
+}
+
+/// Runs a command to completion; an error carries its stderr.
+pub(crate) fn run(cmd: Command) -> Result<(), TopologyError> {
+    output(cmd).map(|_| ())
+}
+
+/// Runs a command to completion and returns its stdout.
+pub(crate) fn output(mut cmd: Command) -> Result<String, TopologyError> {
+    cmd.stdin(Stdio::null());
+    let out = cmd.output().map_err(|source| TopologyError::Spawn {
+        program: cmd.get_program().to_string_lossy().into_owned(),
+        cause: source,
+    })?;
+    if !out.status.success() {
+        return Err(TopologyError::Command {
+            command: describe(&cmd),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Sends SIGTERM to `pid`, waits up to 2 s, then SIGKILL.
+pub(crate) fn kill_and_wait(pid: i32) {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    if pid <= 1 {
+        return;
+    }
+    let pid = Pid::from_raw(pid);
+    if kill(pid, Signal::SIGTERM).is_err() {
+        return;
+    }
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        // Reap it if it is our child; otherwise poll for its disappearance.
+        let _ = nix::sys::wait::waitpid(pid, Some(nix::sys::wait::WaitPidFlag::WNOHANG));
+        if kill(pid, None).is_err() {
+            return;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    let _ = kill(pid, Signal::SIGKILL);
+    let _ = nix::sys::wait::waitpid(pid, None);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_names_round_trip() {
+        for node in Node::ALL {
+            assert_eq!(node.name().parse::<Node>().ok(), Some(node));
+        }
+        assert!("router".parse::<Node>().is_err());
+    }
+
+    #[test]
+    fn prefixed_names() {
+        let lab = Lab::new("t1-");
+        assert_eq!(lab.netns(Node::Wan), "t1-wan");
+        assert_eq!(lab.state_dir(), PathBuf::from("/run/wanopt-lab/t1"));
+        assert_eq!(
+            Lab::new("").state_dir(),
+            PathBuf::from("/run/wanopt-lab/default")
+        );
+    }
+}

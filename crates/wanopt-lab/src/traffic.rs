@@ -1,0 +1,354 @@
+//! The built-in bulk traffic generator (the reference's
+//! `iperf -n 100MB -P 4 -R`): N parallel TCP streams of M bytes each, in
+//! either direction.
+//!
+//! The server (`wanopt lab gen-server`, started by `lab up` in the `server`
+//! namespace) reads a 16-byte request per connection: magic `WLG1`, the
+//! direction (0: the client sends, 1: the server sends), three zero bytes and
+//! the byte count (u64, big endian). When the server sends, it writes the
+//! bytes and closes; when the client sends, the server answers with the
+//! count it received once it has it all. Aggregate throughput is payload
+//! bits over the wall time from just before the first connect to the last
+//! byte (download) or the last acknowledgement (upload).
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+/// The generator's TCP port on the server.
+pub const GENERATOR_PORT: u16 = 5999;
+
+const MAGIC: &[u8; 4] = b"WLG1";
+const CHUNK: usize = 256 * 1024;
+
+/// Errors from the traffic generator.
+#[derive(Debug, thiserror::Error)]
+pub enum TrafficError {
+    /// The server could not listen.
+    #[error("cannot listen on {addr}: {cause}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// The underlying error.
+        cause: std::io::Error,
+    },
+    /// A stream failed.
+    #[error("stream {stream} to {addr}: {cause}")]
+    Stream {
+        /// The stream's index.
+        stream: usize,
+        /// The server.
+        addr: SocketAddr,
+        /// The underlying error.
+        cause: std::io::Error,
+    },
+    /// A stream ended early.
+    #[error("stream {stream} ended after {got} of {want} bytes")]
+    Short {
+        /// The stream's index.
+        stream: usize,
+        /// Bytes moved.
+        got: u64,
+        /// Bytes asked for.
+        want: u64,
+    },
+    /// A size could not be parsed.
+    #[error("bad size `{0}`: write e.g. 100MB, 10MiB or 5000000")]
+    Size(String),
+}
+
+/// Which way the bytes flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// Client to server.
+    Upload,
+    /// Server to client (iperf `-R`).
+    Download,
+}
+
+/// One bulk transfer: `streams` parallel streams of `bytes` each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Workload {
+    /// Parallel streams.
+    pub streams: usize,
+    /// Payload bytes per stream.
+    pub bytes: u64,
+    /// Which way.
+    pub direction: Direction,
+}
+
+/// The outcome of one transfer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TrafficReport {
+    /// What was asked.
+    pub workload: Workload,
+    /// Payload bytes moved over all streams.
+    pub total_bytes: u64,
+    /// Wall time from the first connect to the last byte, seconds.
+    pub seconds: f64,
+    /// Aggregate payload throughput, Mbit/s (10^6 bit/s).
+    pub throughput_mbps: f64,
+    /// Each stream's completion time, seconds from the start.
+    pub stream_seconds: Vec<f64>,
+}
+
+/// Parses a byte count: `100MB` (10^6), `10MiB` (2^20), `64KB`, `1GB`, or bare bytes.
+pub fn parse_size(text: &str) -> Result<u64, TrafficError> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| TrafficError::Size(text.to_string()))?;
+    let factor = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "kb" | "k" => 1e3,
+        "mb" | "m" => 1e6,
+        "gb" | "g" => 1e9,
+        "kib" => 1024.0,
+        "mib" => 1024.0 * 1024.0,
+        "gib" => 1024.0 * 1024.0 * 1024.0,
+        _ => return Err(TrafficError::Size(text.to_string())),
+    };
+    let bytes = value * factor;
+    if !bytes.is_finite() || !(1.0..=1e13).contains(&bytes) {
+        return Err(TrafficError::Size(text.to_string()));
+    }
+    Ok(bytes.round() as u64)
+}
+
+/// Serves generator requests on `addr` forever, with `congestion` control
+/// (e.g. `cubic`) on every connection if given.
+pub fn serve(addr: SocketAddr, congestion: Option<String>) -> Result<(), TrafficError> {
+    let listener = TcpListener::bind(addr).map_err(|source| TrafficError::Listen {
+        addr,
+        cause: source,
+    })?;
+    for conn in listener.incoming() {
+        let Ok(stream) = conn else { continue };
+        if let Some(cc) = &congestion {
+            let _ = set_congestion(&stream, cc);
+        }
+        thread::spawn(move || {
+            let _ = serve_one(stream);
+        });
+    }
+    Ok(())
+}
+
+/// Sets a socket's congestion control (`TCP_CONGESTION`).
+pub fn set_congestion(stream: &TcpStream, name: &str) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: the name buffer is valid for its length during the call.
+    let ret = unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_ptr().cast(),
+            name.len() as libc::socklen_t,
+        )
+    };
+    if ret < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn serve_one(mut stream: TcpStream) -> std::io::Result<()> {
+    let mut header = [0u8; 16];
+    stream.read_exact(&mut header)?;
+    if &header[..4] != MAGIC {
+        return Ok(());
+    }
+    let mut count = [0u8; 8];
+    count.copy_from_slice(&header[8..16]);
+    let bytes = u64::from_be_bytes(count);
+    if header[4] == 1 {
+        write_bytes(&mut stream, bytes)?;
+        stream.shutdown(Shutdown::Write)?;
+        let mut sink = [0u8; 64];
+        while stream.read(&mut sink)? > 0 {}
+    } else {
+        let got = read_bytes(&mut stream, bytes)?;
+        stream.write_all(&got.to_be_bytes())?;
+    }
+    Ok(())
+}
+
+fn write_bytes(stream: &mut TcpStream, mut bytes: u64) -> std::io::Result<()> {
+    let buf = vec![0x5au8; CHUNK];
+    while bytes > 0 {
+        let n = (bytes.min(CHUNK as u64)) as usize;
+        stream.write_all(&buf[..n])?;
+        bytes -= n as u64;
+    }
+    Ok(())
+}
+
+fn read_bytes(stream: &mut TcpStream, want: u64) -> std::io::Result<u64> {
+    let mut buf = vec![0u8; CHUNK];
+    let mut got = 0u64;
+    while got < want {
+        let n = stream.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        got += n as u64;
+    }
+    Ok(got)
+}
+
+/// Runs `workload` against the generator server at `addr`; no stream may
+/// stall for longer than `stall`. `congestion` sets the client sockets'
+/// congestion control.
+pub fn run_client(
+    addr: SocketAddr,
+    workload: Workload,
+    stall: Duration,
+    congestion: Option<&str>,
+) -> Result<TrafficReport, TrafficError> {
+    let start = Instant::now();
+    let handles: Vec<_> = (0..workload.streams)
+        .map(|i| {
+            let cc = congestion.map(str::to_string);
+            thread::spawn(move || one_stream(i, addr, workload, stall, start, cc.as_deref()))
+        })
+        .collect();
+    let mut stream_seconds = Vec::with_capacity(workload.streams);
+    let mut first_error = None;
+    for h in handles {
+        match h.join() {
+            Ok(Ok(s)) => stream_seconds.push(s),
+            Ok(Err(e)) => {
+                first_error.get_or_insert(e);
+            }
+            Err(_) => {
+                first_error.get_or_insert(TrafficError::Short {
+                    stream: 0,
+                    got: 0,
+                    want: workload.bytes,
+                });
+            }
+        }
+    }
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+    let seconds = stream_seconds.iter().cloned().fold(0.0, f64::max).max(1e-9);
+    let total_bytes = workload.bytes * workload.streams as u64;
+    Ok(TrafficReport {
+        workload,
+        total_bytes,
+        seconds,
+        throughput_mbps: total_bytes as f64 * 8.0 / seconds / 1e6,
+        stream_seconds,
+    })
+}
+
+fn one_stream(
+    index: usize,
+    addr: SocketAddr,
+    workload: Workload,
+    stall: Duration,
+    start: Instant,
+    congestion: Option<&str>,
+) -> Result<f64, TrafficError> {
+    let err = |source| TrafficError::Stream {
+        stream: index,
+        addr,
+        cause: source,
+    };
+    let mut stream = TcpStream::connect_timeout(&addr, stall).map_err(err)?;
+    stream.set_read_timeout(Some(stall)).map_err(err)?;
+    stream.set_write_timeout(Some(stall)).map_err(err)?;
+    stream.set_nodelay(true).map_err(err)?;
+    if let Some(cc) = congestion {
+        set_congestion(&stream, cc).map_err(err)?;
+    }
+    let mut header = [0u8; 16];
+    header[..4].copy_from_slice(MAGIC);
+    header[4] = u8::from(workload.direction == Direction::Download);
+    header[8..].copy_from_slice(&workload.bytes.to_be_bytes());
+    stream.write_all(&header).map_err(err)?;
+    match workload.direction {
+        Direction::Download => {
+            let got = read_bytes(&mut stream, workload.bytes).map_err(err)?;
+            let done = start.elapsed().as_secs_f64();
+            if got < workload.bytes {
+                return Err(TrafficError::Short {
+                    stream: index,
+                    got,
+                    want: workload.bytes,
+                });
+            }
+            Ok(done)
+        }
+        Direction::Upload => {
+            write_bytes(&mut stream, workload.bytes).map_err(err)?;
+            let mut ack = [0u8; 8];
+            stream.read_exact(&mut ack).map_err(err)?;
+            let done = start.elapsed().as_secs_f64();
+            let got = u64::from_be_bytes(ack);
+            if got < workload.bytes {
+                return Err(TrafficError::Short {
+                    stream: index,
+                    got,
+                    want: workload.bytes,
+                });
+            }
+            Ok(done)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_units() {
+        assert_eq!(parse_size("100MB").ok(), Some(100_000_000));
+        assert_eq!(parse_size("10MiB").ok(), Some(10 * 1024 * 1024));
+        assert_eq!(parse_size("5000").ok(), Some(5000));
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("0").is_err());
+    }
+
+    #[test]
+    fn loopback_transfer_both_ways() -> Result<(), TrafficError> {
+        let listener = TcpListener::bind("127.0.0.1:0").map_err(|source| TrafficError::Listen {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            cause: source,
+        })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| TrafficError::Listen {
+                addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+                cause: source,
+            })?;
+        thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                thread::spawn(move || serve_one(conn));
+            }
+        });
+        for direction in [Direction::Download, Direction::Upload] {
+            let w = Workload {
+                streams: 3,
+                bytes: 1_000_000,
+                direction,
+            };
+            let r = run_client(addr, w, Duration::from_secs(10), Some("reno"))?;
+            assert_eq!(r.total_bytes, 3_000_000);
+            assert_eq!(r.stream_seconds.len(), 3);
+            assert!(r.throughput_mbps > 0.0);
+        }
+        Ok(())
+    }
+}
