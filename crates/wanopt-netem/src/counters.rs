@@ -1,0 +1,52 @@
+//! What a link has done so far.
+
+use serde::Serialize;
+
+/// Counters of one link direction. Frame and byte counts of traffic in and out
+/// count whole Ethernet frames; the queue figures count in the shaper's unit,
+/// IP bytes (frame length minus the Ethernet header), like the queue limit.
+///
+/// At any moment:
+/// `frames_in + duplicated = frames_out + dropped_loss + dropped_queue +
+/// dropped_red + frames_in_flight`. Queue occupancy is as of the last call
+/// that passed a `now` (`handle_frame` or `poll_transmit`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Counters {
+    /// Frames handed to the link.
+    pub frames_in: u64,
+    /// Bytes of the frames handed to the link.
+    pub bytes_in: u64,
+    /// Frames the link delivered (duplicates included).
+    pub frames_out: u64,
+    /// Bytes of the frames the link delivered.
+    pub bytes_out: u64,
+    /// Frames dropped by random or burst loss.
+    pub dropped_loss: u64,
+    /// Frames dropped because the queue limit would have been exceeded.
+    pub dropped_queue: u64,
+    /// Non-ECN-capable frames dropped by RED.
+    pub dropped_red: u64,
+    /// ECN-capable frames RED marked CE (frames already CE included).
+    pub ce_marked: u64,
+    /// Copies made by duplication.
+    pub duplicated: u64,
+    /// Frames held back so that later frames overtake them.
+    pub reordered: u64,
+    /// Non-IP frames (ARP and others) forwarded on the priority lane.
+    pub non_ip: u64,
+    /// Frames accepted and not yet delivered (queue plus delay line).
+    pub frames_in_flight: u64,
+    /// IP bytes waiting for or in serialization.
+    pub queue_bytes: u64,
+    /// Frames waiting for or in serialization.
+    pub queue_frames: u64,
+    /// Largest `queue_bytes` seen.
+    pub max_queue_bytes: u64,
+}
+
+impl Counters {
+    /// All frames dropped, whatever the cause.
+    pub fn dropped(&self) -> u64 {
+        self.dropped_loss + self.dropped_queue + self.dropped_red
+    }
+}
