@@ -3,7 +3,8 @@
 //! The options read like netem's but always carry units (`--rtt 100ms`,
 //! `--rate 250mbit`, `--queue 2bdp`). They become two spec strings, one per
 //! direction ("up" is client to server, "down" server to client), in the
-//! grammar of `wanopt_netem::units` (`"rate 250mbit delay 50ms queue 2bdp"`);
+//! grammar of `wanopt_netem::units` (`"rtt 100ms rate 250mbit queue 2bdp"`:
+//! `rtt` gives each direction half the round trip as delay);
 //! `--up "..."` and `--down "..."` are appended to their direction, so their
 //! keys override the shared ones.
 
@@ -94,14 +95,8 @@ impl LinkOptions {
     /// Builds and validates the spec of each direction.
     pub fn specs(&self) -> Result<LinkSpecs, LinkOptionError> {
         let mut shared = Vec::new();
-        if let Some(rtt) = &self.rtt {
-            let one_way = half_duration(rtt).map_err(|message| LinkOptionError::Value {
-                option: "rtt",
-                message,
-            })?;
-            shared.push(format!("delay {one_way}"));
-        }
-        let simple: [(&str, &Option<String>); 8] = [
+        let simple: [(&str, &Option<String>); 9] = [
+            ("rtt", &self.rtt),
             ("rate", &self.rate),
             ("queue", &self.queue),
             ("loss", &self.loss),
@@ -156,36 +151,9 @@ fn option_name(key: &str) -> &'static str {
         "jitter" => "jitter",
         "reorder" => "reorder",
         "duplicate" => "duplicate",
+        "rtt" => "rtt",
         _ => "ecn",
     }
-}
-
-/// Halves a duration written with a unit (`100ms` -> `50000us`), exactly.
-fn half_duration(text: &str) -> Result<String, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .ok_or_else(|| format!("`{text}` has no unit (write e.g. `100ms`)"))?;
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("`{text}` is not a number followed by a unit"))?;
-    let nanos_per = match unit {
-        "ns" => 1.0,
-        "us" | "µs" => 1e3,
-        "ms" => 1e6,
-        "s" => 1e9,
-        _ => {
-            return Err(format!(
-                "unknown unit `{unit}` in `{text}` (use ns, us, ms or s)"
-            ))
-        }
-    };
-    let nanos = value * nanos_per;
-    if !nanos.is_finite() || !(0.0..=3.6e12).contains(&nanos) {
-        return Err(format!("`{text}` is out of range (0 to 1h)"));
-    }
-    Ok(format!("{}ns", (nanos / 2.0).round() as u64))
 }
 
 #[cfg(test)]
@@ -193,11 +161,49 @@ mod tests {
     use super::*;
 
     #[test]
-    fn halves_the_rtt() {
-        assert_eq!(half_duration("100ms").ok().as_deref(), Some("50000000ns"));
-        assert_eq!(half_duration("0ms").ok().as_deref(), Some("0ns"));
-        assert_eq!(half_duration("1.5ms").ok().as_deref(), Some("750000ns"));
-        assert!(half_duration("100").is_err());
-        assert!(half_duration("100parsecs").is_err());
+    fn shared_options_then_overrides() {
+        let options = LinkOptions {
+            rtt: Some("100ms".into()),
+            rate: Some("250mbit".into()),
+            up: Some("rate 2mbit".into()),
+            ..LinkOptions::default()
+        };
+        let specs = options.specs().ok();
+        assert_eq!(
+            specs.as_ref().map(|s| s.up.as_str()),
+            Some("rtt 100ms rate 250mbit rate 2mbit")
+        );
+        assert_eq!(
+            specs.as_ref().map(|s| s.down.as_str()),
+            Some("rtt 100ms rate 250mbit")
+        );
+    }
+
+    #[test]
+    fn bad_values_are_rejected() {
+        for bad in [
+            LinkOptions {
+                rtt: Some("100".into()),
+                ..LinkOptions::default()
+            },
+            LinkOptions {
+                rate: Some("fast".into()),
+                ..LinkOptions::default()
+            },
+            LinkOptions {
+                loss: Some("150%".into()),
+                ..LinkOptions::default()
+            },
+            LinkOptions {
+                up: Some("warp 9".into()),
+                ..LinkOptions::default()
+            },
+            LinkOptions {
+                queue: Some("2 bdp".into()),
+                ..LinkOptions::default()
+            },
+        ] {
+            assert!(bad.specs().is_err(), "{bad:?}");
+        }
     }
 }

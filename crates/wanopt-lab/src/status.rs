@@ -1,14 +1,23 @@
 //! `wanopt lab status`: link settings and emulator counters per direction.
 
 use crate::bringup::{counters_path, settings_path, Settings};
-use crate::topology::{Lab, TopologyError};
+use crate::topology::{Lab, Node, TopologyError};
+
+/// Appends one formatted line to a `String`.
+macro_rules! outln {
+    ($out:expr, $($arg:tt)*) => {{
+        use std::fmt::Write as _;
+        let _ = writeln!($out, $($arg)*);
+    }};
+}
 
 /// Prints the running lab's settings and counters; returns the exit code.
 pub fn print(lab: &Lab) -> anyhow::Result<i32> {
+    let mut out = String::new();
     if !lab.is_up() {
         eprintln!(
             "wanopt lab: {}",
-            TopologyError::NotUp(lab.prefix().to_string())
+            TopologyError::NotUp(lab.netns(Node::Client))
         );
         return Ok(1);
     }
@@ -17,10 +26,11 @@ pub fn print(lab: &Lab) -> anyhow::Result<i32> {
         .and_then(|t| serde_json::from_str(&t).ok());
     match &settings {
         Some(s) => {
-            println!("profile   {}", s.profile);
-            println!("optimize  {}", s.optimize);
-            println!("seed      {}", s.link.seed);
-            println!(
+            outln!(out, "profile   {}", s.profile);
+            outln!(out, "optimize  {}", s.optimize);
+            outln!(out, "seed      {}", s.link.seed);
+            outln!(
+                out,
                 "up        {}",
                 if s.link.up.is_empty() {
                     "(perfect link)"
@@ -28,7 +38,8 @@ pub fn print(lab: &Lab) -> anyhow::Result<i32> {
                     &s.link.up
                 }
             );
-            println!(
+            outln!(
+                out,
                 "down      {}",
                 if s.link.down.is_empty() {
                     "(perfect link)"
@@ -37,7 +48,8 @@ pub fn print(lab: &Lab) -> anyhow::Result<i32> {
                 }
             );
         }
-        None => println!(
+        None => outln!(
+            out,
             "settings  (unknown: the lab is still starting or was built by another version)"
         ),
     }
@@ -46,25 +58,27 @@ pub fn print(lab: &Lab) -> anyhow::Result<i32> {
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or(serde_json::Value::Null);
     for direction in ["up", "down"] {
-        println!("\n[{direction}]");
+        outln!(out, "\n[{direction}]");
         let d = &counters[direction];
         if d.is_null() {
-            println!("  (no counters: is the emulator running?)");
+            outln!(out, "  (no counters: is the emulator running?)");
             continue;
         }
-        print_flat("  io", &d["io"]);
-        print_flat("  link", &d["link"]);
+        print_flat(&mut out, "  io", &d["io"]);
+        print_flat(&mut out, "  link", &d["link"]);
     }
+    // A closed pipe (`| head`) is not an error.
+    let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), out.as_bytes());
     Ok(0)
 }
 
-fn print_flat(prefix: &str, value: &serde_json::Value) {
+fn print_flat(out: &mut String, prefix: &str, value: &serde_json::Value) {
     match value {
         serde_json::Value::Object(map) => {
             for (k, v) in map {
-                print_flat(&format!("{prefix}.{k}"), v);
+                print_flat(out, &format!("{prefix}.{k}"), v);
             }
         }
-        other => println!("{prefix:<32} {other}"),
+        other => outln!(out, "{prefix:<32} {other}"),
     }
 }

@@ -50,7 +50,7 @@ pub enum TopologyError {
         cause: std::io::Error,
     },
     /// The lab is not up.
-    #[error("the lab `{0}` is not up: run `wanopt lab up` first")]
+    #[error("the lab is not up (no namespace `{0}`): run `wanopt lab up` first")]
     NotUp(String),
 }
 
