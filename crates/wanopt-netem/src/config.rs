@@ -1,10 +1,11 @@
 //! Configuration of one direction of an emulated link.
 
+use std::str::FromStr;
 use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::units::{BitsPerSecond, Probability};
+use crate::units::{apply_spec, BitsPerSecond, ParseSpecError, Probability};
 
 /// The smallest byte limit a [`QueueLimit::Bdp`] resolves to (16 full-size
 /// 1500-byte packets), so that a zero or tiny bandwidth-delay product (RTT 0)
@@ -218,6 +219,18 @@ impl LinkConfig {
     }
 }
 
+impl FromStr for LinkConfig {
+    type Err = ParseSpecError;
+
+    /// Parses a whole per-direction spec (`"rate 2mbit delay 75ms loss 1%"`)
+    /// on top of [`LinkConfig::default`]; see [`crate::units::spec`].
+    fn from_str(spec: &str) -> Result<LinkConfig, ParseSpecError> {
+        let mut config = LinkConfig::default();
+        apply_spec(&mut config, spec)?;
+        Ok(config)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,6 +263,17 @@ mod tests {
             config.resolve_queue(),
             Some(ResolvedQueueLimit::Bytes(MIN_BDP_QUEUE_BYTES))
         );
+    }
+
+    #[test]
+    fn a_spec_string_parses_into_a_config() {
+        let config: LinkConfig = "rtt 100ms rate 250mbit queue 2bdp".parse().unwrap();
+        assert_eq!(config.delay, Duration::from_millis(50));
+        assert_eq!(
+            config.resolve_queue(),
+            Some(ResolvedQueueLimit::Bytes(6_250_000))
+        );
+        assert!("rate 250".parse::<LinkConfig>().is_err());
     }
 
     #[test]

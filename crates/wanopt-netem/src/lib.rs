@@ -87,12 +87,16 @@
 //! in a `BinaryHeap`, no allocation beyond the frame's own `Vec` (except the
 //! copy a duplication makes), no clock reads.
 //!
-//! [`units`] parses the user-facing values.
+//! [`middlebox`] holds first-match rules that rewrite TCP/IPv4 headers the
+//! way path-breaking middleboxes do (apply them before `handle_frame`);
+//! [`units`] parses the user-facing values; [`wire`] holds the checked views
+//! every parser of network bytes goes through.
 
 pub mod config;
 pub mod counters;
 pub mod link;
 mod loss;
+pub mod middlebox;
 mod red;
 pub mod units;
 pub mod wire;

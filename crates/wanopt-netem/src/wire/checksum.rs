@@ -13,12 +13,26 @@ pub fn accumulate(mut sum: u64, data: &[u8]) -> u64 {
     sum
 }
 
-/// Folds a running sum to 16 bits and complements it: the checksum field value.
-pub fn finish(mut sum: u64) -> u16 {
+/// Folds a running sum to 16 bits (one's-complement addition of the carries).
+pub fn fold(mut sum: u64) -> u16 {
     while sum > 0xffff {
         sum = (sum & 0xffff) + (sum >> 16);
     }
-    !(sum as u16)
+    sum as u16
+}
+
+/// Folds a running sum to 16 bits and complements it: the checksum field value.
+pub fn finish(sum: u64) -> u16 {
+    !fold(sum)
+}
+
+/// The new checksum after the bytes it covers changed from `old` to `new`
+/// (two equally long regions, at an even offset, whose checksum field, if
+/// inside, is zero in both): RFC 1624 equation 3 over the whole region.
+pub fn update_region(old_checksum: u16, old: &[u8], new: &[u8]) -> u16 {
+    let old_sum = fold(accumulate(0, old));
+    let new_sum = fold(accumulate(0, new));
+    finish(u64::from(!old_checksum) + u64::from(!old_sum) + u64::from(new_sum))
 }
 
 /// The checksum of `data` (RFC 1071).

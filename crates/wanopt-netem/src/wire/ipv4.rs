@@ -7,6 +7,7 @@ use crate::wire::{checksum, Ecn, WireError};
 const VERSION_IHL: usize = 0;
 const TOS: usize = 1;
 const TOTAL_LENGTH: Range<usize> = 2..4;
+const FLAGS_FRAGMENT: Range<usize> = 6..8;
 const PROTOCOL: usize = 9;
 const CHECKSUM: Range<usize> = 10..12;
 const SOURCE: Range<usize> = 12..16;
@@ -58,6 +59,13 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     pub fn total_len(&self) -> u16 {
         let bytes = &self.buffer.as_ref()[TOTAL_LENGTH];
         u16::from_be_bytes([bytes[0], bytes[1]])
+    }
+
+    /// The fragment offset in 8-byte units (non-zero for all fragments but
+    /// the first).
+    pub fn fragment_offset(&self) -> u16 {
+        let bytes = &self.buffer.as_ref()[FLAGS_FRAGMENT];
+        u16::from_be_bytes([bytes[0], bytes[1]]) & 0x1fff
     }
 
     /// The protocol number of the payload (6 = TCP, 17 = UDP).
@@ -119,6 +127,17 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
         bytes[CHECKSUM].copy_from_slice(&[0, 0]);
         let value = checksum::checksum(&bytes[..header_len]);
         bytes[CHECKSUM].copy_from_slice(&value.to_be_bytes());
+    }
+
+    /// The header and the payload (cut like [`Ipv4Packet::payload`]), both
+    /// mutable at once.
+    pub fn split_mut(&mut self) -> (&mut [u8], &mut [u8]) {
+        let header_len = self.header_len();
+        let total_len = usize::from(self.total_len());
+        let bytes = self.buffer.as_mut();
+        let end = total_len.clamp(header_len, bytes.len());
+        let (header, rest) = bytes[..end].split_at_mut(header_len);
+        (header, rest)
     }
 
     /// The payload after the header, mutable, cut like [`Ipv4Packet::payload`].

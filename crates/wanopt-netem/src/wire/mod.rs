@@ -8,6 +8,7 @@ pub mod checksum;
 pub mod ethernet;
 pub mod ipv4;
 pub mod ipv6;
+pub mod tcp;
 
 use serde::Serialize;
 use thiserror::Error;
@@ -15,6 +16,7 @@ use thiserror::Error;
 pub use ethernet::{EtherType, EthernetFrame};
 pub use ipv4::Ipv4Packet;
 pub use ipv6::Ipv6Packet;
+pub use tcp::{TcpOption, TcpSegment};
 
 /// Why a buffer is not a valid header of the expected kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]

@@ -1,0 +1,265 @@
+//! Middlebox rules that rewrite TCP/IPv4 headers the way real path elements
+//! do, so the lab can show what they break (and that the optimizer's tunnel
+//! is immune): stripping SACK-permitted, changing or stripping the window
+//! scale, clamping the MSS, randomizing initial sequence numbers (with or
+//! without fixing SACK blocks), and bleaching ECN.
+//!
+//! Rules are first-match, like smoltcp's fault injector or turmoil's rules:
+//! [`Middlebox::process`] tries the rules in order, and the first whose
+//! [`Match`] accepts the segment applies all its [`Action`]s; later rules are
+//! not consulted. Options are rewritten in place (a removed option becomes
+//! NOPs, so lengths never change), and the TCP checksum is updated
+//! incrementally (RFC 1624), the IPv4 header checksum likewise when the ECN
+//! field changes: a checksum that was wrong stays wrong.
+//!
+//! The middlebox keeps no per-flow table: the sequence offset of a flow
+//! direction is a keyed hash of the seed and the directed 4-tuple, so the two
+//! directions of the lab can run separate `Middlebox` values with the same
+//! rules and seed (one per thread) and still agree. Only IPv4 TCP is touched:
+//! IPv6, non-TCP, non-first fragments and unparseable frames pass unchanged.
+//!
+//! ```
+//! use wanopt_netem::middlebox::{Action, Match, Middlebox, Rule};
+//!
+//! let mut middlebox = Middlebox::new(
+//!     vec![Rule {
+//!         matches: Match::AnyTcp,
+//!         actions: vec![Action::StripSackPermitted, Action::ClampMss(1200)],
+//!     }],
+//!     7,
+//! );
+//! let mut frame = vec![0u8; 60];
+//! let _verdict = middlebox.process(&mut frame);
+//! ```
+
+mod options;
+mod sequence;
+
+use std::net::Ipv4Addr;
+
+use serde::Serialize;
+
+use crate::wire::checksum;
+use crate::wire::tcp::{self, TcpSegment};
+use crate::wire::{Ecn, FrameKind, Ipv4Packet};
+
+/// Which segments a rule applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Match {
+    /// Every IPv4 TCP segment.
+    AnyTcp,
+    /// Segments whose source or destination port is this one (both
+    /// directions of a connection, which sequence randomization needs).
+    Port(u16),
+    /// Segments whose source or destination address is this one.
+    Address(Ipv4Addr),
+}
+
+/// One rewrite (or the drop) a rule performs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Action {
+    /// Replace the SACK-permitted option with NOPs (SACK is never negotiated).
+    StripSackPermitted,
+    /// Replace the window-scale option with NOPs (windows stay unscaled).
+    StripWindowScale,
+    /// Overwrite the window-scale shift count (the window fields are left
+    /// alone, so the endpoints misread each other's windows, as with the
+    /// broken middleboxes this emulates).
+    SetWindowScale(u8),
+    /// Lower an MSS option above this value to it.
+    ClampMss(u16),
+    /// Shift sequence numbers by a per-flow random offset, and
+    /// acknowledgment numbers back, so the endpoints never see each other's
+    /// real numbers. With `rewrite_sack`, SACK blocks are shifted too;
+    /// without, they are left as they are and point at nonsense, like a
+    /// middlebox that does not know SACK.
+    RandomizeSequence {
+        /// Whether SACK block edges are shifted with the acknowledgment number.
+        rewrite_sack: bool,
+    },
+    /// Set the IP ECN field to Not-ECT.
+    BleachIpEcn,
+    /// Clear the TCP ECE, CWR and AE bits (ECN cannot be negotiated).
+    BleachTcpEcn,
+    /// Drop the segment.
+    Drop,
+}
+
+/// A first-match rule: if `matches` accepts a segment, apply `actions` in
+/// order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Rule {
+    /// Which segments the rule applies to.
+    pub matches: Match,
+    /// What to do with them, in order.
+    pub actions: Vec<Action>,
+}
+
+/// What [`Middlebox::process`] did with a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Verdict {
+    /// No rule matched, or the matching rule changed nothing.
+    Pass,
+    /// The frame was rewritten in place; forward it.
+    Rewritten,
+    /// The frame must not be forwarded.
+    Drop,
+}
+
+/// What a middlebox has done so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct MiddleboxCounters {
+    /// IPv4 TCP segments inspected.
+    pub inspected: u64,
+    /// Segments a rule rewrote.
+    pub rewritten: u64,
+    /// Segments a rule dropped.
+    pub dropped: u64,
+}
+
+/// A list of first-match rules applied to raw Ethernet II frames.
+#[derive(Debug, Clone)]
+pub struct Middlebox {
+    rules: Vec<Rule>,
+    seed: u64,
+    counters: MiddleboxCounters,
+}
+
+/// The parts of a frame a rule looks at.
+#[derive(Debug, Clone, Copy)]
+struct Segment {
+    source: [u8; 4],
+    destination: [u8; 4],
+    source_port: u16,
+    destination_port: u16,
+}
+
+impl Match {
+    fn accepts(&self, segment: &Segment) -> bool {
+        match *self {
+            Match::AnyTcp => true,
+            Match::Port(port) => segment.source_port == port || segment.destination_port == port,
+            Match::Address(address) => {
+                let octets = address.octets();
+                segment.source == octets || segment.destination == octets
+            }
+        }
+    }
+}
+
+impl Middlebox {
+    /// A middlebox with `rules`; `seed` keys the sequence offsets.
+    pub fn new(rules: Vec<Rule>, seed: u64) -> Middlebox {
+        Middlebox {
+            rules,
+            seed,
+            counters: MiddleboxCounters::default(),
+        }
+    }
+
+    /// The rules, in the order they are tried.
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// What the middlebox has done so far.
+    pub fn counters(&self) -> &MiddleboxCounters {
+        &self.counters
+    }
+
+    /// Applies the first matching rule to `frame` in place.
+    pub fn process(&mut self, frame: &mut [u8]) -> Verdict {
+        let verdict = self.apply(frame);
+        match verdict {
+            Verdict::Pass => {}
+            Verdict::Rewritten => self.counters.rewritten += 1,
+            Verdict::Drop => self.counters.dropped += 1,
+        }
+        verdict
+    }
+
+    fn apply(&mut self, frame: &mut [u8]) -> Verdict {
+        let FrameKind::Ipv4 { offset } = FrameKind::of(frame) else {
+            return Verdict::Pass;
+        };
+        let Some(ip_bytes) = frame.get_mut(offset..) else {
+            return Verdict::Pass;
+        };
+        let Ok(mut ip) = Ipv4Packet::new_checked(ip_bytes) else {
+            return Verdict::Pass;
+        };
+        if ip.protocol() != 6 || ip.fragment_offset() != 0 {
+            return Verdict::Pass;
+        }
+        let (source, destination) = (ip.source(), ip.destination());
+        let (ip_header, payload) = ip.split_mut();
+        let Ok(mut segment) = TcpSegment::new_checked(payload) else {
+            return Verdict::Pass;
+        };
+        self.counters.inspected += 1;
+        let fields = Segment {
+            source,
+            destination,
+            source_port: segment.source_port(),
+            destination_port: segment.destination_port(),
+        };
+        let Some(rule) = self.rules.iter().find(|rule| rule.matches.accepts(&fields)) else {
+            return Verdict::Pass;
+        };
+        if rule.actions.contains(&Action::Drop) {
+            return Verdict::Drop;
+        }
+        let header_len = segment.header_len();
+        let mut before = [0u8; 60];
+        before[..header_len].copy_from_slice(segment.header());
+        let mut ip_changed = false;
+        for action in &rule.actions {
+            match *action {
+                Action::StripSackPermitted => {
+                    options::strip(segment.options_mut(), tcp::kind::SACK_PERMITTED, 2)
+                }
+                Action::StripWindowScale => {
+                    options::strip(segment.options_mut(), tcp::kind::WINDOW_SCALE, 3)
+                }
+                Action::SetWindowScale(shift) => {
+                    options::set_window_scale(segment.options_mut(), shift)
+                }
+                Action::ClampMss(mss) => options::clamp_mss(segment.options_mut(), mss),
+                Action::RandomizeSequence { rewrite_sack } => {
+                    sequence::shift(&mut segment, self.seed, &fields, rewrite_sack)
+                }
+                Action::BleachIpEcn => {
+                    if let Ok(mut header) = Ipv4Packet::new_checked(&mut *ip_header) {
+                        if header.ecn() != Ecn::NotEct {
+                            header.set_ecn(Ecn::NotEct);
+                            ip_changed = true;
+                        }
+                    }
+                }
+                Action::BleachTcpEcn => {
+                    let flags = segment.flags();
+                    segment.set_flags(flags & !(tcp::FLAG_ECE | tcp::FLAG_CWR));
+                    segment.set_ae(false);
+                }
+                Action::Drop => {}
+            }
+        }
+        let tcp_changed = segment.header() != &before[..header_len];
+        if tcp_changed {
+            let old_checksum = segment.checksum();
+            segment.set_checksum(0);
+            before[tcp::CHECKSUM].copy_from_slice(&[0, 0]);
+            let new_checksum =
+                checksum::update_region(old_checksum, &before[..header_len], segment.header());
+            segment.set_checksum(new_checksum);
+        }
+        if tcp_changed || ip_changed {
+            Verdict::Rewritten
+        } else {
+            Verdict::Pass
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
