@@ -1,1 +1,168 @@
 //! The tokio runtime of a wanopt node.
+//!
+//! An **edge** ([`edge::run`]) terminates client TCP connections on the LAN,
+//! chosen by explicit forwards or transparent interception and by policy, and
+//! carries each over one stream of a long-lived QUIC connection ([`tunnel`])
+//! to a **core** ([`core::run`]), which connects to the destination if its
+//! allowlist ([`policy`]) permits. Nodes authenticate each other by pinned
+//! Ed25519 keys ([`identity`]). Each node keeps a flow table ([`flow`]) and
+//! its state ([`state`]), served by the control API ([`control`]).
+
+pub mod control;
+pub mod core;
+pub mod edge;
+pub mod flow;
+pub mod identity;
+pub mod policy;
+pub mod state;
+pub mod tunnel;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+
+/// Errors that stop a node from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// A listening socket could not be bound.
+    #[error("cannot listen on {addr} for the {what}: {source}")]
+    Bind {
+        /// What the socket was for.
+        what: &'static str,
+        /// The address.
+        addr: SocketAddr,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A name did not resolve.
+    #[error("cannot resolve {0}")]
+    Resolve(String),
+    /// The tunnel could not be set up.
+    #[error(transparent)]
+    Tunnel(#[from] tunnel::TunnelError),
+    /// The configuration is inconsistent.
+    #[error("{0}")]
+    Config(String),
+}
+
+/// A one-shot, cloneable shutdown flag.
+#[derive(Debug, Clone)]
+pub struct Shutdown(Arc<tokio::sync::watch::Sender<bool>>);
+
+impl Shutdown {
+    /// A flag not yet triggered.
+    pub fn new() -> Shutdown {
+        Shutdown(Arc::new(tokio::sync::watch::channel(false).0))
+    }
+
+    /// Triggers it.
+    pub fn trigger(&self) {
+        self.0.send_replace(true);
+    }
+
+    /// Whether it was triggered.
+    pub fn is_triggered(&self) -> bool {
+        *self.0.borrow()
+    }
+}
+
+impl Default for Shutdown {
+    fn default() -> Self {
+        Shutdown::new()
+    }
+}
+
+/// Resolves on the first SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        // Without signal handlers the node runs until killed.
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
+
+/// Waits until no flow is live or `limit` passes.
+async fn drain(state: &state::NodeState, limit: Duration) {
+    let deadline = tokio::time::Instant::now() + limit;
+    while state.flows.active() > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Binds a TCP listener; `transparent` also allows TPROXY'd connections
+/// (IP_TRANSPARENT, best effort: it needs CAP_NET_ADMIN).
+pub fn listen_tcp(addr: SocketAddr, transparent: bool) -> Result<TcpListener, NodeError> {
+    let what = if transparent {
+        "transparent listener"
+    } else {
+        "forward listener"
+    };
+    let bind_err = |source| NodeError::Bind { what, addr, source };
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )
+    .map_err(bind_err)?;
+    socket.set_reuse_address(true).map_err(bind_err)?;
+    socket.set_nonblocking(true).map_err(bind_err)?;
+    if transparent {
+        set_ip_transparent(&socket, addr.is_ipv6());
+    }
+    socket.bind(&addr.into()).map_err(bind_err)?;
+    socket.listen(1024).map_err(bind_err)?;
+    TcpListener::from_std(socket.into()).map_err(bind_err)
+}
+
+fn set_ip_transparent(socket: &socket2::Socket, v6: bool) {
+    use std::os::fd::AsRawFd;
+    let one: libc::c_int = 1;
+    let (level, name) = if v6 {
+        (libc::SOL_IPV6, libc::IPV6_TRANSPARENT)
+    } else {
+        (libc::SOL_IP, libc::IP_TRANSPARENT)
+    };
+    // SAFETY: setsockopt on a valid fd with a pointer to a live c_int. Failure
+    // (no CAP_NET_ADMIN) only means TPROXY will not work; REDIRECT still does.
+    unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            level,
+            name,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
+/// The destination a redirected connection was addressed to: from conntrack
+/// (`SO_ORIGINAL_DST`, iptables/nft REDIRECT) or, for TPROXY, the socket's
+/// own local address.
+pub fn original_destination(tcp: &TcpStream) -> std::io::Result<SocketAddr> {
+    use nix::sys::socket::{getsockopt, sockopt};
+    let local = tcp.local_addr()?;
+    let recovered = match local {
+        SocketAddr::V4(_) => getsockopt(tcp, sockopt::OriginalDst).ok().map(|sin| {
+            SocketAddr::new(
+                std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)).into(),
+                u16::from_be(sin.sin_port),
+            )
+        }),
+        SocketAddr::V6(_) => getsockopt(tcp, sockopt::Ip6tOriginalDst).ok().map(|sin6| {
+            SocketAddr::new(
+                std::net::Ipv6Addr::from(sin6.sin6_addr.s6_addr).into(),
+                u16::from_be(sin6.sin6_port),
+            )
+        }),
+    };
+    Ok(recovered.unwrap_or(local))
+}

@@ -222,7 +222,10 @@ impl<T: AsRef<[u8]>> Open<T> {
     /// Total length of the header, as declared.
     pub fn length(&self) -> usize {
         let b = self.buffer.as_ref();
-        usize::from(u16::from_be_bytes([b[field::LENGTH.start], b[field::LENGTH.end - 1]]))
+        usize::from(u16::from_be_bytes([
+            b[field::LENGTH.start],
+            b[field::LENGTH.end - 1],
+        ]))
     }
 
     /// The flow identifier chosen by the edge.
@@ -304,8 +307,7 @@ impl OpenRepr {
     /// (empty, longer than 255 bytes, or not printable ASCII).
     pub fn emit(&self) -> Result<Vec<u8>, HeaderError> {
         if let Target::Domain(name, _) = &self.destination {
-            if name.is_empty() || name.len() > 255 || !name.bytes().all(|b| b.is_ascii_graphic())
-            {
+            if name.is_empty() || name.len() > 255 || !name.bytes().all(|b| b.is_ascii_graphic()) {
                 return Err(HeaderError::Address);
             }
         }
@@ -479,13 +481,22 @@ mod tests {
         ));
         let mut bad = good.clone();
         bad[0] = 9;
-        assert_eq!(Open::new_checked(&bad[..]).unwrap_err(), HeaderError::Version(9));
+        assert_eq!(
+            Open::new_checked(&bad[..]).unwrap_err(),
+            HeaderError::Version(9)
+        );
         let mut bad = good.clone();
         bad[1] = KIND_REPLY;
-        assert_eq!(Open::new_checked(&bad[..]).unwrap_err(), HeaderError::Kind(2));
+        assert_eq!(
+            Open::new_checked(&bad[..]).unwrap_err(),
+            HeaderError::Kind(2)
+        );
         let mut bad = good.clone();
         bad[3] = 5;
-        assert_eq!(Open::new_checked(&bad[..]).unwrap_err(), HeaderError::Length(5));
+        assert_eq!(
+            Open::new_checked(&bad[..]).unwrap_err(),
+            HeaderError::Length(5)
+        );
         let mut bad = good.clone();
         bad[13] = 7; // unknown address type
         let view = Open::new_checked(&bad[..]).unwrap();
@@ -494,7 +505,10 @@ mod tests {
         bad.push(0);
         bad[3] += 1; // one trailing byte inside the declared length
         let view = Open::new_checked(&bad[..]).unwrap();
-        assert_eq!(OpenRepr::parse(&view).unwrap_err(), HeaderError::Trailing(1));
+        assert_eq!(
+            OpenRepr::parse(&view).unwrap_err(),
+            HeaderError::Trailing(1)
+        );
     }
 
     #[test]
@@ -513,7 +527,10 @@ mod tests {
             assert_eq!(ReplyRepr::parse(&view).unwrap().status, status);
         }
         let view = Reply::new_checked(&[1u8, 2, 200, 0][..]).unwrap();
-        assert_eq!(ReplyRepr::parse(&view).unwrap_err(), HeaderError::Status(200));
+        assert_eq!(
+            ReplyRepr::parse(&view).unwrap_err(),
+            HeaderError::Status(200)
+        );
         assert!(Reply::new_checked(&[1u8, 1, 0, 0][..]).is_err());
     }
 

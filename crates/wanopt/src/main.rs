@@ -1,10 +1,22 @@
 //! The `wanopt` command line.
+//!
+//! Exit codes: 0 success; 1 runtime failure (a node stopped on an error, a
+//! control API unreachable); 2 bad usage or configuration (flags, config file,
+//! keys). Errors are one line on stderr.
+
+mod cli;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+use wanopt_node::identity::PrivateKey;
 
 /// wanopt: a software WAN optimizer with its own WAN lab.
 #[derive(Debug, Parser)]
-#[command(name = "wanopt", version, about)]
+#[command(name = "wanopt", version, about, long_about = None)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -12,21 +24,139 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Write a new private key (mode 0600) and print its public key.
+    Keygen {
+        /// Where to write the key; an existing file is never overwritten.
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+    },
+    /// Print the public key of a private key file.
+    Pubkey {
+        /// The private key file.
+        file: PathBuf,
+    },
+    /// Run a core node: accept tunnels, connect to allowed destinations.
+    Core(cli::node::CoreArgs),
+    /// Run an edge node: intercept client TCP and carry it through the core.
+    Edge(cli::node::EdgeArgs),
+    /// Show a node's state (tunnel, peer, RTT, rates, flow counts).
+    Status(cli::status::QueryArgs),
+    /// Show a node's live flow table.
+    Flows(cli::status::QueryArgs),
     /// The WAN lab: namespaces, emulator, scenarios.
     #[command(subcommand)]
     Lab(wanopt_lab::cli::LabCommand),
 }
 
-fn main() {
+/// Exit code of a usage or configuration error.
+const EXIT_USAGE: u8 = 2;
+/// Exit code of a runtime failure.
+const EXIT_FAILURE: u8 = 1;
+
+fn init_logging(default: &str) {
+    let filter = EnvFilter::try_from_env("WANOPT_LOG")
+        .or_else(|_| EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}
+
+fn fail(code: u8, error: &anyhow::Error) -> ExitCode {
+    // One line: the chain of causes joined, never a backtrace.
+    let line = format!("{error:#}").replace('\n', " ");
+    eprintln!("wanopt: {line}");
+    ExitCode::from(code)
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+fn main() -> ExitCode {
     let cli = Cli::parse();
-    let code = match cli.command {
-        Command::Lab(cmd) => match wanopt_lab::cli::run(cmd) {
-            Ok(code) => code,
-            Err(e) => {
-                eprintln!("wanopt: {e:#}");
-                1
+    match cli.command {
+        Command::Keygen { out } => {
+            let key = PrivateKey::generate();
+            match key.write_new(&out) {
+                Ok(()) => {
+                    println!("{}", key.public_key());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(EXIT_USAGE, &e.into()),
             }
+        }
+        Command::Pubkey { file } => match PrivateKey::read(&file) {
+            Ok(key) => {
+                println!("{}", key.public_key());
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(EXIT_USAGE, &e.into()),
         },
-    };
-    std::process::exit(code);
+        Command::Core(args) => {
+            init_logging("info");
+            let config = match cli::node::core_config(&args) {
+                Ok(c) => c,
+                Err(e) => return fail(EXIT_USAGE, &e),
+            };
+            let result = runtime().and_then(|rt| {
+                rt.block_on(wanopt_node::core::run(
+                    config,
+                    wanopt_node::shutdown_signal(),
+                ))
+                .map_err(anyhow::Error::from)
+            });
+            match result {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(EXIT_FAILURE, &e),
+            }
+        }
+        Command::Edge(args) => {
+            init_logging("info");
+            if args.print_firewall {
+                return match cli::node::firewall_rules(&args) {
+                    Ok(rules) => {
+                        print!("{rules}");
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => fail(EXIT_USAGE, &e),
+                };
+            }
+            let config = match cli::node::edge_config(&args) {
+                Ok(c) => c,
+                Err(e) => return fail(EXIT_USAGE, &e),
+            };
+            let result = runtime().and_then(|rt| {
+                rt.block_on(wanopt_node::edge::run(
+                    config,
+                    wanopt_node::shutdown_signal(),
+                ))
+                .map_err(anyhow::Error::from)
+            });
+            match result {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(EXIT_FAILURE, &e),
+            }
+        }
+        Command::Status(args) => match cli::status::status(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(EXIT_FAILURE, &e),
+        },
+        Command::Flows(args) => match cli::status::flows(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(EXIT_FAILURE, &e),
+        },
+        Command::Lab(cmd) => {
+            init_logging("warn");
+            match wanopt_lab::cli::run(cmd) {
+                Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(EXIT_FAILURE)),
+                Err(e) => fail(EXIT_FAILURE, &e),
+            }
+        }
+    }
 }

@@ -1,0 +1,188 @@
+//! The control plane: `/status`, `/flows` and `/metrics` (Prometheus text)
+//! over HTTP on a local address.
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::{Json, Router};
+use tokio::net::TcpListener;
+use tracing::warn;
+
+use crate::flow::FlowInfo;
+use crate::state::NodeState;
+use crate::NodeError;
+
+/// What `/flows` returns.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Flows {
+    /// The node's role.
+    pub role: crate::state::Role,
+    /// Live flows, oldest first.
+    pub flows: Vec<FlowInfo>,
+}
+
+/// Binds the control listener (so an occupied port is reported at start).
+pub async fn bind(addr: SocketAddr) -> Result<TcpListener, NodeError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| NodeError::Bind {
+            what: "control API",
+            addr,
+            source,
+        })
+}
+
+/// The control API's routes over `state`.
+pub fn router(state: Arc<NodeState>) -> Router {
+    Router::new()
+        .route("/status", get(status))
+        .route("/flows", get(flows))
+        .route("/metrics", get(metrics))
+        .with_state(state)
+}
+
+/// Serves the control API until the task is dropped.
+pub async fn serve(listener: TcpListener, state: Arc<NodeState>) {
+    if let Err(e) = axum::serve(listener, router(state)).await {
+        warn!("control API stopped: {e}");
+    }
+}
+
+async fn status(State(state): State<Arc<NodeState>>) -> Json<crate::state::Status> {
+    Json(state.status())
+}
+
+async fn flows(State(state): State<Arc<NodeState>>) -> Json<Flows> {
+    Json(Flows {
+        role: state.role,
+        flows: state.flows.snapshot(),
+    })
+}
+
+async fn metrics(State(state): State<Arc<NodeState>>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        render_metrics(&state),
+    )
+}
+
+/// Renders the Prometheus text exposition of a node's state.
+pub fn render_metrics(state: &NodeState) -> String {
+    let s = state.status();
+    let role = match s.role {
+        crate::state::Role::Edge => "edge",
+        crate::state::Role::Core => "core",
+    };
+    let mut out = String::new();
+    let mut metric = |name: &str, kind: &str, help: &str, samples: &[(String, f64)]| {
+        let _ = writeln!(out, "# HELP wanopt_{name} {help}");
+        let _ = writeln!(out, "# TYPE wanopt_{name} {kind}");
+        for (labels, value) in samples {
+            let _ = writeln!(out, "wanopt_{name}{{role=\"{role}\"{labels}}} {value}");
+        }
+    };
+    metric(
+        "up",
+        "gauge",
+        "Always 1 while the node runs.",
+        &[(String::new(), 1.0)],
+    );
+    metric(
+        "tunnel_up",
+        "gauge",
+        "1 when the tunnel to the peer is up.",
+        &s.peers
+            .iter()
+            .map(|p| {
+                (
+                    format!(",peer=\"{}\"", p.address),
+                    f64::from(u8::from(p.state == "up")),
+                )
+            })
+            .collect::<Vec<_>>(),
+    );
+    metric(
+        "tunnel_rtt_seconds",
+        "gauge",
+        "Smoothed round-trip time of the tunnel.",
+        &s.peers
+            .iter()
+            .filter_map(|p| {
+                p.rtt_ms
+                    .map(|r| (format!(",peer=\"{}\"", p.address), r / 1e3))
+            })
+            .collect::<Vec<_>>(),
+    );
+    metric(
+        "tunnel_cwnd_bytes",
+        "gauge",
+        "Congestion window of the tunnel.",
+        &s.peers
+            .iter()
+            .filter_map(|p| {
+                p.cwnd_bytes
+                    .map(|c| (format!(",peer=\"{}\"", p.address), c as f64))
+            })
+            .collect::<Vec<_>>(),
+    );
+    metric(
+        "tunnel_lost_packets_total",
+        "counter",
+        "Packets the tunnel declared lost.",
+        &s.peers
+            .iter()
+            .filter_map(|p| {
+                p.lost_packets
+                    .map(|c| (format!(",peer=\"{}\"", p.address), c as f64))
+            })
+            .collect::<Vec<_>>(),
+    );
+    metric(
+        "tunnel_reconnects_total",
+        "counter",
+        "Reconnections of the tunnel.",
+        &s.peers
+            .iter()
+            .map(|p| (format!(",peer=\"{}\"", p.address), p.reconnects as f64))
+            .collect::<Vec<_>>(),
+    );
+    metric(
+        "flows_active",
+        "gauge",
+        "Live flows.",
+        &[(String::new(), s.flows_active as f64)],
+    );
+    metric(
+        "flows_total",
+        "counter",
+        "Flows since start.",
+        &[(String::new(), s.flows_total as f64)],
+    );
+    metric(
+        "flows_refused_total",
+        "counter",
+        "Flows refused or reset before data flowed end to end.",
+        &[(String::new(), s.flows_refused as f64)],
+    );
+    metric(
+        "flows_passed_through_total",
+        "counter",
+        "Flows passed straight through, unoptimized.",
+        &[(String::new(), s.flows_passed_through as f64)],
+    );
+    metric(
+        "lan_bytes_total",
+        "counter",
+        "Payload bytes carried, by direction.",
+        &[
+            (",direction=\"to_server\"".into(), s.bytes_to_server as f64),
+            (",direction=\"to_client\"".into(), s.bytes_to_client as f64),
+        ],
+    );
+    out
+}

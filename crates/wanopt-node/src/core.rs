@@ -1,0 +1,273 @@
+//! The core node: accepts tunnels from pinned edges, and for each stream
+//! connects to the requested destination if its allowlist permits it.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpStream;
+use tracing::{debug, info, warn};
+
+use wanopt_proto::{codes, open_header_len, Open, OpenRepr, ReplyRepr, Status, Target};
+
+use crate::flow::{splice_stream, Abort, Facing, FlowState};
+use crate::identity::{PrivateKey, PublicKey};
+use crate::policy::RuleSet;
+use crate::state::{NodeState, Role};
+use crate::tunnel::{self, TunnelTuning};
+use crate::{control, NodeError, Shutdown};
+
+/// A validated core configuration.
+#[derive(Debug)]
+pub struct CoreConfig {
+    /// UDP address to accept tunnels on.
+    pub listen: SocketAddr,
+    /// This node's key.
+    pub key: PrivateKey,
+    /// Pinned edge keys.
+    pub peer_keys: Vec<PublicKey>,
+    /// Destinations the core may connect to; empty allows nothing.
+    pub allow: RuleSet,
+    /// Control API address.
+    pub control: Option<SocketAddr>,
+    /// Timeout of connections to destinations.
+    pub connect_timeout: Duration,
+    /// How long flows may drain at shutdown.
+    pub drain: Duration,
+    /// Transport tuning.
+    pub tuning: TunnelTuning,
+}
+
+/// Time an edge has to send a complete stream header.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Runs a core until `shutdown` resolves, then drains flows for a bounded time.
+pub async fn run(config: CoreConfig, shutdown: impl Future<Output = ()>) -> Result<(), NodeError> {
+    if config.peer_keys.is_empty() {
+        return Err(NodeError::Config(
+            "the core pins no edge: give at least one --peer-key".into(),
+        ));
+    }
+    if config.allow.is_empty() {
+        warn!("no --allow rule: every destination will be refused (a node is never an open relay)");
+    }
+    let state = NodeState::new(Role::Core, config.tuning.congestion);
+    let control = match config.control {
+        Some(addr) => Some(control::bind(addr).await?),
+        None => None,
+    };
+    let server_config = tunnel::server_config(&config.key, &config.peer_keys, &config.tuning)?;
+    let endpoint = tunnel::endpoint(config.listen, Some(server_config), &config.tuning)?;
+    info!(
+        "core {} listening on udp {} ({} pinned edge key(s), {} allow rule(s))",
+        config.key.public_key(),
+        endpoint
+            .local_addr()
+            .map_err(|e| NodeError::Resolve(e.to_string()))?,
+        config.peer_keys.len(),
+        config.allow.0.len()
+    );
+    let shutdown_signal = Shutdown::new();
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(state.flows.clone().run_sampler());
+    {
+        let state = state.clone();
+        tasks.spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                tick.tick().await;
+                state.sample_peers();
+            }
+        });
+    }
+    if let Some(listener) = control {
+        tasks.spawn(control::serve(listener, state.clone()));
+    }
+    let drain = config.drain;
+    let core = Arc::new(Core {
+        config,
+        state: state.clone(),
+    });
+    {
+        let endpoint = endpoint.clone();
+        let core = core.clone();
+        tasks.spawn(async move {
+            while let Some(incoming) = endpoint.accept().await {
+                tokio::spawn(core.clone().connection(incoming));
+            }
+        });
+    }
+
+    shutdown.await;
+    info!(
+        "shutting down: no new tunnels; draining {} flow(s) for up to {drain:?}",
+        state.flows.active()
+    );
+    shutdown_signal.trigger();
+    tasks.abort_all();
+    endpoint.set_server_config(None);
+    crate::drain(&state, drain).await;
+    endpoint.close(
+        quinn::VarInt::from_u32(codes::SHUTDOWN),
+        b"core shutting down",
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(2), endpoint.wait_idle()).await;
+    Ok(())
+}
+
+struct Core {
+    config: CoreConfig,
+    state: Arc<NodeState>,
+}
+
+impl Core {
+    async fn connection(self: Arc<Self>, incoming: quinn::Incoming) {
+        let remote = incoming.remote_address();
+        let conn = match incoming.await {
+            Ok(conn) => conn,
+            Err(e) => {
+                warn!("tunnel handshake from {remote} refused: {e}");
+                return;
+            }
+        };
+        info!("tunnel up from edge {remote}");
+        self.state.peer_up(&conn);
+        loop {
+            match conn.accept_bi().await {
+                Ok((send, recv)) => {
+                    tokio::spawn(self.clone().stream(send, recv, remote));
+                }
+                Err(e) => {
+                    info!("tunnel from edge {remote} closed: {e}");
+                    break;
+                }
+            }
+        }
+        self.state.peer_gone(&conn);
+    }
+
+    async fn stream(
+        self: Arc<Self>,
+        mut send: quinn::SendStream,
+        mut recv: quinn::RecvStream,
+        peer: SocketAddr,
+    ) {
+        let header = match tokio::time::timeout(HEADER_TIMEOUT, read_header(&mut recv)).await {
+            Ok(Ok(header)) => header,
+            Ok(Err(why)) => {
+                warn!(
+                    "stream {} from edge {peer}: {why}; resetting the stream",
+                    send.id()
+                );
+                let code = quinn::VarInt::from_u32(codes::PROTOCOL);
+                let _ = send.reset(code);
+                let _ = recv.stop(code);
+                return;
+            }
+            Err(_) => {
+                warn!("stream {} from edge {peer}: no header within {HEADER_TIMEOUT:?}; resetting the stream", send.id());
+                let code = quinn::VarInt::from_u32(codes::PROTOCOL);
+                let _ = send.reset(code);
+                let _ = recv.stop(code);
+                return;
+            }
+        };
+        let flows = &self.state.flows;
+        let guard = flows.start(
+            Some(header.flow_id),
+            header.source,
+            header.destination.to_string(),
+            vec!["tcp-opt"],
+            Some(peer),
+        );
+        let flow = &guard.flow;
+        let (status, tcp) = self.connect(&header).await;
+        let reply = ReplyRepr { status }.emit();
+        let Some(tcp) = tcp else {
+            flows.totals.refused.fetch_add(1, Ordering::Relaxed);
+            info!(
+                "flow {} {} -> {} from edge {peer}: {status}",
+                flow.id, header.source, header.destination
+            );
+            let _ = send.write_all(&reply).await;
+            let _ = send.finish();
+            let _ = recv.stop(quinn::VarInt::from_u32(codes::TCP_RESET));
+            // Let the reply reach the edge before the stream is dropped.
+            let _ = tokio::time::timeout(Duration::from_secs(5), send.stopped()).await;
+            return;
+        };
+        if send.write_all(&reply).await.is_err() {
+            return;
+        }
+        flow.set_state(FlowState::Open);
+        match splice_stream(tcp, send, recv, flow, Facing::Server).await {
+            Ok(()) => debug!("flow {} done", flow.id),
+            Err(Abort::Local(why)) => debug!("flow {}: server side reset: {why}", flow.id),
+            Err(abort) => debug!("flow {}: {abort}", flow.id),
+        }
+    }
+
+    /// Resolves and checks the destination, then connects to it.
+    async fn connect(&self, header: &OpenRepr) -> (Status, Option<TcpStream>) {
+        let candidates: Vec<SocketAddr> = match &header.destination {
+            Target::Addr(addr) => vec![*addr],
+            Target::Domain(name, port) => {
+                match tokio::net::lookup_host((name.as_str(), *port)).await {
+                    Ok(addrs) => addrs.collect(),
+                    Err(_) => return (Status::NameNotFound, None),
+                }
+            }
+        };
+        if candidates.is_empty() {
+            return (Status::NameNotFound, None);
+        }
+        let allowed: Vec<SocketAddr> = candidates
+            .into_iter()
+            .filter(|a| self.config.allow.matches(*a))
+            .collect();
+        if allowed.is_empty() {
+            warn!(
+                "refused flow {} -> {}: not permitted by the allowlist",
+                header.source, header.destination
+            );
+            return (Status::Denied, None);
+        }
+        let mut status = Status::Unreachable;
+        for addr in allowed {
+            match tokio::time::timeout(self.config.connect_timeout, TcpStream::connect(addr)).await
+            {
+                Ok(Ok(tcp)) => {
+                    let _ = tcp.set_nodelay(true);
+                    return (Status::Connected, Some(tcp));
+                }
+                Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    status = Status::Refused;
+                }
+                Ok(Err(e)) if e.kind() == std::io::ErrorKind::TimedOut => {
+                    status = Status::TimedOut;
+                }
+                Ok(Err(_)) => status = Status::Unreachable,
+                Err(_) => status = Status::TimedOut,
+            }
+        }
+        (status, None)
+    }
+}
+
+/// Reads and parses a stream's open header.
+async fn read_header(recv: &mut quinn::RecvStream) -> Result<OpenRepr, String> {
+    let mut prefix = [0u8; 4];
+    recv.read_exact(&mut prefix)
+        .await
+        .map_err(|e| format!("cannot read stream header: {e}"))?;
+    let length = open_header_len(&prefix).map_err(|e| e.to_string())?;
+    let mut buf = vec![0u8; length];
+    buf[..4].copy_from_slice(&prefix);
+    recv.read_exact(&mut buf[4..])
+        .await
+        .map_err(|e| format!("cannot read stream header: {e}"))?;
+    let view = Open::new_checked(&buf[..]).map_err(|e| e.to_string())?;
+    OpenRepr::parse(&view).map_err(|e| e.to_string())
+}

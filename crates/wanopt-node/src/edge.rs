@@ -1,0 +1,474 @@
+//! The edge node: accepts client TCP connections (explicit forwards or
+//! transparently redirected flows), picks by policy which go through the
+//! tunnel, and carries each optimized flow on its own QUIC stream to the core.
+
+use std::future::Future;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+use wanopt_proto::{OpenRepr, Services, Target};
+
+use crate::flow::{reset_tcp, splice_stream, splice_tcp, Abort, Facing, FlowState};
+use crate::identity::{PrivateKey, PublicKey};
+use crate::policy::RuleSet;
+use crate::state::{NodeState, Role};
+use crate::tunnel::{self, TunnelTuning};
+use crate::{control, listen_tcp, NodeError, Shutdown};
+
+/// What to do with a transparent flow when the tunnel is down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FailMode {
+    /// Pass the flow straight through to its destination, unoptimized.
+    Open,
+    /// Reset the flow (after waiting `tunnel_wait` for the tunnel).
+    Closed,
+}
+
+impl std::str::FromStr for FailMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "open" => Ok(FailMode::Open),
+            "closed" => Ok(FailMode::Closed),
+            other => Err(format!(
+                "unknown fail mode {other:?} (expected open or closed)"
+            )),
+        }
+    }
+}
+
+/// An explicit forward: connections accepted on `listen` go to `destination`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Forward {
+    /// Local TCP address to accept on.
+    pub listen: SocketAddr,
+    /// Where the core connects.
+    pub destination: Target,
+}
+
+impl std::str::FromStr for Forward {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let usage = || {
+            format!("bad forward {s:?} (expected LISTEN=DEST, e.g. 127.0.0.1:8080=198.51.100.7:80 or :8080=server.example:80)")
+        };
+        let (listen, dest) = s.split_once('=').ok_or_else(usage)?;
+        let listen: SocketAddr = match listen.strip_prefix(':') {
+            Some(port) => SocketAddr::new(
+                IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+                port.parse().map_err(|_| usage())?,
+            ),
+            None => listen.parse().map_err(|_| usage())?,
+        };
+        let destination = parse_target(dest).ok_or_else(usage)?;
+        Ok(Forward {
+            listen,
+            destination,
+        })
+    }
+}
+
+/// Parses `IP:PORT`, `[IPv6]:PORT` or `NAME:PORT`.
+pub fn parse_target(text: &str) -> Option<Target> {
+    if let Ok(addr) = text.parse::<SocketAddr>() {
+        return Some(Target::Addr(addr));
+    }
+    let (name, port) = text.rsplit_once(':')?;
+    let port: u16 = port.parse().ok()?;
+    let valid = !name.is_empty()
+        && name.len() <= 255
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+    valid.then(|| Target::Domain(name.to_owned(), port))
+}
+
+/// A validated edge configuration.
+#[derive(Debug)]
+pub struct EdgeConfig {
+    /// The core's UDP address (`HOST:PORT`); re-resolved at each reconnect.
+    pub core: String,
+    /// This node's key.
+    pub key: PrivateKey,
+    /// Pinned core keys.
+    pub peer_keys: Vec<PublicKey>,
+    /// Explicit forwards.
+    pub forwards: Vec<Forward>,
+    /// Address for transparently redirected connections.
+    pub transparent: Option<SocketAddr>,
+    /// Flows to optimize; empty means all.
+    pub optimize: RuleSet,
+    /// Behaviour of transparent flows while the tunnel is down.
+    pub fail: FailMode,
+    /// Control API address.
+    pub control: Option<SocketAddr>,
+    /// How long a flow waits for the tunnel before it is reset.
+    pub tunnel_wait: Duration,
+    /// Timeout of direct (pass-through) connections.
+    pub connect_timeout: Duration,
+    /// How long flows may drain at shutdown.
+    pub drain: Duration,
+    /// Local UDP address of the tunnel; default picks any port.
+    pub bind: Option<SocketAddr>,
+    /// Transport tuning.
+    pub tuning: TunnelTuning,
+}
+
+impl std::fmt::Debug for PrivateKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PrivateKey({})", self.public_key())
+    }
+}
+
+struct Edge {
+    config: EdgeConfig,
+    state: Arc<NodeState>,
+    tunnel: watch::Receiver<Option<quinn::Connection>>,
+}
+
+/// Runs an edge until `shutdown` resolves, then drains flows for a bounded
+/// time. Every listener is bound before this returns an error-free start.
+pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Result<(), NodeError> {
+    if config.forwards.is_empty() && config.transparent.is_none() {
+        return Err(NodeError::Config(
+            "the edge has nothing to accept: give --forward LISTEN=DEST or --transparent LISTEN"
+                .into(),
+        ));
+    }
+    let mut listeners = Vec::new();
+    for forward in &config.forwards {
+        listeners.push((
+            listen_tcp(forward.listen, false)?,
+            Some(forward.destination.clone()),
+        ));
+    }
+    if let Some(addr) = config.transparent {
+        listeners.push((listen_tcp(addr, true)?, None));
+    }
+    let state = NodeState::new(Role::Edge, config.tuning.congestion);
+    let control = match config.control {
+        Some(addr) => Some(control::bind(addr).await?),
+        None => None,
+    };
+    let core_addr = resolve(&config.core).await?;
+    let bind = config.bind.unwrap_or(match core_addr {
+        SocketAddr::V4(_) => SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), 0),
+        SocketAddr::V6(_) => SocketAddr::new(Ipv6Addr::UNSPECIFIED.into(), 0),
+    });
+    let endpoint = tunnel::endpoint(bind, None, &config.tuning)?;
+    let client_config = tunnel::client_config(&config.key, &config.peer_keys, &config.tuning)?;
+    info!(
+        "edge {} starting: core {}, {} forward(s){}",
+        config.key.public_key(),
+        config.core,
+        config.forwards.len(),
+        config
+            .transparent
+            .map(|a| format!(", transparent on {a}"))
+            .unwrap_or_default()
+    );
+
+    let (tunnel_tx, tunnel_rx) = watch::channel(None);
+    let shutdown_signal = Shutdown::new();
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(maintain_tunnel(
+        endpoint.clone(),
+        client_config,
+        config.core.clone(),
+        state.clone(),
+        tunnel_tx,
+        shutdown_signal.clone(),
+    ));
+    tasks.spawn(state.flows.clone().run_sampler());
+    {
+        let state = state.clone();
+        tasks.spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                tick.tick().await;
+                state.sample_peers();
+            }
+        });
+    }
+    if let Some(listener) = control {
+        tasks.spawn(control::serve(listener, state.clone()));
+    }
+    let drain = config.drain;
+    let edge = Arc::new(Edge {
+        config,
+        state: state.clone(),
+        tunnel: tunnel_rx,
+    });
+    for (listener, destination) in listeners {
+        tasks.spawn(accept_loop(edge.clone(), listener, destination));
+    }
+
+    shutdown.await;
+    info!(
+        "shutting down: no new flows; draining {} flow(s) for up to {drain:?}",
+        state.flows.active()
+    );
+    shutdown_signal.trigger();
+    tasks.abort_all();
+    crate::drain(&state, drain).await;
+    if let Some(conn) = edge.tunnel.borrow().clone() {
+        conn.close(
+            quinn::VarInt::from_u32(wanopt_proto::codes::SHUTDOWN),
+            b"edge shutting down",
+        );
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(2), endpoint.wait_idle()).await;
+    Ok(())
+}
+
+async fn resolve(host_port: &str) -> Result<SocketAddr, NodeError> {
+    tokio::net::lookup_host(host_port)
+        .await
+        .map_err(|e| NodeError::Resolve(format!("{host_port}: {e}")))?
+        .next()
+        .ok_or_else(|| NodeError::Resolve(format!("{host_port}: no address")))
+}
+
+/// Keeps one connection to the core up, reconnecting with exponential
+/// backoff (100 ms to 5 s) after failures, restarts of the core or path loss.
+async fn maintain_tunnel(
+    endpoint: quinn::Endpoint,
+    client_config: quinn::ClientConfig,
+    core: String,
+    state: Arc<NodeState>,
+    tunnel: watch::Sender<Option<quinn::Connection>>,
+    shutdown: Shutdown,
+) {
+    const MIN_BACKOFF: Duration = Duration::from_millis(100);
+    const MAX_BACKOFF: Duration = Duration::from_secs(5);
+    let mut backoff = MIN_BACKOFF;
+    let mut last_error = String::new();
+    while !shutdown.is_triggered() {
+        let attempt = async {
+            let addr = resolve(&core).await.map_err(|e| (None, e.to_string()))?;
+            let connecting = endpoint
+                .connect_with(client_config.clone(), addr, "wanopt")
+                .map_err(|e| (Some(addr), e.to_string()))?;
+            match tokio::time::timeout(Duration::from_secs(10), connecting).await {
+                Ok(Ok(conn)) => Ok(conn),
+                Ok(Err(e)) => Err((Some(addr), e.to_string())),
+                Err(_) => Err((Some(addr), "handshake timed out".to_owned())),
+            }
+        };
+        match attempt.await {
+            Ok(conn) => {
+                let addr = conn.remote_address();
+                info!("tunnel up to core {addr} (rtt {:?})", conn.rtt());
+                state.peer_up(&conn);
+                tunnel.send_replace(Some(conn.clone()));
+                backoff = MIN_BACKOFF;
+                last_error.clear();
+                let reason = conn.closed().await;
+                tunnel.send_replace(None);
+                if shutdown.is_triggered() {
+                    return;
+                }
+                warn!("tunnel to core {addr} down: {reason}; reconnecting");
+                state.peer_down(addr, Some(reason.to_string()));
+                continue;
+            }
+            Err((addr, error)) => {
+                if error != last_error {
+                    warn!("cannot reach core {core}: {error}; retrying with backoff");
+                    last_error = error.clone();
+                } else {
+                    debug!("cannot reach core {core}: {error}");
+                }
+                if let Some(addr) = addr {
+                    state.peer_down(addr, Some(error));
+                }
+            }
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+async fn accept_loop(edge: Arc<Edge>, listener: TcpListener, destination: Option<Target>) {
+    let local = listener.local_addr().ok();
+    loop {
+        let (tcp, source) = match listener.accept().await {
+            Ok(pair) => pair,
+            Err(e) => {
+                // Out of file descriptors and the like: back off, keep serving.
+                warn!("accept on {local:?} failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = tcp.set_nodelay(true);
+        let edge = edge.clone();
+        let destination = destination.clone();
+        tokio::spawn(async move {
+            match destination {
+                Some(dest) => edge.tunnelled(tcp, source, dest, true).await,
+                None => edge.transparent(tcp, source, local).await,
+            }
+        });
+    }
+}
+
+impl Edge {
+    async fn transparent(&self, tcp: TcpStream, source: SocketAddr, listen: Option<SocketAddr>) {
+        let dest = match crate::original_destination(&tcp) {
+            Ok(dest) => dest,
+            Err(e) => {
+                warn!("flow from {source}: cannot recover its original destination: {e}");
+                reset_tcp(tcp);
+                return;
+            }
+        };
+        if let Some(listen) = listen {
+            if dest.port() == listen.port()
+                && (dest.ip() == listen.ip() || listen.ip().is_unspecified())
+            {
+                warn!("flow from {source} was addressed to the transparent port itself ({dest}); refusing it to avoid a loop");
+                reset_tcp(tcp);
+                return;
+            }
+        }
+        if !self.config.optimize.is_empty() && !self.config.optimize.matches(dest) {
+            debug!("flow {source} -> {dest} matches no --optimize rule: passing through");
+            self.pass_through(tcp, source, dest).await;
+            return;
+        }
+        self.tunnelled(tcp, source, Target::Addr(dest), false).await;
+    }
+
+    async fn pass_through(&self, tcp: TcpStream, source: SocketAddr, dest: SocketAddr) {
+        let flows = &self.state.flows;
+        flows.totals.passed_through.fetch_add(1, Ordering::Relaxed);
+        let guard = flows.start(None, source, dest.to_string(), vec!["pass"], None);
+        let server =
+            match tokio::time::timeout(self.config.connect_timeout, TcpStream::connect(dest)).await
+            {
+                Ok(Ok(server)) => server,
+                Ok(Err(e)) => {
+                    info!(
+                        "flow {} {source} -> {dest} (pass-through): {e}",
+                        guard.flow.id
+                    );
+                    flows.totals.refused.fetch_add(1, Ordering::Relaxed);
+                    reset_tcp(tcp);
+                    return;
+                }
+                Err(_) => {
+                    info!(
+                        "flow {} {source} -> {dest} (pass-through): connect timed out",
+                        guard.flow.id
+                    );
+                    flows.totals.refused.fetch_add(1, Ordering::Relaxed);
+                    reset_tcp(tcp);
+                    return;
+                }
+            };
+        let _ = server.set_nodelay(true);
+        guard.flow.set_state(FlowState::Open);
+        if let Err(abort) = splice_tcp(tcp, server, &guard.flow).await {
+            debug!("flow {} reset: {abort}", guard.flow.id);
+        }
+    }
+
+    /// The tunnel connection, waiting up to `wait` for it to come up.
+    async fn connection(&self, wait: Duration) -> Option<quinn::Connection> {
+        let mut rx = self.tunnel.clone();
+        let current = rx.borrow().clone();
+        if current.is_some() || wait.is_zero() {
+            return current;
+        }
+        tokio::time::timeout(wait, rx.wait_for(|c| c.is_some()))
+            .await
+            .ok()
+            .and_then(|r| r.ok().and_then(|c| c.clone()))
+    }
+
+    async fn tunnelled(&self, tcp: TcpStream, source: SocketAddr, dest: Target, explicit: bool) {
+        let flows = &self.state.flows;
+        let wait = if !explicit && self.config.fail == FailMode::Open {
+            Duration::ZERO
+        } else {
+            self.config.tunnel_wait
+        };
+        let Some(conn) = self.connection(wait).await else {
+            match (explicit, self.config.fail, &dest) {
+                (false, FailMode::Open, Target::Addr(addr)) => {
+                    debug!(
+                        "tunnel down: passing {source} -> {addr} straight through (--fail open)"
+                    );
+                    self.pass_through(tcp, source, *addr).await;
+                }
+                _ => {
+                    info!("tunnel down: resetting flow {source} -> {dest}");
+                    flows.totals.flows.fetch_add(1, Ordering::Relaxed);
+                    flows.totals.refused.fetch_add(1, Ordering::Relaxed);
+                    reset_tcp(tcp);
+                }
+            }
+            return;
+        };
+        let guard = flows.start(
+            None,
+            source,
+            dest.to_string(),
+            vec!["tcp-opt"],
+            Some(conn.remote_address()),
+        );
+        let flow = &guard.flow;
+        let header = OpenRepr {
+            flow_id: flow.id,
+            services: Services::default(),
+            destination: dest.clone(),
+            source,
+        };
+        let header = match header.emit() {
+            Ok(h) => h,
+            Err(e) => {
+                warn!("flow {} to {dest}: {e}", flow.id);
+                reset_tcp(tcp);
+                return;
+            }
+        };
+        let (mut send, recv) = match conn.open_bi().await {
+            Ok(pair) => pair,
+            Err(e) => {
+                info!(
+                    "flow {} to {dest}: cannot open a tunnel stream: {e}",
+                    flow.id
+                );
+                flows.totals.refused.fetch_add(1, Ordering::Relaxed);
+                reset_tcp(tcp);
+                return;
+            }
+        };
+        if let Err(e) = send.write_all(&header).await {
+            info!("flow {} to {dest}: tunnel stream failed: {e}", flow.id);
+            flows.totals.refused.fetch_add(1, Ordering::Relaxed);
+            reset_tcp(tcp);
+            return;
+        }
+        flow.set_state(FlowState::Open);
+        match splice_stream(tcp, send, recv, flow, Facing::Client).await {
+            Ok(()) => debug!("flow {} {source} -> {dest} done", flow.id),
+            Err(Abort::Refused(status)) => {
+                flows.totals.refused.fetch_add(1, Ordering::Relaxed);
+                info!(
+                    "flow {} {source} -> {dest} refused by the core: {status}",
+                    flow.id
+                );
+            }
+            Err(abort) => debug!("flow {} {source} -> {dest} reset: {abort}", flow.id),
+        }
+    }
+}

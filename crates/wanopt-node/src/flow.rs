@@ -1,0 +1,542 @@
+//! The live flow table, and the pumps that carry one TCP flow over one QUIC
+//! stream (or over a second TCP connection when a flow is passed through).
+//!
+//! TCP semantics survive the split: EOF on one side is a stream finish (a
+//! half-close) on the other while the opposite direction keeps flowing; a
+//! reset or error on either side becomes a stream reset plus STOP_SENDING,
+//! which the far node turns back into a TCP reset.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use serde::Serialize;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use wanopt_proto::codes;
+
+/// Bytes read from a socket at a time. Large enough to amortise per-call
+/// costs, small enough that a flow never holds much beyond the stream window.
+pub const CHUNK: usize = 128 * 1024;
+
+/// Where a flow is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[repr(u8)]
+pub enum FlowState {
+    /// Waiting for the tunnel or for the far side to connect.
+    Connecting = 0,
+    /// Data flows both ways.
+    Open = 1,
+    /// The client finished sending; the server may still send.
+    ClientDone = 2,
+    /// The server finished sending; the client may still send.
+    ServerDone = 3,
+    /// Ending.
+    Closing = 4,
+}
+
+impl FlowState {
+    fn from_u8(raw: u8) -> FlowState {
+        match raw {
+            0 => FlowState::Connecting,
+            1 => FlowState::Open,
+            2 => FlowState::ClientDone,
+            3 => FlowState::ServerDone,
+            _ => FlowState::Closing,
+        }
+    }
+}
+
+/// One flow's live counters.
+#[derive(Debug)]
+pub struct Flow {
+    /// Identifier, unique within the node's run.
+    pub id: u64,
+    /// The client's address.
+    pub source: SocketAddr,
+    /// The destination, as requested.
+    pub destination: String,
+    /// Services applied: `tcp-opt` for tunnelled flows, `pass` for flows
+    /// carried directly.
+    pub services: Vec<&'static str>,
+    /// The tunnel peer carrying the flow, if any.
+    pub peer: Option<SocketAddr>,
+    state: AtomicU8,
+    /// Payload bytes from client to server.
+    pub to_server: AtomicU64,
+    /// Payload bytes from server to client.
+    pub to_client: AtomicU64,
+    started: Instant,
+    rate: Mutex<RateSample>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct RateSample {
+    at: Option<Instant>,
+    to_server: u64,
+    to_client: u64,
+    bps_to_server: f64,
+    bps_to_client: f64,
+}
+
+impl Flow {
+    /// Current state.
+    pub fn state(&self) -> FlowState {
+        FlowState::from_u8(self.state.load(Ordering::Relaxed))
+    }
+
+    /// Moves to `state`; a half-close on both sides becomes `Closing`.
+    pub fn set_state(&self, state: FlowState) {
+        let _ = self
+            .state
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
+                let old = FlowState::from_u8(old);
+                let new = match (old, state) {
+                    (FlowState::ClientDone, FlowState::ServerDone)
+                    | (FlowState::ServerDone, FlowState::ClientDone) => FlowState::Closing,
+                    (FlowState::Closing, _) => FlowState::Closing,
+                    (_, s) => s,
+                };
+                Some(new as u8)
+            });
+    }
+
+    /// Updates the rate estimate from the byte counters (called about once a
+    /// second by the table's sampler).
+    fn sample(&self, now: Instant) {
+        let to_server = self.to_server.load(Ordering::Relaxed);
+        let to_client = self.to_client.load(Ordering::Relaxed);
+        let mut rate = self.rate.lock().unwrap_or_else(|e| e.into_inner());
+        let since = rate.at.unwrap_or(self.started);
+        let secs = now.saturating_duration_since(since).as_secs_f64();
+        if secs > 0.0 {
+            rate.bps_to_server = (to_server - rate.to_server.min(to_server)) as f64 * 8.0 / secs;
+            rate.bps_to_client = (to_client - rate.to_client.min(to_client)) as f64 * 8.0 / secs;
+        }
+        rate.at = Some(now);
+        rate.to_server = to_server;
+        rate.to_client = to_client;
+    }
+
+    /// A serializable snapshot.
+    pub fn info(&self, now: Instant) -> FlowInfo {
+        let rate = *self.rate.lock().unwrap_or_else(|e| e.into_inner());
+        FlowInfo {
+            id: self.id,
+            source: self.source.to_string(),
+            destination: self.destination.clone(),
+            state: self.state(),
+            bytes_to_server: self.to_server.load(Ordering::Relaxed),
+            bytes_to_client: self.to_client.load(Ordering::Relaxed),
+            rate_to_server_bps: rate.bps_to_server.round() as u64,
+            rate_to_client_bps: rate.bps_to_client.round() as u64,
+            age_secs: now.saturating_duration_since(self.started).as_secs_f64(),
+            services: self.services.iter().map(|s| s.to_string()).collect(),
+            peer: self.peer.map(|p| p.to_string()),
+        }
+    }
+}
+
+/// What `/flows` returns for one flow.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct FlowInfo {
+    /// Identifier.
+    pub id: u64,
+    /// Client address.
+    pub source: String,
+    /// Destination.
+    pub destination: String,
+    /// State.
+    pub state: FlowState,
+    /// Payload bytes client to server.
+    pub bytes_to_server: u64,
+    /// Payload bytes server to client.
+    pub bytes_to_client: u64,
+    /// Recent rate client to server, bits per second.
+    pub rate_to_server_bps: u64,
+    /// Recent rate server to client, bits per second.
+    pub rate_to_client_bps: u64,
+    /// Seconds since the flow started.
+    pub age_secs: f64,
+    /// Services applied.
+    pub services: Vec<String>,
+    /// Tunnel peer, if tunnelled.
+    pub peer: Option<String>,
+}
+
+impl<'de> serde::Deserialize<'de> for FlowState {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Ok(match s.as_str() {
+            "connecting" => FlowState::Connecting,
+            "open" => FlowState::Open,
+            "client-done" => FlowState::ClientDone,
+            "server-done" => FlowState::ServerDone,
+            _ => FlowState::Closing,
+        })
+    }
+}
+
+/// Node-wide totals, kept after flows end.
+#[derive(Debug, Default)]
+pub struct Totals {
+    /// Flows ever started.
+    pub flows: AtomicU64,
+    /// Flows that were refused or reset before carrying data end to end.
+    pub refused: AtomicU64,
+    /// Flows passed straight through (not optimized).
+    pub passed_through: AtomicU64,
+    /// Bytes client to server of finished flows.
+    pub to_server: AtomicU64,
+    /// Bytes server to client of finished flows.
+    pub to_client: AtomicU64,
+}
+
+/// The table of live flows.
+#[derive(Debug, Default)]
+pub struct FlowTable {
+    next_id: AtomicU64,
+    flows: Mutex<HashMap<u64, Arc<Flow>>>,
+    /// Totals over the node's life.
+    pub totals: Totals,
+}
+
+/// Removes its flow from the table when dropped, folding its bytes into the
+/// totals.
+#[derive(Debug)]
+pub struct FlowGuard {
+    table: Arc<FlowTable>,
+    /// The flow.
+    pub flow: Arc<Flow>,
+}
+
+impl Drop for FlowGuard {
+    fn drop(&mut self) {
+        let mut flows = self.table.flows.lock().unwrap_or_else(|e| e.into_inner());
+        flows.remove(&self.flow.id);
+        self.table.totals.to_server.fetch_add(
+            self.flow.to_server.load(Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
+        self.table.totals.to_client.fetch_add(
+            self.flow.to_client.load(Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
+    }
+}
+
+impl FlowTable {
+    /// Registers a new flow. `id` is taken from the table unless given (the
+    /// core reuses the edge's identifier so both tables agree).
+    pub fn start(
+        self: &Arc<Self>,
+        id: Option<u64>,
+        source: SocketAddr,
+        destination: String,
+        services: Vec<&'static str>,
+        peer: Option<SocketAddr>,
+    ) -> FlowGuard {
+        let id = id.unwrap_or_else(|| self.next_id.fetch_add(1, Ordering::Relaxed) + 1);
+        self.totals.flows.fetch_add(1, Ordering::Relaxed);
+        let mut flows = self.flows.lock().unwrap_or_else(|e| e.into_inner());
+        // Two edges may use the same id on a core; keep both by nudging.
+        let mut key = id;
+        while flows.contains_key(&key) {
+            key = key.wrapping_add(1 << 48);
+        }
+        let flow = Arc::new(Flow {
+            id: key,
+            source,
+            destination,
+            services,
+            peer,
+            state: AtomicU8::new(FlowState::Connecting as u8),
+            to_server: AtomicU64::new(0),
+            to_client: AtomicU64::new(0),
+            started: Instant::now(),
+            rate: Mutex::new(RateSample::default()),
+        });
+        flows.insert(key, flow.clone());
+        drop(flows);
+        FlowGuard {
+            table: self.clone(),
+            flow,
+        }
+    }
+
+    /// Number of live flows.
+    pub fn active(&self) -> usize {
+        self.flows.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Snapshot of every live flow, oldest first.
+    pub fn snapshot(&self) -> Vec<FlowInfo> {
+        let now = Instant::now();
+        let flows: Vec<Arc<Flow>> = self
+            .flows
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        let mut infos: Vec<FlowInfo> = flows.iter().map(|f| f.info(now)).collect();
+        infos.sort_by_key(|f| f.id);
+        infos
+    }
+
+    /// Bytes (to server, to client) over all flows, live and finished.
+    pub fn bytes(&self) -> (u64, u64) {
+        let flows = self.flows.lock().unwrap_or_else(|e| e.into_inner());
+        let live = flows.values().fold((0, 0), |(s, c), f| {
+            (
+                s + f.to_server.load(Ordering::Relaxed),
+                c + f.to_client.load(Ordering::Relaxed),
+            )
+        });
+        (
+            live.0 + self.totals.to_server.load(Ordering::Relaxed),
+            live.1 + self.totals.to_client.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Refreshes every flow's rate estimate once a second, forever.
+    pub async fn run_sampler(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            let now = Instant::now();
+            let flows: Vec<Arc<Flow>> = self
+                .flows
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .values()
+                .cloned()
+                .collect();
+            for flow in flows {
+                flow.sample(now);
+            }
+        }
+    }
+}
+
+/// Which end of the flow a node's TCP socket faces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Facing {
+    /// The TCP socket is the client's (edge side).
+    Client,
+    /// The TCP socket is the server's (core side).
+    Server,
+}
+
+/// Why a flow ended abnormally.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Abort {
+    /// The local TCP peer reset or failed.
+    Local(String),
+    /// The tunnel side reset the stream, stopped reading, or the tunnel died.
+    Remote(String),
+    /// The core could not or would not connect to the destination.
+    Refused(wanopt_proto::Status),
+}
+
+impl std::fmt::Display for Abort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Abort::Local(why) => write!(f, "local side: {why}"),
+            Abort::Remote(why) => write!(f, "tunnel side: {why}"),
+            Abort::Refused(status) => write!(f, "{status}"),
+        }
+    }
+}
+
+/// Resets a TCP connection: linger 0 makes the close send RST.
+pub fn reset_tcp(tcp: TcpStream) {
+    let _ = socket2::SockRef::from(&tcp).set_linger(Some(Duration::ZERO));
+    drop(tcp);
+}
+
+async fn tcp_to_stream(
+    rd: &mut (impl AsyncRead + Unpin),
+    send: &mut quinn::SendStream,
+    counter: &AtomicU64,
+    flow: &Flow,
+    done: FlowState,
+) -> Result<(), Abort> {
+    loop {
+        let mut buf = BytesMut::with_capacity(CHUNK);
+        match rd.read_buf(&mut buf).await {
+            Ok(0) => {
+                let _ = send.finish();
+                flow.set_state(done);
+                return Ok(());
+            }
+            Ok(n) => {
+                counter.fetch_add(n as u64, Ordering::Relaxed);
+                send.write_chunk(buf.freeze())
+                    .await
+                    .map_err(|e| Abort::Remote(e.to_string()))?;
+            }
+            Err(e) => return Err(Abort::Local(e.to_string())),
+        }
+    }
+}
+
+async fn stream_to_tcp(
+    recv: &mut quinn::RecvStream,
+    wr: &mut (impl AsyncWrite + Unpin),
+    counter: &AtomicU64,
+    flow: &Flow,
+    done: FlowState,
+    expect_reply: bool,
+) -> Result<(), Abort> {
+    if expect_reply {
+        let mut reply = [0u8; wanopt_proto::stream::REPLY_LEN];
+        recv.read_exact(&mut reply)
+            .await
+            .map_err(|e| Abort::Remote(format!("no reply from the core: {e}")))?;
+        let status = wanopt_proto::Reply::new_checked(&reply[..])
+            .and_then(|view| wanopt_proto::ReplyRepr::parse(&view))
+            .map_err(|e| Abort::Remote(format!("bad reply from the core: {e}")))?
+            .status;
+        if status != wanopt_proto::Status::Connected {
+            return Err(Abort::Refused(status));
+        }
+    }
+    loop {
+        match recv.read_chunk(CHUNK, true).await {
+            Ok(Some(chunk)) => {
+                wr.write_all(&chunk.bytes)
+                    .await
+                    .map_err(|e| Abort::Local(e.to_string()))?;
+                counter.fetch_add(chunk.bytes.len() as u64, Ordering::Relaxed);
+            }
+            Ok(None) => {
+                let _ = wr.shutdown().await;
+                flow.set_state(done);
+                return Ok(());
+            }
+            Err(e) => return Err(Abort::Remote(e.to_string())),
+        }
+    }
+}
+
+/// Carries a TCP connection over a QUIC stream until both directions end.
+/// Facing the client (on the edge), the core's reply is read first: a refusal
+/// resets the client.
+/// On an abort, the TCP connection is reset and the stream reset and stopped.
+pub async fn splice_stream(
+    mut tcp: TcpStream,
+    mut send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
+    flow: &Flow,
+    facing: Facing,
+) -> Result<(), Abort> {
+    let (up_counter, down_counter, up_done, down_done) = match facing {
+        Facing::Client => (
+            &flow.to_server,
+            &flow.to_client,
+            FlowState::ClientDone,
+            FlowState::ServerDone,
+        ),
+        Facing::Server => (
+            &flow.to_client,
+            &flow.to_server,
+            FlowState::ServerDone,
+            FlowState::ClientDone,
+        ),
+    };
+    let result = {
+        let (mut rd, mut wr) = tcp.split();
+        tokio::try_join!(
+            tcp_to_stream(&mut rd, &mut send, up_counter, flow, up_done),
+            stream_to_tcp(
+                &mut recv,
+                &mut wr,
+                down_counter,
+                flow,
+                down_done,
+                facing == Facing::Client
+            ),
+        )
+    };
+    match result {
+        Ok(_) => Ok(()),
+        Err(abort) => {
+            flow.set_state(FlowState::Closing);
+            let code = quinn::VarInt::from_u32(codes::TCP_RESET);
+            let _ = send.reset(code);
+            let _ = recv.stop(code);
+            reset_tcp(tcp);
+            Err(abort)
+        }
+    }
+}
+
+async fn tcp_to_tcp(
+    rd: &mut (impl AsyncRead + Unpin),
+    wr: &mut (impl AsyncWrite + Unpin),
+    counter: &AtomicU64,
+    flow: &Flow,
+    done: FlowState,
+) -> Result<(), Abort> {
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        match rd.read(&mut buf).await {
+            Ok(0) => {
+                let _ = wr.shutdown().await;
+                flow.set_state(done);
+                return Ok(());
+            }
+            Ok(n) => {
+                wr.write_all(&buf[..n])
+                    .await
+                    .map_err(|e| Abort::Remote(e.to_string()))?;
+                counter.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            Err(e) => return Err(Abort::Local(e.to_string())),
+        }
+    }
+}
+
+/// Carries a flow between two TCP connections (pass-through), with the same
+/// half-close and reset semantics as [`splice_stream`].
+pub async fn splice_tcp(
+    mut client: TcpStream,
+    mut server: TcpStream,
+    flow: &Flow,
+) -> Result<(), Abort> {
+    let result = {
+        let (mut crd, mut cwr) = client.split();
+        let (mut srd, mut swr) = server.split();
+        tokio::try_join!(
+            tcp_to_tcp(
+                &mut crd,
+                &mut swr,
+                &flow.to_server,
+                flow,
+                FlowState::ClientDone
+            ),
+            tcp_to_tcp(
+                &mut srd,
+                &mut cwr,
+                &flow.to_client,
+                flow,
+                FlowState::ServerDone
+            ),
+        )
+    };
+    match result {
+        Ok(_) => Ok(()),
+        Err(abort) => {
+            flow.set_state(FlowState::Closing);
+            reset_tcp(client);
+            reset_tcp(server);
+            Err(abort)
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! Address rules: `CIDR[:PORT[-PORT]]`, as used by the core's `--allow` and
+//! the edge's `--optimize`.
+//!
+//! `198.51.100.0/24` matches every port of that prefix, `198.51.100.7:443`
+//! one port of one host (a bare address is a /32 or /128),
+//! `[2001:db8::/32]:8000-8100` a port range of an IPv6 prefix, and `0.0.0.0/0`
+//! or `::/0` everything of that family. A list of rules matches when any rule
+//! does; an empty list matches nothing (the caller decides what that means).
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::str::FromStr;
+
+use ipnet::IpNet;
+
+/// A rule did not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("bad address rule {rule:?}: {why} (expected CIDR[:PORT[-PORT]], e.g. 198.51.100.0/24:443 or [2001:db8::/32]:8000-8100)")]
+pub struct RuleError {
+    rule: String,
+    why: &'static str,
+}
+
+/// One `CIDR[:PORT[-PORT]]` rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AddrRule {
+    net: IpNet,
+    ports: (u16, u16),
+}
+
+impl AddrRule {
+    /// Whether `addr` falls inside the prefix and the port range.
+    pub fn matches(&self, addr: SocketAddr) -> bool {
+        let ip = match addr.ip() {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+            v4 => v4,
+        };
+        self.net.contains(&ip) && (self.ports.0..=self.ports.1).contains(&addr.port())
+    }
+}
+
+impl FromStr for AddrRule {
+    type Err = RuleError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let err = |why| RuleError {
+            rule: text.to_owned(),
+            why,
+        };
+        let text = text.trim();
+        // Split "[v6net]:ports", "v4net:ports" or a bare net.
+        let (net_text, ports_text) = if let Some(rest) = text.strip_prefix('[') {
+            let (net, after) = rest.split_once(']').ok_or(err("missing ']'"))?;
+            match after {
+                "" => (net, None),
+                _ => (
+                    net,
+                    Some(
+                        after
+                            .strip_prefix(':')
+                            .ok_or(err("expected ':' after ']'"))?,
+                    ),
+                ),
+            }
+        } else if text.matches(':').count() == 1 {
+            let (net, ports) = text.split_once(':').ok_or(err("bad port"))?;
+            (net, Some(ports))
+        } else {
+            (text, None)
+        };
+        let net = match net_text.parse::<IpNet>() {
+            Ok(net) => net,
+            Err(_) => IpNet::from(
+                net_text
+                    .parse::<IpAddr>()
+                    .map_err(|_| err("not an IP prefix"))?,
+            ),
+        };
+        let ports = match ports_text {
+            None => (0, u16::MAX),
+            Some(p) => {
+                let parse = |s: &str| s.trim().parse::<u16>().map_err(|_| err("bad port"));
+                let (lo, hi) = match p.split_once('-') {
+                    Some((lo, hi)) => (parse(lo)?, parse(hi)?),
+                    None => (parse(p)?, parse(p)?),
+                };
+                if lo > hi {
+                    return Err(err("port range runs backwards"));
+                }
+                (lo, hi)
+            }
+        };
+        Ok(AddrRule {
+            net: net.trunc(),
+            ports,
+        })
+    }
+}
+
+impl fmt::Display for AddrRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let net = match self.net {
+            IpNet::V6(n) if self.ports != (0, u16::MAX) => format!("[{n}]"),
+            n => n.to_string(),
+        };
+        match self.ports {
+            (0, u16::MAX) => write!(f, "{net}"),
+            (lo, hi) if lo == hi => write!(f, "{net}:{lo}"),
+            (lo, hi) => write!(f, "{net}:{lo}-{hi}"),
+        }
+    }
+}
+
+/// An ordered list of rules; matches when any rule matches.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RuleSet(pub Vec<AddrRule>);
+
+impl RuleSet {
+    /// Whether any rule matches `addr`.
+    pub fn matches(&self, addr: SocketAddr) -> bool {
+        self.0.iter().any(|rule| rule.matches(addr))
+    }
+
+    /// Whether the set has no rule.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(s: &str) -> AddrRule {
+        s.parse().unwrap()
+    }
+
+    fn addr(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn prefixes_hosts_and_port_ranges_match_as_written() {
+        assert!(rule("198.51.100.0/24").matches(addr("198.51.100.9:1")));
+        assert!(!rule("198.51.100.0/24").matches(addr("198.51.101.9:1")));
+        assert!(rule("198.51.100.7:443").matches(addr("198.51.100.7:443")));
+        assert!(!rule("198.51.100.7:443").matches(addr("198.51.100.7:80")));
+        assert!(!rule("198.51.100.7:443").matches(addr("198.51.100.8:443")));
+        let r = rule("127.0.0.0/8:8000-8100");
+        assert!(r.matches(addr("127.0.0.1:8000")) && r.matches(addr("127.0.0.1:8100")));
+        assert!(!r.matches(addr("127.0.0.1:8101")));
+        let r6 = rule("[2001:db8::/32]:80");
+        assert!(r6.matches(addr("[2001:db8::1]:80")));
+        assert!(!r6.matches(addr("[2001:db9::1]:80")));
+        assert!(rule("::1").matches(addr("[::1]:5")));
+        assert!(rule("0.0.0.0/0").matches(addr("[::ffff:192.0.2.1]:5")));
+    }
+
+    #[test]
+    fn bad_rules_say_what_is_wrong() {
+        for bad in [
+            "",
+            "300.1.1.1",
+            "10.0.0.0/33",
+            "1.2.3.4:99999",
+            "1.2.3.4:9-1",
+            "[::1",
+            "[::1]x",
+        ] {
+            let e = bad.parse::<AddrRule>().unwrap_err().to_string();
+            assert!(e.starts_with("bad address rule"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn display_round_trips() {
+        for text in [
+            "198.51.100.0/24",
+            "10.0.0.1/32:443",
+            "[2001:db8::/32]:8000-8100",
+        ] {
+            assert_eq!(rule(text).to_string(), text);
+            assert_eq!(rule(&rule(text).to_string()), rule(text));
+        }
+    }
+
+    #[test]
+    fn an_empty_set_matches_nothing() {
+        assert!(!RuleSet::default().matches(addr("127.0.0.1:1")));
+    }
+}

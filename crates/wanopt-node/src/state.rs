@@ -1,0 +1,278 @@
+//! What a node knows about itself: its role, its tunnel peers and its flows.
+//! The control plane renders this; the data plane updates it.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::flow::FlowTable;
+use crate::identity::{certificate_key, PublicKey};
+use crate::tunnel::Congestion;
+
+/// A node's role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Intercepts clients and opens tunnel streams.
+    Edge,
+    /// Accepts tunnel streams and connects to servers.
+    Core,
+}
+
+#[derive(Debug)]
+struct PeerEntry {
+    connection: Option<quinn::Connection>,
+    key: Option<PublicKey>,
+    since: Instant,
+    reconnects: u64,
+    ever_up: bool,
+    last_error: Option<String>,
+    last_sample: Option<(Instant, u64, u64)>,
+    tx_bps: f64,
+    rx_bps: f64,
+}
+
+/// Shared state of a running node.
+#[derive(Debug)]
+pub struct NodeState {
+    /// Role.
+    pub role: Role,
+    /// Congestion controller of the tunnel.
+    pub congestion: Congestion,
+    /// Live flows and totals.
+    pub flows: Arc<FlowTable>,
+    started: Instant,
+    peers: Mutex<BTreeMap<SocketAddr, PeerEntry>>,
+}
+
+/// One tunnel peer as `/status` shows it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PeerStatus {
+    /// The peer's UDP address.
+    pub address: String,
+    /// `up`, or `down` while (re)connecting.
+    pub state: String,
+    /// The peer's pinned public key, once authenticated.
+    pub key: Option<String>,
+    /// Smoothed round-trip time, milliseconds.
+    pub rtt_ms: Option<f64>,
+    /// Congestion window over RTT: what the controller lets the tunnel send, Mbit/s.
+    pub bandwidth_estimate_mbps: Option<f64>,
+    /// Measured UDP send rate over the last second, Mbit/s.
+    pub send_rate_mbps: f64,
+    /// Measured UDP receive rate over the last second, Mbit/s.
+    pub receive_rate_mbps: f64,
+    /// Congestion window, bytes.
+    pub cwnd_bytes: Option<u64>,
+    /// Current path MTU (UDP payload), bytes.
+    pub mtu: Option<u16>,
+    /// Packets sent on the path.
+    pub sent_packets: Option<u64>,
+    /// Packets declared lost on the path.
+    pub lost_packets: Option<u64>,
+    /// Congestion events.
+    pub congestion_events: Option<u64>,
+    /// Seconds in the current state.
+    pub state_secs: f64,
+    /// Reconnections so far.
+    pub reconnects: u64,
+    /// The last connection error, if any.
+    pub last_error: Option<String>,
+}
+
+/// What `/status` returns.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Status {
+    /// `edge` or `core`.
+    pub role: Role,
+    /// wanopt version.
+    pub version: String,
+    /// Seconds since the node started.
+    pub uptime_secs: f64,
+    /// `up` when at least one tunnel is up.
+    pub tunnel: String,
+    /// Congestion controller.
+    pub congestion: Congestion,
+    /// Tunnel peers.
+    pub peers: Vec<PeerStatus>,
+    /// Live flows.
+    pub flows_active: u64,
+    /// Flows since start.
+    pub flows_total: u64,
+    /// Flows refused or reset before data flowed end to end.
+    pub flows_refused: u64,
+    /// Flows passed straight through.
+    pub flows_passed_through: u64,
+    /// Payload bytes client to server.
+    pub bytes_to_server: u64,
+    /// Payload bytes server to client.
+    pub bytes_to_client: u64,
+}
+
+impl NodeState {
+    /// A fresh state for a node of `role`.
+    pub fn new(role: Role, congestion: Congestion) -> Arc<NodeState> {
+        Arc::new(NodeState {
+            role,
+            congestion,
+            flows: Arc::new(FlowTable::default()),
+            started: Instant::now(),
+            peers: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    fn peers(&self) -> std::sync::MutexGuard<'_, BTreeMap<SocketAddr, PeerEntry>> {
+        self.peers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records that the tunnel to `address` is down (or connecting).
+    pub fn peer_down(&self, address: SocketAddr, error: Option<String>) {
+        let mut peers = self.peers();
+        let entry = peers.entry(address).or_insert_with(|| PeerEntry {
+            connection: None,
+            key: None,
+            since: Instant::now(),
+            reconnects: 0,
+            ever_up: false,
+            last_error: None,
+            last_sample: None,
+            tx_bps: 0.0,
+            rx_bps: 0.0,
+        });
+        if entry.connection.take().is_some() {
+            entry.since = Instant::now();
+        }
+        if error.is_some() {
+            entry.last_error = error;
+        }
+        entry.tx_bps = 0.0;
+        entry.rx_bps = 0.0;
+    }
+
+    /// Records a tunnel that came up.
+    pub fn peer_up(&self, connection: &quinn::Connection) {
+        let address = connection.remote_address();
+        let key = connection
+            .peer_identity()
+            .and_then(|id| {
+                id.downcast::<Vec<rustls::pki_types::CertificateDer<'static>>>()
+                    .ok()
+            })
+            .and_then(|certs| certs.first().and_then(certificate_key));
+        let mut peers = self.peers();
+        let reconnects = peers
+            .get(&address)
+            .map_or(0, |e| e.reconnects + u64::from(e.ever_up));
+        peers.insert(
+            address,
+            PeerEntry {
+                connection: Some(connection.clone()),
+                key,
+                since: Instant::now(),
+                reconnects,
+                ever_up: true,
+                last_error: None,
+                last_sample: None,
+                tx_bps: 0.0,
+                rx_bps: 0.0,
+            },
+        );
+    }
+
+    /// Forgets a core-side peer whose connection ended.
+    pub fn peer_gone(&self, connection: &quinn::Connection) {
+        let mut peers = self.peers();
+        if let Some(entry) = peers.get(&connection.remote_address()) {
+            if entry
+                .connection
+                .as_ref()
+                .is_some_and(|c| c.stable_id() == connection.stable_id())
+            {
+                peers.remove(&connection.remote_address());
+            }
+        }
+    }
+
+    /// Refreshes the peers' measured rates; call about once a second.
+    pub fn sample_peers(&self) {
+        let now = Instant::now();
+        for entry in self.peers().values_mut() {
+            let Some(conn) = &entry.connection else {
+                continue;
+            };
+            let stats = conn.stats();
+            let (tx, rx) = (stats.udp_tx.bytes, stats.udp_rx.bytes);
+            if let Some((at, last_tx, last_rx)) = entry.last_sample {
+                let secs = now.saturating_duration_since(at).as_secs_f64();
+                if secs > 0.0 {
+                    entry.tx_bps = tx.saturating_sub(last_tx) as f64 * 8.0 / secs;
+                    entry.rx_bps = rx.saturating_sub(last_rx) as f64 * 8.0 / secs;
+                }
+            }
+            entry.last_sample = Some((now, tx, rx));
+        }
+    }
+
+    /// Whether any tunnel is up.
+    pub fn tunnel_up(&self) -> bool {
+        self.peers().values().any(|e| e.connection.is_some())
+    }
+
+    /// The full status.
+    pub fn status(&self) -> Status {
+        let now = Instant::now();
+        let peers: Vec<PeerStatus> = self
+            .peers()
+            .iter()
+            .map(|(address, e)| {
+                let stats = e.connection.as_ref().map(|c| c.stats());
+                let rtt = stats.as_ref().map(|s| s.path.rtt);
+                PeerStatus {
+                    address: address.to_string(),
+                    state: if e.connection.is_some() { "up" } else { "down" }.into(),
+                    key: e.key.map(|k| k.to_string()),
+                    rtt_ms: rtt.map(|r| r.as_secs_f64() * 1e3),
+                    bandwidth_estimate_mbps: stats.as_ref().and_then(|s| {
+                        let rtt = s.path.rtt.max(Duration::from_micros(100)).as_secs_f64();
+                        Some(s.path.cwnd as f64 * 8.0 / rtt / 1e6)
+                    }),
+                    send_rate_mbps: e.tx_bps / 1e6,
+                    receive_rate_mbps: e.rx_bps / 1e6,
+                    cwnd_bytes: stats.as_ref().map(|s| s.path.cwnd),
+                    mtu: stats.as_ref().map(|s| s.path.current_mtu),
+                    sent_packets: stats.as_ref().map(|s| s.path.sent_packets),
+                    lost_packets: stats.as_ref().map(|s| s.path.lost_packets),
+                    congestion_events: stats.as_ref().map(|s| s.path.congestion_events),
+                    state_secs: now.saturating_duration_since(e.since).as_secs_f64(),
+                    reconnects: e.reconnects,
+                    last_error: e.last_error.clone(),
+                }
+            })
+            .collect();
+        let (to_server, to_client) = self.flows.bytes();
+        let totals = &self.flows.totals;
+        Status {
+            role: self.role,
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            uptime_secs: now.saturating_duration_since(self.started).as_secs_f64(),
+            tunnel: if peers.iter().any(|p| p.state == "up") {
+                "up"
+            } else {
+                "down"
+            }
+            .into(),
+            congestion: self.congestion,
+            peers,
+            flows_active: self.flows.active() as u64,
+            flows_total: totals.flows.load(Ordering::Relaxed),
+            flows_refused: totals.refused.load(Ordering::Relaxed),
+            flows_passed_through: totals.passed_through.load(Ordering::Relaxed),
+            bytes_to_server: to_server,
+            bytes_to_client: to_client,
+        }
+    }
+}

@@ -1,0 +1,4 @@
+//! Subcommand modules of the `wanopt` binary.
+
+pub mod node;
+pub mod status;

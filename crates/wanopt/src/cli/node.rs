@@ -1,0 +1,381 @@
+//! `wanopt edge` and `wanopt core`: flags, the TOML config file, and their
+//! merge into the node's validated configuration (flags override the file).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use serde::Deserialize;
+
+use wanopt_node::core::CoreConfig;
+use wanopt_node::edge::{EdgeConfig, FailMode, Forward};
+use wanopt_node::identity::{PrivateKey, PublicKey};
+use wanopt_node::policy::{AddrRule, RuleSet};
+use wanopt_node::tunnel::{Congestion, TunnelTuning};
+
+/// Options both node roles share.
+#[derive(Debug, Args, Default)]
+pub struct CommonArgs {
+    /// TOML file with any of these options (kebab-case keys); flags override it.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// This node's private key file (from `wanopt keygen`).
+    #[arg(long, value_name = "FILE")]
+    pub key: Option<PathBuf>,
+    /// A peer's public key to accept (repeatable).
+    #[arg(long = "peer-key", value_name = "PUB")]
+    pub peer_key: Vec<String>,
+    /// Serve /status, /flows and /metrics on this address.
+    #[arg(long, value_name = "ADDR")]
+    pub control: Option<SocketAddr>,
+    /// Timeout of TCP connections this node opens [default: 10s].
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub connect_timeout: Option<Duration>,
+    /// How long live flows may drain on SIGINT/SIGTERM [default: 10s].
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub drain: Option<Duration>,
+    /// Tunnel congestion control: bbr, cubic or newreno [default: bbr].
+    #[arg(long)]
+    pub congestion: Option<Congestion>,
+    /// Largest UDP payload path MTU discovery may probe [default: 1452].
+    #[arg(long, value_name = "BYTES")]
+    pub max_mtu: Option<u16>,
+    /// Per-flow receive window of the tunnel [default: 48MiB].
+    #[arg(long, value_name = "BYTES")]
+    pub stream_window: Option<u64>,
+    /// Whole-tunnel send and receive window [default: 96MiB].
+    #[arg(long, value_name = "BYTES")]
+    pub connection_window: Option<u64>,
+}
+
+/// `wanopt core` options.
+#[derive(Debug, Args)]
+pub struct CoreArgs {
+    /// UDP address to accept tunnels on, e.g. 0.0.0.0:4433.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+    /// Destinations the core may connect to: CIDR[:PORT[-PORT]] (repeatable).
+    /// Nothing is allowed by default.
+    #[arg(long, value_name = "RULE")]
+    pub allow: Vec<String>,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// `wanopt edge` options.
+#[derive(Debug, Args)]
+pub struct EdgeArgs {
+    /// The core's UDP address, HOST:PORT.
+    #[arg(long, value_name = "ADDR")]
+    pub core: Option<String>,
+    /// Carry connections accepted on LISTEN to DEST through the core
+    /// (repeatable), e.g. 127.0.0.1:8080=198.51.100.7:80.
+    #[arg(long, value_name = "LISTEN=DEST")]
+    pub forward: Vec<String>,
+    /// Accept connections redirected by the firewall (REDIRECT or TPROXY) here.
+    #[arg(long, value_name = "LISTEN")]
+    pub transparent: Option<SocketAddr>,
+    /// Optimize only transparent flows to these destinations,
+    /// CIDR[:PORT[-PORT]] (repeatable); others pass straight through.
+    /// With no rule, everything is optimized.
+    #[arg(long, value_name = "RULE")]
+    pub optimize: Vec<String>,
+    /// When the tunnel is down: `open` passes transparent flows straight
+    /// through, `closed` resets them [default: open].
+    #[arg(long, value_name = "open|closed")]
+    pub fail: Option<FailMode>,
+    /// How long a flow waits for the tunnel before it is reset [default: 10s].
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub tunnel_wait: Option<Duration>,
+    /// Local UDP address of the tunnel [default: any port].
+    #[arg(long, value_name = "ADDR")]
+    pub bind: Option<SocketAddr>,
+    /// Print the firewall rules for --transparent and exit.
+    #[arg(long)]
+    pub print_firewall: bool,
+    /// LAN interface the clients arrive on, for --print-firewall.
+    #[arg(long, value_name = "IF", default_value = "eth0")]
+    pub lan_if: String,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// The config file: the same options as the flags, kebab-case keys.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct FileConfig {
+    key: Option<PathBuf>,
+    #[serde(default)]
+    peer_key: Vec<String>,
+    control: Option<SocketAddr>,
+    connect_timeout: Option<String>,
+    drain: Option<String>,
+    congestion: Option<Congestion>,
+    max_mtu: Option<u16>,
+    stream_window: Option<u64>,
+    connection_window: Option<u64>,
+    // core
+    listen: Option<SocketAddr>,
+    #[serde(default)]
+    allow: Vec<String>,
+    // edge
+    core: Option<String>,
+    #[serde(default)]
+    forward: Vec<String>,
+    transparent: Option<SocketAddr>,
+    #[serde(default)]
+    optimize: Vec<String>,
+    fail: Option<FailMode>,
+    tunnel_wait: Option<String>,
+    bind: Option<SocketAddr>,
+}
+
+fn read_file(path: Option<&Path>) -> anyhow::Result<FileConfig> {
+    let Some(path) = path else {
+        return Ok(FileConfig::default());
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read config file {}", path.display()))?;
+    toml::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "config file {}: {}",
+            path.display(),
+            e.to_string().replace('\n', " ")
+        )
+    })
+}
+
+fn duration(
+    flag: Option<Duration>,
+    file: Option<&str>,
+    name: &str,
+    default: Duration,
+) -> anyhow::Result<Duration> {
+    match (flag, file) {
+        (Some(d), _) => Ok(d),
+        (None, Some(text)) => humantime::parse_duration(text).with_context(|| {
+            format!("config file: {name} = {text:?} is not a duration (e.g. 10s, 500ms)")
+        }),
+        (None, None) => Ok(default),
+    }
+}
+
+/// Flags win; lists from flags replace lists from the file.
+fn list(flags: &[String], file: Vec<String>) -> Vec<String> {
+    if flags.is_empty() {
+        file
+    } else {
+        flags.to_vec()
+    }
+}
+
+fn rules(texts: &[String]) -> anyhow::Result<RuleSet> {
+    Ok(RuleSet(
+        texts
+            .iter()
+            .map(|t| t.parse::<AddrRule>())
+            .collect::<Result<_, _>>()?,
+    ))
+}
+
+struct Common {
+    key: PrivateKey,
+    peer_keys: Vec<PublicKey>,
+    control: Option<SocketAddr>,
+    connect_timeout: Duration,
+    drain: Duration,
+    tuning: TunnelTuning,
+}
+
+fn common(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<Common> {
+    let key_path = flags
+        .key
+        .clone()
+        .or(file.key.take())
+        .context("no key: give --key FILE (make one with `wanopt keygen --out FILE`)")?;
+    let key = PrivateKey::read(&key_path)?;
+    let peer_keys = list(&flags.peer_key, std::mem::take(&mut file.peer_key))
+        .iter()
+        .map(|k| PublicKey::from_base64(k))
+        .collect::<Result<Vec<_>, _>>()?;
+    if peer_keys.is_empty() {
+        bail!("no peer key: give --peer-key PUB (the peer's `wanopt pubkey` output)");
+    }
+    let defaults = TunnelTuning::default();
+    let tuning = TunnelTuning {
+        congestion: flags
+            .congestion
+            .or(file.congestion)
+            .unwrap_or(defaults.congestion),
+        max_mtu: flags.max_mtu.or(file.max_mtu).unwrap_or(defaults.max_mtu),
+        stream_window: flags
+            .stream_window
+            .or(file.stream_window)
+            .unwrap_or(defaults.stream_window),
+        connection_window: flags
+            .connection_window
+            .or(file.connection_window)
+            .unwrap_or(defaults.connection_window),
+        ..defaults
+    };
+    if tuning.max_mtu < 1200 {
+        bail!(
+            "--max-mtu {} is below QUIC's minimum of 1200",
+            tuning.max_mtu
+        );
+    }
+    Ok(Common {
+        key,
+        peer_keys,
+        control: flags.control.or(file.control),
+        connect_timeout: duration(
+            flags.connect_timeout,
+            file.connect_timeout.as_deref(),
+            "connect-timeout",
+            Duration::from_secs(10),
+        )?,
+        drain: duration(
+            flags.drain,
+            file.drain.as_deref(),
+            "drain",
+            Duration::from_secs(10),
+        )?,
+        tuning,
+    })
+}
+
+/// Validates `wanopt core` options into a configuration.
+pub fn core_config(args: &CoreArgs) -> anyhow::Result<CoreConfig> {
+    let mut file = read_file(args.common.config.as_deref())?;
+    let common = common(&args.common, &mut file)?;
+    let listen = args
+        .listen
+        .or(file.listen)
+        .context("no listen address: give --listen ADDR, e.g. 0.0.0.0:4433")?;
+    Ok(CoreConfig {
+        listen,
+        key: common.key,
+        peer_keys: common.peer_keys,
+        allow: rules(&list(&args.allow, file.allow))?,
+        control: common.control,
+        connect_timeout: common.connect_timeout,
+        drain: common.drain,
+        tuning: common.tuning,
+    })
+}
+
+/// Validates `wanopt edge` options into a configuration.
+pub fn edge_config(args: &EdgeArgs) -> anyhow::Result<EdgeConfig> {
+    let mut file = read_file(args.common.config.as_deref())?;
+    let common = common(&args.common, &mut file)?;
+    let core = args
+        .core
+        .clone()
+        .or(file.core.take())
+        .context("no core: give --core HOST:PORT")?;
+    let forwards = list(&args.forward, std::mem::take(&mut file.forward))
+        .iter()
+        .map(|f| f.parse::<Forward>().map_err(anyhow::Error::msg))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(EdgeConfig {
+        core,
+        key: common.key,
+        peer_keys: common.peer_keys,
+        forwards,
+        transparent: args.transparent.or(file.transparent),
+        optimize: rules(&list(&args.optimize, std::mem::take(&mut file.optimize)))?,
+        fail: args.fail.or(file.fail).unwrap_or(FailMode::Open),
+        control: common.control,
+        tunnel_wait: duration(
+            args.tunnel_wait,
+            file.tunnel_wait.as_deref(),
+            "tunnel-wait",
+            Duration::from_secs(10),
+        )?,
+        connect_timeout: common.connect_timeout,
+        drain: common.drain,
+        bind: args.bind.or(file.bind),
+        tuning: common.tuning,
+    })
+}
+
+/// The firewall rules that send a LAN's TCP to the edge's transparent port.
+pub fn firewall_rules(args: &EdgeArgs) -> anyhow::Result<String> {
+    let mut file = read_file(args.common.config.as_deref())?;
+    let port = args
+        .transparent
+        .or(file.transparent)
+        .context("--print-firewall needs --transparent LISTEN")?
+        .port();
+    let rules = rules(&list(&args.optimize, std::mem::take(&mut file.optimize)))?;
+    let lan = &args.lan_if;
+    let mut out = format!(
+        "# wanopt edge: send TCP arriving on {lan} to the transparent port {port}.\n\
+         # The edge host must route the clients' traffic (it is their gateway).\n\
+         sysctl -w net.ipv4.ip_forward=1\n\n\
+         # Either iptables (nat REDIRECT; the edge reads SO_ORIGINAL_DST):\n\
+         iptables -t nat -N WANOPT\n"
+    );
+    let selectors: Vec<String> = if rules.is_empty() {
+        vec![String::new()]
+    } else {
+        rules
+            .0
+            .iter()
+            .map(|r| iptables_match(&r.to_string()))
+            .collect()
+    };
+    for sel in &selectors {
+        out += &format!("iptables -t nat -A WANOPT -p tcp{sel} -j REDIRECT --to-ports {port}\n");
+    }
+    out += &format!("iptables -t nat -A PREROUTING -i {lan} -p tcp -j WANOPT\n\n");
+    out += "# or nftables:\nnft add table ip wanopt\n\
+            nft 'add chain ip wanopt prerouting { type nat hook prerouting priority dstnat; }'\n";
+    let nft_selectors: Vec<String> = if rules.is_empty() {
+        vec![String::new()]
+    } else {
+        rules.0.iter().map(|r| nft_match(&r.to_string())).collect()
+    };
+    for sel in &nft_selectors {
+        out += &format!(
+            "nft add rule ip wanopt prerouting iifname \"{lan}\" meta l4proto tcp{sel} redirect to :{port}\n"
+        );
+    }
+    out += &format!(
+        "\n# or TPROXY (keeps the original destination as the socket's own address):\n\
+         ip rule add fwmark 0x77 lookup 177\n\
+         ip route add local 0.0.0.0/0 dev lo table 177\n\
+         iptables -t mangle -A PREROUTING -i {lan} -p tcp -j TPROXY --on-port {port} --tproxy-mark 0x77/0xffffffff\n"
+    );
+    Ok(out)
+}
+
+fn split_rule(rule: &str) -> (&str, Option<&str>) {
+    match rule.rsplit_once(':') {
+        Some((net, ports)) if !net.contains(':') || net.ends_with(']') => (
+            net.trim_start_matches('[').trim_end_matches(']'),
+            Some(ports),
+        ),
+        _ => (rule, None),
+    }
+}
+
+fn iptables_match(rule: &str) -> String {
+    let (net, ports) = split_rule(rule);
+    let mut sel = format!(" -d {net}");
+    if let Some(p) = ports {
+        sel += &format!(" --dport {}", p.replace('-', ":"));
+    }
+    sel
+}
+
+fn nft_match(rule: &str) -> String {
+    let (net, ports) = split_rule(rule);
+    let mut sel = format!(" ip daddr {net}");
+    if let Some(p) = ports {
+        sel += &format!(" tcp dport {p}");
+    }
+    sel
+}

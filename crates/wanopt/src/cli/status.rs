@@ -1,0 +1,181 @@
+//! `wanopt status` and `wanopt flows`: read a node's control API.
+
+use std::net::SocketAddr;
+
+use anyhow::Context;
+use clap::Args;
+
+use wanopt_node::control::Flows;
+use wanopt_node::state::Status;
+
+/// Default control address of `status` and `flows`.
+pub const DEFAULT_CONTROL: &str = "127.0.0.1:7447";
+
+/// Options of `wanopt status` and `wanopt flows`.
+#[derive(Debug, Args)]
+pub struct QueryArgs {
+    /// The node's control address (its --control).
+    #[arg(long, value_name = "ADDR", default_value = DEFAULT_CONTROL)]
+    pub control: SocketAddr,
+    /// Print the raw JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn fetch(control: SocketAddr, path: &str) -> anyhow::Result<String> {
+    let url = format!("http://{control}{path}");
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(std::time::Duration::from_secs(5)))
+        .build()
+        .into();
+    let mut response = agent.get(&url).call().with_context(|| {
+        format!("cannot reach the control API at {control} (is a node running with --control {control}?)")
+    })?;
+    response
+        .body_mut()
+        .read_to_string()
+        .with_context(|| format!("bad answer from {url}"))
+}
+
+fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];
+    let mut v = n as f64;
+    let mut unit = 0;
+    while v >= 1000.0 && unit + 1 < UNITS.len() {
+        v /= 1000.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}
+
+fn human_rate(bps: f64) -> String {
+    if bps >= 1e9 {
+        format!("{:.2} Gbit/s", bps / 1e9)
+    } else if bps >= 1e6 {
+        format!("{:.1} Mbit/s", bps / 1e6)
+    } else if bps >= 1e3 {
+        format!("{:.1} kbit/s", bps / 1e3)
+    } else {
+        format!("{bps:.0} bit/s")
+    }
+}
+
+fn human_secs(secs: f64) -> String {
+    let s = secs as u64;
+    match s {
+        0..=59 => format!("{secs:.1}s"),
+        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// Runs `wanopt status`.
+pub fn status(args: &QueryArgs) -> anyhow::Result<()> {
+    let body = fetch(args.control, "/status")?;
+    if args.json {
+        println!("{body}");
+        return Ok(());
+    }
+    let s: Status = serde_json::from_str(&body).context("the control API sent malformed status")?;
+    let role = serde_json::to_value(s.role)?;
+    println!("role        {}", role.as_str().unwrap_or("?"));
+    println!("version     {}", s.version);
+    println!("uptime      {}", human_secs(s.uptime_secs));
+    let congestion = serde_json::to_value(s.congestion)?;
+    println!(
+        "tunnel      {} ({} congestion control)",
+        s.tunnel,
+        congestion.as_str().unwrap_or("?")
+    );
+    for p in &s.peers {
+        println!(
+            "peer        {} {} for {}",
+            p.address,
+            p.state,
+            human_secs(p.state_secs)
+        );
+        if let Some(key) = &p.key {
+            println!("  key       {key}");
+        }
+        if let Some(rtt) = p.rtt_ms {
+            println!("  rtt       {rtt:.2} ms");
+        }
+        if let (Some(cwnd), Some(bw)) = (p.cwnd_bytes, p.bandwidth_estimate_mbps) {
+            println!(
+                "  window    {} (cwnd/rtt {})",
+                human_bytes(cwnd),
+                human_rate(bw * 1e6)
+            );
+        }
+        println!(
+            "  rate      send {}, receive {}",
+            human_rate(p.send_rate_mbps * 1e6),
+            human_rate(p.receive_rate_mbps * 1e6)
+        );
+        if let (Some(mtu), Some(sent), Some(lost)) = (p.mtu, p.sent_packets, p.lost_packets) {
+            println!("  packets   {sent} sent, {lost} lost, path MTU {mtu}");
+        }
+        if p.reconnects > 0 {
+            println!("  reconnects {}", p.reconnects);
+        }
+        if let Some(err) = &p.last_error {
+            println!("  last error {err}");
+        }
+    }
+    println!(
+        "flows       {} active, {} total, {} refused, {} passed through",
+        s.flows_active, s.flows_total, s.flows_refused, s.flows_passed_through
+    );
+    println!(
+        "bytes       {} to servers, {} to clients",
+        human_bytes(s.bytes_to_server),
+        human_bytes(s.bytes_to_client)
+    );
+    Ok(())
+}
+
+/// Runs `wanopt flows`.
+pub fn flows(args: &QueryArgs) -> anyhow::Result<()> {
+    let body = fetch(args.control, "/flows")?;
+    if args.json {
+        println!("{body}");
+        return Ok(());
+    }
+    let f: Flows = serde_json::from_str(&body).context("the control API sent malformed flows")?;
+    println!(
+        "{:>6}  {:<22} {:<24} {:<12} {:>10} {:>10} {:>13} {:>13} {:>7}  SERVICES",
+        "ID",
+        "SOURCE",
+        "DESTINATION",
+        "STATE",
+        "TO-SERVER",
+        "TO-CLIENT",
+        "RATE-UP",
+        "RATE-DOWN",
+        "AGE"
+    );
+    for flow in &f.flows {
+        let state = serde_json::to_value(flow.state)?;
+        println!(
+            "{:>6}  {:<22} {:<24} {:<12} {:>10} {:>10} {:>13} {:>13} {:>7}  {}",
+            flow.id,
+            flow.source,
+            flow.destination,
+            state.as_str().unwrap_or("?"),
+            human_bytes(flow.bytes_to_server),
+            human_bytes(flow.bytes_to_client),
+            human_rate(flow.rate_to_server_bps as f64),
+            human_rate(flow.rate_to_client_bps as f64),
+            human_secs(flow.age_secs),
+            flow.services.join(",")
+        );
+    }
+    if f.flows.is_empty() {
+        println!("(no live flows)");
+    }
+    Ok(())
+}
