@@ -1,0 +1,287 @@
+//! The command line's contract: exit codes, one-line errors, config files,
+//! graceful shutdown.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(BIN).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn assert_one_line_error(stderr: &str, needle: &str) {
+    assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
+    assert!(stderr.starts_with("wanopt: "), "{stderr}");
+    assert!(stderr.contains(needle), "{needle:?} not in {stderr}");
+    assert!(!stderr.contains("panicked"));
+}
+
+#[test]
+fn keygen_and_pubkey_agree_and_keys_are_never_overwritten() {
+    let keys = Keys::new();
+    let path = keys.dir.path().join("k");
+    let p = path.to_str().unwrap();
+    let (code, public, _) = run(&["keygen", "--out", p]);
+    assert_eq!(code, 0);
+    assert_eq!(public.trim().len(), 44, "base64 of 32 bytes");
+    let (code, again, _) = run(&["pubkey", p]);
+    assert_eq!((code, again), (0, public.clone()));
+    let (code, _, err) = run(&["keygen", "--out", p]);
+    assert_eq!(code, 2);
+    assert_one_line_error(&err, "refusing to overwrite");
+    assert_eq!(run(&["pubkey", p]).1, public);
+}
+
+#[test]
+fn bad_input_gets_one_clear_line_and_exit_code_2() {
+    let keys = Keys::new();
+    let (key, public) = keys.key("a");
+    let key = key.to_str().unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec![
+                "core",
+                "--listen",
+                "127.0.0.1:1",
+                "--key",
+                "/nonexistent/key",
+                "--peer-key",
+                &public,
+            ],
+            "cannot read key file",
+        ),
+        (
+            vec![
+                "core",
+                "--listen",
+                "127.0.0.1:1",
+                "--key",
+                key,
+                "--peer-key",
+                "nope",
+            ],
+            "is not a wanopt public key",
+        ),
+        (
+            vec!["core", "--listen", "127.0.0.1:1", "--key", key],
+            "no peer key",
+        ),
+        (
+            vec!["core", "--key", key, "--peer-key", &public],
+            "no listen address",
+        ),
+        (
+            vec![
+                "core",
+                "--listen",
+                "127.0.0.1:1",
+                "--key",
+                key,
+                "--peer-key",
+                &public,
+                "--allow",
+                "10.0.0.0/99",
+            ],
+            "bad address rule",
+        ),
+        (
+            vec![
+                "edge",
+                "--core",
+                "127.0.0.1:1",
+                "--key",
+                key,
+                "--peer-key",
+                &public,
+                "--forward",
+                "nonsense",
+            ],
+            "bad forward",
+        ),
+        (
+            vec![
+                "edge",
+                "--core",
+                "127.0.0.1:1",
+                "--key",
+                key,
+                "--peer-key",
+                &public,
+                "--config",
+                "/nonexistent.toml",
+            ],
+            "cannot read config file",
+        ),
+        (
+            vec!["status", "--control", "127.0.0.1:1"],
+            "cannot reach the control API",
+        ),
+    ];
+    for (args, needle) in cases {
+        let (code, _, err) = run(&args);
+        assert_ne!(code, 0, "{args:?}");
+        assert_one_line_error(&err, needle);
+    }
+    // clap's own usage errors also exit 2.
+    assert_eq!(run(&["edge", "--fail", "sideways"]).0, 2);
+}
+
+#[test]
+fn an_occupied_port_is_a_one_line_error() {
+    let keys = Keys::new();
+    let busy = TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy_addr = busy.local_addr().unwrap().to_string();
+    let args = edge_args(
+        &keys,
+        free_udp(),
+        &[],
+        &["--forward", &format!("{busy_addr}=127.0.0.1:80")],
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, _, err) = run(&args);
+    assert_eq!(code, 1);
+    let last = err.trim_end().lines().last().unwrap_or_default().to_owned();
+    assert!(last.starts_with("wanopt: cannot listen on"), "{err}");
+    assert!(last.contains("in use"), "{err}");
+}
+
+#[test]
+fn options_come_from_a_toml_file_and_flags_override_it() {
+    let keys = Keys::new();
+    let (core_key, core_pub) = keys.key("core");
+    let (edge_key, edge_pub) = keys.key("edge");
+    let echo = TcpListener::bind("127.0.0.1:0").unwrap();
+    let echo_addr = echo.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in echo.incoming() {
+            let mut s = s.unwrap();
+            let mut buf = Vec::new();
+            s.read_to_end(&mut buf).unwrap();
+            s.write_all(&buf).unwrap();
+        }
+    });
+    let core_udp = free_udp();
+    let core_file = keys.dir.path().join("core.toml");
+    std::fs::write(
+        &core_file,
+        format!(
+            "listen = \"{core_udp}\"\nkey = \"{}\"\npeer-key = [\"{edge_pub}\"]\nallow = [\"127.0.0.1\"]\n",
+            core_key.display()
+        ),
+    )
+    .unwrap();
+    let _core = spawn(
+        &keys,
+        "core",
+        &[
+            "core".into(),
+            "--config".into(),
+            core_file.display().to_string(),
+        ],
+    );
+    let listen = free_tcp();
+    let edge_file = keys.dir.path().join("edge.toml");
+    std::fs::write(
+        &edge_file,
+        format!(
+            "core = \"{core_udp}\"\nkey = \"{}\"\npeer-key = [\"{core_pub}\"]\nforward = [\"127.0.0.1:1=127.0.0.1:2\"]\n",
+            edge_key.display()
+        ),
+    )
+    .unwrap();
+    // The flag's forward replaces the file's.
+    let edge = spawn(
+        &keys,
+        "edge",
+        &[
+            "edge".into(),
+            "--config".into(),
+            edge_file.display().to_string(),
+            "--forward".into(),
+            format!("{listen}={echo_addr}"),
+        ],
+    );
+    edge.wait_tunnel_up(Duration::from_secs(10));
+    let mut c = TcpStream::connect(listen).unwrap();
+    c.write_all(b"from a file").unwrap();
+    c.shutdown(Shutdown::Write).unwrap();
+    let mut got = Vec::new();
+    c.read_to_end(&mut got).unwrap();
+    assert_eq!(got, b"from a file");
+
+    std::fs::write(&edge_file, "no-such-option = 1\n").unwrap();
+    let (code, _, err) = run(&["edge", "--config", edge_file.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert_one_line_error(&err, "unknown field");
+}
+
+#[test]
+fn sigterm_drains_live_flows_then_exits_cleanly() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let server = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut buf = [0u8; 5];
+        s.read_exact(&mut buf).unwrap();
+        std::thread::sleep(Duration::from_millis(800));
+        s.write_all(b"late answer").unwrap();
+    });
+    let listen = free_tcp();
+    let mut pair = Pair::start(
+        &["127.0.0.1"],
+        &[(listen, server.to_string())],
+        &["--drain", "5s"],
+    );
+    let mut c = TcpStream::connect(listen).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(b"hello").unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    pair.edge.signal("TERM");
+    // New connections are no longer accepted...
+    assert!(eventually(Duration::from_secs(3), || TcpStream::connect(
+        listen
+    )
+    .is_err()));
+    // ...but the live flow finishes.
+    let mut got = Vec::new();
+    c.read_to_end(&mut got).unwrap();
+    assert_eq!(got, b"late answer");
+    let status = pair.edge.child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn print_firewall_names_the_port_and_the_optimized_prefixes() {
+    let keys = Keys::new();
+    let args = edge_args(
+        &keys,
+        free_udp(),
+        &[],
+        &[
+            "--transparent",
+            "0.0.0.0:7000",
+            "--optimize",
+            "198.18.3.0/24:80-90",
+            "--lan-if",
+            "lan0",
+            "--print-firewall",
+        ],
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, out, _) = run(&args);
+    assert_eq!(code, 0);
+    assert!(out.contains("iptables -t nat -A WANOPT -p tcp -d 198.18.3.0/24 --dport 80:90 -j REDIRECT --to-ports 7000"), "{out}");
+    assert!(out.contains("iptables -t nat -A PREROUTING -i lan0 -p tcp -j WANOPT"));
+    assert!(out.contains("redirect to :7000"));
+    assert!(out.contains("TPROXY --on-port 7000"));
+}

@@ -1,0 +1,236 @@
+//! Test harness: real `wanopt` processes on loopback, with keys in a temp dir.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_wanopt");
+
+/// A free loopback TCP port (bound, then released).
+pub fn free_tcp() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+/// A free loopback UDP port.
+pub fn free_udp() -> SocketAddr {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+pub struct Keys {
+    pub dir: tempfile::TempDir,
+}
+
+impl Keys {
+    pub fn new() -> Keys {
+        Keys {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// Makes (or reuses) a key named `name`; returns (path, public key).
+    pub fn key(&self, name: &str) -> (PathBuf, String) {
+        let path = self.dir.path().join(format!("{name}.key"));
+        let out = if path.exists() {
+            Command::new(BIN).arg("pubkey").arg(&path).output().unwrap()
+        } else {
+            Command::new(BIN)
+                .args(["keygen", "--out"])
+                .arg(&path)
+                .output()
+                .unwrap()
+        };
+        assert!(out.status.success(), "{out:?}");
+        (
+            path,
+            String::from_utf8(out.stdout).unwrap().trim().to_owned(),
+        )
+    }
+}
+
+/// A child process killed on drop, with its stderr kept in a file.
+pub struct Node {
+    pub child: Child,
+    pub log: PathBuf,
+    pub control: SocketAddr,
+}
+
+impl Node {
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn status(&self) -> Option<serde_json::Value> {
+        http_get(self.control, "/status").and_then(|b| serde_json::from_str(&b).ok())
+    }
+
+    pub fn wait_tunnel_up(&self, within: Duration) {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Some(s) = self.status() {
+                if s["tunnel"] == "up" {
+                    return;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("tunnel did not come up; log:\n{}", self.log_text());
+    }
+
+    pub fn signal(&self, sig: &str) {
+        Command::new("kill")
+            .args([&format!("-{sig}"), &self.child.id().to_string()])
+            .status()
+            .unwrap();
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn spawn(keys: &Keys, name: &str, args: &[String]) -> Node {
+    let log = keys.dir.path().join(format!("{name}.log"));
+    let control = free_tcp();
+    let child = Command::new(BIN)
+        .args(args)
+        .args(["--control", &control.to_string()])
+        .env(
+            "WANOPT_LOG",
+            "debug,quinn=info,quinn_proto=info,rustls=info",
+        )
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    Node {
+        child,
+        log,
+        control,
+    }
+}
+
+/// A pair of nodes on loopback with pinned keys.
+pub struct Pair {
+    pub keys: Keys,
+    pub core: Node,
+    pub edge: Node,
+    pub core_addr: SocketAddr,
+}
+
+pub fn core_args(keys: &Keys, listen: SocketAddr, allow: &[&str]) -> Vec<String> {
+    let (core_key, _) = keys.key("core");
+    let (_, edge_pub) = keys.key("edge");
+    let mut args = vec![
+        "core".into(),
+        "--listen".into(),
+        listen.to_string(),
+        "--key".into(),
+        core_key.display().to_string(),
+        "--peer-key".into(),
+        edge_pub,
+    ];
+    for a in allow {
+        args.push("--allow".into());
+        args.push(a.to_string());
+    }
+    args
+}
+
+pub fn edge_args(
+    keys: &Keys,
+    core: SocketAddr,
+    forwards: &[(SocketAddr, String)],
+    extra: &[&str],
+) -> Vec<String> {
+    let (edge_key, _) = keys.key("edge");
+    let (_, core_pub) = keys.key("core");
+    let mut args = vec![
+        "edge".into(),
+        "--core".into(),
+        core.to_string(),
+        "--key".into(),
+        edge_key.display().to_string(),
+        "--peer-key".into(),
+        core_pub,
+    ];
+    for (listen, dest) in forwards {
+        args.push("--forward".into());
+        args.push(format!("{listen}={dest}"));
+    }
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
+impl Pair {
+    /// Core allowing `allow`, edge forwarding `forwards`.
+    pub fn start(allow: &[&str], forwards: &[(SocketAddr, String)], edge_extra: &[&str]) -> Pair {
+        let keys = Keys::new();
+        let core_addr = free_udp();
+        let core = spawn(&keys, "core", &core_args(&keys, core_addr, allow));
+        let edge = spawn(
+            &keys,
+            "edge",
+            &edge_args(&keys, core_addr, forwards, edge_extra),
+        );
+        edge.wait_tunnel_up(Duration::from_secs(10));
+        Pair {
+            keys,
+            core,
+            edge,
+            core_addr,
+        }
+    }
+}
+
+/// Minimal HTTP GET, enough for the control API.
+pub fn http_get(addr: SocketAddr, path: &str) -> Option<String> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").ok()?;
+    let mut body = String::new();
+    s.read_to_string(&mut body).ok()?;
+    body.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())
+}
+
+/// Deterministic pseudo-random bytes (xorshift64*), fast enough for GiBs.
+pub struct Pattern(u64);
+
+impl Pattern {
+    pub fn new(seed: u64) -> Pattern {
+        Pattern(seed | 1)
+    }
+    pub fn fill(&mut self, buf: &mut [u8]) {
+        for chunk in buf.chunks_mut(8) {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            let v = self.0.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes();
+            chunk.copy_from_slice(&v[..chunk.len()]);
+        }
+    }
+}
+
+/// Waits for `pred` to hold, up to `within`.
+pub fn eventually(within: Duration, mut pred: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if pred() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    pred()
+}

@@ -1,0 +1,449 @@
+//! End-to-end tests of the accelerator: real `wanopt edge` and `wanopt core`
+//! processes on loopback, real TCP clients and servers.
+
+mod common;
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+
+use common::*;
+
+/// Sends `len` pattern bytes and hashes what comes back, concurrently.
+fn hash_both_ways(stream: TcpStream, send_seed: u64, len: u64) -> ([u8; 32], [u8; 32], u64) {
+    let mut writer = stream.try_clone().unwrap();
+    let sender = thread::spawn(move || {
+        let mut pattern = Pattern::new(send_seed);
+        let mut hasher = Sha256::new();
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut left = len;
+        while left > 0 {
+            let n = left.min(buf.len() as u64) as usize;
+            pattern.fill(&mut buf[..n]);
+            hasher.update(&buf[..n]);
+            writer.write_all(&buf[..n]).unwrap();
+            left -= n as u64;
+        }
+        writer.shutdown(Shutdown::Write).unwrap();
+        <[u8; 32]>::from(hasher.finalize())
+    });
+    let mut reader = stream;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut received = 0u64;
+    loop {
+        let n = reader.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        received += n as u64;
+    }
+    (sender.join().unwrap(), hasher.finalize().into(), received)
+}
+
+fn expected_hash(seed: u64, len: u64) -> [u8; 32] {
+    let mut pattern = Pattern::new(seed);
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut left = len;
+    while left > 0 {
+        let n = left.min(buf.len() as u64) as usize;
+        pattern.fill(&mut buf[..n]);
+        hasher.update(&buf[..n]);
+        left -= n as u64;
+    }
+    hasher.finalize().into()
+}
+
+/// A server that, for each connection, sends `len` bytes of `seed` pattern
+/// while hashing what it receives; reports (received hash, received bytes).
+fn hash_server(seed: u64, len: u64) -> (SocketAddr, mpsc::Receiver<([u8; 32], u64)>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let tx = tx.clone();
+            thread::spawn(move || {
+                let (_, got, n) = hash_both_ways(stream, seed, len);
+                let _ = tx.send((got, n));
+            });
+        }
+    });
+    (addr, rx)
+}
+
+fn echo_server() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            thread::spawn(move || {
+                let mut buf = vec![0u8; 64 * 1024];
+                loop {
+                    match stream.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            if stream.write_all(&buf[..n]).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+                let _ = stream.shutdown(Shutdown::Write);
+            });
+        }
+    });
+    addr
+}
+
+/// Reads until EOF or error; returns the error kind if any.
+fn read_outcome(stream: &mut TcpStream) -> Result<Vec<u8>, ErrorKind> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return Ok(out),
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) => return Err(e.kind()),
+        }
+    }
+}
+
+#[test]
+fn bulk_256_mib_each_way_is_byte_exact() {
+    const LEN: u64 = 256 << 20;
+    let (server, results) = hash_server(2, LEN);
+    let listen = free_tcp();
+    let pair = Pair::start(&["127.0.0.1"], &[(listen, server.to_string())], &[]);
+    let stream = TcpStream::connect(listen).unwrap();
+    let (sent_hash, got_hash, got_len) = hash_both_ways(stream, 1, LEN);
+    assert_eq!(got_len, LEN, "client received all of the server's bytes");
+    assert_eq!(
+        got_hash,
+        expected_hash(2, LEN),
+        "server -> client bytes intact"
+    );
+    let (server_got, server_len) = results.recv_timeout(Duration::from_secs(60)).unwrap();
+    assert_eq!(server_len, LEN);
+    assert_eq!(server_got, sent_hash, "client -> server bytes intact");
+    let status = pair.edge.status().unwrap();
+    assert!(status["bytes_to_server"].as_u64().unwrap() >= LEN);
+    assert!(status["bytes_to_client"].as_u64().unwrap() >= LEN);
+}
+
+#[test]
+fn two_hundred_concurrent_flows_each_get_their_own_bytes_back() {
+    let echo = echo_server();
+    let listen = free_tcp();
+    let pair = Pair::start(&["127.0.0.1"], &[(listen, echo.to_string())], &[]);
+    let handles: Vec<_> = (0..200u64)
+        .map(|i| {
+            thread::spawn(move || {
+                let mut data = vec![0u8; 64 * 1024];
+                Pattern::new(i + 100).fill(&mut data);
+                let mut s = TcpStream::connect(listen).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+                let mut w = s.try_clone().unwrap();
+                let expect = data.clone();
+                let writer = thread::spawn(move || {
+                    w.write_all(&data).unwrap();
+                    w.shutdown(Shutdown::Write).unwrap();
+                });
+                let got = read_outcome(&mut s).unwrap();
+                writer.join().unwrap();
+                got == expect
+            })
+        })
+        .collect();
+    let ok = handles
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .filter(|ok| *ok)
+        .count();
+    assert_eq!(ok, 200);
+    let status = pair.edge.status().unwrap();
+    assert!(status["flows_total"].as_u64().unwrap() >= 200);
+}
+
+#[test]
+fn half_close_in_either_direction_keeps_the_other_flowing() {
+    // Server reads until the client's FIN, then answers: client half-closed first.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let server = listener.local_addr().unwrap();
+    thread::spawn(move || {
+        // First connection: answer after EOF.
+        let (mut s, _) = listener.accept().unwrap();
+        let got = read_outcome(&mut s).unwrap();
+        s.write_all(format!("got {} bytes", got.len()).as_bytes())
+            .unwrap();
+        s.shutdown(Shutdown::Write).unwrap();
+        // Second connection: the server half-closes first, then still reads.
+        let (mut s, _) = listener.accept().unwrap();
+        s.write_all(b"server is done talking").unwrap();
+        s.shutdown(Shutdown::Write).unwrap();
+        let got = read_outcome(&mut s).unwrap();
+        assert_eq!(got, b"client still talking");
+        // Prove the server heard it by closing only now.
+    });
+    let listen = free_tcp();
+    let _pair = Pair::start(&["127.0.0.1"], &[(listen, server.to_string())], &[]);
+
+    let mut c = TcpStream::connect(listen).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(&[7u8; 100_000]).unwrap();
+    c.shutdown(Shutdown::Write).unwrap();
+    assert_eq!(read_outcome(&mut c).unwrap(), b"got 100000 bytes");
+
+    let mut c = TcpStream::connect(listen).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut first = [0u8; 22];
+    c.read_exact(&mut first).unwrap();
+    assert_eq!(&first, b"server is done talking");
+    let mut rest = [0u8; 1];
+    assert_eq!(
+        c.read(&mut rest).unwrap(),
+        0,
+        "the server's FIN crossed the tunnel"
+    );
+    c.write_all(b"client still talking").unwrap();
+    c.shutdown(Shutdown::Write).unwrap();
+    // The flow ends cleanly: our read sees EOF, not a reset.
+    assert_eq!(read_outcome(&mut c), Ok(vec![]));
+}
+
+#[test]
+fn a_destination_outside_the_allowlist_is_refused_and_never_contacted() {
+    let forbidden = TcpListener::bind("127.0.0.1:0").unwrap();
+    forbidden.set_nonblocking(true).unwrap();
+    let target = forbidden.local_addr().unwrap();
+    let listen = free_tcp();
+    // Allow only a different port of the same host.
+    let allow = format!("127.0.0.1:{}", target.port().wrapping_add(1).max(1));
+    let pair = Pair::start(&[&allow], &[(listen, target.to_string())], &[]);
+    let mut c = TcpStream::connect(listen).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let started = Instant::now();
+    assert_eq!(read_outcome(&mut c), Err(ErrorKind::ConnectionReset));
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert_eq!(
+        forbidden.accept().map(|_| ()).unwrap_err().kind(),
+        ErrorKind::WouldBlock
+    );
+    assert!(eventually(Duration::from_secs(2), || pair
+        .core
+        .log_text()
+        .contains("not permitted by the allowlist")));
+    let status = pair.edge.status().unwrap();
+    assert_eq!(status["flows_refused"], 1);
+}
+
+#[test]
+fn a_server_that_refuses_resets_the_client_promptly() {
+    let closed = free_tcp(); // nothing listens here
+    let listen = free_tcp();
+    let _pair = Pair::start(&["127.0.0.1"], &[(listen, closed.to_string())], &[]);
+    let mut c = TcpStream::connect(listen).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let started = Instant::now();
+    assert_eq!(read_outcome(&mut c), Err(ErrorKind::ConnectionReset));
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn resets_cross_the_tunnel_both_ways() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let server = listener.local_addr().unwrap();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        // 1: the client resets; the server must see a reset, not a clean EOF.
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        tx.send(read_outcome(&mut s).map(|v| v.len())).unwrap();
+        // 2: the server resets; the client must see it.
+        let (s, _) = listener.accept().unwrap();
+        let mut b = [0u8; 5];
+        (&s).read_exact(&mut b).unwrap();
+        socket2::SockRef::from(&s)
+            .set_linger(Some(Duration::ZERO))
+            .unwrap();
+        drop(s);
+    });
+    let listen = free_tcp();
+    let _pair = Pair::start(&["127.0.0.1"], &[(listen, server.to_string())], &[]);
+
+    let c = TcpStream::connect(listen).unwrap();
+    (&c).write_all(b"hello").unwrap();
+    thread::sleep(Duration::from_millis(300));
+    socket2::SockRef::from(&c)
+        .set_linger(Some(Duration::ZERO))
+        .unwrap();
+    drop(c);
+    let seen = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!(seen, Err(ErrorKind::ConnectionReset));
+
+    let mut c = TcpStream::connect(listen).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(b"hello").unwrap();
+    assert_eq!(read_outcome(&mut c), Err(ErrorKind::ConnectionReset));
+}
+
+#[test]
+fn an_unpinned_edge_is_refused_in_the_handshake_and_reaches_no_server() {
+    let keys = Keys::new();
+    let server = TcpListener::bind("127.0.0.1:0").unwrap();
+    server.set_nonblocking(true).unwrap();
+    let core_addr = free_udp();
+    // The core pins a stranger's key, not the edge's.
+    let (core_key, _) = keys.key("core");
+    let (_, stranger) = keys.key("stranger");
+    let core = spawn(
+        &keys,
+        "core",
+        &[
+            "core".into(),
+            "--listen".into(),
+            core_addr.to_string(),
+            "--key".into(),
+            core_key.display().to_string(),
+            "--peer-key".into(),
+            stranger,
+            "--allow".into(),
+            "127.0.0.1".into(),
+        ],
+    );
+    let listen = free_tcp();
+    let edge = spawn(
+        &keys,
+        "edge",
+        &edge_args(
+            &keys,
+            core_addr,
+            &[(listen, server.local_addr().unwrap().to_string())],
+            &["--tunnel-wait", "1s"],
+        ),
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            let log = core.log_text();
+            log.contains("tunnel handshake from 127.0.0.1:") && log.contains("refused")
+        }),
+        "core log: {}",
+        core.log_text()
+    );
+    let mut c = TcpStream::connect(listen).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    assert_eq!(read_outcome(&mut c), Err(ErrorKind::ConnectionReset));
+    assert_eq!(
+        server.accept().map(|_| ()).unwrap_err().kind(),
+        ErrorKind::WouldBlock
+    );
+    assert_eq!(edge.status().unwrap()["tunnel"], "down");
+}
+
+#[test]
+fn after_the_core_restarts_new_flows_work_again() {
+    let echo = echo_server();
+    let listen = free_tcp();
+    let mut pair = Pair::start(&["127.0.0.1"], &[(listen, echo.to_string())], &[]);
+    let roundtrip = || -> bool {
+        let Ok(mut c) = TcpStream::connect(listen) else {
+            return false;
+        };
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        if c.write_all(b"ping").is_err() {
+            return false;
+        }
+        let _ = c.shutdown(Shutdown::Write);
+        read_outcome(&mut c).map(|v| v == b"ping").unwrap_or(false)
+    };
+    assert!(roundtrip());
+    // A flow in progress when the core dies is reset, not left hanging.
+    let mut live = TcpStream::connect(listen).unwrap();
+    live.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    live.write_all(b"x").unwrap();
+    let mut one = [0u8; 1];
+    live.read_exact(&mut one).unwrap();
+    let args = core_args(&pair.keys, pair.core_addr, &["127.0.0.1"]);
+    pair.core.child.kill().unwrap();
+    pair.core.child.wait().unwrap();
+    assert_eq!(read_outcome(&mut live), Err(ErrorKind::ConnectionReset));
+    pair.core = spawn(&pair.keys, "core2", &args);
+    assert!(
+        eventually(Duration::from_secs(20), || pair.edge.status().is_some_and(
+            |s| s["tunnel"] == "up" && s["peers"][0]["reconnects"].as_u64() >= Some(1)
+        )),
+        "edge log: {}",
+        pair.edge.log_text()
+    );
+    assert!(roundtrip(), "a new flow works after the restart");
+}
+
+#[test]
+fn a_malformed_stream_header_resets_that_stream_and_the_core_serves_others() {
+    use wanopt_node::identity::{PrivateKey, PublicKey};
+    use wanopt_node::tunnel;
+
+    let echo = echo_server();
+    let keys = Keys::new();
+    let core_addr = free_udp();
+    let core = spawn(&keys, "core", &core_args(&keys, core_addr, &["127.0.0.1"]));
+    let (edge_key, _) = keys.key("edge");
+    let (_, core_pub) = keys.key("core");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let key = PrivateKey::read(&edge_key).unwrap();
+        let tuning = tunnel::TunnelTuning::default();
+        let config =
+            tunnel::client_config(&key, &[PublicKey::from_base64(&core_pub).unwrap()], &tuning)
+                .unwrap();
+        let endpoint = tunnel::endpoint("127.0.0.1:0".parse().unwrap(), None, &tuning).unwrap();
+        let mut conn = None;
+        for _ in 0..100 {
+            if let Ok(connecting) = endpoint.connect_with(config.clone(), core_addr, "wanopt") {
+                if let Ok(c) = connecting.await {
+                    conn = Some(c);
+                    break;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let conn = conn.expect("tunnel to the core");
+        // Garbage: right version and kind, impossible length.
+        let (mut send, mut recv) = conn.open_bi().await.unwrap();
+        send.write_all(&[1, 1, 0, 3, 9, 9, 9, 9]).await.unwrap();
+        let err = recv.read_to_end(1024).await.unwrap_err();
+        assert!(err.to_string().contains("reset by peer: error 2"), "{err}");
+        // Garbage: unknown version.
+        let (mut send, mut recv) = conn.open_bi().await.unwrap();
+        send.write_all(&[77; 64]).await.unwrap();
+        assert!(recv.read_to_end(1024).await.is_err());
+        // A good stream on the same connection still works.
+        let (mut send, mut recv) = conn.open_bi().await.unwrap();
+        let header = wanopt_proto::OpenRepr {
+            flow_id: 42,
+            services: Default::default(),
+            destination: wanopt_proto::Target::Addr(echo),
+            source: "127.0.0.1:1".parse().unwrap(),
+        };
+        send.write_all(&header.emit().unwrap()).await.unwrap();
+        send.write_all(b"still serving").await.unwrap();
+        send.finish().unwrap();
+        let got = recv.read_to_end(1024).await.unwrap();
+        assert_eq!(&got[..4], &[1, 2, 0, 0], "reply: connected");
+        assert_eq!(&got[4..], b"still serving");
+    });
+    assert!(core.log_text().contains("resetting the stream"));
+}
