@@ -17,6 +17,7 @@
 //! directions of the lab can run separate `Middlebox` values with the same
 //! rules and seed (one per thread) and still agree. Only IPv4 TCP is touched:
 //! IPv6, non-TCP, non-first fragments and unparseable frames pass unchanged.
+//! [`parse_rules`] reads rules from text (`"port 22 drop; mss 1200"`).
 //!
 //! ```
 //! use wanopt_netem::middlebox::{Action, Match, Middlebox, Rule};
@@ -34,6 +35,7 @@
 
 mod options;
 mod sequence;
+pub mod spec;
 
 use std::net::Ipv4Addr;
 
@@ -42,6 +44,8 @@ use serde::Serialize;
 use crate::wire::checksum;
 use crate::wire::tcp::{self, TcpSegment};
 use crate::wire::{Ecn, FrameKind, Ipv4Packet};
+
+pub use spec::{parse_rules, ParseRulesError};
 
 /// Which segments a rule applies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
