@@ -131,7 +131,8 @@ pub enum QueueDiscipline {
 /// limit (hence no queue), no delay, no loss.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LinkConfig {
-    /// Bottleneck rate counting IP bytes; `None` sends frames at once.
+    /// Bottleneck rate counting IP bytes; `None` (or a rate of zero) sends
+    /// frames at once, with no queue.
     pub rate: Option<BitsPerSecond>,
     /// One-way propagation delay, the minimum time from arrival to departure.
     pub delay: Duration,

@@ -42,7 +42,7 @@ impl fmt::Display for BitsPerSecond {
             (1_000_000, "mbit"),
             (1_000, "kbit"),
         ] {
-            if bits >= factor && bits.is_multiple_of(factor) {
+            if bits >= factor && bits % factor == 0 {
                 return write!(f, "{}{unit}", bits / factor);
             }
         }
