@@ -69,11 +69,28 @@ pub fn counters_path(lab: &Lab) -> PathBuf {
     lab.state_dir().join("counters.json")
 }
 
-/// Brings the lab up from scratch (clearing any earlier one).
-pub fn up(lab: &Lab, config: &UpConfig) -> Result<(), UpError> {
-    let exe = std::env::current_exe().map_err(UpError::Executable)?;
+/// The executable that lab processes run: this one.
+pub fn current_exe() -> Result<PathBuf, UpError> {
+    std::env::current_exe().map_err(UpError::Executable)
+}
+
+/// A private copy of this executable under `/run/wanopt-lab/bin`, for long
+/// runs: lab processes started later keep working if the binary is
+/// rebuilt (replaced) meanwhile. Remove it when done.
+pub fn private_exe() -> Result<PathBuf, UpError> {
+    let dir = PathBuf::from("/run/wanopt-lab/bin");
+    std::fs::create_dir_all(&dir).map_err(UpError::Executable)?;
+    let path = dir.join(format!("wanopt.{}", std::process::id()));
+    // /proc/self/exe stays readable even if the file was replaced.
+    std::fs::copy("/proc/self/exe", &path).map_err(UpError::Executable)?;
+    Ok(path)
+}
+
+/// Brings the lab up from scratch (clearing any earlier one); lab
+/// processes run `exe`.
+pub fn up(lab: &Lab, config: &UpConfig, exe: &Path) -> Result<(), UpError> {
     lab.create()?;
-    let result = start_processes(lab, config, &exe);
+    let result = start_processes(lab, config, exe);
     if result.is_err() {
         let _ = lab.destroy();
     }

@@ -35,6 +35,25 @@ pub enum LabCommand {
     Status,
     /// Run a scenario (`tcp-opt` or a TOML file) and write results, a report and plots.
     Run(crate::scenario::RunArgs),
+    /// Measure the emulator's own ceiling (pps, Gbit/s of 1500-byte packets each way) with iperf3.
+    BenchCeiling {
+        /// Seconds per measurement.
+        #[arg(long, default_value_t = 5)]
+        seconds: u64,
+        /// Runs per mode (the median is reported).
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+    },
+    /// Internal: raw frame blaster of `bench-ceiling`.
+    #[command(hide = true)]
+    Blast {
+        /// Interface to send on.
+        #[arg(long)]
+        interface: String,
+        /// How long.
+        #[arg(long, default_value_t = 5)]
+        seconds: u64,
+    },
     /// Internal: the emulator's packet driver (runs inside `wan`).
     #[command(hide = true)]
     Emulate(EmulateArgs),
@@ -153,7 +172,7 @@ pub fn run(command: LabCommand) -> anyhow::Result<i32> {
                 profile,
                 optimize: args.optimize,
             };
-            bringup::up(&lab, &config)?;
+            bringup::up(&lab, &config, &bringup::current_exe()?)?;
             println!(
                 "lab up: up [{}] down [{}] seed {} profile {}{}",
                 config.specs.up,
@@ -201,6 +220,8 @@ pub fn run(command: LabCommand) -> anyhow::Result<i32> {
         }
         LabCommand::Status => crate::status::print(&lab),
         LabCommand::Run(args) => crate::scenario::run(&lab, args),
+        LabCommand::BenchCeiling { seconds, runs } => crate::bench::run(&lab, seconds.clamp(1, 60), runs.clamp(1, 20)),
+        LabCommand::Blast { interface, seconds } => crate::bench::blast_main(&interface, seconds.clamp(1, 60)),
         LabCommand::Emulate(args) => emulate(args),
         LabCommand::GenServer {
             listen,

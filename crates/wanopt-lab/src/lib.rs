@@ -5,14 +5,17 @@
 //! Start with [`cli`] (the `wanopt lab` subcommands), [`topology`] (the
 //! namespaces and addresses) and [`driver`] (the emulator's packet I/O).
 
+pub mod bench;
 pub mod bringup;
 pub mod cli;
 pub mod driver;
 pub mod link;
 pub mod model;
 pub mod optimize;
+pub mod plot;
 pub mod profile;
 pub mod rawsock;
+pub mod report;
 pub mod scenario;
 pub mod status;
 pub mod topology;

@@ -1,12 +1,119 @@
 //! `--optimize`: a wanopt edge in `edge` (transparent interception of the
-//! client's TCP via iptables `REDIRECT`) and a wanopt core in `core`.
+//! client's TCP: iptables `REDIRECT` in nat PREROUTING on the client-facing
+//! interface, the edge reads `SO_ORIGINAL_DST`) and a wanopt core in `core`
+//! that may connect only to the server LAN. Keys are made for the lab with
+//! `wanopt keygen` and kept in the lab's state directory.
 
 use std::path::Path;
+use std::process::Command;
+use std::thread;
+use std::time::{Duration, Instant};
 
-use crate::topology::Lab;
+use crate::topology::{output, Lab, Node, CORE_WAN_ADDR, EDGE_LAN_IF};
 
-/// Starts the wanopt edge and core of `lab`.
+/// UDP port of the core's tunnel.
+pub const TUNNEL_PORT: u16 = 4433;
+/// TCP port of the edge's transparent listener.
+pub const TRANSPARENT_PORT: u16 = 7000;
+/// Control address of the edge (inside `edge`).
+pub const EDGE_CONTROL: &str = "127.0.0.1:7001";
+/// Control address of the core (inside `core`).
+pub const CORE_CONTROL: &str = "127.0.0.1:7002";
+
+/// Whether this executable has the wanopt nodes (`wanopt edge`, `wanopt core`).
+pub fn available(exe: &Path) -> Result<(), String> {
+    for role in ["edge", "core"] {
+        let ok = Command::new(exe)
+            .args([role, "--help"])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false);
+        if !ok {
+            return Err(format!(
+                "wanopt mode unavailable: this build has no `wanopt {role}` (the accelerator node is not built in)"
+            ));
+        }
+    }
+    if Command::new("iptables").arg("--version").output().is_err() {
+        return Err("wanopt mode unavailable: iptables is not installed (apt-get install iptables)".into());
+    }
+    Ok(())
+}
+
+fn keygen(exe: &Path, path: &Path) -> Result<String, String> {
+    let _ = std::fs::remove_file(path);
+    let mut cmd = Command::new(exe);
+    cmd.arg("keygen").arg("--out").arg(path);
+    let out = output(cmd).map_err(|e| e.to_string())?;
+    out.lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(str::to_string)
+        .ok_or_else(|| "wanopt keygen printed no public key".to_string())
+}
+
+/// Starts the wanopt edge and core of `lab` and the interception rule.
 pub fn start(lab: &Lab, exe: &Path) -> Result<(), String> {
-    let _ = (lab, exe);
-    Err("the wanopt edge/core nodes are not available in this build yet".to_string())
+    available(exe)?;
+    let dir = lab.state_dir().join("keys");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let core_key = dir.join("core.key");
+    let edge_key = dir.join("edge.key");
+    let core_pub = keygen(exe, &core_key)?;
+    let edge_pub = keygen(exe, &edge_key)?;
+    let s = |p: &Path| p.to_string_lossy().into_owned();
+    let core_args: Vec<String> = vec![
+        "core".into(),
+        "--listen".into(),
+        format!("{CORE_WAN_ADDR}:{TUNNEL_PORT}"),
+        "--key".into(),
+        s(&core_key),
+        "--peer-key".into(),
+        edge_pub,
+        "--allow".into(),
+        "198.18.3.0/24".into(),
+        "--control".into(),
+        CORE_CONTROL.into(),
+    ];
+    lab.spawn_daemon(Node::Core, "wanopt-core", exe, &core_args)
+        .map_err(|e| e.to_string())?;
+    let edge_args: Vec<String> = vec![
+        "edge".into(),
+        "--core".into(),
+        format!("{CORE_WAN_ADDR}:{TUNNEL_PORT}"),
+        "--key".into(),
+        s(&edge_key),
+        "--peer-key".into(),
+        core_pub,
+        "--transparent".into(),
+        format!("0.0.0.0:{TRANSPARENT_PORT}"),
+        // A flow that cannot use the tunnel is reset, never silently sent
+        // direct: a "wanopt" measurement is always through wanopt.
+        "--fail".into(),
+        "closed".into(),
+        "--control".into(),
+        EDGE_CONTROL.into(),
+    ];
+    lab.spawn_daemon(Node::Edge, "wanopt-edge", exe, &edge_args)
+        .map_err(|e| e.to_string())?;
+    let mut rule = lab.command(Node::Edge, "iptables");
+    rule.args(["-t", "nat", "-A", "PREROUTING", "-i", EDGE_LAN_IF, "-p", "tcp", "-j", "REDIRECT", "--to-ports"])
+        .arg(TRANSPARENT_PORT.to_string());
+    output(rule).map_err(|e| format!("cannot install the interception rule: {e}"))?;
+    wait_listening(lab, Node::Edge, TRANSPARENT_PORT, "wanopt-edge")?;
+    Ok(())
+}
+
+fn wait_listening(lab: &Lab, node: Node, port: u16, name: &str) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        let mut cmd = lab.command(node, "ss");
+        cmd.args(["-Hltn", &format!("sport = :{port}")]);
+        if output(cmd).map(|o| !o.trim().is_empty()).unwrap_or(false) {
+            return Ok(());
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    Err(format!("{name} is not listening on port {port}: {}", lab.daemon_log(name)))
 }

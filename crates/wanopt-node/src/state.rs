@@ -236,9 +236,9 @@ impl NodeState {
                     state: if e.connection.is_some() { "up" } else { "down" }.into(),
                     key: e.key.map(|k| k.to_string()),
                     rtt_ms: rtt.map(|r| r.as_secs_f64() * 1e3),
-                    bandwidth_estimate_mbps: stats.as_ref().and_then(|s| {
+                    bandwidth_estimate_mbps: stats.as_ref().map(|s| {
                         let rtt = s.path.rtt.max(Duration::from_micros(100)).as_secs_f64();
-                        Some(s.path.cwnd as f64 * 8.0 / rtt / 1e6)
+                        s.path.cwnd as f64 * 8.0 / rtt / 1e6
                     }),
                     send_rate_mbps: e.tx_bps / 1e6,
                     receive_rate_mbps: e.rx_bps / 1e6,

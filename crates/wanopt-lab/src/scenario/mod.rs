@@ -1,8 +1,22 @@
-//! Scenarios: grids of link settings, profiles and modes, run back to back.
+//! Scenarios: grids of link settings, endpoint profiles and paths (direct
+//! and through wanopt), run back to back on the same machine, written as
+//! `results.json`, `report.md` and plots.
+
+pub mod spec;
+
+use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::{Deserialize, Serialize};
 
-use crate::topology::Lab;
+use crate::bringup::{self, UpConfig};
+use crate::link::LinkOptions;
+use crate::profile::Profile;
+use crate::topology::{Lab, Node, SERVER_ADDR};
+use crate::traffic::{self, Direction, TrafficReport, GENERATOR_PORT};
+use spec::{Mode, ScenarioSpec};
 
 /// Options of `lab run`.
 #[derive(Debug, Args)]
@@ -11,17 +25,329 @@ pub struct RunArgs {
     pub scenario: String,
     /// Output directory.
     #[arg(long, default_value = "lab-results")]
-    pub out: std::path::PathBuf,
+    pub out: PathBuf,
     /// Runs per grid point (default: the scenario's).
     #[arg(long)]
     pub runs: Option<usize>,
-    /// A reduced grid for a fast look.
+    /// A reduced grid for a fast look (tcp-opt: RTT 0/100/250 ms, 4 x 10 MB, 1 run).
     #[arg(long)]
     pub quick: bool,
 }
 
+/// One grid point's result.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Row {
+    /// Round-trip time, ms.
+    pub rtt_ms: u64,
+    /// Endpoint profile.
+    pub profile: String,
+    /// `direct` or `wanopt`.
+    pub mode: String,
+    /// Aggregate payload throughput, Mbit/s (trimmed mean of the runs).
+    pub throughput_mbps: f64,
+    /// Completion time, seconds (trimmed mean of the runs).
+    pub seconds: f64,
+    /// Runs measured.
+    pub runs: usize,
+    /// Each run's throughput, Mbit/s.
+    pub samples_mbps: Vec<f64>,
+    /// Each run's completion time, s.
+    pub samples_seconds: Vec<f64>,
+    /// How the runs were averaged.
+    pub method: String,
+    /// The link spec of the up (client to server) direction.
+    pub link_up: String,
+    /// The link spec of the down direction.
+    pub link_down: String,
+    /// Streams x bytes per stream.
+    pub workload: String,
+}
+
+/// A grid point that could not be measured.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Skipped {
+    /// Round-trip time, ms.
+    pub rtt_ms: u64,
+    /// Endpoint profile.
+    pub profile: String,
+    /// `direct` or `wanopt`.
+    pub mode: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// `results.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Results {
+    /// The scenario's name.
+    pub scenario: String,
+    /// Measured grid points.
+    pub rows: Vec<Row>,
+    /// Grid points not measured, with the reason.
+    pub skipped: Vec<Skipped>,
+    /// Whether this was a `--quick` run.
+    pub quick: bool,
+    /// The scenario as run.
+    pub spec: ScenarioSpec,
+    /// Effective TCP settings of the endpoints per profile.
+    pub endpoints: serde_json::Value,
+}
+
+/// The average of runs in the reference's way: with 3 or more runs, drop
+/// the highest and the lowest and average the rest; otherwise plain mean.
+pub fn trimmed_mean(samples: &[f64]) -> f64 {
+    let mut v = samples.to_vec();
+    v.sort_by(f64::total_cmp);
+    let kept = if v.len() >= 3 { &v[1..v.len() - 1] } else { &v[..] };
+    if kept.is_empty() {
+        return 0.0;
+    }
+    kept.iter().sum::<f64>() / kept.len() as f64
+}
+
+fn parse_rtt_ms(text: &str) -> Result<u64, String> {
+    wanopt_netem::units::parse_duration(text)
+        .map(|d| d.as_millis() as u64)
+        .map_err(|e| format!("rtt `{text}`: {e}"))
+}
+
 /// Runs a scenario; returns the exit code.
 pub fn run(lab: &Lab, args: RunArgs) -> anyhow::Result<i32> {
-    let _ = (lab, args);
-    anyhow::bail!("lab run: not built yet")
+    let mut spec = match spec::load(&args.scenario, args.quick) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("wanopt lab: {e}");
+            return Ok(2);
+        }
+    };
+    if let Some(runs) = args.runs {
+        if runs == 0 || runs > 100 {
+            eprintln!("wanopt lab: --runs must be between 1 and 100");
+            return Ok(2);
+        }
+        spec.runs = runs;
+    }
+    // Validate everything before any work starts.
+    let bytes = match traffic::parse_size(&spec.workload.bytes) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("wanopt lab: {e}");
+            return Ok(2);
+        }
+    };
+    let mut points = Vec::new();
+    for rtt in &spec.grid.rtt {
+        let rtt_ms = match parse_rtt_ms(rtt) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("wanopt lab: {e}");
+                return Ok(2);
+            }
+        };
+        let link = LinkOptions {
+            rtt: Some(rtt.clone()),
+            ..spec.link.clone()
+        };
+        let specs = match link.specs() {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("wanopt lab: {e}");
+                return Ok(2);
+            }
+        };
+        for profile in &spec.grid.profile {
+            let profile = match Profile::named(profile) {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("wanopt lab: {e}");
+                    return Ok(2);
+                }
+            };
+            for mode in &spec.grid.mode {
+                points.push((rtt_ms, specs.clone(), profile, *mode));
+            }
+        }
+    }
+    std::fs::create_dir_all(&args.out)?;
+    let exe = bringup::private_exe()?;
+    let result = run_points(lab, &args, spec, points, bytes, &exe);
+    let _ = std::fs::remove_file(&exe);
+    result
+}
+
+type Point = (u64, crate::link::LinkSpecs, &'static Profile, Mode);
+
+fn run_points(
+    lab: &Lab,
+    args: &RunArgs,
+    spec: ScenarioSpec,
+    points: Vec<Point>,
+    bytes: u64,
+    exe: &std::path::Path,
+) -> anyhow::Result<i32> {
+    let wanopt_available = crate::optimize::available(exe);
+    eprintln!(
+        "scenario {}: {} points x {} runs, {} streams x {} bytes {:?}{}",
+        spec.name,
+        points.len(),
+        spec.runs,
+        spec.workload.streams,
+        bytes,
+        spec.workload.direction,
+        if args.quick { " (quick)" } else { "" }
+    );
+    let total = points.len() * spec.runs;
+    let bar = ProgressBar::new(total as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    let mut rows = Vec::new();
+    let mut skipped = Vec::new();
+    let mut endpoints = serde_json::Map::new();
+    for (rtt_ms, specs, profile, mode) in points {
+        let label = format!("rtt {rtt_ms}ms {} {}", profile.name, mode.name());
+        bar.set_message(label.clone());
+        if mode == Mode::Wanopt {
+            if let Err(reason) = &wanopt_available {
+                bar.inc(spec.runs as u64);
+                skipped.push(Skipped {
+                    rtt_ms,
+                    profile: profile.name.into(),
+                    mode: mode.name().into(),
+                    reason: reason.clone(),
+                });
+                continue;
+            }
+        }
+        let config = UpConfig {
+            specs: specs.clone(),
+            profile,
+            optimize: mode == Mode::Wanopt,
+        };
+        if let Err(e) = bringup::up(lab, &config, exe) {
+            bar.inc(spec.runs as u64);
+            skipped.push(Skipped {
+                rtt_ms,
+                profile: profile.name.into(),
+                mode: mode.name().into(),
+                reason: format!("lab up failed: {e}"),
+            });
+            continue;
+        }
+        endpoints.entry(profile.name.to_string()).or_insert_with(|| {
+            serde_json::json!({
+                "sysctls": Profile::effective(lab, Node::Server),
+                "generator_congestion_control": profile.congestion_control.unwrap_or("(namespace default)"),
+            })
+        });
+        let mut samples = Vec::new();
+        let mut failure = None;
+        for _ in 0..spec.runs {
+            match one_run(lab, exe, spec.workload.streams, bytes, spec.workload.direction, profile) {
+                Ok(r) => samples.push(r),
+                Err(e) => {
+                    failure = Some(e.to_string());
+                }
+            }
+            bar.inc(1);
+        }
+        if samples.is_empty() {
+            skipped.push(Skipped {
+                rtt_ms,
+                profile: profile.name.into(),
+                mode: mode.name().into(),
+                reason: failure.unwrap_or_else(|| "no run finished".into()),
+            });
+            continue;
+        }
+        let mbps: Vec<f64> = samples.iter().map(|r| r.throughput_mbps).collect();
+        let secs: Vec<f64> = samples.iter().map(|r| r.seconds).collect();
+        rows.push(Row {
+            rtt_ms,
+            profile: profile.name.into(),
+            mode: mode.name().into(),
+            throughput_mbps: round2(trimmed_mean(&mbps)),
+            seconds: round2(trimmed_mean(&secs)),
+            runs: samples.len(),
+            samples_mbps: mbps.iter().map(|v| round2(*v)).collect(),
+            samples_seconds: secs.iter().map(|v| round2(*v)).collect(),
+            method: if samples.len() >= 3 {
+                "highest and lowest dropped, rest averaged".into()
+            } else {
+                "mean".into()
+            },
+            link_up: specs.up.clone(),
+            link_down: specs.down.clone(),
+            workload: format!("{} x {}", spec.workload.streams, spec.workload.bytes),
+        });
+    }
+    bar.finish_and_clear();
+    let _ = lab.destroy();
+    let results = Results {
+        scenario: spec.name.clone(),
+        rows,
+        skipped,
+        quick: args.quick,
+        spec,
+        endpoints: serde_json::Value::Object(endpoints),
+    };
+    std::fs::write(args.out.join("results.json"), serde_json::to_string_pretty(&results)?)?;
+    let report = crate::report::markdown(&results);
+    std::fs::write(args.out.join("report.md"), &report)?;
+    if let Err(e) = crate::plot::throughput_vs_rtt(&results, &args.out) {
+        eprintln!("wanopt lab: plot not written: {e}");
+    }
+    let table = crate::report::table(&results);
+    let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), table.as_bytes());
+    eprintln!("wrote {}/results.json, report.md, throughput.svg, throughput.png", args.out.display());
+    Ok(0)
+}
+
+fn round2(v: f64) -> f64 {
+    (v * 100.0).round() / 100.0
+}
+
+/// One transfer with the generator client inside the `client` namespace.
+fn one_run(
+    lab: &Lab,
+    exe: &std::path::Path,
+    streams: usize,
+    bytes: u64,
+    direction: Direction,
+    profile: &Profile,
+) -> anyhow::Result<TrafficReport> {
+    let mut cmd = lab.command(Node::Client, &exe.to_string_lossy());
+    cmd.args(["lab", "gen-client", "--connect"])
+        .arg(format!("{SERVER_ADDR}:{GENERATOR_PORT}"))
+        .args(["--streams", &streams.to_string(), "--bytes", &bytes.to_string()])
+        .args(["--stall-seconds", "30"]);
+    if direction == Direction::Download {
+        cmd.arg("--reverse");
+    }
+    if let Some(cc) = profile.congestion_control {
+        cmd.args(["--congestion", cc]);
+    }
+    let out = cmd.output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "generator failed: {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    let report: TrafficReport = serde_json::from_slice(&out.stdout)?;
+    std::thread::sleep(Duration::from_millis(200));
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trimmed_mean_drops_extremes() {
+        assert_eq!(trimmed_mean(&[1.0, 100.0, 10.0, 20.0, 30.0]), 20.0);
+        assert_eq!(trimmed_mean(&[4.0, 6.0]), 5.0);
+        assert_eq!(trimmed_mean(&[]), 0.0);
+    }
 }
