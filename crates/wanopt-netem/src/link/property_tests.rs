@@ -109,3 +109,27 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #[test]
+    fn back_to_back_departures_match_the_cumulative_formula(
+        rate in 1_000u64..10_000_000_000,
+        sizes in prop::collection::vec(28usize..9000, 1..200),
+    ) {
+        let config = LinkConfig {
+            rate: Some(BitsPerSecond(rate)),
+            queue: QueueLimit::Packets(1_000),
+            ..LinkConfig::default()
+        };
+        let mut harness = Harness::new(Link::new(config, 1));
+        for (id, size) in sizes.iter().enumerate() {
+            harness.arrive(Duration::ZERO, ipv4_frame(id as u64, *size, Ecn::NotEct));
+        }
+        harness.finish();
+        let mut bits = 0u128;
+        for (departure, size) in harness.departures.iter().zip(&sizes) {
+            bits += *size as u128 * 8;
+            prop_assert_eq!(departure.at.as_nanos(), bits * 1_000_000_000 / u128::from(rate));
+        }
+    }
+}

@@ -244,3 +244,24 @@ fn outcome_does_not_depend_on_when_the_caller_polls() {
     }
     assert_eq!(eager.departures, lazy);
 }
+
+#[test]
+fn gilbert_elliott_partial_losses_match_the_stationary_formula() {
+    // 50% loss in the bad state and 1% in the good state (netem's 1-h, 1-k).
+    let model = GilbertElliott {
+        good_to_bad: Probability::from_percent(5.0).unwrap(),
+        bad_to_good: Probability::from_percent(20.0).unwrap(),
+        loss_in_bad: Probability::from_percent(50.0).unwrap(),
+        loss_in_good: Probability::from_percent(1.0).unwrap(),
+    };
+    let config = LinkConfig {
+        loss_burst: Some(model),
+        ..LinkConfig::default()
+    };
+    let n = 200_000;
+    let harness = run(config, 21, n);
+    let loss_rate = harness.link.counters().dropped_loss as f64 / n as f64;
+    // mean_loss = 0.2 × 0.5 + 0.8 × 0.01 = 0.108.
+    assert!((model.mean_loss() - 0.108).abs() < 1e-12);
+    assert!((loss_rate - 0.108).abs() < 0.006, "loss {loss_rate}");
+}

@@ -317,3 +317,16 @@ fn no_output_before_any_input() {
     assert_eq!(link.poll_timeout(), None);
     assert_eq!(link.poll_transmit(std::time::Instant::now()), None);
 }
+
+#[test]
+fn vlan_tagged_ip_frames_are_shaped_on_their_ip_bytes() {
+    // 1000 IP bytes behind a 14-byte header and an 802.1Q tag: 1 ms at 8 Mbit/s.
+    let mut frame = ipv4_frame(0, 1000, Ecn::NotEct);
+    frame.splice(12..12, [0x81, 0x00, 0x00, 0x05]);
+    assert_eq!(FrameKind::of(&frame), FrameKind::Ipv4 { offset: 18 });
+    let mut harness = Harness::new(Link::new(shaped(8_000_000, QueueLimit::Bytes(1000)), 1));
+    harness.arrive(ms(0), frame);
+    harness.finish();
+    assert_eq!(harness.departures[0].at, ms(1));
+    assert_eq!(harness.link.counters().max_queue_bytes, 1000);
+}
