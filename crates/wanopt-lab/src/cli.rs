@@ -220,8 +220,12 @@ pub fn run(command: LabCommand) -> anyhow::Result<i32> {
         }
         LabCommand::Status => crate::status::print(&lab),
         LabCommand::Run(args) => crate::scenario::run(&lab, args),
-        LabCommand::BenchCeiling { seconds, runs } => crate::bench::run(&lab, seconds.clamp(1, 60), runs.clamp(1, 20)),
-        LabCommand::Blast { interface, seconds } => crate::bench::blast_main(&interface, seconds.clamp(1, 60)),
+        LabCommand::BenchCeiling { seconds, runs } => {
+            crate::bench::run(&lab, seconds.clamp(1, 60), runs.clamp(1, 20))
+        }
+        LabCommand::Blast { interface, seconds } => {
+            crate::bench::blast_main(&interface, seconds.clamp(1, 60))
+        }
         LabCommand::Emulate(args) => emulate(args),
         LabCommand::GenServer {
             listen,

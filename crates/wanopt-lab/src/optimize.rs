@@ -35,7 +35,9 @@ pub fn available(exe: &Path) -> Result<(), String> {
         }
     }
     if Command::new("iptables").arg("--version").output().is_err() {
-        return Err("wanopt mode unavailable: iptables is not installed (apt-get install iptables)".into());
+        return Err(
+            "wanopt mode unavailable: iptables is not installed (apt-get install iptables)".into(),
+        );
     }
     Ok(())
 }
@@ -98,8 +100,20 @@ pub fn start(lab: &Lab, exe: &Path) -> Result<(), String> {
     lab.spawn_daemon(Node::Edge, "wanopt-edge", exe, &edge_args)
         .map_err(|e| e.to_string())?;
     let mut rule = lab.command(Node::Edge, "iptables");
-    rule.args(["-t", "nat", "-A", "PREROUTING", "-i", EDGE_LAN_IF, "-p", "tcp", "-j", "REDIRECT", "--to-ports"])
-        .arg(TRANSPARENT_PORT.to_string());
+    rule.args([
+        "-t",
+        "nat",
+        "-A",
+        "PREROUTING",
+        "-i",
+        EDGE_LAN_IF,
+        "-p",
+        "tcp",
+        "-j",
+        "REDIRECT",
+        "--to-ports",
+    ])
+    .arg(TRANSPARENT_PORT.to_string());
     output(rule).map_err(|e| format!("cannot install the interception rule: {e}"))?;
     wait_listening(lab, Node::Edge, TRANSPARENT_PORT, "wanopt-edge")?;
     Ok(())
@@ -115,5 +129,8 @@ fn wait_listening(lab: &Lab, node: Node, port: u16, name: &str) -> Result<(), St
         }
         thread::sleep(Duration::from_millis(50));
     }
-    Err(format!("{name} is not listening on port {port}: {}", lab.daemon_log(name)))
+    Err(format!(
+        "{name} is not listening on port {port}: {}",
+        lab.daemon_log(name)
+    ))
 }

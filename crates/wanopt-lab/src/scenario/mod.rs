@@ -98,7 +98,11 @@ pub struct Results {
 pub fn trimmed_mean(samples: &[f64]) -> f64 {
     let mut v = samples.to_vec();
     v.sort_by(f64::total_cmp);
-    let kept = if v.len() >= 3 { &v[1..v.len() - 1] } else { &v[..] };
+    let kept = if v.len() >= 3 {
+        &v[1..v.len() - 1]
+    } else {
+        &v[..]
+    };
     if kept.is_empty() {
         return 0.0;
     }
@@ -245,7 +249,14 @@ fn run_points(
         let mut samples = Vec::new();
         let mut failure = None;
         for _ in 0..spec.runs {
-            match one_run(lab, exe, spec.workload.streams, bytes, spec.workload.direction, profile) {
+            match one_run(
+                lab,
+                exe,
+                spec.workload.streams,
+                bytes,
+                spec.workload.direction,
+                profile,
+            ) {
                 Ok(r) => samples.push(r),
                 Err(e) => {
                     failure = Some(e.to_string());
@@ -293,7 +304,10 @@ fn run_points(
         spec,
         endpoints: serde_json::Value::Object(endpoints),
     };
-    std::fs::write(args.out.join("results.json"), serde_json::to_string_pretty(&results)?)?;
+    std::fs::write(
+        args.out.join("results.json"),
+        serde_json::to_string_pretty(&results)?,
+    )?;
     let report = crate::report::markdown(&results);
     std::fs::write(args.out.join("report.md"), &report)?;
     if let Err(e) = crate::plot::throughput_vs_rtt(&results, &args.out) {
@@ -301,7 +315,10 @@ fn run_points(
     }
     let table = crate::report::table(&results);
     let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), table.as_bytes());
-    eprintln!("wrote {}/results.json, report.md, throughput.svg, throughput.png", args.out.display());
+    eprintln!(
+        "wrote {}/results.json, report.md, throughput.svg, throughput.png",
+        args.out.display()
+    );
     Ok(0)
 }
 
@@ -321,7 +338,12 @@ fn one_run(
     let mut cmd = lab.command(Node::Client, &exe.to_string_lossy());
     cmd.args(["lab", "gen-client", "--connect"])
         .arg(format!("{SERVER_ADDR}:{GENERATOR_PORT}"))
-        .args(["--streams", &streams.to_string(), "--bytes", &bytes.to_string()])
+        .args([
+            "--streams",
+            &streams.to_string(),
+            "--bytes",
+            &bytes.to_string(),
+        ])
         .args(["--stall-seconds", "30"]);
     if direction == Direction::Download {
         cmd.arg("--reverse");

@@ -1,0 +1,163 @@
+//! `report.md` and the table printed by `lab run`.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use crate::scenario::spec::TCP_OPT_REFERENCE;
+use crate::scenario::{Results, Row};
+
+fn find<'a>(results: &'a Results, rtt: u64, profile: &str, mode: &str) -> Option<&'a Row> {
+    results
+        .rows
+        .iter()
+        .find(|r| r.rtt_ms == rtt && r.profile == profile && r.mode == mode)
+}
+
+fn reference(results: &Results, rtt: u64) -> Option<(f64, f64)> {
+    if results.scenario != "tcp-opt" {
+        return None;
+    }
+    TCP_OPT_REFERENCE
+        .iter()
+        .find(|(r, _, _)| *r == rtt)
+        .map(|(_, off, on)| (*off, *on))
+}
+
+fn cell(row: Option<&Row>) -> (String, String) {
+    match row {
+        Some(r) => (
+            format!("{:.1}", r.throughput_mbps),
+            format!("{:.1}", r.seconds),
+        ),
+        None => ("n/a".into(), "n/a".into()),
+    }
+}
+
+/// The comparison table: one line per (RTT, profile), direct and wanopt side
+/// by side with their ratio, and the reference's figures when the scenario
+/// is `tcp-opt`.
+pub fn table(results: &Results) -> String {
+    let mut keys: BTreeSet<(u64, String)> = BTreeSet::new();
+    for r in &results.rows {
+        keys.insert((r.rtt_ms, r.profile.clone()));
+    }
+    for s in &results.skipped {
+        keys.insert((s.rtt_ms, s.profile.clone()));
+    }
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "| RTT (ms) | profile | direct Mbit/s | direct s | wanopt Mbit/s | wanopt s | wanopt/direct | reference disabled Mbit/s | reference enabled Mbit/s | reference ratio |"
+    );
+    let _ = writeln!(out, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (rtt, profile) in keys {
+        let direct = find(results, rtt, &profile, "direct");
+        let wanopt = find(results, rtt, &profile, "wanopt");
+        let (dm, ds) = cell(direct);
+        let (wm, ws) = cell(wanopt);
+        let ratio = match (direct, wanopt) {
+            (Some(d), Some(w)) if d.throughput_mbps > 0.0 => {
+                format!("{:.2}", w.throughput_mbps / d.throughput_mbps)
+            }
+            _ => "n/a".into(),
+        };
+        let (ro, rn, rr) = match reference(results, rtt) {
+            Some((off, on)) => (
+                format!("{off}"),
+                format!("{on}"),
+                format!("{:.2}", on / off),
+            ),
+            None => ("".into(), "".into(), "".into()),
+        };
+        let _ = writeln!(
+            out,
+            "| {rtt} | {profile} | {dm} | {ds} | {wm} | {ws} | {ratio} | {ro} | {rn} | {rr} |"
+        );
+    }
+    out
+}
+
+/// The whole `report.md`.
+pub fn markdown(results: &Results) -> String {
+    let spec = &results.spec;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# Scenario `{}`{}\n",
+        results.scenario,
+        if results.quick { " (quick)" } else { "" }
+    );
+    if results.scenario == "tcp-opt" {
+        let _ = writeln!(
+            out,
+            "Reproduces the reference experiment (Cisco SD-WAN TCP Optimization): a 250 Mbit/s \
+             bottleneck, `iperf -n 100MB -P 4 -R` at several delays, each point run 5 times, \
+             highest and lowest dropped, the rest averaged. Here \"disabled\" is our `direct` path \
+             (edge and core only route) and \"enabled\" is `wanopt` (split TCP through the wanopt \
+             edge and core). The reference's \"Delay\" column is taken as the round-trip time.\n"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "- Link (each direction): `{}`",
+        results
+            .rows
+            .first()
+            .map(|r| r.link_down.as_str())
+            .unwrap_or("see results.json")
+    );
+    let _ = writeln!(
+        out,
+        "- Link options: `{}`",
+        serde_json::to_string(&spec.link).unwrap_or_default()
+    );
+    let _ = writeln!(
+        out,
+        "- Workload: {} streams x {} per stream, {:?}; throughput = payload bits / wall time from the first connect to the last byte",
+        spec.workload.streams, spec.workload.bytes, spec.workload.direction
+    );
+    let _ = writeln!(
+        out,
+        "- Runs per point: {} ({})",
+        spec.runs,
+        if spec.runs >= 3 {
+            "highest and lowest dropped, rest averaged"
+        } else {
+            "mean"
+        }
+    );
+    let _ = writeln!(
+        out,
+        "- Endpoint TCP settings per profile (read back from the server namespace): `{}`\n",
+        results.endpoints
+    );
+    let _ = writeln!(out, "## Throughput\n");
+    out.push_str(&table(results));
+    out.push('\n');
+    if !results.skipped.is_empty() {
+        let _ = writeln!(out, "## Not measured\n");
+        for s in &results.skipped {
+            let _ = writeln!(
+                out,
+                "- RTT {} ms, {}, {}: {}",
+                s.rtt_ms, s.profile, s.mode, s.reason
+            );
+        }
+        out.push('\n');
+    }
+    let _ = writeln!(out, "## Every run\n");
+    let _ = writeln!(
+        out,
+        "| RTT (ms) | profile | mode | Mbit/s per run | seconds per run |"
+    );
+    let _ = writeln!(out, "|---:|---|---|---|---|");
+    for r in &results.rows {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {:?} | {:?} |",
+            r.rtt_ms, r.profile, r.mode, r.samples_mbps, r.samples_seconds
+        );
+    }
+    let _ = writeln!(out, "\n![throughput vs RTT](throughput.svg)");
+    out
+}
