@@ -1,0 +1,565 @@
+//! The emulator checked against the physics with independent tools running
+//! inside a real lab: ping for the RTT, kernel interface counters under an
+//! iperf3 UDP overload for the delivered rate, iperf3's own sent/received
+//! counts for loss, tcpdump for CE marks, and a UDP probe of our own for
+//! "same seed, same drops".
+//!
+//! One test binary without the libtest harness (`harness = false`): the tests
+//! run one after another in a lab with its own namespace prefix (`wlt-`),
+//! torn down by a guard even on failure. The binary is also the lab's
+//! executable: invoked as `<this> lab ...` it runs the `wanopt lab`
+//! subcommands (the emulator, the generator), so the tests need no other
+//! binary. Needs root, iproute2, ethtool, iperf3 and tcpdump; skips (and
+//! says so) without root or a tool.
+
+use std::collections::BTreeSet;
+use std::net::UdpSocket;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand};
+
+use wanopt_lab::bringup::{self, counters_path, UpConfig};
+use wanopt_lab::cli::LabCommand;
+use wanopt_lab::link::LinkOptions;
+use wanopt_lab::profile::LINUX;
+use wanopt_lab::topology::{Lab, Node, SERVER_ADDR};
+
+type TestResult = Result<(), String>;
+type Test = (&'static str, fn() -> TestResult);
+
+#[derive(Parser)]
+struct Cli {
+    #[command(subcommand)]
+    command: Top,
+}
+
+#[derive(Subcommand)]
+enum Top {
+    #[command(subcommand)]
+    Lab(Box<LabCommand>),
+    /// Send COUNT numbered UDP datagrams to ADDR, one every GAP microseconds.
+    ProbeSend {
+        addr: String,
+        count: u32,
+        gap_us: u64,
+    },
+    /// Receive numbered datagrams on ADDR until IDLE ms pass without one; print the numbers.
+    ProbeRecv { addr: String, idle_ms: u64 },
+}
+
+/// Deletes the lab when dropped.
+struct Guard(Lab);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.destroy();
+    }
+}
+
+fn lab() -> Lab {
+    Lab::new("wlt-")
+}
+
+fn up(options: LinkOptions) -> Result<Guard, String> {
+    let lab = lab();
+    let specs = options.specs().map_err(|e| e.to_string())?;
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let config = UpConfig {
+        specs,
+        profile: &LINUX,
+        optimize: false,
+    };
+    bringup::up(&lab, &config, &exe).map_err(|e| e.to_string())?;
+    Ok(Guard(lab))
+}
+
+fn run_in(lab: &Lab, node: Node, program: &str, args: &[&str]) -> Result<Output, String> {
+    lab.command(node, program)
+        .args(args)
+        .output()
+        .map_err(|e| format!("{program}: {e}"))
+}
+
+fn stdout_of(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn counters(lab: &Lab) -> serde_json::Value {
+    // The emulator publishes every 200 ms.
+    std::thread::sleep(Duration::from_millis(450));
+    std::fs::read_to_string(counters_path(lab))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default()
+}
+
+fn iperf_server(lab: &Lab) -> TestResult {
+    let out = run_in(
+        lab,
+        Node::Server,
+        "iperf3",
+        &["-s", "-D", "-1", "-p", "5201"],
+    )?;
+    if !out.status.success() {
+        return Err(format!(
+            "iperf3 -s: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    Ok(())
+}
+
+fn iperf_json(lab: &Lab, args: &[&str]) -> Result<serde_json::Value, String> {
+    let mut all = vec!["-c", SERVER_ADDR, "-p", "5201", "-J"];
+    all.extend_from_slice(args);
+    let out = run_in(lab, Node::Client, "iperf3", &all)?;
+    serde_json::from_str(&stdout_of(&out))
+        .map_err(|e| format!("iperf3 output: {e}: {}", stdout_of(&out)))
+}
+
+fn sys_counter(lab: &Lab, node: Node, dev: &str, name: &str) -> Result<u64, String> {
+    let out = run_in(
+        lab,
+        node,
+        "cat",
+        &[&format!("/sys/class/net/{dev}/statistics/{name}")],
+    )?;
+    stdout_of(&out)
+        .trim()
+        .parse()
+        .map_err(|e| format!("{name}: {e}"))
+}
+
+/// RTT within 0.5 ms of the setting from 0 to 800 ms (ping, average of 5).
+fn rtt_matches_setting() -> TestResult {
+    for rtt_ms in [0u64, 10, 100, 800] {
+        let guard = up(LinkOptions {
+            rtt: Some(format!("{rtt_ms}ms")),
+            ..LinkOptions::default()
+        })?;
+        let out = run_in(
+            &guard.0,
+            Node::Client,
+            "ping",
+            &["-n", "-c", "6", "-i", "0.2", SERVER_ADDR],
+        )?;
+        let text = stdout_of(&out);
+        let stats = text
+            .lines()
+            .find(|l| l.contains("min/avg/max"))
+            .ok_or_else(|| format!("no ping summary: {text}"))?;
+        let numbers: Vec<f64> = stats
+            .split('=')
+            .nth(1)
+            .unwrap_or("")
+            .trim()
+            .trim_end_matches(" ms")
+            .split('/')
+            .filter_map(|v| v.parse().ok())
+            .collect();
+        let avg = *numbers.get(1).ok_or("bad ping summary")?;
+        let max = *numbers.get(2).ok_or("bad ping summary")?;
+        println!("  rtt {rtt_ms} ms: ping avg {avg:.3} ms max {max:.3} ms");
+        if (avg - rtt_ms as f64).abs() > 0.5 {
+            return Err(format!(
+                "rtt {rtt_ms} ms: ping average {avg} ms is off by more than 0.5 ms"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Delivered rate within 2% of the setting from 1 Mbit/s to 1 Gbit/s: an
+/// iperf3 UDP overload, the server's kernel receive counters read over a
+/// window in the steady state.
+fn rate_matches_setting() -> TestResult {
+    // Queues of about 240 ms: the sender's scheduling gaps must not drain
+    // the bottleneck, or the link idles and the test measures the sender.
+    for (rate, mbit, window, queue) in [
+        ("1mbit", 1.0, 4.0, "50p"),
+        ("10mbit", 10.0, 3.0, "200p"),
+        ("100mbit", 100.0, 3.0, "2000p"),
+        ("1gbit", 1000.0, 3.0, "20000p"),
+    ] {
+        let guard = up(LinkOptions {
+            rate: Some(rate.into()),
+            queue: Some(queue.into()),
+            ..LinkOptions::default()
+        })?;
+        let lab = &guard.0;
+        let seconds = (window + 2.5) as u64;
+        // Below 50 Mbit/s iperf3 (UDP, 15% over the rate) is the source and
+        // the server's eth0 the sink. Above, iperf3 cannot reliably overload
+        // the link on 2 busy cores, so the raw blaster of `lab bench-ceiling`
+        // sends 1500-byte IP packets from the edge straight into the WAN and
+        // the core's wan0 counts them.
+        let (mut source, sink, dev) = if mbit < 50.0 {
+            iperf_server(lab)?;
+            let offered = format!("{}M", (mbit * 1.15_f64).max(1.5));
+            let child = lab
+                .command(Node::Client, "iperf3")
+                .args([
+                    "-c",
+                    SERVER_ADDR,
+                    "-p",
+                    "5201",
+                    "-u",
+                    "-l",
+                    "1472",
+                    "-b",
+                    &offered,
+                    "-t",
+                ])
+                .arg(seconds.to_string())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .map_err(|e| e.to_string())?;
+            (child, Node::Server, "eth0")
+        } else {
+            let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+            let child = lab
+                .command(Node::Edge, &exe.to_string_lossy())
+                .args(["lab", "blast", "--interface", "wan0", "--seconds"])
+                .arg(seconds.to_string())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .map_err(|e| e.to_string())?;
+            (child, Node::Core, "wan0")
+        };
+        std::thread::sleep(Duration::from_millis(1500));
+        let b0 = sys_counter(lab, sink, dev, "rx_bytes")?;
+        let p0 = sys_counter(lab, sink, dev, "rx_packets")?;
+        let t0 = Instant::now();
+        std::thread::sleep(Duration::from_secs_f64(window));
+        let b1 = sys_counter(lab, sink, dev, "rx_bytes")?;
+        let p1 = sys_counter(lab, sink, dev, "rx_packets")?;
+        let elapsed = t0.elapsed().as_secs_f64();
+        let _ = source.wait();
+        // Frame bytes minus the 14-byte Ethernet header = IP bytes.
+        let ip_bytes = (b1 - b0).saturating_sub(14 * (p1 - p0));
+        let measured = ip_bytes as f64 * 8.0 / elapsed / 1e6;
+        let error = (measured - mbit) / mbit;
+        println!(
+            "  rate {rate}: delivered {measured:.3} Mbit/s of IP packets ({:+.2}%)",
+            error * 100.0
+        );
+        if error.abs() > 0.02 {
+            return Err(format!(
+                "rate {rate}: delivered {measured:.3} Mbit/s, more than 2% off"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// 1% random loss: iperf3's count of lost datagrams within 5 standard
+/// deviations of the binomial expectation.
+fn loss_within_bounds() -> TestResult {
+    let guard = up(LinkOptions {
+        loss: Some("1%".into()),
+        seed: Some(3),
+        ..LinkOptions::default()
+    })?;
+    iperf_server(&guard.0)?;
+    let doc = iperf_json(&guard.0, &["-u", "-l", "1000", "-b", "12M", "-t", "6"])?;
+    let sum = &doc["end"]["sum"];
+    let packets = sum["packets"].as_f64().ok_or("no packet count")?;
+    // Received = what the server's kernel delivered or refused for want of
+    // buffer (its UDP counters), so a slow iperf3 reader is not counted as
+    // link loss; iperf3's own loss count is printed alongside.
+    let snmp = run_in(&guard.0, Node::Server, "cat", &["/proc/net/snmp"])?;
+    let text = stdout_of(&snmp);
+    let udp: Vec<&str> = text.lines().filter(|l| l.starts_with("Udp:")).collect();
+    let field = |name: &str| -> f64 {
+        let names: Vec<&str> = udp
+            .first()
+            .map(|l| l.split_whitespace().collect())
+            .unwrap_or_default();
+        let values: Vec<&str> = udp
+            .get(1)
+            .map(|l| l.split_whitespace().collect())
+            .unwrap_or_default();
+        names
+            .iter()
+            .position(|n| *n == name)
+            .and_then(|i| values.get(i))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
+    };
+    let received = field("InDatagrams") + field("RcvbufErrors");
+    let iperf_lost = sum["lost_packets"].as_f64().ok_or("no loss count")?;
+    let lost = packets - received;
+    let p = 0.01;
+    let sigma = (packets * p * (1.0 - p)).sqrt();
+    println!(
+        "  loss 1%: {lost} of {packets} lost on the link ({:.3}%; iperf3 says {iperf_lost}), expected {:.0} +- {:.0}",
+        100.0 * lost / packets,
+        packets * p,
+        5.0 * sigma
+    );
+    if packets < 5000.0 {
+        return Err(format!("too few packets sent ({packets})"));
+    }
+    if (lost - packets * p).abs() > 5.0 * sigma {
+        return Err(format!("{lost} lost of {packets}: outside 5 sigma of 1%"));
+    }
+    Ok(())
+}
+
+fn probe(seed: u64) -> Result<BTreeSet<u32>, String> {
+    let guard = up(LinkOptions {
+        loss: Some("10%".into()),
+        seed: Some(seed),
+        ..LinkOptions::default()
+    })?;
+    let lab = &guard.0;
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let exe = exe.to_string_lossy();
+    let addr = format!("{SERVER_ADDR}:6000");
+    let receiver = lab
+        .command(Node::Server, &exe)
+        .args(["probe-recv", &addr, "1500"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    std::thread::sleep(Duration::from_millis(300));
+    let sent = run_in(
+        lab,
+        Node::Client,
+        &exe,
+        &["probe-send", &addr, "2000", "200"],
+    )?;
+    if !sent.status.success() {
+        return Err("probe-send failed".into());
+    }
+    let out = receiver.wait_with_output().map_err(|e| e.to_string())?;
+    Ok(stdout_of(&out)
+        .split_whitespace()
+        .filter_map(|v| v.parse().ok())
+        .collect())
+}
+
+/// The same seed gives the same drops; another seed gives other drops.
+fn same_seed_same_drops() -> TestResult {
+    let a = probe(11)?;
+    let b = probe(11)?;
+    let c = probe(12)?;
+    println!(
+        "  seed 11: {} of 2000 delivered twice identically: {}; seed 12: {} delivered",
+        a.len(),
+        a == b,
+        c.len()
+    );
+    if a.len() < 1600 || a.len() > 1900 {
+        return Err(format!("10% loss delivered {} of 2000", a.len()));
+    }
+    if a != b {
+        let diff: Vec<_> = a.symmetric_difference(&b).take(10).collect();
+        return Err(format!(
+            "same seed, different drops (first differences: {diff:?})"
+        ));
+    }
+    if a == c {
+        return Err("different seeds gave identical drops".into());
+    }
+    Ok(())
+}
+
+/// A full drop-tail queue drops (iperf3 sees the loss the emulator counts),
+/// and a RED queue marks CE on ECN-capable TCP (tcpdump sees the marks).
+fn full_queue_drops_and_red_marks() -> TestResult {
+    {
+        let guard = up(LinkOptions {
+            rate: Some("10mbit".into()),
+            queue: Some("20p".into()),
+            ..LinkOptions::default()
+        })?;
+        iperf_server(&guard.0)?;
+        let doc = iperf_json(&guard.0, &["-u", "-l", "1472", "-b", "20M", "-t", "2"])?;
+        let lost = doc["end"]["sum"]["lost_packets"].as_u64().unwrap_or(0);
+        let packets = doc["end"]["sum"]["packets"].as_u64().unwrap_or(0);
+        let c = counters(&guard.0);
+        let dropped = c["up"]["link"]["dropped_queue"].as_u64().unwrap_or(0);
+        println!("  drop-tail: iperf3 lost {lost} of {packets}, emulator dropped_queue {dropped}");
+        if packets == 0 || (lost as f64) < 0.3 * packets as f64 {
+            return Err(format!("a 2x overload lost only {lost} of {packets}"));
+        }
+        if lost.abs_diff(dropped) as f64 > 0.02 * lost as f64 + 5.0 {
+            return Err(format!(
+                "iperf3 lost {lost} but the queue dropped {dropped}"
+            ));
+        }
+    }
+    let guard = up(LinkOptions {
+        rate: Some("20mbit".into()),
+        queue: Some("200p".into()),
+        ecn: Some("red".into()),
+        ..LinkOptions::default()
+    })?;
+    let lab = &guard.0;
+    for node in [Node::Client, Node::Server] {
+        lab.sysctl(node, "net.ipv4.tcp_ecn", "1")
+            .map_err(|e| e.to_string())?;
+    }
+    iperf_server(lab)?;
+    let dump = lab
+        .command(Node::Server, "tcpdump")
+        .args(["-i", "eth0", "-n", "-l", "-c", "100000", "ip[1] & 3 = 3"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("tcpdump: {e}"))?;
+    std::thread::sleep(Duration::from_millis(800));
+    let doc = iperf_json(lab, &["-t", "3", "-C", "cubic"])?;
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(dump.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    );
+    let out = dump.wait_with_output().map_err(|e| e.to_string())?;
+    let marked_seen = stdout_of(&out).lines().count();
+    let c = counters(lab);
+    let marked = c["up"]["link"]["ce_marked"].as_u64().unwrap_or(0);
+    let red_drops = c["up"]["link"]["dropped_red"].as_u64().unwrap_or(0);
+    let mbps = doc["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or(0.0)
+        / 1e6;
+    println!("  red: tcpdump saw {marked_seen} CE packets, emulator ce_marked {marked}, dropped_red {red_drops}, tcp {mbps:.1} Mbit/s");
+    if marked_seen == 0 || marked == 0 {
+        return Err(format!(
+            "RED did not mark: tcpdump {marked_seen}, counter {marked}"
+        ));
+    }
+    Ok(())
+}
+
+fn probe_send(addr: &str, count: u32, gap_us: u64) -> i32 {
+    let Ok(sock) = UdpSocket::bind("0.0.0.0:0") else {
+        return 1;
+    };
+    let start = Instant::now();
+    for i in 0..count {
+        let due = start + Duration::from_micros(gap_us * u64::from(i));
+        while Instant::now() < due {
+            std::hint::spin_loop();
+        }
+        if sock.send_to(&i.to_be_bytes(), addr).is_err() {
+            return 1;
+        }
+    }
+    0
+}
+
+fn probe_recv(addr: &str, idle_ms: u64) -> i32 {
+    let Ok(sock) = UdpSocket::bind(addr) else {
+        return 1;
+    };
+    let _ = sock.set_read_timeout(Some(Duration::from_secs(10)));
+    let mut buf = [0u8; 64];
+    let mut got = Vec::new();
+    while let Ok((n, _)) = sock.recv_from(&mut buf) {
+        if n >= 4 {
+            got.push(u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]));
+        }
+        let _ = sock.set_read_timeout(Some(Duration::from_millis(idle_ms)));
+    }
+    let text: Vec<String> = got.iter().map(u32::to_string).collect();
+    println!("{}", text.join(" "));
+    0
+}
+
+fn tool_missing() -> Option<&'static str> {
+    ["ip", "ethtool", "iperf3", "tcpdump", "ping"]
+        .into_iter()
+        .find(|tool| {
+            Command::new("sh")
+                .args(["-c", &format!("command -v {tool}")])
+                .output()
+                .map(|o| !o.status.success())
+                .unwrap_or(true)
+        })
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if matches!(
+        args.get(1).map(String::as_str),
+        Some("lab" | "probe-send" | "probe-recv")
+    ) {
+        let cli = Cli::parse();
+        let code = match cli.command {
+            Top::Lab(command) => wanopt_lab::cli::run(*command).unwrap_or_else(|e| {
+                eprintln!("lab: {e:#}");
+                1
+            }),
+            Top::ProbeSend {
+                addr,
+                count,
+                gap_us,
+            } => probe_send(&addr, count, gap_us),
+            Top::ProbeRecv { addr, idle_ms } => probe_recv(&addr, idle_ms),
+        };
+        std::process::exit(code);
+    }
+    let filters: Vec<&String> = args
+        .iter()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let tests: [Test; 5] = [
+        ("rtt_matches_setting", rtt_matches_setting),
+        ("rate_matches_setting", rate_matches_setting),
+        ("loss_within_bounds", loss_within_bounds),
+        ("same_seed_same_drops", same_seed_same_drops),
+        (
+            "full_queue_drops_and_red_marks",
+            full_queue_drops_and_red_marks,
+        ),
+    ];
+    if args.iter().any(|a| a == "--list") {
+        for (name, _) in tests {
+            println!("{name}: test");
+        }
+        return;
+    }
+    if !nix::unistd::Uid::effective().is_root() {
+        println!("emulator tests skipped: they need root (network namespaces)");
+        return;
+    }
+    if let Some(tool) = tool_missing() {
+        println!("emulator tests skipped: `{tool}` is not installed (apt-get install iproute2 ethtool iperf3 tcpdump iputils-ping)");
+        return;
+    }
+    let mut failed = 0;
+    let mut ran = 0;
+    for (name, test) in tests {
+        if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
+            continue;
+        }
+        ran += 1;
+        println!("test {name} ...");
+        let start = Instant::now();
+        let result = std::panic::catch_unwind(test).unwrap_or_else(|_| Err("panicked".into()));
+        let _ = lab().destroy();
+        match result {
+            Ok(()) => println!("test {name} ... ok ({:.1}s)", start.elapsed().as_secs_f64()),
+            Err(e) => {
+                failed += 1;
+                println!("test {name} ... FAILED: {e}");
+            }
+        }
+    }
+    println!(
+        "\ntest result: {}. {} passed; {failed} failed",
+        if failed == 0 { "ok" } else { "FAILED" },
+        ran - failed
+    );
+    if failed > 0 {
+        std::process::exit(1);
+    }
+}
