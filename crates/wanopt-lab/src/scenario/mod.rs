@@ -367,6 +367,46 @@ mod tests {
     use super::*;
 
     #[test]
+    fn results_json_keeps_the_interface_contract() {
+        let row = Row {
+            rtt_ms: 100,
+            profile: "legacy".into(),
+            mode: "wanopt".into(),
+            throughput_mbps: 123.4,
+            seconds: 26.1,
+            runs: 5,
+            samples_mbps: vec![],
+            samples_seconds: vec![],
+            method: "mean".into(),
+            link_up: String::new(),
+            link_down: String::new(),
+            workload: String::new(),
+        };
+        let results = Results {
+            scenario: "tcp-opt".into(),
+            rows: vec![row],
+            skipped: vec![],
+            quick: true,
+            spec: spec::tcp_opt(true),
+            endpoints: serde_json::Value::Null,
+        };
+        let json = serde_json::to_value(&results).unwrap_or_default();
+        assert_eq!(json["scenario"], "tcp-opt");
+        let row = &json["rows"][0];
+        assert_eq!(row["rtt_ms"], 100);
+        assert_eq!(row["profile"], "legacy");
+        assert_eq!(row["mode"], "wanopt");
+        assert_eq!(row["throughput_mbps"], 123.4);
+        assert_eq!(row["seconds"], 26.1);
+        assert_eq!(row["runs"], 5);
+        let table = crate::report::table(&results);
+        assert!(
+            table.contains("| 100 | legacy | n/a | n/a | 123.4 | 26.1 | n/a | 71 | 131 | 1.85 |"),
+            "{table}"
+        );
+    }
+
+    #[test]
     fn trimmed_mean_drops_extremes() {
         assert_eq!(trimmed_mean(&[1.0, 100.0, 10.0, 20.0, 30.0]), 20.0);
         assert_eq!(trimmed_mean(&[4.0, 6.0]), 5.0);
