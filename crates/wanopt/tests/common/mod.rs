@@ -69,8 +69,14 @@ impl Node {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// The node's /status, retried a few times (the machine may be loaded).
     pub fn status(&self) -> Option<serde_json::Value> {
-        http_get(self.control, "/status").and_then(|b| serde_json::from_str(&b).ok())
+        (0..5).find_map(|attempt| {
+            if attempt > 0 {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            http_get(self.control, "/status").and_then(|b| serde_json::from_str(&b).ok())
+        })
     }
 
     pub fn wait_tunnel_up(&self, within: Duration) {
@@ -197,8 +203,8 @@ impl Pair {
 
 /// Minimal HTTP GET, enough for the control API.
 pub fn http_get(addr: SocketAddr, path: &str) -> Option<String> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").ok()?;
     let mut body = String::new();
     s.read_to_string(&mut body).ok()?;
