@@ -106,15 +106,34 @@ pub fn blast_frame() -> Vec<u8> {
     f
 }
 
-/// Sends [`blast_frame`]s on `interface` as fast as possible for `seconds`;
-/// prints `{"frames": N, "seconds": S}`.
-pub fn blast_main(interface: &str, seconds: u64) -> anyhow::Result<i32> {
+/// Sends [`blast_frame`]s on `interface` for `seconds`, as fast as possible
+/// or paced at `mbit` Mbit/s of IP packets (in bursts of 8); prints
+/// `{"frames": N, "seconds": S}`.
+pub fn blast_main(interface: &str, seconds: u64, mbit: Option<f64>) -> anyhow::Result<i32> {
     let sock = crate::rawsock::PacketSocket::sender(interface, 4 << 20)?;
-    let frames = vec![blast_frame(); crate::rawsock::BATCH];
+    let burst = if mbit.is_some() {
+        8
+    } else {
+        crate::rawsock::BATCH
+    };
+    let frames = vec![blast_frame(); burst];
     let start = std::time::Instant::now();
     let limit = Duration::from_secs(seconds);
+    // Time per burst at the paced rate (1500-byte IP packets).
+    let gap = mbit
+        .filter(|m| *m > 0.0)
+        .map(|m| Duration::from_secs_f64(burst as f64 * 1500.0 * 8.0 / (m * 1e6)));
     let mut sent = 0u64;
+    let mut bursts = 0u32;
     while start.elapsed() < limit {
+        if let Some(gap) = gap {
+            let due = start + gap * bursts;
+            let now = std::time::Instant::now();
+            if due > now {
+                std::thread::sleep(due - now);
+            }
+            bursts += 1;
+        }
         sent += crate::rawsock::send_batch(&sock, &frames) as u64;
     }
     println!(

@@ -53,6 +53,9 @@ pub enum LabCommand {
         /// How long.
         #[arg(long, default_value_t = 5)]
         seconds: u64,
+        /// Pace at this many Mbit/s of IP packets (default: as fast as possible).
+        #[arg(long)]
+        mbit: Option<f64>,
     },
     /// Internal: the emulator's packet driver (runs inside `wan`).
     #[command(hide = true)]
@@ -223,9 +226,11 @@ pub fn run(command: LabCommand) -> anyhow::Result<i32> {
         LabCommand::BenchCeiling { seconds, runs } => {
             crate::bench::run(&lab, seconds.clamp(1, 60), runs.clamp(1, 20))
         }
-        LabCommand::Blast { interface, seconds } => {
-            crate::bench::blast_main(&interface, seconds.clamp(1, 60))
-        }
+        LabCommand::Blast {
+            interface,
+            seconds,
+            mbit,
+        } => crate::bench::blast_main(&interface, seconds.clamp(1, 60), mbit),
         LabCommand::Emulate(args) => emulate(args),
         LabCommand::GenServer {
             listen,
