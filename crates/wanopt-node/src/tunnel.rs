@@ -74,7 +74,7 @@ impl Default for TunnelTuning {
             // 1 Gbit/s x 300 ms = 37.5 MB; round up so one flow can fill it.
             stream_window: 48 << 20,
             connection_window: 96 << 20,
-            max_mtu: 1452,
+            max_mtu: 65527,
             socket_buffer: 16 << 20,
             keepalive: Duration::from_secs(2),
             idle_timeout: Duration::from_secs(8),

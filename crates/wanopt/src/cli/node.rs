@@ -39,7 +39,8 @@ pub struct CommonArgs {
     /// Tunnel congestion control: bbr, cubic or newreno [default: bbr].
     #[arg(long)]
     pub congestion: Option<Congestion>,
-    /// Largest UDP payload path MTU discovery may probe [default: 1452].
+    /// Largest UDP payload path MTU discovery may probe; PMTUD settles on
+    /// what the path allows [default: 65527].
     #[arg(long, value_name = "BYTES")]
     pub max_mtu: Option<u16>,
     /// Per-flow receive window of the tunnel [default: 48MiB].
