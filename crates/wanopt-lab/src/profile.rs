@@ -73,12 +73,15 @@ pub const LINUX: Profile = Profile {
 
 /// A host whose receive window stays around 1 MB, as in the reference
 /// capture ("the window size remained mostly stable at around 1,000,000
-/// Bytes"): receive buffer capped at 1 MiB, CUBIC, no ECN.
+/// Bytes"), CUBIC, no ECN. On this kernel a `tcp_rmem` maximum of 1.6 MB
+/// gives a receive window of 1.0 MB (`ss -ti`: `rcv_space:998656` at
+/// 100 ms): the kernel advertises about 62% of the buffer, the rest covers
+/// socket buffer overhead.
 pub const LEGACY: Profile = Profile {
     name: "legacy",
-    description: "receive window capped around 1 MB (tcp_rmem max 1 MiB), cubic, no ECN",
+    description: "receive window capped around 1 MB (tcp_rmem max 1.6 MB), cubic, no ECN",
     congestion_control: Some("cubic"),
-    rmem: Some("4096 131072 1048576"),
+    rmem: Some("4096 131072 1600000"),
     wmem: Some("4096 16384 4194304"),
     sack: Some(true),
     ecn: Some(0),
@@ -189,7 +192,7 @@ mod tests {
     }
 
     #[test]
-    fn legacy_caps_the_receive_buffer_near_one_megabyte() {
+    fn legacy_caps_the_receive_window_near_one_megabyte() {
         let max: u64 = LEGACY
             .rmem
             .unwrap_or("")
@@ -197,6 +200,8 @@ mod tests {
             .nth(2)
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
-        assert!((900_000..=1_100_000).contains(&max));
+        // About 62% of the buffer is advertised as window.
+        let window = max as f64 * 0.62;
+        assert!((900_000.0..=1_100_000.0).contains(&window), "{window}");
     }
 }

@@ -293,6 +293,15 @@ fn run_points(
             link_down: specs.down.clone(),
             workload: format!("{} x {}", spec.workload.streams, spec.workload.bytes),
         });
+        let partial = Results {
+            scenario: spec.name.clone(),
+            rows: rows.clone(),
+            skipped: skipped.clone(),
+            quick: args.quick,
+            spec: spec.clone(),
+            endpoints: serde_json::Value::Object(endpoints.clone()),
+        };
+        let _ = write_outputs(&partial, &args.out);
     }
     bar.finish_and_clear();
     let _ = lab.destroy();
@@ -304,15 +313,7 @@ fn run_points(
         spec,
         endpoints: serde_json::Value::Object(endpoints),
     };
-    std::fs::write(
-        args.out.join("results.json"),
-        serde_json::to_string_pretty(&results)?,
-    )?;
-    let report = crate::report::markdown(&results);
-    std::fs::write(args.out.join("report.md"), &report)?;
-    if let Err(e) = crate::plot::throughput_vs_rtt(&results, &args.out) {
-        eprintln!("wanopt lab: plot not written: {e}");
-    }
+    write_outputs(&results, &args.out)?;
     let table = crate::report::table(&results);
     let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), table.as_bytes());
     eprintln!(
@@ -320,6 +321,20 @@ fn run_points(
         args.out.display()
     );
     Ok(0)
+}
+
+/// Writes `results.json`, `report.md` and the plots (also after every
+/// point, so an interrupted run leaves what it measured).
+fn write_outputs(results: &Results, out: &std::path::Path) -> anyhow::Result<()> {
+    std::fs::write(
+        out.join("results.json"),
+        serde_json::to_string_pretty(results)?,
+    )?;
+    std::fs::write(out.join("report.md"), crate::report::markdown(results))?;
+    if let Err(e) = crate::plot::throughput_vs_rtt(results, out) {
+        eprintln!("wanopt lab: plot not written: {e}");
+    }
+    Ok(())
 }
 
 fn round2(v: f64) -> f64 {
