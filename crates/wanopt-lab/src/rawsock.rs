@@ -176,28 +176,21 @@ impl PacketSocket {
     }
 }
 
-/// Preallocated buffers for one `recvmmsg` batch.
+/// Preallocated buffers and message headers for one `recvmmsg` batch,
+/// built once (the headers point into the buffers, which never move: both
+/// live on the heap and are never resized).
 pub struct RecvBatch {
     buffers: Vec<[u8; FRAME_CAPACITY]>,
+    iovecs: Vec<libc::iovec>,
+    headers: Vec<libc::mmsghdr>,
     lengths: Vec<usize>,
     truncated: Vec<bool>,
 }
 
 impl Default for RecvBatch {
     fn default() -> Self {
-        RecvBatch {
-            buffers: vec![[0u8; FRAME_CAPACITY]; BATCH],
-            lengths: vec![0; BATCH],
-            truncated: vec![false; BATCH],
-        }
-    }
-}
-
-impl RecvBatch {
-    /// Receives up to [`BATCH`] frames without blocking; returns how many.
-    pub fn receive(&mut self, sock: &PacketSocket) -> io::Result<usize> {
-        let mut iovecs: Vec<libc::iovec> = self
-            .buffers
+        let mut buffers = vec![[0u8; FRAME_CAPACITY]; BATCH];
+        let mut iovecs: Vec<libc::iovec> = buffers
             .iter_mut()
             .map(|b| libc::iovec {
                 iov_base: b.as_mut_ptr().cast(),
@@ -211,12 +204,31 @@ impl RecvBatch {
             h.msg_hdr.msg_iov = iov;
             h.msg_hdr.msg_iovlen = 1;
         }
+        RecvBatch {
+            buffers,
+            iovecs,
+            headers,
+            lengths: vec![0; BATCH],
+            truncated: vec![false; BATCH],
+        }
+    }
+}
+
+impl RecvBatch {
+    /// Receives up to [`BATCH`] frames without blocking; returns how many.
+    pub fn receive(&mut self, sock: &PacketSocket) -> io::Result<usize> {
+        debug_assert_eq!(self.iovecs.len(), BATCH);
+        for h in &mut self.headers {
+            h.msg_len = 0;
+            h.msg_hdr.msg_flags = 0;
+        }
         // SAFETY: every header points at one iovec over a live buffer of
-        // FRAME_CAPACITY bytes; BATCH headers are passed.
+        // FRAME_CAPACITY bytes (set up in `default`, never moved since);
+        // BATCH headers are passed.
         let ret = unsafe {
             libc::recvmmsg(
                 sock.fd.as_raw_fd(),
-                headers.as_mut_ptr(),
+                self.headers.as_mut_ptr(),
                 BATCH as libc::c_uint,
                 libc::MSG_DONTWAIT | libc::MSG_TRUNC,
                 std::ptr::null_mut(),
@@ -225,7 +237,7 @@ impl RecvBatch {
         match cvt(ret) {
             Ok(n) => {
                 let n = n as usize;
-                for (i, h) in headers.iter().take(n).enumerate() {
+                for (i, h) in self.headers.iter().take(n).enumerate() {
                     let len = h.msg_len as usize;
                     self.truncated[i] =
                         len > FRAME_CAPACITY || h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
