@@ -228,6 +228,11 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
     Ok(())
 }
 
+/// Whether `ip` is one of this host's addresses (binding to it succeeds).
+fn is_local(ip: IpAddr) -> bool {
+    std::net::UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
+}
+
 async fn resolve(host_port: &str) -> Result<SocketAddr, NodeError> {
     tokio::net::lookup_host(host_port)
         .await
@@ -332,7 +337,7 @@ impl Edge {
         };
         if let Some(listen) = listen {
             if dest.port() == listen.port()
-                && (dest.ip() == listen.ip() || listen.ip().is_unspecified())
+                && (dest.ip() == listen.ip() || listen.ip().is_unspecified() && is_local(dest.ip()))
             {
                 warn!("flow from {source} was addressed to the transparent port itself ({dest}); refusing it to avoid a loop");
                 reset_tcp(tcp);

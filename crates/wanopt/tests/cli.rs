@@ -285,3 +285,63 @@ fn print_firewall_names_the_port_and_the_optimized_prefixes() {
     assert!(out.contains("redirect to :7000"));
     assert!(out.contains("TPROXY --on-port 7000"));
 }
+
+#[test]
+fn flows_and_metrics_show_a_live_flow_with_its_service() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let server = listener.local_addr().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        s.write_all(&[1u8; 50_000]).unwrap();
+        let _ = rx.recv_timeout(Duration::from_secs(30));
+    });
+    let listen = free_tcp();
+    let pair = Pair::start(&["127.0.0.1"], &[(listen, server.to_string())], &[]);
+    let mut c = TcpStream::connect(listen).unwrap();
+    c.write_all(b"abc").unwrap();
+    let mut got = vec![0u8; 50_000];
+    c.read_exact(&mut got).unwrap();
+    let control = pair.edge.control.to_string();
+
+    let (code, json, _) = run(&["flows", "--control", &control, "--json"]);
+    assert_eq!(code, 0);
+    let flows: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let row = &flows["flows"][0];
+    assert_eq!(row["destination"], server.to_string());
+    assert_eq!(row["services"][0], "tcp-opt");
+    assert_eq!(row["bytes_to_client"], 50_000);
+    assert_eq!(row["bytes_to_server"], 3);
+    assert_eq!(row["state"], "open");
+
+    let (code, table, _) = run(&["flows", "--control", &control]);
+    assert_eq!(code, 0);
+    assert!(
+        table.contains(&server.to_string()) && table.contains("tcp-opt"),
+        "{table}"
+    );
+
+    let (code, status, _) = run(&["status", "--control", &control]);
+    assert_eq!(code, 0);
+    assert!(
+        status.contains("role        edge") && status.contains("tunnel      up"),
+        "{status}"
+    );
+    assert!(status.contains("1 active"), "{status}");
+
+    let metrics = http_get(pair.edge.control, "/metrics").unwrap();
+    assert!(
+        metrics.contains("wanopt_flows_active{role=\"edge\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("wanopt_tunnel_up{role=\"edge\",peer="),
+        "{metrics}"
+    );
+    let core_flows = http_get(pair.core.control, "/flows").unwrap();
+    assert!(
+        core_flows.contains("\"role\":\"core\"") && core_flows.contains("tcp-opt"),
+        "{core_flows}"
+    );
+    tx.send(()).unwrap();
+}
