@@ -158,6 +158,23 @@ pub fn markdown(results: &Results) -> String {
             r.rtt_ms, r.profile, r.mode, r.samples_mbps, r.samples_seconds
         );
     }
+    let failed: Vec<&Row> = results
+        .rows
+        .iter()
+        .filter(|r| !r.failed_runs.is_empty())
+        .collect();
+    if !failed.is_empty() {
+        let _ = writeln!(out, "\n## Failed runs (not averaged)\n");
+        for r in failed {
+            for f in &r.failed_runs {
+                let _ = writeln!(
+                    out,
+                    "- RTT {} ms, {}, {}: {}",
+                    r.rtt_ms, r.profile, r.mode, f
+                );
+            }
+        }
+    }
     let _ = writeln!(out, "\n![throughput vs RTT](throughput.svg)");
     out
 }

@@ -61,6 +61,9 @@ pub struct Row {
     pub link_down: String,
     /// Streams x bytes per stream.
     pub workload: String,
+    /// Runs that failed (not averaged), with the reason.
+    #[serde(default)]
+    pub failed_runs: Vec<String>,
 }
 
 /// A grid point that could not be measured.
@@ -247,7 +250,7 @@ fn run_points(
             })
         });
         let mut samples = Vec::new();
-        let mut failure = None;
+        let mut failures = Vec::new();
         for _ in 0..spec.runs {
             match one_run(
                 lab,
@@ -258,9 +261,7 @@ fn run_points(
                 profile,
             ) {
                 Ok(r) => samples.push(r),
-                Err(e) => {
-                    failure = Some(e.to_string());
-                }
+                Err(e) => failures.push(e.to_string()),
             }
             bar.inc(1);
         }
@@ -269,7 +270,7 @@ fn run_points(
                 rtt_ms,
                 profile: profile.name.into(),
                 mode: mode.name().into(),
-                reason: failure.unwrap_or_else(|| "no run finished".into()),
+                reason: failures.pop().unwrap_or_else(|| "no run finished".into()),
             });
             continue;
         }
@@ -292,6 +293,7 @@ fn run_points(
             link_up: specs.up.clone(),
             link_down: specs.down.clone(),
             workload: format!("{} x {}", spec.workload.streams, spec.workload.bytes),
+            failed_runs: failures,
         });
         let partial = Results {
             scenario: spec.name.clone(),
@@ -396,6 +398,7 @@ mod tests {
             link_up: String::new(),
             link_down: String::new(),
             workload: String::new(),
+            failed_runs: vec![],
         };
         let results = Results {
             scenario: "tcp-opt".into(),
