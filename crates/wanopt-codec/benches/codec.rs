@@ -1,0 +1,190 @@
+//! Encode and decode throughput (MB/s per core) on fresh compressible data,
+//! fresh incompressible data and fully redundant data (second pass).
+//!
+//! `cargo bench -p wanopt-codec --bench codec -- --warm-up-time 1 --measurement-time 3`
+
+// criterion_group! generates an undocumented public function.
+#![allow(missing_docs)]
+
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use rand::{Rng, RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use wanopt_codec::{
+    CacheConfig, CacheId, Decoder, DecoderConfig, Encoder, EncoderConfig, PeerCache, StoreConfig,
+};
+
+const LEN: usize = 8 << 20;
+const READ: usize = 128 << 10;
+
+fn text(len: usize, seed: u64) -> Vec<u8> {
+    const WORDS: &[&str] = &[
+        "the",
+        "quick",
+        "brown",
+        "fox",
+        "jumps",
+        "over",
+        "lazy",
+        "dog",
+        "wanopt",
+        "cache",
+        "chunk",
+        "stream",
+        "report",
+        "quarterly",
+        "revenue",
+        "budget",
+        "table",
+        "figure",
+        "network",
+        "latency",
+        "server",
+        "client",
+        "office",
+        "document",
+        "value",
+        "total",
+    ];
+    let mut r = ChaCha8Rng::seed_from_u64(seed);
+    let mut out = Vec::with_capacity(len + 16);
+    while out.len() < len {
+        out.extend_from_slice(WORDS[r.random_range(0..WORDS.len())].as_bytes());
+        if r.random_range(0..12) == 0 {
+            out.extend_from_slice(format!(" {} ", r.next_u32()).as_bytes());
+        }
+        out.push(if r.random_range(0..10) == 0 {
+            b'\n'
+        } else {
+            b' '
+        });
+    }
+    out.truncate(len);
+    out
+}
+
+fn random(len: usize, seed: u64) -> Vec<u8> {
+    let mut out = vec![0u8; len];
+    ChaCha8Rng::seed_from_u64(seed).fill_bytes(&mut out);
+    out
+}
+
+fn config() -> CacheConfig {
+    CacheConfig {
+        store: StoreConfig {
+            capacity: 1 << 30,
+            segment_size: 64 << 20,
+        },
+        max_peer_entries: 1 << 20,
+    }
+}
+
+struct Pair {
+    _dirs: (tempfile::TempDir, tempfile::TempDir),
+    edge: PeerCache,
+    core: PeerCache,
+}
+
+fn pair() -> Pair {
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    let edge = PeerCache::open(a.path(), config(), CacheId([1; 16])).unwrap();
+    let core = PeerCache::open(b.path(), config(), CacheId([2; 16])).unwrap();
+    core.handle_hello(&edge.hello());
+    edge.handle_hello(&core.hello());
+    Pair {
+        _dirs: (a, b),
+        edge,
+        core,
+    }
+}
+
+fn encode(cache: &PeerCache, data: &[u8]) -> Vec<u8> {
+    let mut enc = Encoder::new(cache.clone(), EncoderConfig::default()).unwrap();
+    let mut out = Vec::with_capacity(data.len() + data.len() / 8);
+    for piece in data.chunks(READ) {
+        enc.push(piece, &mut out);
+    }
+    enc.finish(&mut out);
+    out
+}
+
+fn decode(cache: &PeerCache, wire: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let mut dec = Decoder::new(cache.clone(), DecoderConfig::default());
+    let mut out = Vec::with_capacity(LEN);
+    let mut control = Vec::new();
+    for piece in wire.chunks(READ) {
+        dec.push(piece, &mut out).unwrap();
+        dec.emit_control(&mut control);
+    }
+    (out, control)
+}
+
+/// Send `data` once edge -> core and deliver the acks back to the edge.
+fn warm(p: &Pair, data: &[u8]) -> Vec<u8> {
+    let wire = encode(&p.edge, data);
+    let (out, control) = decode(&p.core, &wire);
+    assert_eq!(out, data);
+    let mut back = Vec::new();
+    Encoder::new(p.core.clone(), EncoderConfig::default())
+        .unwrap()
+        .start(&mut back);
+    back.extend_from_slice(&control);
+    let mut edge_dec = Decoder::new(p.edge.clone(), DecoderConfig::default());
+    let mut enc = Encoder::new(p.edge.clone(), EncoderConfig::default()).unwrap();
+    let mut sink = Vec::new();
+    edge_dec.push(&back, &mut sink).unwrap();
+    while let Some(m) = edge_dec.poll_peer_control() {
+        enc.handle_peer(&m, &mut sink).unwrap();
+    }
+    wire
+}
+
+fn bench(c: &mut Criterion) {
+    let inputs = [("text", text(LEN, 1)), ("random", random(LEN, 2))];
+    let mut g = c.benchmark_group("encode");
+    g.throughput(Throughput::Bytes(LEN as u64));
+    g.sample_size(10);
+    for (name, data) in &inputs {
+        let p = pair();
+        g.bench_function(format!("fresh_{name}"), |b| {
+            b.iter(|| black_box(encode(&p.edge, data)))
+        });
+    }
+    {
+        let (_, data) = &inputs[0];
+        let p = pair();
+        warm(&p, data);
+        g.bench_function("redundant", |b| b.iter(|| black_box(encode(&p.edge, data))));
+    }
+    g.finish();
+
+    let mut g = c.benchmark_group("decode");
+    g.throughput(Throughput::Bytes(LEN as u64));
+    g.sample_size(10);
+    for (name, data) in &inputs {
+        let wire = encode(&pair().edge, data);
+        g.bench_function(format!("fresh_{name}"), |b| {
+            b.iter_batched(
+                pair,
+                |p| black_box(decode(&p.core, &wire)),
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    {
+        let (_, data) = &inputs[0];
+        let p = pair();
+        warm(&p, data);
+        let wire = encode(&p.edge, data);
+        assert!(wire.len() < LEN / 50);
+        g.bench_function("redundant", |b| {
+            b.iter(|| black_box(decode(&p.core, &wire)))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,131 @@
+//! The per-peer byte cache shared by every flow to and from one peer.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::control::{CacheId, Hello};
+use crate::peer_view::PeerView;
+use crate::stats::CacheStats;
+use crate::store::{ChunkStore, OpenError, StoreConfig};
+
+const PEER_VIEW_FILE: &str = "peer-view";
+
+/// Sizing of a [`PeerCache`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CacheConfig {
+    /// The on-disk store of chunks received from the peer.
+    pub store: StoreConfig,
+    /// Bound on the fingerprints remembered as held by the peer (about 40
+    /// bytes of memory each).
+    pub max_peer_entries: usize,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            store: StoreConfig::default(),
+            max_peer_entries: 1 << 20,
+        }
+    }
+}
+
+/// State behind the lock.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) store: ChunkStore,
+    pub(crate) peer: PeerView,
+}
+
+/// A node's cache for one peer, in both directions:
+///
+/// - the **store** holds every chunk our decoders received from the peer
+///   (what the peer's encoders may reference);
+/// - the **peer view** holds what the peer's decoders acknowledged storing
+///   (what our encoders may reference).
+///
+/// Cheap to clone (an `Arc`); every [`crate::Encoder`] and
+/// [`crate::Decoder`] of flows with this peer holds a clone.
+#[derive(Debug, Clone)]
+pub struct PeerCache {
+    shared: Arc<Mutex<Shared>>,
+    peer_view_path: PathBuf,
+    max_peer_entries: usize,
+}
+
+impl PeerCache {
+    /// Open (or create with identity `new_id`) the cache in `dir`. The peer
+    /// view saved by [`PeerCache::checkpoint`] is loaded but unusable until
+    /// [`PeerCache::handle_hello`] confirms it.
+    pub fn open(dir: &Path, config: CacheConfig, new_id: CacheId) -> Result<Self, OpenError> {
+        let store = ChunkStore::open(dir, config.store, new_id)?;
+        let peer_view_path = dir.join(PEER_VIEW_FILE);
+        let peer = PeerView::load(&peer_view_path, config.max_peer_entries);
+        Ok(PeerCache {
+            shared: Arc::new(Mutex::new(Shared { store, peer })),
+            peer_view_path,
+            max_peer_entries: config.max_peer_entries,
+        })
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Shared> {
+        // A panic while holding the lock cannot leave the store in a state
+        // that breaks safety (reads are verified), so keep going.
+        self.shared.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Our `Hello` for the peer: send it when the tunnel comes up.
+    pub fn hello(&self) -> Hello {
+        let shared = self.lock();
+        Hello {
+            cache_id: shared.store.cache_id(),
+            epoch: shared.store.epoch(),
+            low: shared.store.low(),
+            high: shared.store.high(),
+        }
+    }
+
+    /// Apply the peer's `Hello`. Until this is called on a tunnel, encoders
+    /// reference only chunks sent earlier on the same flow.
+    pub fn handle_hello(&self, hello: &Hello) {
+        self.lock().peer.handle_hello(hello);
+    }
+
+    /// The tunnel went down: stop referencing until the next `Hello`.
+    pub fn handle_tunnel_down(&self) {
+        self.lock().peer.handle_tunnel_down();
+    }
+
+    /// Flush the store and save the peer view (call periodically and on
+    /// shutdown; a crash loses at most the acks since the last call, which
+    /// costs dedup, never correctness).
+    pub fn checkpoint(&self) -> std::io::Result<()> {
+        let shared = self.lock();
+        shared.store.sync()?;
+        shared.peer.save(&self.peer_view_path)
+    }
+
+    /// Delete the store and the peer view; the cache gets identity `new_id`
+    /// (the peer forgets its assumptions at the next `Hello`).
+    pub fn clear(&self, new_id: CacheId) -> std::io::Result<()> {
+        let mut shared = self.lock();
+        shared.store.clear(new_id)?;
+        shared.peer = PeerView::new(self.max_peer_entries);
+        let _ = std::fs::remove_file(&self.peer_view_path);
+        Ok(())
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> CacheStats {
+        let shared = self.lock();
+        CacheStats {
+            store: shared.store.stats(),
+            peer_chunks: shared.peer.len() as u64,
+            peer_confirmed: shared.peer.is_confirmed(),
+        }
+    }
+
+    /// Paths of the store's segment files, oldest first.
+    pub fn segment_paths(&self) -> Vec<PathBuf> {
+        self.lock().store.segment_paths()
+    }
+}

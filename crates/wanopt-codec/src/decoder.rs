@@ -1,0 +1,397 @@
+//! The decoder: frames from the WAN -> plain bytes for the LAN, plus control
+//! frames for the reverse direction.
+
+use std::collections::VecDeque;
+
+use thiserror::Error;
+
+use crate::cache::PeerCache;
+use crate::control::{ControlRepr, MAX_ACK_ENTRIES};
+use crate::fingerprint::Fingerprint;
+use crate::frame::{DataRepr, Frame, FrameError, Payload, HEADER_LEN, MAX_FRAME_BODY};
+use crate::stats::DecoderStats;
+use crate::store::index::FingerprintMap;
+
+/// Decoder settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DecoderConfig {
+    /// Bound on the bytes held back behind an unresolved reference while
+    /// its repair is on the way (about one round trip of data).
+    pub max_backlog: usize,
+    /// Bound on control frames from the peer waiting for
+    /// [`Decoder::poll_peer_control`].
+    pub max_peer_control: usize,
+}
+
+impl Default for DecoderConfig {
+    fn default() -> Self {
+        DecoderConfig {
+            max_backlog: 64 << 20,
+            max_peer_control: 1 << 16,
+        }
+    }
+}
+
+/// Error decoding the stream. Every variant is fatal for the flow: reset
+/// the stream (no byte is delivered wrong; none is delivered after this).
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum DecodeError {
+    /// A frame is malformed.
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+    /// The stream does not start with a preamble.
+    #[error("stream does not start with a codec preamble")]
+    MissingPreamble,
+    /// A second preamble.
+    #[error("duplicate preamble")]
+    DuplicatePreamble,
+    /// A data frame after `End`.
+    #[error("data frame after end of stream")]
+    DataAfterEnd,
+    /// A reference's length differs from the chunk it names.
+    #[error("reference length does not match the cached chunk")]
+    LengthMismatch,
+    /// A repair's data does not match its fingerprint.
+    #[error("repair data does not match its fingerprint")]
+    RepairMismatch,
+    /// Too many bytes wait behind unresolved references.
+    #[error("backlog behind unresolved references exceeds the limit")]
+    BacklogFull,
+    /// Too many control frames wait for the local encoder.
+    #[error("too many unread control frames from the peer")]
+    ControlOverflow,
+}
+
+#[derive(Debug)]
+enum Pending {
+    Data(Vec<u8>),
+    Missing { fingerprint: Fingerprint, len: u32 },
+    End,
+}
+
+/// Decodes one direction of one flow. Sans-IO: bytes in, bytes out.
+#[derive(Debug)]
+pub struct Decoder {
+    cache: PeerCache,
+    config: DecoderConfig,
+    partial: Vec<u8>,
+    started: bool,
+    end_seen: bool,
+    finished: bool,
+    backlog: VecDeque<Pending>,
+    backlog_bytes: usize,
+    missing: FingerprintMap<()>,
+    control: VecDeque<ControlRepr>,
+    acks: Vec<(Fingerprint, u64)>,
+    peer_control: VecDeque<ControlRepr>,
+    stats: DecoderStats,
+}
+
+impl Decoder {
+    /// A decoder for a new flow from the peer of `cache`.
+    pub fn new(cache: PeerCache, config: DecoderConfig) -> Self {
+        Decoder {
+            cache,
+            config,
+            partial: Vec::new(),
+            started: false,
+            end_seen: false,
+            finished: false,
+            backlog: VecDeque::new(),
+            backlog_bytes: 0,
+            missing: FingerprintMap::default(),
+            control: VecDeque::new(),
+            acks: Vec::new(),
+            peer_control: VecDeque::new(),
+            stats: DecoderStats::default(),
+        }
+    }
+
+    /// Decode `wire` (any piece of the stream); plain bytes are appended to
+    /// `out` in order. Afterwards drain [`Decoder::poll_control`] (to the
+    /// peer) and [`Decoder::poll_peer_control`] (to the local encoder).
+    pub fn push(&mut self, mut wire: &[u8], out: &mut Vec<u8>) -> Result<(), DecodeError> {
+        self.stats.wan_bytes_in += wire.len() as u64;
+        let before = out.len();
+        let result = (|| {
+            if !self.partial.is_empty() {
+                // Complete the frame started by an earlier piece.
+                if self.partial.len() < HEADER_LEN {
+                    let take = (HEADER_LEN - self.partial.len()).min(wire.len());
+                    self.partial.extend_from_slice(&wire[..take]);
+                    wire = &wire[take..];
+                    if self.partial.len() < HEADER_LEN {
+                        return Ok(());
+                    }
+                }
+                let total = frame_total_len(&self.partial)?;
+                let take = (total - self.partial.len()).min(wire.len());
+                self.partial.extend_from_slice(&wire[..take]);
+                wire = &wire[take..];
+                if self.partial.len() < total {
+                    return Ok(());
+                }
+                let frame = std::mem::take(&mut self.partial);
+                self.handle_frame(&frame, out)?;
+            }
+            while !wire.is_empty() {
+                if wire.len() < HEADER_LEN {
+                    break;
+                }
+                let total = frame_total_len(wire)?;
+                if wire.len() < total {
+                    break;
+                }
+                self.handle_frame(&wire[..total], out)?;
+                wire = &wire[total..];
+            }
+            if !wire.is_empty() {
+                if wire.len() >= HEADER_LEN {
+                    frame_total_len(wire)?;
+                }
+                self.partial.extend_from_slice(wire);
+            }
+            Ok(())
+        })();
+        self.stats.lan_bytes_out += (out.len() - before) as u64;
+        result
+    }
+
+    /// Next control frame for the peer's encoder (write it with
+    /// [`ControlRepr::emit`] on the reverse direction of this flow).
+    #[must_use]
+    pub fn poll_control(&mut self) -> Option<ControlRepr> {
+        if !self.acks.is_empty() {
+            let take = self.acks.len().min(MAX_ACK_ENTRIES);
+            let entries: Vec<_> = self.acks.drain(..take).collect();
+            let low_water = self.cache.lock().store.low();
+            return Some(ControlRepr::Ack { low_water, entries });
+        }
+        self.control.pop_front()
+    }
+
+    /// Write every pending control frame to `out` (convenience over
+    /// [`Decoder::poll_control`]).
+    pub fn emit_control(&mut self, out: &mut Vec<u8>) {
+        while let Some(c) = self.poll_control() {
+            c.emit(out);
+        }
+    }
+
+    /// Next control frame that arrived from the peer's decoder, for the
+    /// local [`crate::Encoder::handle_peer`].
+    #[must_use]
+    pub fn poll_peer_control(&mut self) -> Option<ControlRepr> {
+        self.peer_control.pop_front()
+    }
+
+    /// True once `End` was decoded and every byte before it delivered (the
+    /// LAN side can be shut down for writing).
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Bytes held back behind unresolved references (for back-pressure).
+    pub fn backlog_bytes(&self) -> usize {
+        self.backlog_bytes
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> DecoderStats {
+        self.stats
+    }
+
+    fn handle_frame(&mut self, bytes: &[u8], out: &mut Vec<u8>) -> Result<(), DecodeError> {
+        let frame = Frame::new_checked(bytes)?;
+        let Some(repr) = DataRepr::parse(&frame)? else {
+            let Some(control) = ControlRepr::parse(&frame)? else {
+                return Err(FrameError::UnknownType(frame.frame_type()).into());
+            };
+            if self.peer_control.len() >= self.config.max_peer_control {
+                return Err(DecodeError::ControlOverflow);
+            }
+            self.peer_control.push_back(control);
+            return Ok(());
+        };
+        match repr {
+            DataRepr::Preamble { .. } => {
+                if self.started {
+                    return Err(DecodeError::DuplicatePreamble);
+                }
+                self.started = true;
+                return Ok(());
+            }
+            _ if !self.started => return Err(DecodeError::MissingPreamble),
+            DataRepr::Repair {
+                fingerprint,
+                payload,
+            } => return self.handle_repair(fingerprint, payload, out),
+            _ if self.end_seen => return Err(DecodeError::DataAfterEnd),
+            _ => {}
+        }
+        match repr {
+            DataRepr::Literal(payload) => {
+                self.stats.literals += 1;
+                if self.backlog.is_empty() {
+                    let start = out.len();
+                    payload.decode_into(out)?;
+                    self.store(&out[start..]);
+                } else {
+                    let mut data = Vec::with_capacity(payload.raw_len as usize);
+                    payload.decode_into(&mut data)?;
+                    self.store(&data);
+                    self.enqueue(Pending::Data(data))?;
+                }
+            }
+            DataRepr::Reference {
+                fingerprint,
+                raw_len,
+            } => {
+                if self.backlog.is_empty() {
+                    let start = out.len();
+                    if self.lookup(&fingerprint, raw_len, out)? {
+                        return Ok(());
+                    }
+                    debug_assert_eq!(out.len(), start);
+                    self.enqueue_missing(fingerprint, raw_len)?;
+                } else {
+                    let mut data = Vec::new();
+                    if self.lookup(&fingerprint, raw_len, &mut data)? {
+                        self.enqueue(Pending::Data(data))?;
+                    } else {
+                        self.enqueue_missing(fingerprint, raw_len)?;
+                    }
+                }
+            }
+            DataRepr::End => {
+                self.end_seen = true;
+                if self.backlog.is_empty() {
+                    self.finish();
+                } else {
+                    self.backlog.push_back(Pending::End);
+                }
+            }
+            DataRepr::Preamble { .. } | DataRepr::Repair { .. } => {}
+        }
+        Ok(())
+    }
+
+    fn handle_repair(
+        &mut self,
+        fingerprint: Fingerprint,
+        payload: Payload<'_>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), DecodeError> {
+        let mut data = Vec::with_capacity(payload.raw_len as usize);
+        payload.decode_into(&mut data)?;
+        if !fingerprint.matches(&data) {
+            return Err(DecodeError::RepairMismatch);
+        }
+        self.stats.repairs_received += 1;
+        self.store(&data);
+        if self.missing.remove(&fingerprint).is_none() {
+            return Ok(());
+        }
+        for slot in self.backlog.iter_mut() {
+            if let Pending::Missing {
+                fingerprint: fp,
+                len,
+            } = slot
+            {
+                if *fp == fingerprint {
+                    if *len as usize != data.len() {
+                        return Err(DecodeError::LengthMismatch);
+                    }
+                    *slot = Pending::Data(data.clone());
+                }
+            }
+        }
+        while let Some(front) = self.backlog.front() {
+            match front {
+                Pending::Missing { .. } => break,
+                Pending::Data(d) => {
+                    self.backlog_bytes -= d.len();
+                    out.extend_from_slice(d);
+                }
+                Pending::End => self.finish(),
+            }
+            self.backlog.pop_front();
+        }
+        Ok(())
+    }
+
+    /// Resolve a reference from the store (verified read).
+    fn lookup(
+        &mut self,
+        fingerprint: &Fingerprint,
+        raw_len: u32,
+        out: &mut Vec<u8>,
+    ) -> Result<bool, DecodeError> {
+        let start = out.len();
+        let hit = self
+            .cache
+            .lock()
+            .store
+            .get(fingerprint, out)
+            .unwrap_or(false);
+        if !hit {
+            self.stats.cache_misses += 1;
+            return Ok(false);
+        }
+        if out.len() - start != raw_len as usize {
+            out.truncate(start);
+            return Err(DecodeError::LengthMismatch);
+        }
+        self.stats.cache_hits += 1;
+        Ok(true)
+    }
+
+    fn store(&mut self, data: &[u8]) {
+        let fingerprint = Fingerprint::of(data);
+        match self.cache.lock().store.insert(fingerprint, data) {
+            Ok(position) => self.acks.push((fingerprint, position)),
+            Err(_) => self.stats.store_errors += 1,
+        }
+    }
+
+    fn enqueue(&mut self, pending: Pending) -> Result<(), DecodeError> {
+        let len = match &pending {
+            Pending::Data(d) => d.len(),
+            Pending::Missing { len, .. } => *len as usize,
+            Pending::End => 0,
+        };
+        if self.backlog_bytes + len > self.config.max_backlog {
+            return Err(DecodeError::BacklogFull);
+        }
+        self.backlog_bytes += len;
+        self.backlog.push_back(pending);
+        Ok(())
+    }
+
+    fn enqueue_missing(&mut self, fingerprint: Fingerprint, len: u32) -> Result<(), DecodeError> {
+        self.enqueue(Pending::Missing { fingerprint, len })?;
+        if self.missing.insert(fingerprint, ()).is_none() {
+            self.control
+                .push_back(ControlRepr::NeedChunk { fingerprint });
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) {
+        if !self.finished {
+            self.finished = true;
+            self.control.push_back(ControlRepr::Done);
+        }
+    }
+}
+
+/// Total length of the frame whose header starts `bytes` (at least
+/// `HEADER_LEN` long), checked against the limit.
+fn frame_total_len(bytes: &[u8]) -> Result<usize, FrameError> {
+    let frame = Frame::new_unchecked(bytes);
+    let body = frame.body_len();
+    if body > MAX_FRAME_BODY {
+        return Err(FrameError::TooLong(body));
+    }
+    Ok(HEADER_LEN + body)
+}

@@ -1,0 +1,91 @@
+//! Counters, all serializable for the node's flow table and metrics.
+
+use serde::Serialize;
+
+/// Counters of one [`crate::Encoder`] (one flow direction).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct EncoderStats {
+    /// Plain bytes received from the LAN side.
+    pub lan_bytes_in: u64,
+    /// Encoded bytes written for the WAN side (data frames, repairs).
+    pub wan_bytes_out: u64,
+    /// Chunks cut.
+    pub chunks: u64,
+    /// Chunks sent as raw literals (did not compress).
+    pub literals_raw: u64,
+    /// Chunks sent as compressed literals.
+    pub literals_compressed: u64,
+    /// Chunks sent as references.
+    pub references: u64,
+    /// Bytes covered by references.
+    pub referenced_bytes: u64,
+    /// `NeedChunk` requests answered with a repair.
+    pub repairs_sent: u64,
+}
+
+impl EncoderStats {
+    /// WAN bytes per LAN byte (0 when nothing was sent).
+    pub fn ratio(&self) -> f64 {
+        if self.lan_bytes_in == 0 {
+            0.0
+        } else {
+            self.wan_bytes_out as f64 / self.lan_bytes_in as f64
+        }
+    }
+}
+
+/// Counters of one [`crate::Decoder`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct DecoderStats {
+    /// Encoded bytes received from the WAN side.
+    pub wan_bytes_in: u64,
+    /// Plain bytes delivered to the LAN side.
+    pub lan_bytes_out: u64,
+    /// Literal frames decoded.
+    pub literals: u64,
+    /// References resolved from the cache.
+    pub cache_hits: u64,
+    /// References the cache could not resolve (a `NeedChunk` was sent).
+    pub cache_misses: u64,
+    /// Repair frames received.
+    pub repairs_received: u64,
+    /// Chunks that could not be written to the store (still delivered).
+    pub store_errors: u64,
+}
+
+/// Counters of a [`crate::store::ChunkStore`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct StoreStats {
+    /// Chunks indexed.
+    pub chunks: u64,
+    /// Bytes in segment files.
+    pub bytes: u64,
+    /// Segment files.
+    pub segments: u64,
+    /// Records appended since open.
+    pub inserts: u64,
+    /// Data bytes appended since open.
+    pub inserted_bytes: u64,
+    /// Verified reads.
+    pub hits: u64,
+    /// Lookups that found nothing usable.
+    pub misses: u64,
+    /// Reads that failed verification (damaged records).
+    pub corrupt: u64,
+    /// Segments deleted by the capacity bound.
+    pub evicted_segments: u64,
+    /// Bytes cut from damaged or torn tails when opening.
+    pub truncated_bytes: u64,
+}
+
+/// Counters of a [`crate::PeerCache`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CacheStats {
+    /// Our store (chunks received from the peer).
+    pub store: StoreStats,
+    /// Chunks the peer acknowledged holding (what our encoders may
+    /// reference).
+    pub peer_chunks: u64,
+    /// True once the peer's `Hello` was seen on this tunnel.
+    pub peer_confirmed: bool,
+}

@@ -1,0 +1,225 @@
+//! Test harness: an edge and a core cache, and a lossless in-memory "stream"
+//! between an encoder and a decoder, pumped deterministically.
+
+#![allow(dead_code)]
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use tempfile::TempDir;
+use wanopt_codec::{
+    CacheConfig, CacheId, Decoder, DecoderConfig, Encoder, EncoderConfig, PeerCache, StoreConfig,
+};
+
+pub struct Pair {
+    pub edge_dir: TempDir,
+    pub core_dir: TempDir,
+    pub edge: PeerCache,
+    pub core: PeerCache,
+    pub config: CacheConfig,
+}
+
+pub fn small_config() -> CacheConfig {
+    CacheConfig {
+        store: StoreConfig {
+            capacity: 64 << 20,
+            segment_size: 4 << 20,
+        },
+        max_peer_entries: 1 << 20,
+    }
+}
+
+impl Pair {
+    pub fn new(config: CacheConfig) -> Pair {
+        let edge_dir = tempfile::tempdir().unwrap();
+        let core_dir = tempfile::tempdir().unwrap();
+        let edge = PeerCache::open(edge_dir.path(), config, CacheId([1; 16])).unwrap();
+        let core = PeerCache::open(core_dir.path(), config, CacheId([2; 16])).unwrap();
+        let pair = Pair {
+            edge_dir,
+            core_dir,
+            edge,
+            core,
+            config,
+        };
+        pair.handshake();
+        pair
+    }
+
+    pub fn handshake(&self) {
+        self.core.handle_hello(&self.edge.hello());
+        self.edge.handle_hello(&self.core.hello());
+    }
+
+    /// Restart the core node: checkpoint, drop, reopen from disk.
+    pub fn restart_core(&mut self, new_id: CacheId) {
+        self.core.checkpoint().unwrap();
+        self.core = PeerCache::open(self.core_dir.path(), self.config, new_id).unwrap();
+        self.edge.handle_tunnel_down();
+        self.handshake();
+    }
+
+    /// Restart the edge node.
+    pub fn restart_edge(&mut self, new_id: CacheId) {
+        self.edge.checkpoint().unwrap();
+        self.edge = PeerCache::open(self.edge_dir.path(), self.config, new_id).unwrap();
+        self.core.handle_tunnel_down();
+        self.handshake();
+    }
+
+    /// Send `data` from edge to core on a new flow, in pieces of the given
+    /// sizes (cycled). Returns (bytes delivered at the core, WAN bytes).
+    pub fn transfer(&self, data: &[u8], pieces: &[usize]) -> (Vec<u8>, u64) {
+        let mut flow = Flow::new(&self.edge, &self.core);
+        let mut offset = 0;
+        let mut i = 0;
+        while offset < data.len() {
+            let n = pieces
+                .get(i % pieces.len().max(1))
+                .copied()
+                .unwrap_or(128 << 10)
+                .clamp(1, data.len() - offset);
+            flow.send(&data[offset..offset + n]);
+            offset += n;
+            i += 1;
+            flow.pump();
+        }
+        flow.finish();
+        (flow.delivered, flow.enc.stats().wan_bytes_out)
+    }
+}
+
+/// One flow, edge -> core, with the reverse direction carrying the core's
+/// control frames (behind the core encoder's preamble).
+pub struct Flow {
+    pub enc: Encoder,
+    pub edge_dec: Decoder,
+    pub dec: Decoder,
+    pub core_enc: Encoder,
+    pub wire: Vec<u8>,
+    pub back: Vec<u8>,
+    pub delivered: Vec<u8>,
+    pub need_chunks: u64,
+}
+
+impl Flow {
+    pub fn new(edge: &PeerCache, core: &PeerCache) -> Flow {
+        let mut flow = Flow {
+            enc: Encoder::new(edge.clone(), EncoderConfig::default()).unwrap(),
+            edge_dec: Decoder::new(edge.clone(), DecoderConfig::default()),
+            dec: Decoder::new(core.clone(), DecoderConfig::default()),
+            core_enc: Encoder::new(core.clone(), EncoderConfig::default()).unwrap(),
+            wire: Vec::new(),
+            back: Vec::new(),
+            delivered: Vec::new(),
+            need_chunks: 0,
+        };
+        flow.enc.start(&mut flow.wire);
+        flow.core_enc.start(&mut flow.back);
+        flow
+    }
+
+    pub fn send(&mut self, data: &[u8]) {
+        self.enc.push(data, &mut self.wire);
+    }
+
+    /// Forward direction only: deliver what the edge wrote to the core.
+    pub fn deliver_forward(&mut self) {
+        let wire = std::mem::take(&mut self.wire);
+        self.dec.push(&wire, &mut self.delivered).unwrap();
+        while let Some(m) = self.dec.poll_peer_control() {
+            self.core_enc.handle_peer(&m, &mut self.back).unwrap();
+        }
+        while let Some(m) = self.dec.poll_control() {
+            if matches!(m, wanopt_codec::ControlRepr::NeedChunk { .. }) {
+                self.need_chunks += 1;
+            }
+            m.emit(&mut self.back);
+        }
+    }
+
+    /// Reverse direction: deliver the core's control frames to the edge.
+    pub fn deliver_back(&mut self) {
+        let back = std::mem::take(&mut self.back);
+        let mut sink = Vec::new();
+        self.edge_dec.push(&back, &mut sink).unwrap();
+        assert!(sink.is_empty());
+        while let Some(m) = self.edge_dec.poll_peer_control() {
+            self.enc.handle_peer(&m, &mut self.wire).unwrap();
+        }
+    }
+
+    /// Deliver everything in flight both ways until quiet.
+    pub fn pump(&mut self) {
+        while !self.wire.is_empty() || !self.back.is_empty() {
+            self.deliver_forward();
+            self.deliver_back();
+        }
+    }
+
+    pub fn finish(&mut self) {
+        self.enc.finish(&mut self.wire);
+        self.pump();
+        assert!(self.dec.is_finished(), "decoder did not finish");
+        assert!(self.enc.is_done(), "encoder not told done");
+    }
+}
+
+pub fn rng(seed: u64) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(seed)
+}
+
+/// Deterministic text-like data (words from a small vocabulary, lines).
+pub fn text(len: usize, seed: u64) -> Vec<u8> {
+    const WORDS: &[&str] = &[
+        "the",
+        "quick",
+        "brown",
+        "fox",
+        "jumps",
+        "over",
+        "lazy",
+        "dog",
+        "wanopt",
+        "cache",
+        "chunk",
+        "stream",
+        "report",
+        "quarterly",
+        "revenue",
+        "budget",
+        "table",
+        "figure",
+        "network",
+        "latency",
+        "server",
+        "client",
+        "office",
+        "document",
+        "value",
+        "total",
+    ];
+    let mut r = rng(seed);
+    let mut out = Vec::with_capacity(len + 16);
+    while out.len() < len {
+        let w = WORDS[r.random_range(0..WORDS.len())];
+        out.extend_from_slice(w.as_bytes());
+        if r.random_range(0..12) == 0 {
+            out.extend_from_slice(format!(" {} ", r.random::<u32>()).as_bytes());
+        }
+        out.push(if r.random_range(0..10) == 0 {
+            b'\n'
+        } else {
+            b' '
+        });
+    }
+    out.truncate(len);
+    out
+}
+
+/// Random (incompressible) bytes.
+pub fn random(len: usize, seed: u64) -> Vec<u8> {
+    let mut r = rng(seed);
+    let mut out = vec![0u8; len];
+    r.fill(&mut out[..]);
+    out
+}
