@@ -157,28 +157,31 @@ impl StreamChunker {
     }
 
     /// Feed `input`; call `on_chunk` for every chunk that is now decided.
+    ///
+    /// At most `max` bytes of `input` are copied per call (to join the
+    /// previous call's undecided tail); the rest is chunked in place.
     pub fn push(&mut self, mut input: &[u8], mut on_chunk: impl FnMut(&[u8])) {
         if !self.pending.is_empty() {
-            // Top up the pending chunk to `max` bytes, then decide it.
-            let max = self.chunker.config.max;
-            while !input.is_empty() {
-                let take = max.saturating_sub(self.pending.len()).min(input.len());
-                self.pending.extend_from_slice(&input[..take]);
-                input = &input[take..];
-                let Some(len) = self.chunker.next_chunk_len(&self.pending, false) else {
-                    return;
-                };
-                on_chunk(&self.pending[..len]);
-                self.pending.drain(..len);
-                if self.pending.is_empty() {
+            let old = self.pending.len();
+            let take = self.chunker.config.max.min(input.len());
+            self.pending.extend_from_slice(&input[..take]);
+            let mut pos = 0;
+            while pos < old {
+                let Some(len) = self.chunker.next_chunk_len(&self.pending[pos..], false) else {
                     break;
-                }
+                };
+                on_chunk(&self.pending[pos..pos + len]);
+                pos += len;
             }
-            if !self.pending.is_empty() {
+            if pos < old {
+                // Not enough to decide: then all of `input` was taken.
+                self.pending.drain(..pos);
                 return;
             }
+            // The old tail is consumed: continue in the caller's buffer.
+            input = &input[pos - old..];
+            self.pending.clear();
         }
-        // Fast path: chunk straight out of the caller's buffer.
         while let Some(len) = self.chunker.next_chunk_len(input, false) {
             on_chunk(&input[..len]);
             input = &input[len..];

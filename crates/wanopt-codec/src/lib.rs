@@ -50,8 +50,18 @@
 //! verified against its fingerprint before use.
 //!
 //! **End.** [`Encoder::finish`] writes `End`; the decoder answers `Done`
-//! when every byte before it is delivered. Finish the QUIC send direction
-//! only once [`Encoder::is_done`]: until then a repair may still be needed.
+//! when every byte before it is delivered. Finish a side's QUIC send
+//! direction only once its [`Encoder::is_done`] (until then a repair may
+//! still be needed) and its [`Decoder::is_finished`] with the control
+//! frames drained (so the last `Ack` and `Done` reach the peer). A stream
+//! reset loses at most some acks: less dedup later, never a wrong byte.
+//!
+//! **Restarts.** Call [`PeerCache::checkpoint`] periodically and at
+//! shutdown: it syncs the segments and saves the peer view, which a
+//! restarted node reloads and re-confirms with the peer's next `Hello`, so
+//! warm transfers stay warm across restarts of either side. After a tunnel
+//! drops, call [`PeerCache::handle_tunnel_down`] and discard control frames
+//! of the old connection.
 //!
 //! **Framing on the stream.** Each direction of a flow's QUIC stream
 //! carries the preamble, then the local encoder's data frames interleaved
