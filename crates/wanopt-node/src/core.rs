@@ -202,7 +202,16 @@ impl Core {
             return;
         }
         flow.set_state(FlowState::Open);
-        match splice_stream(tcp, send, recv, flow, Facing::Server).await {
+        match splice_stream(
+            tcp,
+            send,
+            recv,
+            flow,
+            Facing::Server,
+            header.buffer_len() as u64,
+        )
+        .await
+        {
             Ok(()) => debug!("flow {} done", flow.id),
             Err(Abort::Local(why)) => debug!("flow {}: server side reset: {why}", flow.id),
             Err(abort) => debug!("flow {}: {abort}", flow.id),

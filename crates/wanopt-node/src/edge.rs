@@ -464,7 +464,7 @@ impl Edge {
             return;
         }
         flow.set_state(FlowState::Open);
-        match splice_stream(tcp, send, recv, flow, Facing::Client).await {
+        match splice_stream(tcp, send, recv, flow, Facing::Client, 0).await {
             Ok(()) => debug!("flow {} {source} -> {dest} done", flow.id),
             Err(Abort::Refused(status)) => {
                 flows.totals.refused.fetch_add(1, Ordering::Relaxed);

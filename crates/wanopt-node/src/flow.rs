@@ -12,12 +12,14 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use wanopt_proto::codes;
+
+use crate::reassembly::Reassembler;
 
 /// Bytes read from a socket at a time. Large enough to amortise per-call
 /// costs, small enough that a flow never holds much beyond the stream window.
@@ -392,8 +394,10 @@ async fn stream_to_tcp(
     counter: &AtomicU64,
     flow: &Flow,
     done: FlowState,
+    start: u64,
     expect_reply: bool,
 ) -> Result<(), Abort> {
+    let mut start = start;
     if expect_reply {
         let mut reply = [0u8; wanopt_proto::stream::REPLY_LEN];
         recv.read_exact(&mut reply)
@@ -406,16 +410,27 @@ async fn stream_to_tcp(
         if status != wanopt_proto::Status::Connected {
             return Err(Abort::Refused(status));
         }
+        start += reply.len() as u64;
     }
+    // Unordered reads keep quinn's receive buffer from fragmenting under
+    // heavy loss; the reassembler restores the order (see `reassembly`).
+    let mut reassembler = Reassembler::new(start);
+    let mut ready: Vec<Bytes> = Vec::new();
     loop {
-        match recv.read_chunk(CHUNK, true).await {
+        match recv.read_chunk(CHUNK, false).await {
             Ok(Some(chunk)) => {
-                wr.write_all(&chunk.bytes)
-                    .await
-                    .map_err(|e| Abort::Local(e.to_string()))?;
-                counter.fetch_add(chunk.bytes.len() as u64, Ordering::Relaxed);
+                reassembler.insert(chunk.offset, chunk.bytes, |b| ready.push(b));
+                for bytes in ready.drain(..) {
+                    wr.write_all(&bytes)
+                        .await
+                        .map_err(|e| Abort::Local(e.to_string()))?;
+                    counter.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                }
             }
             Ok(None) => {
+                if reassembler.buffered() != 0 {
+                    return Err(Abort::Remote("stream ended with a gap".into()));
+                }
                 let _ = wr.shutdown().await;
                 flow.set_state(done);
                 return Ok(());
@@ -427,7 +442,8 @@ async fn stream_to_tcp(
 
 /// Carries a TCP connection over a QUIC stream until both directions end.
 /// Facing the client (on the edge), the core's reply is read first: a refusal
-/// resets the client.
+/// resets the client. `start` is the stream offset of the first payload byte
+/// (the length of a header already read from `recv`).
 /// On an abort, the TCP connection is reset and the stream reset and stopped.
 pub async fn splice_stream(
     mut tcp: TcpStream,
@@ -435,6 +451,7 @@ pub async fn splice_stream(
     mut recv: quinn::RecvStream,
     flow: &Flow,
     facing: Facing,
+    start: u64,
 ) -> Result<(), Abort> {
     let (up_counter, down_counter, up_done, down_done) = match facing {
         Facing::Client => (
@@ -460,6 +477,7 @@ pub async fn splice_stream(
                 down_counter,
                 flow,
                 down_done,
+                start,
                 facing == Facing::Client
             ),
         )

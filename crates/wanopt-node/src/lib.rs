@@ -14,6 +14,7 @@ pub mod edge;
 pub mod flow;
 pub mod identity;
 pub mod policy;
+pub mod reassembly;
 pub mod state;
 pub mod tunnel;
 

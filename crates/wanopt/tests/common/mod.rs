@@ -240,3 +240,83 @@ pub fn eventually(within: Duration, mut pred: impl FnMut() -> bool) -> bool {
     }
     pred()
 }
+
+/// A UDP relay between the edge and the core that adds a one-way delay and
+/// drops datagrams edge -> core whose sequence number `drop` selects: a long,
+/// lossy path on loopback. Returns the address to give the edge as `--core`.
+pub fn lossy_path(
+    core: SocketAddr,
+    delay: Duration,
+    drop: impl Fn(u64) -> bool + Send + 'static,
+) -> SocketAddr {
+    use std::collections::VecDeque;
+    use std::sync::{Arc, Mutex};
+    let front = Arc::new(UdpSocket::bind("127.0.0.1:0").unwrap());
+    let back = Arc::new(UdpSocket::bind("127.0.0.1:0").unwrap());
+    back.connect(core).unwrap();
+    let addr = front.local_addr().unwrap();
+    let edge: Arc<Mutex<Option<SocketAddr>>> = Arc::default();
+    type Line = Arc<(Mutex<VecDeque<(Instant, Vec<u8>)>>, std::sync::Condvar)>;
+    let spawn_line =
+        |out: Arc<UdpSocket>, to_edge: Option<Arc<Mutex<Option<SocketAddr>>>>| -> Line {
+            let line: Line = Arc::default();
+            let l = line.clone();
+            std::thread::spawn(move || loop {
+                let (due, packet) = {
+                    let (queue, ready) = &*l;
+                    let mut q = queue.lock().unwrap();
+                    while q.is_empty() {
+                        q = ready.wait(q).unwrap();
+                    }
+                    q.pop_front().unwrap()
+                };
+                let now = Instant::now();
+                if due > now {
+                    std::thread::sleep(due - now);
+                }
+                let _ = match &to_edge {
+                    Some(edge) => match *edge.lock().unwrap() {
+                        Some(e) => out.send_to(&packet, e),
+                        None => continue,
+                    },
+                    None => out.send(&packet),
+                };
+            });
+            line
+        };
+    let up = spawn_line(back.clone(), None);
+    let down = spawn_line(front.clone(), Some(edge.clone()));
+    {
+        let front = front.clone();
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 65536];
+            let mut seq = 0u64;
+            loop {
+                let Ok((n, from)) = front.recv_from(&mut buf) else {
+                    return;
+                };
+                *edge.lock().unwrap() = Some(from);
+                seq += 1;
+                if drop(seq) {
+                    continue;
+                }
+                up.0.lock()
+                    .unwrap()
+                    .push_back((Instant::now() + delay, buf[..n].to_vec()));
+                up.1.notify_one();
+            }
+        });
+    }
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 65536];
+        loop {
+            let Ok(n) = back.recv(&mut buf) else { return };
+            down.0
+                .lock()
+                .unwrap()
+                .push_back((Instant::now() + delay, buf[..n].to_vec()));
+            down.1.notify_one();
+        }
+    });
+    addr
+}
