@@ -7,10 +7,12 @@ use serde::Serialize;
 
 use crate::units::{apply_spec, BitsPerSecond, ParseSpecError, Probability};
 
-/// The smallest byte limit a [`QueueLimit::Bdp`] resolves to (16 full-size
-/// 1500-byte packets), so that a zero or tiny bandwidth-delay product (RTT 0)
-/// still leaves a working buffer.
-pub const MIN_BDP_QUEUE_BYTES: u64 = 16 * 1500;
+/// The smallest byte limit a [`QueueLimit::Bdp`] resolves to: 64 full-size
+/// 1500-byte packets, the default queue limit of a Cisco IOS shaping queue,
+/// so that a zero or tiny bandwidth-delay product (RTT 0) still leaves the
+/// buffer a real shaping router has (16 packets starved plain TCP at 0 ms:
+/// 183 Mbit/s of 250 in the lab's first tcp-opt run).
+pub const MIN_BDP_QUEUE_BYTES: u64 = 64 * 1500;
 
 /// The queue limit when none is configured: 1000 packets, Linux's default
 /// `txqueuelen`.
