@@ -12,7 +12,8 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughpu
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use wanopt_codec::{
-    CacheConfig, CacheId, Decoder, DecoderConfig, Encoder, EncoderConfig, PeerCache, StoreConfig,
+    CacheConfig, CacheId, ChunkerConfig, Decoder, DecoderConfig, Encoder, EncoderConfig, PeerCache,
+    StoreConfig,
 };
 
 const LEN: usize = 8 << 20;
@@ -101,7 +102,23 @@ fn pair() -> Pair {
 }
 
 fn encode(cache: &PeerCache, data: &[u8]) -> Vec<u8> {
-    let mut enc = Encoder::new(cache.clone(), EncoderConfig::default()).unwrap();
+    encode_with(cache, data, EncoderConfig::default())
+}
+
+/// Chunk sizes 4 / 16 / 128 KiB, for the size trade-off.
+fn large_chunks() -> EncoderConfig {
+    EncoderConfig {
+        chunker: ChunkerConfig {
+            min: 4 << 10,
+            avg: 16 << 10,
+            max: 128 << 10,
+        },
+        ..EncoderConfig::default()
+    }
+}
+
+fn encode_with(cache: &PeerCache, data: &[u8], config: EncoderConfig) -> Vec<u8> {
+    let mut enc = Encoder::new(cache.clone(), config).unwrap();
     let mut out = Vec::with_capacity(data.len() + data.len() / 8);
     for piece in data.chunks(READ) {
         enc.push(piece, &mut out);
@@ -122,8 +139,8 @@ fn decode(cache: &PeerCache, wire: &[u8]) -> (Vec<u8>, Vec<u8>) {
 }
 
 /// Send `data` once edge -> core and deliver the acks back to the edge.
-fn warm(p: &Pair, data: &[u8]) -> Vec<u8> {
-    let wire = encode(&p.edge, data);
+fn warm(p: &Pair, data: &[u8], config: EncoderConfig) -> Vec<u8> {
+    let wire = encode_with(&p.edge, data, config);
     let (out, control) = decode(&p.core, &wire);
     assert_eq!(out, data);
     let mut back = Vec::new();
@@ -155,8 +172,13 @@ fn bench(c: &mut Criterion) {
     {
         let (_, data) = &inputs[0];
         let p = pair();
-        warm(&p, data);
+        warm(&p, data, EncoderConfig::default());
         g.bench_function("redundant", |b| b.iter(|| black_box(encode(&p.edge, data))));
+        let p = pair();
+        warm(&p, data, large_chunks());
+        g.bench_function("redundant_16k", |b| {
+            b.iter(|| black_box(encode_with(&p.edge, data, large_chunks())))
+        });
     }
     g.finish();
 
@@ -176,10 +198,17 @@ fn bench(c: &mut Criterion) {
     {
         let (_, data) = &inputs[0];
         let p = pair();
-        warm(&p, data);
+        warm(&p, data, EncoderConfig::default());
         let wire = encode(&p.edge, data);
         assert!(wire.len() < LEN / 50);
         g.bench_function("redundant", |b| {
+            b.iter(|| black_box(decode(&p.core, &wire)))
+        });
+        let p = pair();
+        warm(&p, data, large_chunks());
+        let wire = encode_with(&p.edge, data, large_chunks());
+        assert!(wire.len() < LEN / 50);
+        g.bench_function("redundant_16k", |b| {
             b.iter(|| black_box(decode(&p.core, &wire)))
         });
     }
