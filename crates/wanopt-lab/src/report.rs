@@ -99,12 +99,17 @@ pub fn markdown(results: &Results) -> String {
     }
     let _ = writeln!(
         out,
-        "- Link (each direction): `{}`",
+        "- Link (each direction; the RTT is the row's): `{}`",
         results
             .rows
             .first()
-            .map(|r| r.link_down.as_str())
-            .unwrap_or("see results.json")
+            .map(|r| r
+                .link_down
+                .split_whitespace()
+                .skip(2)
+                .collect::<Vec<_>>()
+                .join(" "))
+            .unwrap_or_else(|| "see results.json".into())
     );
     let _ = writeln!(
         out,
