@@ -4,11 +4,15 @@
 
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use wanopt_codec::{CacheConfig, CacheId, Decoder, DecoderConfig, Encoder, EncoderConfig, PeerCache};
+use wanopt_codec::{
+    CacheConfig, CacheId, Decoder, DecoderConfig, Encoder, EncoderConfig, PeerCache,
+};
 
 fn main() {
     let mut r = ChaCha8Rng::seed_from_u64(1);
-    let words = ["the", "quick", "brown", "fox", "report", "revenue", "table", "value"];
+    let words = [
+        "the", "quick", "brown", "fox", "report", "revenue", "table", "value",
+    ];
     let mut text = Vec::new();
     while text.len() < 8 << 20 {
         text.extend_from_slice(words[r.random_range(0..words.len())].as_bytes());
