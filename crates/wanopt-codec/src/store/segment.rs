@@ -5,7 +5,7 @@
 //! header = magic "WOR1" | len u32 | fingerprint (16) | crc32 u32 | zero u32
 //! ```
 //!
-//! The CRC-32 (Castagnoli is not needed here: crc32fast's IEEE polynomial
+//! The CRC-32 (IEEE polynomial: crc32fast
 //! runs at memory speed with PCLMULQDQ) covers `len`, the fingerprint and
 //! the data. A scan stops at the first record that is short, has a bad
 //! magic, an out-of-range length or a CRC mismatch: that is where a torn
@@ -24,7 +24,7 @@ use crate::fingerprint::{Fingerprint, FINGERPRINT_LEN};
 pub const RECORD_HEADER_LEN: usize = 32;
 const RECORD_MAGIC: [u8; 4] = *b"WOR1";
 
-/// One record found by [`Segment::scan`].
+/// One record found by [`Segment::open_and_repair`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ScannedRecord {
     /// Offset of the record header in the segment.
