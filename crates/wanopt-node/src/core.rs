@@ -71,20 +71,7 @@ pub async fn run(config: CoreConfig, shutdown: impl Future<Output = ()>) -> Resu
     );
     let shutdown_signal = Shutdown::new();
     let mut tasks = tokio::task::JoinSet::new();
-    tasks.spawn(state.flows.clone().run_sampler());
-    {
-        let state = state.clone();
-        tasks.spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_secs(1));
-            loop {
-                tick.tick().await;
-                state.sample_peers();
-            }
-        });
-    }
-    if let Some(listener) = control {
-        tasks.spawn(control::serve(listener, state.clone()));
-    }
+    crate::spawn_housekeeping(&mut tasks, &state, control);
     let drain = config.drain;
     let core = Arc::new(Core {
         config,

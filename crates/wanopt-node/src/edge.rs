@@ -186,20 +186,7 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
         tunnel_tx,
         shutdown_signal.clone(),
     ));
-    tasks.spawn(state.flows.clone().run_sampler());
-    {
-        let state = state.clone();
-        tasks.spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_secs(1));
-            loop {
-                tick.tick().await;
-                state.sample_peers();
-            }
-        });
-    }
-    if let Some(listener) = control {
-        tasks.spawn(control::serve(listener, state.clone()));
-    }
+    crate::spawn_housekeeping(&mut tasks, &state, control);
     let drain = config.drain;
     let edge = Arc::new(Edge {
         config,
@@ -356,29 +343,21 @@ impl Edge {
         let flows = &self.state.flows;
         flows.totals.passed_through.fetch_add(1, Ordering::Relaxed);
         let guard = flows.start(None, source, dest.to_string(), vec!["pass"], None);
-        let server =
-            match tokio::time::timeout(self.config.connect_timeout, TcpStream::connect(dest)).await
-            {
-                Ok(Ok(server)) => server,
-                Ok(Err(e)) => {
-                    info!(
-                        "flow {} {source} -> {dest} (pass-through): {e}",
-                        guard.flow.id
-                    );
-                    flows.totals.refused.fetch_add(1, Ordering::Relaxed);
-                    reset_tcp(tcp);
-                    return;
-                }
-                Err(_) => {
-                    info!(
-                        "flow {} {source} -> {dest} (pass-through): connect timed out",
-                        guard.flow.id
-                    );
-                    flows.totals.refused.fetch_add(1, Ordering::Relaxed);
-                    reset_tcp(tcp);
-                    return;
-                }
-            };
+        let connected = tokio::time::timeout(self.config.connect_timeout, TcpStream::connect(dest))
+            .await
+            .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()));
+        let server = match connected {
+            Ok(server) => server,
+            Err(e) => {
+                info!(
+                    "flow {} {source} -> {dest} (pass-through): {e}",
+                    guard.flow.id
+                );
+                flows.totals.refused.fetch_add(1, Ordering::Relaxed);
+                reset_tcp(tcp);
+                return;
+            }
+        };
         let _ = server.set_nodelay(true);
         guard.flow.set_state(FlowState::Open);
         if let Err(abort) = splice_tcp(tcp, server, &guard.flow).await {

@@ -271,6 +271,16 @@ impl FlowTable {
         }
     }
 
+    /// The live flows, taken out of the lock.
+    fn live(&self) -> Vec<Arc<Flow>> {
+        self.flows
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
     /// Number of live flows.
     pub fn active(&self) -> usize {
         self.flows.lock().unwrap_or_else(|e| e.into_inner()).len()
@@ -279,13 +289,7 @@ impl FlowTable {
     /// Snapshot of every live flow, oldest first.
     pub fn snapshot(&self) -> Vec<FlowInfo> {
         let now = Instant::now();
-        let flows: Vec<Arc<Flow>> = self
-            .flows
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
-            .collect();
+        let flows = self.live();
         let mut infos: Vec<FlowInfo> = flows.iter().map(|f| f.info(now)).collect();
         infos.sort_by_key(|f| f.id);
         infos
@@ -312,14 +316,7 @@ impl FlowTable {
         loop {
             tick.tick().await;
             let now = Instant::now();
-            let flows: Vec<Arc<Flow>> = self
-                .flows
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .values()
-                .cloned()
-                .collect();
-            for flow in flows {
+            for flow in self.live() {
                 flow.sample(now);
             }
         }

@@ -91,6 +91,27 @@ pub async fn shutdown_signal() {
     }
 }
 
+/// Starts what every node runs beside its data plane: the flow-rate and
+/// tunnel-rate samplers (once a second) and, if bound, the control API.
+fn spawn_housekeeping(
+    tasks: &mut tokio::task::JoinSet<()>,
+    state: &Arc<state::NodeState>,
+    control: Option<TcpListener>,
+) {
+    tasks.spawn(state.flows.clone().run_sampler());
+    let sampled = state.clone();
+    tasks.spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            sampled.sample_peers();
+        }
+    });
+    if let Some(listener) = control {
+        tasks.spawn(control::serve(listener, state.clone()));
+    }
+}
+
 /// Waits until no flow is live or `limit` passes.
 async fn drain(state: &state::NodeState, limit: Duration) {
     let deadline = tokio::time::Instant::now() + limit;

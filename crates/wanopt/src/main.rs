@@ -78,6 +78,17 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
+/// Runs a node until it stops; a failure is exit code 1.
+fn run_node(
+    node: impl std::future::Future<Output = Result<(), wanopt_node::NodeError>>,
+) -> ExitCode {
+    let result = runtime().and_then(|rt| rt.block_on(node).map_err(anyhow::Error::from));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(EXIT_FAILURE, &e),
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
@@ -104,17 +115,10 @@ fn main() -> ExitCode {
                 Ok(c) => c,
                 Err(e) => return fail(EXIT_USAGE, &e),
             };
-            let result = runtime().and_then(|rt| {
-                rt.block_on(wanopt_node::core::run(
-                    config,
-                    wanopt_node::shutdown_signal(),
-                ))
-                .map_err(anyhow::Error::from)
-            });
-            match result {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => fail(EXIT_FAILURE, &e),
-            }
+            run_node(wanopt_node::core::run(
+                config,
+                wanopt_node::shutdown_signal(),
+            ))
         }
         Command::Edge(args) => {
             init_logging("info");
@@ -131,17 +135,10 @@ fn main() -> ExitCode {
                 Ok(c) => c,
                 Err(e) => return fail(EXIT_USAGE, &e),
             };
-            let result = runtime().and_then(|rt| {
-                rt.block_on(wanopt_node::edge::run(
-                    config,
-                    wanopt_node::shutdown_signal(),
-                ))
-                .map_err(anyhow::Error::from)
-            });
-            match result {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => fail(EXIT_FAILURE, &e),
-            }
+            run_node(wanopt_node::edge::run(
+                config,
+                wanopt_node::shutdown_signal(),
+            ))
         }
         Command::Status(args) => match cli::status::status(&args) {
             Ok(()) => ExitCode::SUCCESS,
