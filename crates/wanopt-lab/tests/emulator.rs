@@ -165,7 +165,12 @@ fn sys_counter(lab: &Lab, node: Node, dev: &str, name: &str) -> Result<u64, Stri
         .map_err(|e| format!("{name}: {e}"))
 }
 
-/// RTT within 0.5 ms of the setting from 0 to 800 ms (ping, average of 5).
+/// RTT within 0.5 ms of the setting from 0 to 800 ms, judged on ping's
+/// minimum of 10: scheduling noise on a shared VM only ever adds delay (a late
+/// wake-up from idle adds a millisecond to some pings, and CI saw averages
+/// 0.8 ms high on an otherwise idle machine), while an emulator that is
+/// systematically late, or early, moves the minimum too. Average and maximum
+/// are printed beside it.
 fn rtt_matches_setting() -> TestResult {
     for rtt_ms in [0u64, 10, 100, 800] {
         let guard = up(LinkOptions {
@@ -176,7 +181,7 @@ fn rtt_matches_setting() -> TestResult {
             &guard.0,
             Node::Client,
             "ping",
-            &["-n", "-c", "6", "-i", "0.2", SERVER_ADDR],
+            &["-n", "-c", "10", "-i", "0.2", SERVER_ADDR],
         )?;
         let text = stdout_of(&out);
         let stats = text
@@ -192,12 +197,13 @@ fn rtt_matches_setting() -> TestResult {
             .split('/')
             .filter_map(|v| v.parse().ok())
             .collect();
+        let min = *numbers.first().ok_or("bad ping summary")?;
         let avg = *numbers.get(1).ok_or("bad ping summary")?;
         let max = *numbers.get(2).ok_or("bad ping summary")?;
-        println!("  rtt {rtt_ms} ms: ping avg {avg:.3} ms max {max:.3} ms");
-        if (avg - rtt_ms as f64).abs() > 0.5 {
+        println!("  rtt {rtt_ms} ms: ping min {min:.3} ms avg {avg:.3} ms max {max:.3} ms");
+        if (min - rtt_ms as f64).abs() > 0.5 {
             return Err(format!(
-                "rtt {rtt_ms} ms: ping average {avg} ms is off by more than 0.5 ms"
+                "rtt {rtt_ms} ms: ping minimum {min} ms is off by more than 0.5 ms"
             ));
         }
     }
