@@ -7,12 +7,16 @@
 //!
 //! - [`stream`]: the header that opens each tunnel stream (one per TCP flow)
 //!   and the core's reply.
+//! - [`control`]: the messages on each node's control stream (services
+//!   accepted, byte-cache hello).
 //! - [`codes`]: QUIC application error codes carried by stream resets and
 //!   connection closes.
 
 pub mod codes;
+pub mod control;
 pub mod stream;
 
+pub use control::{control_len, Control, ControlRepr};
 pub use stream::{
     open_header_len, HeaderError, Open, OpenRepr, Reply, ReplyRepr, Services, Status, Target,
 };

@@ -182,6 +182,16 @@ pub struct Services(pub u8);
 impl Services {
     /// Data reduction (compression and byte cache) is applied to the stream.
     pub const REDUCE: Services = Services(1);
+
+    /// Whether every service of `other` is in `self`.
+    pub fn contains(self, other: Services) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// `self` with the services of `other` added.
+    pub fn with(self, other: Services) -> Services {
+        Services(self.0 | other.0)
+    }
 }
 
 /// A checked view of an open header in a buffer.
