@@ -1,19 +1,20 @@
-//! The control plane: `/status`, `/flows` and `/metrics` (Prometheus text)
-//! over HTTP on a local address.
+//! The control plane: `/status`, `/flows`, `/metrics` (Prometheus text),
+//! `/cache` and `POST /cache/clear` over HTTP on a local address.
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use tokio::net::TcpListener;
 use tracing::warn;
 
 use crate::flow::FlowInfo;
+use crate::reduce::CacheReport;
 use crate::state::NodeState;
 use crate::NodeError;
 
@@ -43,6 +44,8 @@ pub fn router(state: Arc<NodeState>) -> Router {
         .route("/status", get(status))
         .route("/flows", get(flows))
         .route("/metrics", get(metrics))
+        .route("/cache", get(cache))
+        .route("/cache/clear", post(cache_clear))
         .with_state(state)
 }
 
@@ -62,6 +65,36 @@ async fn flows(State(state): State<Arc<NodeState>>) -> Json<Flows> {
         role: state.role,
         flows: state.flows.snapshot(),
     })
+}
+
+async fn cache(State(state): State<Arc<NodeState>>) -> Json<CacheReport> {
+    Json(cache_report(&state))
+}
+
+fn cache_report(state: &NodeState) -> CacheReport {
+    match &state.caches {
+        Some(caches) => caches.report(),
+        None => CacheReport {
+            enabled: false,
+            dir: None,
+            peers: Vec::new(),
+            clears: 0,
+        },
+    }
+}
+
+async fn cache_clear(State(state): State<Arc<NodeState>>) -> impl IntoResponse {
+    let Some(caches) = state.caches.clone() else {
+        return (
+            StatusCode::CONFLICT,
+            "data reduction is off on this node (--no-reduce): no cache to clear".to_owned(),
+        );
+    };
+    match tokio::task::spawn_blocking(move || caches.clear()).await {
+        Ok(Ok(())) => (StatusCode::OK, "cleared".to_owned()),
+        Ok(Err(e)) => (StatusCode::INTERNAL_SERVER_ERROR, e),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
 }
 
 async fn metrics(State(state): State<Arc<NodeState>>) -> impl IntoResponse {
@@ -183,6 +216,70 @@ pub fn render_metrics(state: &NodeState) -> String {
             (",direction=\"to_server\"".into(), s.bytes_to_server as f64),
             (",direction=\"to_client\"".into(), s.bytes_to_client as f64),
         ],
+    );
+    metric(
+        "wan_bytes_total",
+        "counter",
+        "Bytes of optimized flows on the tunnel (after data reduction), by direction.",
+        &[
+            (
+                ",direction=\"to_server\"".into(),
+                s.wan_bytes_to_server as f64,
+            ),
+            (
+                ",direction=\"to_client\"".into(),
+                s.wan_bytes_to_client as f64,
+            ),
+        ],
+    );
+    metric(
+        "reduction_ratio",
+        "gauge",
+        "Fraction of LAN bytes that did not cross the WAN, since start.",
+        &[(String::new(), s.reduction)],
+    );
+    metric(
+        "references_total",
+        "counter",
+        "Chunks sent as references to the peer's byte cache.",
+        &[(String::new(), s.references as f64)],
+    );
+    metric(
+        "cache_hits_total",
+        "counter",
+        "References resolved from this node's byte cache.",
+        &[(String::new(), s.cache_hits as f64)],
+    );
+    let cache = cache_report(state);
+    metric(
+        "cache_bytes",
+        "gauge",
+        "Bytes in the byte cache's store, by peer.",
+        &cache
+            .peers
+            .iter()
+            .map(|p| (format!(",peer_key=\"{}\"", p.peer), p.store_bytes as f64))
+            .collect::<Vec<_>>(),
+    );
+    metric(
+        "cache_chunks",
+        "gauge",
+        "Chunks in the byte cache's store, by peer.",
+        &cache
+            .peers
+            .iter()
+            .map(|p| (format!(",peer_key=\"{}\"", p.peer), p.chunks as f64))
+            .collect::<Vec<_>>(),
+    );
+    metric(
+        "cache_corrupt_total",
+        "counter",
+        "Damaged cache records found by verified reads (each was repaired from the peer).",
+        &cache
+            .peers
+            .iter()
+            .map(|p| (format!(",peer_key=\"{}\"", p.peer), p.corrupt as f64))
+            .collect::<Vec<_>>(),
     );
     out
 }

@@ -10,12 +10,14 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 use tracing::{debug, info, warn};
 
-use wanopt_proto::{codes, open_header_len, Open, OpenRepr, ReplyRepr, Status, Target};
+use wanopt_proto::{codes, open_header_len, Open, OpenRepr, ReplyRepr, Services, Status, Target};
 
 use crate::flow::{splice_stream, Abort, Facing, FlowState};
 use crate::identity::{PrivateKey, PublicKey};
 use crate::policy::RuleSet;
-use crate::state::{NodeState, Role};
+use crate::reduce::{self, Caches, PeerEntry, ReduceConfig};
+use crate::reduced::splice_reduced;
+use crate::state::{peer_key, NodeState, Role};
 use crate::tunnel::{self, TunnelTuning};
 use crate::{control, NodeError, Shutdown};
 
@@ -32,6 +34,8 @@ pub struct CoreConfig {
     pub allow: RuleSet,
     /// Control API address.
     pub control: Option<SocketAddr>,
+    /// Data reduction; `None` disables it (`--no-reduce`).
+    pub reduce: Option<ReduceConfig>,
     /// Timeout of connections to destinations.
     pub connect_timeout: Duration,
     /// How long flows may drain at shutdown.
@@ -53,7 +57,11 @@ pub async fn run(config: CoreConfig, shutdown: impl Future<Output = ()>) -> Resu
     if config.allow.is_empty() {
         warn!("no --allow rule: every destination will be refused (a node is never an open relay)");
     }
-    let state = NodeState::new(Role::Core, config.tuning.congestion);
+    let caches = match config.reduce.clone() {
+        Some(reduce) => Some(Arc::new(Caches::new(reduce)?)),
+        None => None,
+    };
+    let state = NodeState::new(Role::Core, config.tuning.congestion, caches);
     let control = match config.control {
         Some(addr) => Some(control::bind(addr).await?),
         None => None,
@@ -96,6 +104,7 @@ pub async fn run(config: CoreConfig, shutdown: impl Future<Output = ()>) -> Resu
     tasks.abort_all();
     endpoint.set_server_config(None);
     crate::drain(&state, drain).await;
+    crate::checkpoint_caches(&state).await;
     endpoint.close(
         quinn::VarInt::from_u32(codes::SHUTDOWN),
         b"core shutting down",
@@ -121,10 +130,22 @@ impl Core {
         };
         info!("tunnel up from edge {remote}");
         self.state.peer_up(&conn);
+        let entry = match (&self.state.caches, peer_key(&conn)) {
+            (Some(caches), Some(key)) => match caches.for_peer(key) {
+                Ok(entry) => Some(entry),
+                Err(e) => {
+                    warn!("data reduction off on the tunnel from {remote}: {e}");
+                    None
+                }
+            },
+            _ => None,
+        };
+        let (first_tx, _first_rx) = tokio::sync::oneshot::channel();
+        tokio::spawn(reduce::run_control(conn.clone(), entry.clone(), first_tx));
         loop {
             match conn.accept_bi().await {
                 Ok((send, recv)) => {
-                    tokio::spawn(self.clone().stream(send, recv, remote));
+                    tokio::spawn(self.clone().stream(send, recv, remote, entry.clone()));
                 }
                 Err(e) => {
                     info!("tunnel from edge {remote} closed: {e}");
@@ -140,6 +161,7 @@ impl Core {
         mut send: quinn::SendStream,
         mut recv: quinn::RecvStream,
         peer: SocketAddr,
+        entry: Option<Arc<PeerEntry>>,
     ) {
         let header = match tokio::time::timeout(HEADER_TIMEOUT, read_header(&mut recv)).await {
             Ok(Ok(header)) => header,
@@ -161,12 +183,31 @@ impl Core {
                 return;
             }
         };
+        let reduce = header.services.contains(Services::REDUCE);
+        let cache = match (reduce, &entry) {
+            (false, _) => None,
+            (true, Some(entry)) => Some(entry.cache.clone()),
+            (true, None) => {
+                warn!(
+                    "stream {} from edge {peer} asks for data reduction, which this tunnel does not run; resetting the stream",
+                    send.id()
+                );
+                let code = quinn::VarInt::from_u32(codes::PROTOCOL);
+                let _ = send.reset(code);
+                let _ = recv.stop(code);
+                return;
+            }
+        };
         let flows = &self.state.flows;
         let guard = flows.start(
             Some(header.flow_id),
             header.source,
             header.destination.to_string(),
-            vec!["tcp-opt"],
+            if reduce {
+                vec!["tcp-opt", "reduce"]
+            } else {
+                vec!["tcp-opt"]
+            },
             Some(peer),
         );
         let flow = &guard.flow;
@@ -189,16 +230,14 @@ impl Core {
             return;
         }
         flow.set_state(FlowState::Open);
-        match splice_stream(
-            tcp,
-            send,
-            recv,
-            flow,
-            Facing::Server,
-            header.buffer_len() as u64,
-        )
-        .await
-        {
+        let start = header.buffer_len() as u64;
+        let spliced = match cache {
+            Some(cache) => {
+                splice_reduced(tcp, send, recv, flow, Facing::Server, start, cache).await
+            }
+            None => splice_stream(tcp, send, recv, flow, Facing::Server, start).await,
+        };
+        match spliced {
             Ok(()) => debug!("flow {} done", flow.id),
             Err(Abort::Local(why)) => debug!("flow {}: server side reset: {why}", flow.id),
             Err(abort) => debug!("flow {}: {abort}", flow.id),

@@ -17,7 +17,9 @@ use wanopt_proto::{OpenRepr, Services, Target};
 use crate::flow::{reset_tcp, splice_stream, splice_tcp, Abort, Facing, FlowState};
 use crate::identity::{PrivateKey, PublicKey};
 use crate::policy::RuleSet;
-use crate::state::{NodeState, Role};
+use crate::reduce::{self, Caches, ReduceConfig};
+use crate::reduced::splice_reduced;
+use crate::state::{peer_key, NodeState, Role};
 use crate::tunnel::{self, TunnelTuning};
 use crate::{control, listen_tcp, NodeError, Shutdown};
 
@@ -105,6 +107,11 @@ pub struct EdgeConfig {
     pub transparent: Option<SocketAddr>,
     /// Flows to optimize; empty means all.
     pub optimize: RuleSet,
+    /// Data reduction; `None` disables it (`--no-reduce`).
+    pub reduce: Option<ReduceConfig>,
+    /// Optimized flows to these destinations skip data reduction (e.g.
+    /// already-encrypted traffic that cannot be reduced).
+    pub no_reduce_to: RuleSet,
     /// Behaviour of transparent flows while the tunnel is down.
     pub fail: FailMode,
     /// Control API address.
@@ -127,10 +134,22 @@ impl std::fmt::Debug for PrivateKey {
     }
 }
 
+/// The tunnel as flows use it.
+#[derive(Clone)]
+struct Tunnel {
+    conn: quinn::Connection,
+    /// The byte cache for the core, when both ends run `reduce`.
+    cache: Option<wanopt_codec::PeerCache>,
+}
+
+/// How long a new tunnel waits for the core's control hello before flows
+/// use it without data reduction.
+const HELLO_WAIT: Duration = Duration::from_secs(3);
+
 struct Edge {
     config: EdgeConfig,
     state: Arc<NodeState>,
-    tunnel: watch::Receiver<Option<quinn::Connection>>,
+    tunnel: watch::Receiver<Option<Tunnel>>,
 }
 
 /// Runs an edge until `shutdown` resolves, then drains flows for a bounded
@@ -152,7 +171,11 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
     if let Some(addr) = config.transparent {
         listeners.push((listen_tcp(addr, true)?, None));
     }
-    let state = NodeState::new(Role::Edge, config.tuning.congestion);
+    let caches = match config.reduce.clone() {
+        Some(reduce) => Some(Arc::new(Caches::new(reduce)?)),
+        None => None,
+    };
+    let state = NodeState::new(Role::Edge, config.tuning.congestion, caches);
     let control = match config.control {
         Some(addr) => Some(control::bind(addr).await?),
         None => None,
@@ -205,7 +228,8 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
     shutdown_signal.trigger();
     tasks.abort_all();
     crate::drain(&state, drain).await;
-    if let Some(conn) = edge.tunnel.borrow().clone() {
+    crate::checkpoint_caches(&state).await;
+    if let Some(Tunnel { conn, .. }) = edge.tunnel.borrow().clone() {
         conn.close(
             quinn::VarInt::from_u32(wanopt_proto::codes::SHUTDOWN),
             b"edge shutting down",
@@ -235,7 +259,7 @@ async fn maintain_tunnel(
     client_config: quinn::ClientConfig,
     core: String,
     state: Arc<NodeState>,
-    tunnel: watch::Sender<Option<quinn::Connection>>,
+    tunnel: watch::Sender<Option<Tunnel>>,
     shutdown: Shutdown,
 ) {
     const MIN_BACKOFF: Duration = Duration::from_millis(100);
@@ -259,7 +283,11 @@ async fn maintain_tunnel(
                 let addr = conn.remote_address();
                 info!("tunnel up to core {addr} (rtt {:?})", conn.rtt());
                 state.peer_up(&conn);
-                tunnel.send_replace(Some(conn.clone()));
+                let cache = control_exchange(&conn, &state).await;
+                tunnel.send_replace(Some(Tunnel {
+                    conn: conn.clone(),
+                    cache,
+                }));
                 backoff = MIN_BACKOFF;
                 last_error.clear();
                 let reason = conn.closed().await;
@@ -285,6 +313,49 @@ async fn maintain_tunnel(
         }
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// Runs the new tunnel's control stream (in the background, for the
+/// connection's life) and waits for the core's first hello; returns the
+/// cache to use when both ends run `reduce`.
+async fn control_exchange(
+    conn: &quinn::Connection,
+    state: &NodeState,
+) -> Option<wanopt_codec::PeerCache> {
+    let entry = match (&state.caches, peer_key(conn)) {
+        (Some(caches), Some(key)) => match caches.for_peer(key) {
+            Ok(entry) => Some(entry),
+            Err(e) => {
+                warn!("data reduction off on this tunnel: {e}");
+                None
+            }
+        },
+        _ => None,
+    };
+    let (first_tx, first_rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(reduce::run_control(conn.clone(), entry.clone(), first_tx));
+    match tokio::time::timeout(HELLO_WAIT, first_rx).await {
+        Ok(Ok(peer)) => {
+            let reduce = entry.filter(|_| peer.accepts.contains(Services::REDUCE));
+            info!(
+                "core {}: data reduction {}",
+                conn.remote_address(),
+                match (&reduce, &state.caches) {
+                    (Some(_), _) => "on",
+                    (None, Some(_)) => "off (the core runs --no-reduce)",
+                    (None, None) => "off (--no-reduce)",
+                }
+            );
+            reduce.map(|e| e.cache.clone())
+        }
+        _ => {
+            warn!(
+                "core {}: no control hello within {HELLO_WAIT:?}; flows go without data reduction on this tunnel",
+                conn.remote_address()
+            );
+            None
+        }
     }
 }
 
@@ -365,8 +436,8 @@ impl Edge {
         }
     }
 
-    /// The tunnel connection, waiting up to `wait` for it to come up.
-    async fn connection(&self, wait: Duration) -> Option<quinn::Connection> {
+    /// The tunnel, waiting up to `wait` for it to come up.
+    async fn connection(&self, wait: Duration) -> Option<Tunnel> {
         let mut rx = self.tunnel.clone();
         let current = rx.borrow().clone();
         if current.is_some() || wait.is_zero() {
@@ -385,7 +456,7 @@ impl Edge {
         } else {
             self.config.tunnel_wait
         };
-        let Some(conn) = self.connection(wait).await else {
+        let Some(Tunnel { conn, cache }) = self.connection(wait).await else {
             match (explicit, self.config.fail, &dest) {
                 (false, FailMode::Open, Target::Addr(addr)) => {
                     debug!(
@@ -402,17 +473,25 @@ impl Edge {
             }
             return;
         };
+        let cache = cache.filter(|_| match &dest {
+            Target::Addr(addr) => !self.config.no_reduce_to.matches(*addr),
+            Target::Domain(..) => true,
+        });
+        let (services, names) = match cache {
+            Some(_) => (Services::REDUCE, vec!["tcp-opt", "reduce"]),
+            None => (Services::default(), vec!["tcp-opt"]),
+        };
         let guard = flows.start(
             None,
             source,
             dest.to_string(),
-            vec!["tcp-opt"],
+            names,
             Some(conn.remote_address()),
         );
         let flow = &guard.flow;
         let header = OpenRepr {
             flow_id: flow.id,
-            services: Services::default(),
+            services,
             destination: dest.clone(),
             source,
         };
@@ -443,7 +522,11 @@ impl Edge {
             return;
         }
         flow.set_state(FlowState::Open);
-        match splice_stream(tcp, send, recv, flow, Facing::Client, 0).await {
+        let spliced = match cache {
+            Some(cache) => splice_reduced(tcp, send, recv, flow, Facing::Client, 0, cache).await,
+            None => splice_stream(tcp, send, recv, flow, Facing::Client, 0).await,
+        };
+        match spliced {
             Ok(()) => debug!("flow {} {source} -> {dest} done", flow.id),
             Err(Abort::Refused(status)) => {
                 flows.totals.refused.fetch_add(1, Ordering::Relaxed);

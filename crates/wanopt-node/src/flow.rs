@@ -73,6 +73,15 @@ pub struct Flow {
     pub to_server: AtomicU64,
     /// Payload bytes from server to client.
     pub to_client: AtomicU64,
+    /// Bytes of this flow on the WAN (tunnel stream, after data reduction)
+    /// from client to server.
+    pub wan_to_server: AtomicU64,
+    /// WAN bytes from server to client.
+    pub wan_to_client: AtomicU64,
+    /// Chunks this node's encoder sent as references to the peer's cache.
+    pub references: AtomicU64,
+    /// References this node's decoder resolved from its cache.
+    pub cache_hits: AtomicU64,
     started: Instant,
     rate: Mutex<RateSample>,
 }
@@ -135,6 +144,15 @@ impl Flow {
             state: self.state(),
             bytes_to_server: self.to_server.load(Ordering::Relaxed),
             bytes_to_client: self.to_client.load(Ordering::Relaxed),
+            wan_bytes_to_server: self.wan_to_server.load(Ordering::Relaxed),
+            wan_bytes_to_client: self.wan_to_client.load(Ordering::Relaxed),
+            reduction: reduction(
+                self.to_server.load(Ordering::Relaxed) + self.to_client.load(Ordering::Relaxed),
+                self.wan_to_server.load(Ordering::Relaxed)
+                    + self.wan_to_client.load(Ordering::Relaxed),
+            ),
+            references: self.references.load(Ordering::Relaxed),
+            cache_hits: self.cache_hits.load(Ordering::Relaxed),
             rate_to_server_bps: rate.bps_to_server.round() as u64,
             rate_to_client_bps: rate.bps_to_client.round() as u64,
             age_secs: now.saturating_duration_since(self.started).as_secs_f64(),
@@ -159,6 +177,22 @@ pub struct FlowInfo {
     pub bytes_to_server: u64,
     /// Payload bytes server to client.
     pub bytes_to_client: u64,
+    /// WAN bytes client to server (after data reduction).
+    #[serde(default)]
+    pub wan_bytes_to_server: u64,
+    /// WAN bytes server to client (after data reduction).
+    #[serde(default)]
+    pub wan_bytes_to_client: u64,
+    /// Fraction of LAN bytes that did not cross the WAN (0 without `reduce`;
+    /// negative when framing cost more than reduction saved).
+    #[serde(default)]
+    pub reduction: f64,
+    /// Chunks sent by this node as references.
+    #[serde(default)]
+    pub references: u64,
+    /// References resolved by this node from its cache.
+    #[serde(default)]
+    pub cache_hits: u64,
     /// Recent rate client to server, bits per second.
     pub rate_to_server_bps: u64,
     /// Recent rate server to client, bits per second.
@@ -197,6 +231,40 @@ pub struct Totals {
     pub to_server: AtomicU64,
     /// Bytes server to client of finished flows.
     pub to_client: AtomicU64,
+    /// WAN bytes client to server of finished flows.
+    pub wan_to_server: AtomicU64,
+    /// WAN bytes server to client of finished flows.
+    pub wan_to_client: AtomicU64,
+    /// References sent by finished flows.
+    pub references: AtomicU64,
+    /// Cache hits of finished flows.
+    pub cache_hits: AtomicU64,
+}
+
+/// Byte counters over all flows, live and finished.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ByteTotals {
+    /// LAN payload bytes client to server.
+    pub to_server: u64,
+    /// LAN payload bytes server to client.
+    pub to_client: u64,
+    /// WAN bytes client to server.
+    pub wan_to_server: u64,
+    /// WAN bytes server to client.
+    pub wan_to_client: u64,
+    /// Chunks sent as references.
+    pub references: u64,
+    /// References resolved from the cache.
+    pub cache_hits: u64,
+}
+
+/// Fraction of `lan` bytes saved on the WAN.
+pub fn reduction(lan: u64, wan: u64) -> f64 {
+    if lan == 0 {
+        0.0
+    } else {
+        1.0 - wan as f64 / lan as f64
+    }
 }
 
 /// The table of live flows.
@@ -221,14 +289,17 @@ impl Drop for FlowGuard {
     fn drop(&mut self) {
         let mut flows = self.table.flows.lock().unwrap_or_else(|e| e.into_inner());
         flows.remove(&self.flow.id);
-        self.table.totals.to_server.fetch_add(
-            self.flow.to_server.load(Ordering::Relaxed),
-            Ordering::Relaxed,
-        );
-        self.table.totals.to_client.fetch_add(
-            self.flow.to_client.load(Ordering::Relaxed),
-            Ordering::Relaxed,
-        );
+        let (flow, totals) = (&self.flow, &self.table.totals);
+        for (from, to) in [
+            (&flow.to_server, &totals.to_server),
+            (&flow.to_client, &totals.to_client),
+            (&flow.wan_to_server, &totals.wan_to_server),
+            (&flow.wan_to_client, &totals.wan_to_client),
+            (&flow.references, &totals.references),
+            (&flow.cache_hits, &totals.cache_hits),
+        ] {
+            to.fetch_add(from.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
     }
 }
 
@@ -260,6 +331,10 @@ impl FlowTable {
             state: AtomicU8::new(FlowState::Connecting as u8),
             to_server: AtomicU64::new(0),
             to_client: AtomicU64::new(0),
+            wan_to_server: AtomicU64::new(0),
+            wan_to_client: AtomicU64::new(0),
+            references: AtomicU64::new(0),
+            cache_hits: AtomicU64::new(0),
             started: Instant::now(),
             rate: Mutex::new(RateSample::default()),
         });
@@ -295,19 +370,28 @@ impl FlowTable {
         infos
     }
 
-    /// Bytes (to server, to client) over all flows, live and finished.
-    pub fn bytes(&self) -> (u64, u64) {
+    /// Byte counters over all flows, live and finished.
+    pub fn bytes(&self) -> ByteTotals {
         let flows = self.flows.lock().unwrap_or_else(|e| e.into_inner());
-        let live = flows.values().fold((0, 0), |(s, c), f| {
-            (
-                s + f.to_server.load(Ordering::Relaxed),
-                c + f.to_client.load(Ordering::Relaxed),
-            )
-        });
-        (
-            live.0 + self.totals.to_server.load(Ordering::Relaxed),
-            live.1 + self.totals.to_client.load(Ordering::Relaxed),
-        )
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let t = &self.totals;
+        let mut sum = ByteTotals {
+            to_server: load(&t.to_server),
+            to_client: load(&t.to_client),
+            wan_to_server: load(&t.wan_to_server),
+            wan_to_client: load(&t.wan_to_client),
+            references: load(&t.references),
+            cache_hits: load(&t.cache_hits),
+        };
+        for f in flows.values() {
+            sum.to_server += load(&f.to_server);
+            sum.to_client += load(&f.to_client);
+            sum.wan_to_server += load(&f.wan_to_server);
+            sum.wan_to_client += load(&f.wan_to_client);
+            sum.references += load(&f.references);
+            sum.cache_hits += load(&f.cache_hits);
+        }
+        sum
     }
 
     /// Refreshes every flow's rate estimate once a second, forever.
@@ -362,20 +446,20 @@ pub fn reset_tcp(tcp: TcpStream) {
 async fn tcp_to_stream(
     rd: &mut (impl AsyncRead + Unpin),
     send: &mut quinn::SendStream,
-    counter: &AtomicU64,
+    dir: &Direction<'_>,
     flow: &Flow,
-    done: FlowState,
 ) -> Result<(), Abort> {
     loop {
         let mut buf = BytesMut::with_capacity(CHUNK);
         match rd.read_buf(&mut buf).await {
             Ok(0) => {
                 let _ = send.finish();
-                flow.set_state(done);
+                flow.set_state(dir.done);
                 return Ok(());
             }
             Ok(n) => {
-                counter.fetch_add(n as u64, Ordering::Relaxed);
+                dir.lan.fetch_add(n as u64, Ordering::Relaxed);
+                dir.wan.fetch_add(n as u64, Ordering::Relaxed);
                 send.write_chunk(buf.freeze())
                     .await
                     .map_err(|e| Abort::Remote(e.to_string()))?;
@@ -385,29 +469,63 @@ async fn tcp_to_stream(
     }
 }
 
+/// Reads the core's reply at the start of a stream (edge side); returns
+/// its length, or the refusal.
+pub(crate) async fn read_reply(recv: &mut quinn::RecvStream) -> Result<u64, Abort> {
+    let mut reply = [0u8; wanopt_proto::stream::REPLY_LEN];
+    recv.read_exact(&mut reply)
+        .await
+        .map_err(|e| Abort::Remote(format!("no reply from the core: {e}")))?;
+    let status = wanopt_proto::Reply::new_checked(&reply[..])
+        .and_then(|view| wanopt_proto::ReplyRepr::parse(&view))
+        .map_err(|e| Abort::Remote(format!("bad reply from the core: {e}")))?
+        .status;
+    if status != wanopt_proto::Status::Connected {
+        return Err(Abort::Refused(status));
+    }
+    Ok(reply.len() as u64)
+}
+
+/// Counters and end state of one direction of a flow.
+pub(crate) struct Direction<'a> {
+    /// LAN payload bytes.
+    pub(crate) lan: &'a AtomicU64,
+    /// WAN bytes.
+    pub(crate) wan: &'a AtomicU64,
+    /// State once this direction ends.
+    pub(crate) done: FlowState,
+}
+
+/// The (up, down) directions of `flow` as seen from a node facing `facing`:
+/// up is what this node reads from its TCP socket.
+pub(crate) fn directions(flow: &Flow, facing: Facing) -> (Direction<'_>, Direction<'_>) {
+    let to_server = Direction {
+        lan: &flow.to_server,
+        wan: &flow.wan_to_server,
+        done: FlowState::ClientDone,
+    };
+    let to_client = Direction {
+        lan: &flow.to_client,
+        wan: &flow.wan_to_client,
+        done: FlowState::ServerDone,
+    };
+    match facing {
+        Facing::Client => (to_server, to_client),
+        Facing::Server => (to_client, to_server),
+    }
+}
+
 async fn stream_to_tcp(
     recv: &mut quinn::RecvStream,
     wr: &mut (impl AsyncWrite + Unpin),
-    counter: &AtomicU64,
+    dir: &Direction<'_>,
     flow: &Flow,
-    done: FlowState,
     start: u64,
     expect_reply: bool,
 ) -> Result<(), Abort> {
     let mut start = start;
     if expect_reply {
-        let mut reply = [0u8; wanopt_proto::stream::REPLY_LEN];
-        recv.read_exact(&mut reply)
-            .await
-            .map_err(|e| Abort::Remote(format!("no reply from the core: {e}")))?;
-        let status = wanopt_proto::Reply::new_checked(&reply[..])
-            .and_then(|view| wanopt_proto::ReplyRepr::parse(&view))
-            .map_err(|e| Abort::Remote(format!("bad reply from the core: {e}")))?
-            .status;
-        if status != wanopt_proto::Status::Connected {
-            return Err(Abort::Refused(status));
-        }
-        start += reply.len() as u64;
+        start += read_reply(recv).await?;
     }
     // Unordered reads keep quinn's receive buffer from fragmenting under
     // heavy loss; the reassembler restores the order (see `reassembly`).
@@ -418,10 +536,11 @@ async fn stream_to_tcp(
             Ok(Some(chunk)) => {
                 reassembler.insert(chunk.offset, chunk.bytes, |b| ready.push(b));
                 for bytes in ready.drain(..) {
+                    dir.wan.fetch_add(bytes.len() as u64, Ordering::Relaxed);
                     wr.write_all(&bytes)
                         .await
                         .map_err(|e| Abort::Local(e.to_string()))?;
-                    counter.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                    dir.lan.fetch_add(bytes.len() as u64, Ordering::Relaxed);
                 }
             }
             Ok(None) => {
@@ -429,7 +548,7 @@ async fn stream_to_tcp(
                     return Err(Abort::Remote("stream ended with a gap".into()));
                 }
                 let _ = wr.shutdown().await;
-                flow.set_state(done);
+                flow.set_state(dir.done);
                 return Ok(());
             }
             Err(e) => return Err(Abort::Remote(e.to_string())),
@@ -450,37 +569,34 @@ pub async fn splice_stream(
     facing: Facing,
     start: u64,
 ) -> Result<(), Abort> {
-    let (up_counter, down_counter, up_done, down_done) = match facing {
-        Facing::Client => (
-            &flow.to_server,
-            &flow.to_client,
-            FlowState::ClientDone,
-            FlowState::ServerDone,
-        ),
-        Facing::Server => (
-            &flow.to_client,
-            &flow.to_server,
-            FlowState::ServerDone,
-            FlowState::ClientDone,
-        ),
-    };
+    let (up, down) = directions(flow, facing);
     let result = {
         let (mut rd, mut wr) = tcp.split();
         tokio::try_join!(
-            tcp_to_stream(&mut rd, &mut send, up_counter, flow, up_done),
+            tcp_to_stream(&mut rd, &mut send, &up, flow),
             stream_to_tcp(
                 &mut recv,
                 &mut wr,
-                down_counter,
+                &down,
                 flow,
-                down_done,
                 start,
                 facing == Facing::Client
             ),
         )
     };
+    abort_on_error(result.map(|_| ()), tcp, send, recv, flow)
+}
+
+/// Resets everything of a flow whose pumps failed.
+pub(crate) fn abort_on_error(
+    result: Result<(), Abort>,
+    tcp: TcpStream,
+    mut send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
+    flow: &Flow,
+) -> Result<(), Abort> {
     match result {
-        Ok(_) => Ok(()),
+        Ok(()) => Ok(()),
         Err(abort) => {
             flow.set_state(FlowState::Closing);
             let code = quinn::VarInt::from_u32(codes::TCP_RESET);
@@ -495,7 +611,7 @@ pub async fn splice_stream(
 async fn tcp_to_tcp(
     rd: &mut (impl AsyncRead + Unpin),
     wr: &mut (impl AsyncWrite + Unpin),
-    counter: &AtomicU64,
+    counters: [&AtomicU64; 2],
     flow: &Flow,
     done: FlowState,
 ) -> Result<(), Abort> {
@@ -511,7 +627,9 @@ async fn tcp_to_tcp(
                 wr.write_all(&buf[..n])
                     .await
                     .map_err(|e| Abort::Remote(e.to_string()))?;
-                counter.fetch_add(n as u64, Ordering::Relaxed);
+                for counter in counters {
+                    counter.fetch_add(n as u64, Ordering::Relaxed);
+                }
             }
             Err(e) => return Err(Abort::Local(e.to_string())),
         }
@@ -532,14 +650,14 @@ pub async fn splice_tcp(
             tcp_to_tcp(
                 &mut crd,
                 &mut swr,
-                &flow.to_server,
+                [&flow.to_server, &flow.wan_to_server],
                 flow,
                 FlowState::ClientDone
             ),
             tcp_to_tcp(
                 &mut srd,
                 &mut cwr,
-                &flow.to_client,
+                [&flow.to_client, &flow.wan_to_client],
                 flow,
                 FlowState::ServerDone
             ),

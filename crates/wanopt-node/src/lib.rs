@@ -6,7 +6,9 @@
 //! to a **core** ([`core::run`]), which connects to the destination if its
 //! allowlist ([`policy`]) permits. Nodes authenticate each other by pinned
 //! Ed25519 keys ([`identity`]). Each node keeps a flow table ([`flow`]) and
-//! its state ([`state`]), served by the control API ([`control`]).
+//! its state ([`state`]), served by the control API ([`control`]). Flows
+//! with the `reduce` service run through the codec ([`reduced`]) against a
+//! persistent per-peer byte cache ([`reduce`]).
 
 pub mod control;
 pub mod core;
@@ -15,6 +17,8 @@ pub mod flow;
 pub mod identity;
 pub mod policy;
 pub mod reassembly;
+pub mod reduce;
+pub mod reduced;
 pub mod state;
 pub mod tunnel;
 
@@ -109,6 +113,24 @@ fn spawn_housekeeping(
     });
     if let Some(listener) = control {
         tasks.spawn(control::serve(listener, state.clone()));
+    }
+    if let Some(caches) = state.caches.clone() {
+        tasks.spawn(async move {
+            let mut tick = tokio::time::interval(reduce::CHECKPOINT_INTERVAL);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let caches = caches.clone();
+                let _ = tokio::task::spawn_blocking(move || caches.checkpoint()).await;
+            }
+        });
+    }
+}
+
+/// Saves the byte caches (at shutdown).
+async fn checkpoint_caches(state: &state::NodeState) {
+    if let Some(caches) = state.caches.clone() {
+        let _ = tokio::task::spawn_blocking(move || caches.checkpoint()).await;
     }
 }
 

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::flow::FlowTable;
 use crate::identity::{certificate_key, PublicKey};
+use crate::reduce::Caches;
 use crate::tunnel::Congestion;
 
 /// A node's role.
@@ -36,6 +37,17 @@ struct PeerEntry {
     rx_bps: f64,
 }
 
+/// The authenticated public key of a tunnel's peer.
+pub fn peer_key(connection: &quinn::Connection) -> Option<PublicKey> {
+    connection
+        .peer_identity()
+        .and_then(|id| {
+            id.downcast::<Vec<rustls::pki_types::CertificateDer<'static>>>()
+                .ok()
+        })
+        .and_then(|certs| certs.first().and_then(certificate_key))
+}
+
 /// Shared state of a running node.
 #[derive(Debug)]
 pub struct NodeState {
@@ -45,6 +57,8 @@ pub struct NodeState {
     pub congestion: Congestion,
     /// Live flows and totals.
     pub flows: Arc<FlowTable>,
+    /// The byte caches of the `reduce` service (`None` with `--no-reduce`).
+    pub caches: Option<Arc<Caches>>,
     started: Instant,
     peers: Mutex<BTreeMap<SocketAddr, PeerEntry>>,
 }
@@ -111,15 +125,34 @@ pub struct Status {
     pub bytes_to_server: u64,
     /// Payload bytes server to client.
     pub bytes_to_client: u64,
+    /// Whether the node runs the `reduce` service.
+    #[serde(default)]
+    pub reduce: bool,
+    /// WAN bytes client to server (after data reduction).
+    #[serde(default)]
+    pub wan_bytes_to_server: u64,
+    /// WAN bytes server to client (after data reduction).
+    #[serde(default)]
+    pub wan_bytes_to_client: u64,
+    /// Fraction of LAN bytes that did not cross the WAN.
+    #[serde(default)]
+    pub reduction: f64,
+    /// Chunks sent as references to the peer's cache.
+    #[serde(default)]
+    pub references: u64,
+    /// References resolved from this node's cache.
+    #[serde(default)]
+    pub cache_hits: u64,
 }
 
 impl NodeState {
     /// A fresh state for a node of `role`.
-    pub fn new(role: Role, congestion: Congestion) -> Arc<NodeState> {
+    pub fn new(role: Role, congestion: Congestion, caches: Option<Arc<Caches>>) -> Arc<NodeState> {
         Arc::new(NodeState {
             role,
             congestion,
             flows: Arc::new(FlowTable::default()),
+            caches,
             started: Instant::now(),
             peers: Mutex::new(BTreeMap::new()),
         })
@@ -156,13 +189,7 @@ impl NodeState {
     /// Records a tunnel that came up.
     pub fn peer_up(&self, connection: &quinn::Connection) {
         let address = connection.remote_address();
-        let key = connection
-            .peer_identity()
-            .and_then(|id| {
-                id.downcast::<Vec<rustls::pki_types::CertificateDer<'static>>>()
-                    .ok()
-            })
-            .and_then(|certs| certs.first().and_then(certificate_key));
+        let key = peer_key(connection);
         let mut peers = self.peers();
         let reconnects = peers
             .get(&address)
@@ -253,7 +280,7 @@ impl NodeState {
                 }
             })
             .collect();
-        let (to_server, to_client) = self.flows.bytes();
+        let bytes = self.flows.bytes();
         let totals = &self.flows.totals;
         Status {
             role: self.role,
@@ -271,8 +298,17 @@ impl NodeState {
             flows_total: totals.flows.load(Ordering::Relaxed),
             flows_refused: totals.refused.load(Ordering::Relaxed),
             flows_passed_through: totals.passed_through.load(Ordering::Relaxed),
-            bytes_to_server: to_server,
-            bytes_to_client: to_client,
+            bytes_to_server: bytes.to_server,
+            bytes_to_client: bytes.to_client,
+            reduce: self.caches.is_some(),
+            wan_bytes_to_server: bytes.wan_to_server,
+            wan_bytes_to_client: bytes.wan_to_client,
+            reduction: crate::flow::reduction(
+                bytes.to_server + bytes.to_client,
+                bytes.wan_to_server + bytes.wan_to_client,
+            ),
+            references: bytes.references,
+            cache_hits: bytes.cache_hits,
         }
     }
 }

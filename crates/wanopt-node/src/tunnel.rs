@@ -90,7 +90,8 @@ impl TunnelTuning {
             .receive_window(clamp(self.connection_window))
             .send_window(self.connection_window)
             .max_concurrent_bidi_streams(VarInt::from_u32(16_384))
-            .max_concurrent_uni_streams(VarInt::from_u32(0))
+            // One control stream each way (see `reduce`).
+            .max_concurrent_uni_streams(VarInt::from_u32(1))
             .keep_alive_interval(Some(self.keepalive))
             .max_idle_timeout(IdleTimeout::try_from(self.idle_timeout).ok())
             .initial_mtu(1200);

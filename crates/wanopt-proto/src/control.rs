@@ -84,7 +84,10 @@ impl<T: AsRef<[u8]>> Control<T> {
     /// Length of the whole message.
     pub fn length(&self) -> usize {
         let b = self.buffer.as_ref();
-        usize::from(u16::from_be_bytes([b[field::LENGTH][0], b[field::LENGTH][1]]))
+        usize::from(u16::from_be_bytes([
+            b[field::LENGTH][0],
+            b[field::LENGTH][1],
+        ]))
     }
 
     /// Services the sender accepts on flows from us.
@@ -184,13 +187,22 @@ mod tests {
         .unwrap();
         let mut v = good.clone();
         v[0] = 9;
-        assert_eq!(Control::new_checked(&v[..]).unwrap_err(), HeaderError::Version(9));
+        assert_eq!(
+            Control::new_checked(&v[..]).unwrap_err(),
+            HeaderError::Version(9)
+        );
         let mut v = good.clone();
         v[1] = 2;
-        assert_eq!(Control::new_checked(&v[..]).unwrap_err(), HeaderError::Kind(2));
+        assert_eq!(
+            Control::new_checked(&v[..]).unwrap_err(),
+            HeaderError::Kind(2)
+        );
         let mut v = good.clone();
         v[3] = 5;
-        assert_eq!(Control::new_checked(&v[..]).unwrap_err(), HeaderError::Length(5));
+        assert_eq!(
+            Control::new_checked(&v[..]).unwrap_err(),
+            HeaderError::Length(5)
+        );
         let mut v = good.clone();
         v[3] = 7;
         assert!(matches!(

@@ -43,6 +43,9 @@ enum Command {
     Status(cli::status::QueryArgs),
     /// Show a node's live flow table.
     Flows(cli::status::QueryArgs),
+    /// A node's persistent byte cache: `stats` or `clear`.
+    #[command(subcommand)]
+    Cache(cli::cache::CacheCommand),
     /// The WAN lab: namespaces, emulator, scenarios.
     #[command(subcommand)]
     Lab(wanopt_lab::cli::LabCommand),
@@ -145,6 +148,10 @@ fn main() -> ExitCode {
             Err(e) => fail(EXIT_FAILURE, &e),
         },
         Command::Flows(args) => match cli::status::flows(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(EXIT_FAILURE, &e),
+        },
+        Command::Cache(cmd) => match cli::cache::run(&cmd) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail(EXIT_FAILURE, &e),
         },

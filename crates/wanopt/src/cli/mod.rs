@@ -1,4 +1,5 @@
 //! Subcommand modules of the `wanopt` binary.
 
+pub mod cache;
 pub mod node;
 pub mod status;

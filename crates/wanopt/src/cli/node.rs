@@ -13,6 +13,7 @@ use wanopt_node::core::CoreConfig;
 use wanopt_node::edge::{EdgeConfig, FailMode, Forward};
 use wanopt_node::identity::{PrivateKey, PublicKey};
 use wanopt_node::policy::{AddrRule, RuleSet};
+use wanopt_node::reduce::{ReduceConfig, DEFAULT_CACHE_SIZE};
 use wanopt_node::tunnel::{Congestion, TunnelTuning};
 
 /// Options both node roles share.
@@ -49,6 +50,53 @@ pub struct CommonArgs {
     /// Whole-tunnel send and receive window [default: 96MiB].
     #[arg(long, value_name = "BYTES")]
     pub connection_window: Option<u64>,
+    /// Turn data reduction (compression and the byte cache) off: TCP
+    /// optimization only. Both ends must run it for a flow to be reduced.
+    #[arg(long)]
+    pub no_reduce: bool,
+    /// Directory of the persistent byte cache, one subdirectory per peer
+    /// [default: /var/cache/wanopt for root, else ~/.cache/wanopt].
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Bound on each peer's byte cache on disk, e.g. 512MiB, 20GB
+    /// [default: 4GiB]; the oldest data is evicted beyond it.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub cache_size: Option<u64>,
+}
+
+/// Parses a byte size: a number with an optional unit (B, KB/MB/GB/TB in
+/// powers of 1000, KiB/MiB/GiB/TiB in powers of 1024; K/M/G/T alone are
+/// binary too).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let number: f64 = number
+        .parse()
+        .map_err(|_| format!("bad size {text:?} (expected e.g. 512MiB, 4GiB, 20GB)"))?;
+    let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "tb" => 1_000_000_000_000,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "t" | "tib" => 1 << 40,
+        _ => {
+            return Err(format!(
+                "bad size unit in {text:?} (use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)"
+            ))
+        }
+    };
+    let bytes = number * scale as f64;
+    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
+        return Err(format!("size {text:?} out of range"));
+    }
+    Ok(bytes as u64)
 }
 
 /// `wanopt core` options.
@@ -93,6 +141,11 @@ pub struct EdgeArgs {
     /// Local UDP address of the tunnel [default: any port].
     #[arg(long, value_name = "ADDR")]
     pub bind: Option<SocketAddr>,
+    /// Optimized flows to these destinations, CIDR[:PORT[-PORT]], get TCP
+    /// optimization only, no data reduction (repeatable), e.g. 0.0.0.0/0:443
+    /// for traffic that is already encrypted.
+    #[arg(long, value_name = "RULE")]
+    pub no_reduce_to: Vec<String>,
     /// Print the firewall rules for --transparent and exit.
     #[arg(long)]
     pub print_firewall: bool,
@@ -117,6 +170,9 @@ struct FileConfig {
     max_mtu: Option<u16>,
     stream_window: Option<u64>,
     connection_window: Option<u64>,
+    no_reduce: Option<bool>,
+    cache_dir: Option<PathBuf>,
+    cache_size: Option<String>,
     // core
     listen: Option<SocketAddr>,
     #[serde(default)]
@@ -131,6 +187,8 @@ struct FileConfig {
     fail: Option<FailMode>,
     tunnel_wait: Option<String>,
     bind: Option<SocketAddr>,
+    #[serde(default)]
+    no_reduce_to: Vec<String>,
 }
 
 fn read_file(path: Option<&Path>) -> anyhow::Result<FileConfig> {
@@ -188,6 +246,7 @@ struct Common {
     connect_timeout: Duration,
     drain: Duration,
     tuning: TunnelTuning,
+    reduce: Option<ReduceConfig>,
 }
 
 fn common(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<Common> {
@@ -227,7 +286,24 @@ fn common(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<Common> {
             tuning.max_mtu
         );
     }
+    let no_reduce = flags.no_reduce || file.no_reduce.unwrap_or(false);
+    let cache_size = match (flags.cache_size, file.cache_size.as_deref()) {
+        (Some(size), _) => size,
+        (None, Some(text)) => {
+            parse_size(text).map_err(|e| anyhow::anyhow!("config file: cache-size: {e}"))?
+        }
+        (None, None) => DEFAULT_CACHE_SIZE,
+    };
+    let reduce = (!no_reduce).then(|| ReduceConfig {
+        cache_dir: flags
+            .cache_dir
+            .clone()
+            .or(file.cache_dir.take())
+            .unwrap_or_else(ReduceConfig::default_dir),
+        cache_size,
+    });
     Ok(Common {
+        reduce,
         key,
         peer_keys,
         control: flags.control.or(file.control),
@@ -261,6 +337,7 @@ pub fn core_config(args: &CoreArgs) -> anyhow::Result<CoreConfig> {
         peer_keys: common.peer_keys,
         allow: rules(&list(&args.allow, file.allow))?,
         control: common.control,
+        reduce: common.reduce,
         connect_timeout: common.connect_timeout,
         drain: common.drain,
         tuning: common.tuning,
@@ -287,6 +364,11 @@ pub fn edge_config(args: &EdgeArgs) -> anyhow::Result<EdgeConfig> {
         forwards,
         transparent: args.transparent.or(file.transparent),
         optimize: rules(&list(&args.optimize, std::mem::take(&mut file.optimize)))?,
+        no_reduce_to: rules(&list(
+            &args.no_reduce_to,
+            std::mem::take(&mut file.no_reduce_to),
+        ))?,
+        reduce: common.reduce,
         fail: args.fail.or(file.fail).unwrap_or(FailMode::Open),
         control: common.control,
         tunnel_wait: duration(
@@ -379,4 +461,22 @@ fn nft_match(rule: &str) -> String {
         sel += &format!(" tcp dport {p}");
     }
     sel
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_size("512MiB"), Ok(512 << 20));
+        assert_eq!(parse_size("4GiB"), Ok(4 << 30));
+        assert_eq!(parse_size("4G"), Ok(4 << 30));
+        assert_eq!(parse_size("20GB"), Ok(20_000_000_000));
+        assert_eq!(parse_size("1000"), Ok(1000));
+        assert_eq!(parse_size("1.5 GiB"), Ok(3 << 29));
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("5 parsecs").is_err());
+        assert!(parse_size("").is_err());
+    }
 }

@@ -22,22 +22,49 @@ pub struct QueryArgs {
     pub json: bool,
 }
 
-fn fetch(control: SocketAddr, path: &str) -> anyhow::Result<String> {
-    let url = format!("http://{control}{path}");
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(std::time::Duration::from_secs(5)))
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .timeout_global(Some(std::time::Duration::from_secs(30)))
+        .http_status_as_error(false)
         .build()
-        .into();
-    let mut response = agent.get(&url).call().with_context(|| {
-        format!("cannot reach the control API at {control} (is a node running with --control {control}?)")
-    })?;
-    response
-        .body_mut()
-        .read_to_string()
-        .with_context(|| format!("bad answer from {url}"))
+        .into()
 }
 
-fn human_bytes(n: u64) -> String {
+/// POSTs to the control API; a refusal (4xx/5xx) is an error with the node's message.
+pub(crate) fn post(control: SocketAddr, path: &str) -> anyhow::Result<String> {
+    let url = format!("http://{control}{path}");
+    let mut response = agent().post(&url).send_empty().with_context(|| {
+        format!("cannot reach the control API at {control} (is a node running with --control {control}?)")
+    })?;
+    let status = response.status();
+    let body = response
+        .body_mut()
+        .read_to_string()
+        .with_context(|| format!("bad answer from {url}"))?;
+    if !status.is_success() {
+        anyhow::bail!("{}", body.trim());
+    }
+    Ok(body)
+}
+
+/// GETs from the control API.
+pub(crate) fn fetch(control: SocketAddr, path: &str) -> anyhow::Result<String> {
+    let url = format!("http://{control}{path}");
+    let mut response = agent().get(&url).call().with_context(|| {
+        format!("cannot reach the control API at {control} (is a node running with --control {control}?)")
+    })?;
+    let status = response.status();
+    let body = response
+        .body_mut()
+        .read_to_string()
+        .with_context(|| format!("bad answer from {url}"))?;
+    if !status.is_success() {
+        anyhow::bail!("{url}: {status}: {}", body.trim());
+    }
+    Ok(body)
+}
+
+pub(crate) fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];
     let mut v = n as f64;
     let mut unit = 0;
@@ -135,6 +162,21 @@ pub fn status(args: &QueryArgs) -> anyhow::Result<()> {
         human_bytes(s.bytes_to_server),
         human_bytes(s.bytes_to_client)
     );
+    println!(
+        "wan bytes   {} to servers, {} to clients",
+        human_bytes(s.wan_bytes_to_server),
+        human_bytes(s.wan_bytes_to_client)
+    );
+    if s.reduce {
+        println!(
+            "reduce      on: {:.1}% less on the WAN, {} references sent, {} cache hits",
+            s.reduction * 100.0,
+            s.references,
+            s.cache_hits
+        );
+    } else {
+        println!("reduce      off (--no-reduce)");
+    }
     Ok(())
 }
 
@@ -147,13 +189,16 @@ pub fn flows(args: &QueryArgs) -> anyhow::Result<()> {
     }
     let f: Flows = serde_json::from_str(&body).context("the control API sent malformed flows")?;
     println!(
-        "{:>6}  {:<22} {:<24} {:<12} {:>10} {:>10} {:>13} {:>13} {:>7}  SERVICES",
+        "{:>6}  {:<22} {:<24} {:<12} {:>10} {:>10} {:>10} {:>10} {:>6} {:>13} {:>13} {:>7}  SERVICES",
         "ID",
         "SOURCE",
         "DESTINATION",
         "STATE",
         "TO-SERVER",
         "TO-CLIENT",
+        "WAN-UP",
+        "WAN-DOWN",
+        "SAVED",
         "RATE-UP",
         "RATE-DOWN",
         "AGE"
@@ -161,13 +206,16 @@ pub fn flows(args: &QueryArgs) -> anyhow::Result<()> {
     for flow in &f.flows {
         let state = serde_json::to_value(flow.state)?;
         println!(
-            "{:>6}  {:<22} {:<24} {:<12} {:>10} {:>10} {:>13} {:>13} {:>7}  {}",
+            "{:>6}  {:<22} {:<24} {:<12} {:>10} {:>10} {:>10} {:>10} {:>5.0}% {:>13} {:>13} {:>7}  {}",
             flow.id,
             flow.source,
             flow.destination,
             state.as_str().unwrap_or("?"),
             human_bytes(flow.bytes_to_server),
             human_bytes(flow.bytes_to_client),
+            human_bytes(flow.wan_bytes_to_server),
+            human_bytes(flow.wan_bytes_to_client),
+            flow.reduction * 100.0,
             human_rate(flow.rate_to_server_bps as f64),
             human_rate(flow.rate_to_client_bps as f64),
             human_secs(flow.age_secs),

@@ -110,9 +110,19 @@ impl Drop for Node {
 pub fn spawn(keys: &Keys, name: &str, args: &[String]) -> Node {
     let log = keys.dir.path().join(format!("{name}.log"));
     let control = free_tcp();
-    let child = Command::new(BIN)
-        .args(args)
-        .args(["--control", &control.to_string()])
+    let mut cmd = Command::new(BIN);
+    cmd.args(args).args(["--control", &control.to_string()]);
+    let is_node = matches!(args.first().map(String::as_str), Some("edge" | "core"));
+    if is_node
+        && !args
+            .iter()
+            .any(|a| a == "--cache-dir" || a == "--no-reduce")
+    {
+        // Each node of a test has its own cache (kept across restarts).
+        cmd.arg("--cache-dir")
+            .arg(keys.dir.path().join(format!("cache-{name}")));
+    }
+    let child = cmd
         .env(
             "WANOPT_LOG",
             "debug,quinn=info,quinn_proto=info,rustls=info",
@@ -319,4 +329,63 @@ pub fn lossy_path(
         }
     });
     addr
+}
+
+/// Bytes that crossed a [`wan_meter`] relay, per direction, counted as IP
+/// packets (UDP payload + 28 bytes of IPv4 and UDP headers).
+#[derive(Debug, Default)]
+pub struct WanBytes {
+    pub to_core: std::sync::atomic::AtomicU64,
+    pub to_edge: std::sync::atomic::AtomicU64,
+}
+
+impl WanBytes {
+    pub fn total(&self) -> u64 {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.to_core.load(Relaxed) + self.to_edge.load(Relaxed)
+    }
+}
+
+/// A UDP relay between the edge and the core that counts what crosses it:
+/// the WAN as an independent observer sees it. Returns the address to give
+/// the edge as `--core`.
+pub fn wan_meter(core: SocketAddr) -> (SocketAddr, std::sync::Arc<WanBytes>) {
+    use std::sync::atomic::Ordering::Relaxed;
+    use std::sync::{Arc, Mutex};
+    let front = Arc::new(UdpSocket::bind("127.0.0.1:0").unwrap());
+    let back = Arc::new(UdpSocket::bind("127.0.0.1:0").unwrap());
+    back.connect(core).unwrap();
+    let addr = front.local_addr().unwrap();
+    let bytes = Arc::new(WanBytes::default());
+    let edge: Arc<Mutex<Option<SocketAddr>>> = Arc::default();
+    {
+        let (front, back, bytes, edge) = (front.clone(), back.clone(), bytes.clone(), edge.clone());
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 65536];
+            while let Ok((n, from)) = front.recv_from(&mut buf) {
+                *edge.lock().unwrap() = Some(from);
+                bytes.to_core.fetch_add(n as u64 + 28, Relaxed);
+                let _ = back.send(&buf[..n]);
+            }
+        });
+    }
+    {
+        let bytes = bytes.clone();
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 65536];
+            loop {
+                // A core restart makes the connected socket report errors
+                // (ICMP unreachable); keep relaying.
+                let n = match back.recv(&mut buf) {
+                    Ok(n) => n,
+                    Err(_) => continue,
+                };
+                bytes.to_edge.fetch_add(n as u64 + 28, Relaxed);
+                if let Some(e) = *edge.lock().unwrap() {
+                    let _ = front.send_to(&buf[..n], e);
+                }
+            }
+        });
+    }
+    (addr, bytes)
 }

@@ -1,0 +1,530 @@
+//! The `reduce` service's node side: one persistent byte cache per tunnel
+//! peer, and the tunnel's control streams that keep the two ends' caches in
+//! agreement.
+//!
+//! Caches live under `--cache-dir`, one directory per peer named by the
+//! peer's public key (hex), each locked (`flock`) by the process using it so
+//! two nodes can never share a store. When a tunnel comes up each node opens
+//! a unidirectional *control stream* and sends a hello
+//! ([`wanopt_proto::ControlRepr::Hello`]): the services it accepts and its
+//! cache's hello ([`wanopt_codec::Hello`]). The edge marks a flow `reduce`
+//! only when the core's hello accepted it. After `wanopt cache clear` a node
+//! sends a new hello asking for the peer's in return, so both ends forget
+//! what they assumed about each other.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, oneshot};
+use tracing::{debug, info, warn};
+
+use wanopt_codec::{CacheConfig, CacheId, CacheStats, PeerCache, StoreConfig};
+use wanopt_proto::{control_len, Control, ControlRepr, Services};
+
+use crate::identity::PublicKey;
+use crate::NodeError;
+
+/// Default bound on each peer's on-disk store.
+pub const DEFAULT_CACHE_SIZE: u64 = 4 << 30;
+
+/// How often caches are checkpointed (segments synced, peer view saved).
+pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Settings of the `reduce` service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReduceConfig {
+    /// Directory holding one cache directory per peer.
+    pub cache_dir: PathBuf,
+    /// Bound on each peer's store, bytes.
+    pub cache_size: u64,
+}
+
+impl ReduceConfig {
+    /// The default cache directory: `/var/cache/wanopt` for root, else
+    /// `$XDG_CACHE_HOME/wanopt` or `~/.cache/wanopt`.
+    pub fn default_dir() -> PathBuf {
+        if nix::unistd::geteuid().is_root() {
+            return PathBuf::from("/var/cache/wanopt");
+        }
+        if let Some(dir) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
+            return PathBuf::from(dir).join("wanopt");
+        }
+        match std::env::var_os("HOME") {
+            Some(home) => PathBuf::from(home).join(".cache/wanopt"),
+            None => PathBuf::from("/var/cache/wanopt"),
+        }
+    }
+}
+
+/// One peer's cache, open and locked.
+#[derive(Debug)]
+pub struct PeerEntry {
+    /// The peer.
+    pub peer: PublicKey,
+    /// Its directory.
+    pub dir: PathBuf,
+    /// The cache shared by every flow with the peer.
+    pub cache: PeerCache,
+    _lock: nix::fcntl::Flock<File>,
+    /// Control streams of live tunnels with this peer.
+    controls: Mutex<Vec<(usize, mpsc::UnboundedSender<bool>)>>,
+    /// The connection whose hello the cache last applied.
+    current: Mutex<Option<usize>>,
+}
+
+/// What `wanopt cache stats` shows for one peer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PeerCacheStats {
+    /// The peer's public key.
+    pub peer: String,
+    /// The cache directory.
+    pub dir: String,
+    /// Chunks received from the peer and held on disk.
+    pub chunks: u64,
+    /// Bytes in the store's segment files.
+    pub store_bytes: u64,
+    /// Store capacity, bytes.
+    pub capacity_bytes: u64,
+    /// Segment files.
+    pub segments: u64,
+    /// References resolved from the store.
+    pub hits: u64,
+    /// Lookups that found nothing usable.
+    pub misses: u64,
+    /// Damaged records found by verified reads.
+    pub corrupt: u64,
+    /// Segments evicted by the capacity bound.
+    pub evicted_segments: u64,
+    /// Bytes dropped from damaged or torn segment tails when the cache was
+    /// opened.
+    #[serde(default)]
+    pub truncated_bytes: u64,
+    /// The cache's epoch (bumped when records were lost other than by
+    /// eviction, so the peer stops assuming them).
+    #[serde(default)]
+    pub epoch: u64,
+    /// Chunks the peer acknowledged holding (what we may reference).
+    pub peer_chunks: u64,
+    /// Whether the peer's hello confirmed that view on a live tunnel.
+    pub peer_confirmed: bool,
+}
+
+/// What `/cache` returns.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CacheReport {
+    /// Whether the node runs the `reduce` service.
+    pub enabled: bool,
+    /// The cache directory.
+    pub dir: Option<String>,
+    /// One entry per peer cache open in this run.
+    pub peers: Vec<PeerCacheStats>,
+    /// Caches cleared since start.
+    pub clears: u64,
+}
+
+/// Every peer cache of a node.
+#[derive(Debug)]
+pub struct Caches {
+    config: ReduceConfig,
+    peers: Mutex<HashMap<PublicKey, Arc<PeerEntry>>>,
+    clears: AtomicU64,
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn random_id() -> CacheId {
+    CacheId(rand::random())
+}
+
+impl Caches {
+    /// Creates the cache directory if needed and checks it is writable.
+    pub fn new(config: ReduceConfig) -> Result<Caches, NodeError> {
+        let dir = &config.cache_dir;
+        let fail = |e: std::io::Error| {
+            NodeError::Config(format!(
+                "cannot use cache directory {}: {e} (give --cache-dir DIR, or --no-reduce)",
+                dir.display()
+            ))
+        };
+        std::fs::create_dir_all(dir).map_err(fail)?;
+        let probe = dir.join(format!(".probe-{}", std::process::id()));
+        std::fs::write(&probe, b"").map_err(fail)?;
+        let _ = std::fs::remove_file(&probe);
+        if config.cache_size < 64 << 20 {
+            return Err(NodeError::Config(format!(
+                "--cache-size {} is too small: give at least 64MiB",
+                config.cache_size
+            )));
+        }
+        Ok(Caches {
+            config,
+            peers: Mutex::new(HashMap::new()),
+            clears: AtomicU64::new(0),
+        })
+    }
+
+    /// The cache directory.
+    pub fn dir(&self) -> &Path {
+        &self.config.cache_dir
+    }
+
+    fn cache_config(&self) -> CacheConfig {
+        let segment_size = (self.config.cache_size / 8).clamp(1 << 20, 64 << 20);
+        CacheConfig {
+            store: StoreConfig {
+                capacity: self.config.cache_size,
+                segment_size,
+            },
+            ..CacheConfig::default()
+        }
+    }
+
+    /// The cache for `peer`, opened (and locked) on first use.
+    pub fn for_peer(&self, peer: PublicKey) -> Result<Arc<PeerEntry>, String> {
+        let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(entry) = peers.get(&peer) {
+            return Ok(entry.clone());
+        }
+        let dir = self.config.cache_dir.join(hex(&peer.0));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let lock = lock_dir(&dir)?;
+        let cache = PeerCache::open(&dir, self.cache_config(), random_id())
+            .map_err(|e| format!("cannot open the byte cache in {}: {e}", dir.display()))?;
+        let stats = cache.stats();
+        if stats.store.truncated_bytes > 0 {
+            warn!(
+                "byte cache for peer {peer}: dropped {} damaged or torn bytes when opening {} (the peer is told; nothing wrong is ever delivered)",
+                stats.store.truncated_bytes,
+                dir.display()
+            );
+        }
+        info!(
+            "byte cache for peer {peer}: {} chunks, {} MB in {}",
+            stats.store.chunks,
+            stats.store.bytes / 1_000_000,
+            dir.display()
+        );
+        let entry = Arc::new(PeerEntry {
+            peer,
+            dir,
+            cache,
+            _lock: lock,
+            controls: Mutex::new(Vec::new()),
+            current: Mutex::new(None),
+        });
+        peers.insert(peer, entry.clone());
+        Ok(entry)
+    }
+
+    fn entries(&self) -> Vec<Arc<PeerEntry>> {
+        self.peers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Syncs every open cache and saves what it knows of its peer.
+    pub fn checkpoint(&self) {
+        for entry in self.entries() {
+            if let Err(e) = entry.cache.checkpoint() {
+                warn!(
+                    "cannot checkpoint the cache in {}: {e}",
+                    entry.dir.display()
+                );
+            }
+        }
+    }
+
+    /// Counters of every open cache.
+    pub fn report(&self) -> CacheReport {
+        let mut peers: Vec<PeerCacheStats> = self
+            .entries()
+            .iter()
+            .map(|e| peer_stats(e, e.cache.stats(), self.config.cache_size))
+            .collect();
+        peers.sort_by(|a, b| a.peer.cmp(&b.peer));
+        CacheReport {
+            enabled: true,
+            dir: Some(self.config.cache_dir.display().to_string()),
+            peers,
+            clears: self.clears.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Empties every cache, open or only on disk, gives each a new
+    /// identity and tells live peers (whose answering hellos resynchronize
+    /// both directions).
+    pub fn clear(&self) -> Result<(), String> {
+        let open = self.entries();
+        for entry in &open {
+            entry
+                .cache
+                .clear(random_id())
+                .map_err(|e| format!("cannot clear {}: {e}", entry.dir.display()))?;
+            for (_, control) in entry
+                .controls
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+            {
+                let _ = control.send(true);
+            }
+        }
+        // Caches of peers not seen in this run: delete them if no other
+        // process holds them.
+        let open_dirs: Vec<&Path> = open.iter().map(|e| e.dir.as_path()).collect();
+        if let Ok(dirs) = std::fs::read_dir(&self.config.cache_dir) {
+            for dir in dirs.flatten().map(|d| d.path()) {
+                if !dir.is_dir() || open_dirs.contains(&dir.as_path()) {
+                    continue;
+                }
+                match lock_dir(&dir) {
+                    Ok(_lock) => {
+                        std::fs::remove_dir_all(&dir)
+                            .map_err(|e| format!("cannot clear {}: {e}", dir.display()))?;
+                    }
+                    Err(e) => warn!("not clearing {}: {e}", dir.display()),
+                }
+            }
+        }
+        self.clears.fetch_add(1, Ordering::Relaxed);
+        info!("byte caches cleared");
+        Ok(())
+    }
+}
+
+fn peer_stats(entry: &PeerEntry, stats: CacheStats, capacity: u64) -> PeerCacheStats {
+    PeerCacheStats {
+        peer: entry.peer.to_string(),
+        dir: entry.dir.display().to_string(),
+        chunks: stats.store.chunks,
+        store_bytes: stats.store.bytes,
+        capacity_bytes: capacity,
+        segments: stats.store.segments,
+        hits: stats.store.hits,
+        misses: stats.store.misses,
+        corrupt: stats.store.corrupt,
+        evicted_segments: stats.store.evicted_segments,
+        truncated_bytes: stats.store.truncated_bytes,
+        epoch: entry.cache.hello().epoch,
+        peer_chunks: stats.peer_chunks,
+        peer_confirmed: stats.peer_confirmed,
+    }
+}
+
+fn lock_dir(dir: &Path) -> Result<nix::fcntl::Flock<File>, String> {
+    let path = dir.join("lock");
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(|_| {
+        format!(
+            "{} is in use by another wanopt process (give each node its own --cache-dir)",
+            dir.display()
+        )
+    })
+}
+
+/// The outcome of a tunnel's control exchange, known once the peer's first
+/// hello arrived.
+#[derive(Debug, Clone)]
+pub struct PeerServices {
+    /// Services the peer accepts on flows from us.
+    pub accepts: Services,
+}
+
+/// Runs a connection's control stream: sends our hello, applies the peer's
+/// hellos to `entry`'s cache (when both ends reduce), answers requests for
+/// hellos and sends new ones after a local clear. `first` is completed
+/// when the peer's first hello arrives. Returns when the connection ends.
+pub async fn run_control(
+    conn: quinn::Connection,
+    entry: Option<Arc<PeerEntry>>,
+    first: oneshot::Sender<PeerServices>,
+) {
+    let id = conn.stable_id();
+    let (tx, mut rx) = mpsc::unbounded_channel::<bool>();
+    if let Some(entry) = &entry {
+        entry
+            .controls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((id, tx.clone()));
+    }
+    let remote = conn.remote_address();
+    let result: Result<std::convert::Infallible, String> = async {
+        let mut send = conn
+            .open_uni()
+            .await
+            .map_err(|e| format!("cannot open the control stream: {e}"))?;
+        send_hello(&mut send, entry.as_deref(), false).await?;
+        let mut recv = conn
+            .accept_uni()
+            .await
+            .map_err(|e| format!("no control stream from the peer: {e}"))?;
+        let mut first = Some(first);
+        loop {
+            tokio::select! {
+                message = read_message(&mut recv) => {
+                    let ControlRepr::Hello { services, reply_wanted, cache_hello } = message?;
+                    if let Some(entry) = &entry {
+                        if services.contains(Services::REDUCE) {
+                            let (hello, _) = wanopt_codec::Hello::parse(&cache_hello)
+                                .map_err(|e| format!("bad cache hello from the peer: {e}"))?;
+                            entry.cache.handle_hello(&hello);
+                            *entry.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(id);
+                            debug!("peer {remote}: cache hello applied");
+                        }
+                    }
+                    if let Some(first) = first.take() {
+                        let _ = first.send(PeerServices { accepts: services });
+                    }
+                    if reply_wanted {
+                        send_hello(&mut send, entry.as_deref(), false).await?;
+                    }
+                }
+                Some(reply_wanted) = rx.recv() => {
+                    send_hello(&mut send, entry.as_deref(), reply_wanted).await?;
+                }
+            }
+        }
+    }
+    .await;
+    let Err(why) = result;
+    if conn.close_reason().is_none() {
+        warn!("control stream with {remote}: {why}; closing the tunnel");
+        conn.close(
+            quinn::VarInt::from_u32(wanopt_proto::codes::PROTOCOL),
+            b"control stream failed",
+        );
+    }
+    if let Some(entry) = &entry {
+        entry
+            .controls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(c, _)| *c != id);
+        let mut current = entry.current.lock().unwrap_or_else(|e| e.into_inner());
+        if *current == Some(id) {
+            *current = None;
+            entry.cache.handle_tunnel_down();
+        }
+    }
+}
+
+async fn send_hello(
+    send: &mut quinn::SendStream,
+    entry: Option<&PeerEntry>,
+    reply_wanted: bool,
+) -> Result<(), String> {
+    let mut cache_hello = Vec::new();
+    let services = match entry {
+        Some(entry) => {
+            entry.cache.hello().emit(&mut cache_hello);
+            Services::REDUCE
+        }
+        None => Services::default(),
+    };
+    let message = ControlRepr::Hello {
+        services,
+        reply_wanted,
+        cache_hello,
+    }
+    .emit()
+    .map_err(|e| e.to_string())?;
+    send.write_all(&message)
+        .await
+        .map_err(|e| format!("control stream: {e}"))
+}
+
+async fn read_message(recv: &mut quinn::RecvStream) -> Result<ControlRepr, String> {
+    let mut prefix = [0u8; 4];
+    recv.read_exact(&mut prefix)
+        .await
+        .map_err(|e| format!("control stream: {e}"))?;
+    let length = control_len(&prefix).map_err(|e| format!("bad control message: {e}"))?;
+    let mut buf = vec![0u8; length];
+    buf[..4].copy_from_slice(&prefix);
+    recv.read_exact(&mut buf[4..])
+        .await
+        .map_err(|e| format!("control stream: {e}"))?;
+    let view = Control::new_checked(&buf[..]).map_err(|e| format!("bad control message: {e}"))?;
+    ControlRepr::parse(&view).map_err(|e| format!("bad control message: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peers_get_their_own_locked_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = ReduceConfig {
+            cache_dir: dir.path().to_path_buf(),
+            cache_size: 64 << 20,
+        };
+        let caches = Caches::new(config.clone()).unwrap();
+        let a = caches.for_peer(PublicKey([1; 32])).unwrap();
+        let again = caches.for_peer(PublicKey([1; 32])).unwrap();
+        assert!(Arc::ptr_eq(&a, &again));
+        assert!(a.dir.ends_with(hex(&[1; 32])));
+        // A second process (here: a second Caches) cannot take the same peer.
+        let other = Caches::new(config).unwrap();
+        let err = other.for_peer(PublicKey([1; 32])).unwrap_err();
+        assert!(err.contains("in use by another wanopt process"), "{err}");
+        assert!(other.for_peer(PublicKey([2; 32])).is_ok());
+    }
+
+    #[test]
+    fn clear_gives_a_new_identity_and_removes_unopened_caches() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = ReduceConfig {
+            cache_dir: dir.path().to_path_buf(),
+            cache_size: 64 << 20,
+        };
+        {
+            let earlier = Caches::new(config.clone()).unwrap();
+            earlier.for_peer(PublicKey([9; 32])).unwrap();
+        }
+        let caches = Caches::new(config).unwrap();
+        let entry = caches.for_peer(PublicKey([1; 32])).unwrap();
+        let before = entry.cache.hello().cache_id;
+        caches.clear().unwrap();
+        assert_ne!(entry.cache.hello().cache_id, before);
+        assert!(!dir.path().join(hex(&[9; 32])).exists());
+        assert!(entry.dir.exists());
+        assert_eq!(caches.report().clears, 1);
+    }
+
+    #[test]
+    fn unusable_directories_are_one_line_errors() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let err = Caches::new(ReduceConfig {
+            cache_dir: file.path().join("sub"),
+            cache_size: DEFAULT_CACHE_SIZE,
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("--no-reduce"), "{err}");
+        let dir = tempfile::tempdir().unwrap();
+        let err = Caches::new(ReduceConfig {
+            cache_dir: dir.path().to_path_buf(),
+            cache_size: 1000,
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("too small"), "{err}");
+    }
+}

@@ -1,0 +1,270 @@
+//! The pump of a flow with the `reduce` service: TCP bytes pass through a
+//! [`wanopt_codec::Encoder`] on their way to the tunnel stream, and stream
+//! bytes through a [`wanopt_codec::Decoder`] on their way to TCP.
+//!
+//! Three cooperating futures per flow (one task):
+//!
+//! - **uplink** reads the TCP socket and encodes. A partial chunk waits in
+//!   the chunker for more bytes, but never longer than [`IDLE_FLUSH`] once
+//!   the socket goes quiet, so interactive traffic is not held back.
+//! - **downlink** reads the stream (unordered, reassembled), decodes, writes
+//!   the plain bytes to TCP, hands the peer decoder's control frames (acks,
+//!   repair requests, done) to the local encoder, and queues the local
+//!   decoder's own control frames.
+//! - **writer** owns the stream's send side and interleaves whole frames:
+//!   control first (an unbounded queue, so the downlink never waits on the
+//!   send direction; control is a fraction of a percent of the data it
+//!   answers), then data (a bounded queue: back-pressure to the socket).
+//!
+//! The send side is finished only when the uplink ended (`End` written),
+//! the peer confirmed everything (`Done`, so no repair can be asked for),
+//! and the local decoder delivered everything up to the peer's `End` (so
+//! our last acks and `Done` are out). Each end's finish depends only on
+//! frames from the other end, never on the other end's finish.
+
+use std::sync::atomic::Ordering;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tracing::debug;
+
+use wanopt_codec::{Decoder, DecoderConfig, Encoder, EncoderConfig, PeerCache};
+
+use crate::flow::{abort_on_error, directions, read_reply, Abort, Direction, Facing, Flow, CHUNK};
+use crate::reassembly::Reassembler;
+
+/// How long a partial chunk may wait for more bytes from a quiet socket.
+pub const IDLE_FLUSH: Duration = Duration::from_millis(2);
+
+/// Wire bytes decoded at a time (references expand: this bounds the plain
+/// bytes produced by one call to a few MB).
+const DECODE_SLICE: usize = 16 * 1024;
+
+/// Encoded messages queued for the writer.
+const DATA_QUEUE: usize = 4;
+
+fn lock(enc: &Mutex<Encoder>) -> std::sync::MutexGuard<'_, Encoder> {
+    enc.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn writer_gone() -> Abort {
+    Abort::Remote("the tunnel stream's writer stopped".into())
+}
+
+/// Carries a TCP connection over a QUIC stream with data reduction, until
+/// both directions end; same semantics as [`crate::flow::splice_stream`].
+pub async fn splice_reduced(
+    mut tcp: TcpStream,
+    mut send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
+    flow: &Flow,
+    facing: Facing,
+    start: u64,
+    cache: PeerCache,
+) -> Result<(), Abort> {
+    let (up, down) = directions(flow, facing);
+    let mut encoder = match Encoder::new(cache.clone(), EncoderConfig::default()) {
+        Ok(encoder) => encoder,
+        Err(e) => return abort_on_error(Err(Abort::Local(e.to_string())), tcp, send, recv, flow),
+    };
+    let decoder = Decoder::new(cache, DecoderConfig::default());
+    let mut preamble = Vec::new();
+    encoder.start(&mut preamble);
+    let encoder = Mutex::new(encoder);
+    let (data_tx, data_rx) = mpsc::channel(DATA_QUEUE);
+    let (control_tx, control_rx) = mpsc::unbounded_channel();
+    let result = {
+        let (mut rd, mut wr) = tcp.split();
+        tokio::try_join!(
+            uplink(&mut rd, &encoder, data_tx, &up, flow),
+            downlink(
+                &mut recv,
+                &mut wr,
+                decoder,
+                &encoder,
+                control_tx,
+                &down,
+                flow,
+                start,
+                facing == Facing::Client,
+            ),
+            writer(&mut send, preamble, data_rx, control_rx, &up),
+        )
+    };
+    abort_on_error(result.map(|_| ()), tcp, send, recv, flow)
+}
+
+async fn uplink(
+    rd: &mut (impl AsyncRead + Unpin),
+    encoder: &Mutex<Encoder>,
+    tx: mpsc::Sender<Vec<u8>>,
+    dir: &Direction<'_>,
+    flow: &Flow,
+) -> Result<(), Abort> {
+    let mut buf = vec![0u8; CHUNK];
+    let mut pending = false;
+    loop {
+        let read = if pending {
+            match tokio::time::timeout(IDLE_FLUSH, rd.read(&mut buf)).await {
+                Ok(read) => read,
+                Err(_) => {
+                    let mut out = Vec::new();
+                    lock(encoder).flush(&mut out);
+                    pending = false;
+                    if !out.is_empty() {
+                        tx.send(out).await.map_err(|_| writer_gone())?;
+                    }
+                    continue;
+                }
+            }
+        } else {
+            rd.read(&mut buf).await
+        };
+        match read {
+            Ok(0) => {
+                let mut out = Vec::new();
+                lock(encoder).finish(&mut out);
+                tx.send(out).await.map_err(|_| writer_gone())?;
+                flow.set_state(dir.done);
+                return Ok(());
+            }
+            Ok(n) => {
+                dir.lan.fetch_add(n as u64, Ordering::Relaxed);
+                let mut out = Vec::with_capacity(n + n / 64 + 64);
+                {
+                    let mut encoder = lock(encoder);
+                    encoder.push(&buf[..n], &mut out);
+                    flow.references
+                        .store(encoder.stats().references, Ordering::Relaxed);
+                }
+                pending = true;
+                if !out.is_empty() {
+                    tx.send(out).await.map_err(|_| writer_gone())?;
+                }
+            }
+            Err(e) => return Err(Abort::Local(e.to_string())),
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn downlink(
+    recv: &mut quinn::RecvStream,
+    wr: &mut (impl AsyncWrite + Unpin),
+    mut decoder: Decoder,
+    encoder: &Mutex<Encoder>,
+    control_tx: mpsc::UnboundedSender<Vec<u8>>,
+    dir: &Direction<'_>,
+    flow: &Flow,
+    start: u64,
+    expect_reply: bool,
+) -> Result<(), Abort> {
+    let mut start = start;
+    if expect_reply {
+        start += read_reply(recv).await?;
+    }
+    let mut control_tx = Some(control_tx);
+    let mut reassembler = Reassembler::new(start);
+    let mut ready: Vec<Bytes> = Vec::new();
+    let mut plain = Vec::new();
+    let mut shut = false;
+    loop {
+        let chunk = match recv.read_chunk(CHUNK, false).await {
+            Ok(Some(chunk)) => chunk,
+            Ok(None) => {
+                if reassembler.buffered() != 0 || !decoder.is_finished() {
+                    return Err(Abort::Remote(
+                        "stream ended before the peer's end of data".into(),
+                    ));
+                }
+                return Ok(());
+            }
+            Err(e) => return Err(Abort::Remote(e.to_string())),
+        };
+        reassembler.insert(chunk.offset, chunk.bytes, |b| ready.push(b));
+        for bytes in ready.drain(..) {
+            dir.wan.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+            for slice in bytes.chunks(DECODE_SLICE) {
+                decoder
+                    .push(slice, &mut plain)
+                    .map_err(|e| Abort::Remote(format!("bad data from the peer: {e}")))?;
+                let mut control = Vec::new();
+                {
+                    let mut encoder = lock(encoder);
+                    while let Some(message) = decoder.poll_peer_control() {
+                        encoder
+                            .handle_peer(&message, &mut control)
+                            .map_err(|e| Abort::Remote(e.to_string()))?;
+                    }
+                }
+                decoder.emit_control(&mut control);
+                if !control.is_empty() {
+                    match &control_tx {
+                        Some(tx) => tx.send(control).map_err(|_| writer_gone())?,
+                        None => debug!(
+                            "flow {}: {} bytes of control after the end, dropped",
+                            flow.id,
+                            control.len()
+                        ),
+                    }
+                }
+                if !plain.is_empty() {
+                    wr.write_all(&plain)
+                        .await
+                        .map_err(|e| Abort::Local(e.to_string()))?;
+                    dir.lan.fetch_add(plain.len() as u64, Ordering::Relaxed);
+                    plain.clear();
+                }
+            }
+        }
+        flow.cache_hits
+            .store(decoder.stats().cache_hits, Ordering::Relaxed);
+        if decoder.is_finished() && !shut {
+            let _ = wr.shutdown().await;
+            flow.set_state(dir.done);
+            shut = true;
+        }
+        if shut && control_tx.is_some() && lock(encoder).is_done() {
+            // Nothing more to say: let the writer finish the stream.
+            control_tx = None;
+        }
+    }
+}
+
+async fn writer(
+    send: &mut quinn::SendStream,
+    preamble: Vec<u8>,
+    mut data: mpsc::Receiver<Vec<u8>>,
+    mut control: mpsc::UnboundedReceiver<Vec<u8>>,
+    dir: &Direction<'_>,
+) -> Result<(), Abort> {
+    let failed = |e: quinn::WriteError| Abort::Remote(e.to_string());
+    dir.wan.fetch_add(preamble.len() as u64, Ordering::Relaxed);
+    send.write_all(&preamble)
+        .await
+        .map_err(|e| Abort::Remote(e.to_string()))?;
+    let (mut data_open, mut control_open) = (true, true);
+    while data_open || control_open {
+        let next = tokio::select! {
+            biased;
+            message = control.recv(), if control_open => {
+                control_open = message.is_some();
+                message
+            }
+            message = data.recv(), if data_open => {
+                data_open = message.is_some();
+                message
+            }
+        };
+        if let Some(bytes) = next {
+            dir.wan.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+            send.write_chunk(Bytes::from(bytes)).await.map_err(failed)?;
+        }
+    }
+    let _ = send.finish();
+    Ok(())
+}

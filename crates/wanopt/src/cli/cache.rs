@@ -1,0 +1,85 @@
+//! `wanopt cache stats` and `wanopt cache clear`: the byte cache of a running
+//! node, through its control API.
+
+use std::net::SocketAddr;
+
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand};
+
+use wanopt_node::reduce::CacheReport;
+
+use super::status::{fetch, human_bytes, post, QueryArgs, DEFAULT_CONTROL};
+
+/// `wanopt cache ...`.
+#[derive(Debug, Subcommand)]
+pub enum CacheCommand {
+    /// Show the node's byte caches (one per peer): size, chunks, hits.
+    Stats(QueryArgs),
+    /// Empty the node's byte caches; the peers are told, so the next
+    /// transfers are cold on both ends.
+    Clear(ClearArgs),
+}
+
+/// Options of `wanopt cache clear`.
+#[derive(Debug, Args)]
+pub struct ClearArgs {
+    /// The node's control address (its --control).
+    #[arg(long, value_name = "ADDR", default_value = DEFAULT_CONTROL)]
+    pub control: SocketAddr,
+}
+
+/// Runs a `wanopt cache` command.
+pub fn run(command: &CacheCommand) -> anyhow::Result<()> {
+    match command {
+        CacheCommand::Stats(args) => stats(args),
+        CacheCommand::Clear(args) => {
+            let answer = post(args.control, "/cache/clear")?;
+            println!("{}", answer.trim());
+            Ok(())
+        }
+    }
+}
+
+fn stats(args: &QueryArgs) -> anyhow::Result<()> {
+    let body = fetch(args.control, "/cache")?;
+    if args.json {
+        println!("{body}");
+        return Ok(());
+    }
+    let report: CacheReport =
+        serde_json::from_str(&body).context("the control API sent malformed cache stats")?;
+    if !report.enabled {
+        bail!("data reduction is off on this node (--no-reduce): it has no byte cache");
+    }
+    println!("cache dir   {}", report.dir.as_deref().unwrap_or("?"));
+    println!("cleared     {} time(s) since start", report.clears);
+    if report.peers.is_empty() {
+        println!("(no peer has connected yet)");
+    }
+    for p in &report.peers {
+        println!("peer        {}", p.peer);
+        println!("  dir       {}", p.dir);
+        println!(
+            "  store     {} chunks, {} of {} in {} segment(s), {} evicted",
+            p.chunks,
+            human_bytes(p.store_bytes),
+            human_bytes(p.capacity_bytes),
+            p.segments,
+            p.evicted_segments
+        );
+        println!(
+            "  lookups   {} hits, {} misses, {} damaged (repaired from the peer)",
+            p.hits, p.misses, p.corrupt
+        );
+        println!(
+            "  peer      holds {} of our chunks ({})",
+            p.peer_chunks,
+            if p.peer_confirmed {
+                "confirmed on the live tunnel"
+            } else {
+                "not confirmed: tunnel down"
+            }
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,451 @@
+//! End-to-end tests of data reduction: real `wanopt edge` and `wanopt core`
+//! processes on loopback, a file server, and a UDP relay between the nodes
+//! that counts the WAN bytes independently of wanopt's own counters.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+
+use common::*;
+
+/// A deterministic file that behaves like an office document: structured
+/// text with numbers (compresses well) and, every 64 KiB, an embedded
+/// 12 KiB already-compressed blob (does not compress).
+fn office_file(seed: u64, len: usize) -> Vec<u8> {
+    let mut rng = Pattern::new(seed);
+    let mut word = [0u8; 8];
+    let mut out = Vec::with_capacity(len + 256);
+    let mut row = 0u64;
+    while out.len() < len {
+        if out.len() % 65536 < 200 && out.len() > 1000 {
+            let mut blob = vec![0u8; 12 * 1024];
+            rng.fill(&mut blob);
+            out.extend_from_slice(b"<w:binData w:name=\"image.jpeg\">");
+            out.extend_from_slice(&blob);
+            out.extend_from_slice(b"</w:binData>\n");
+        }
+        rng.fill(&mut word);
+        let v = u64::from_le_bytes(word);
+        row += 1;
+        let line = format!(
+            "<row r=\"{row}\"><c t=\"s\">Region {}</c><c>{}</c><c>{}.{:02}</c><c t=\"s\">Quarterly revenue, forecast and variance</c></row>\n",
+            v % 17,
+            (v >> 8) % 100_000,
+            (v >> 24) % 10_000,
+            (v >> 40) % 100
+        );
+        out.extend_from_slice(line.as_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+fn sha(bytes: &[u8]) -> [u8; 32] {
+    Sha256::digest(bytes).into()
+}
+
+/// Serves one file: `G` downloads it, `P` uploads a file and gets its
+/// SHA-256 back.
+struct FileServer {
+    addr: SocketAddr,
+    file: Arc<Mutex<Vec<u8>>>,
+}
+
+impl FileServer {
+    fn start(file: Vec<u8>) -> FileServer {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let file = Arc::new(Mutex::new(file));
+        let shared = file.clone();
+        thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                let file = shared.clone();
+                thread::spawn(move || {
+                    let mut command = [0u8; 1];
+                    if conn.read_exact(&mut command).is_err() {
+                        return;
+                    }
+                    match command[0] {
+                        b'G' => {
+                            let data = file.lock().unwrap().clone();
+                            let _ = conn.write_all(&data);
+                        }
+                        b'P' => {
+                            let mut data = Vec::new();
+                            if conn.read_to_end(&mut data).is_ok() {
+                                let _ = conn.write_all(&sha(&data));
+                            }
+                        }
+                        _ => {}
+                    }
+                });
+            }
+        });
+        FileServer { addr, file }
+    }
+
+    fn set(&self, data: Vec<u8>) {
+        *self.file.lock().unwrap() = data;
+    }
+}
+
+fn download(listen: SocketAddr) -> Vec<u8> {
+    let mut c = TcpStream::connect(listen).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    c.write_all(b"G").unwrap();
+    let mut data = Vec::new();
+    c.read_to_end(&mut data).unwrap();
+    data
+}
+
+fn upload(listen: SocketAddr, data: &[u8]) -> [u8; 32] {
+    let mut c = TcpStream::connect(listen).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    c.write_all(b"P").unwrap();
+    c.write_all(data).unwrap();
+    c.shutdown(Shutdown::Write).unwrap();
+    let mut digest = [0u8; 32];
+    c.read_exact(&mut digest).unwrap();
+    digest
+}
+
+/// Edge and core with reduce on, the WAN metered between them.
+struct Lab {
+    keys: Keys,
+    core: Node,
+    edge: Node,
+    core_addr: SocketAddr,
+    via: SocketAddr,
+    wan: Arc<WanBytes>,
+    listen: SocketAddr,
+    server: FileServer,
+}
+
+impl Lab {
+    fn start(file: Vec<u8>, core_extra: &[&str], edge_extra: &[&str]) -> Lab {
+        let keys = Keys::new();
+        let server = FileServer::start(file);
+        let core_addr = free_udp();
+        let (via, wan) = wan_meter(core_addr);
+        let listen = free_tcp();
+        let core = spawn(
+            &keys,
+            "core",
+            &Self::core_args(&keys, core_addr, core_extra),
+        );
+        let edge = spawn(
+            &keys,
+            "edge",
+            &Self::edge_args(&keys, via, listen, server.addr, edge_extra),
+        );
+        edge.wait_tunnel_up(Duration::from_secs(10));
+        Lab {
+            keys,
+            core,
+            edge,
+            core_addr,
+            via,
+            wan,
+            listen,
+            server,
+        }
+    }
+
+    fn core_args(keys: &Keys, core_addr: SocketAddr, extra: &[&str]) -> Vec<String> {
+        let mut args = core_args(keys, core_addr, &["127.0.0.1"]);
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args
+    }
+
+    fn edge_args(
+        keys: &Keys,
+        via: SocketAddr,
+        listen: SocketAddr,
+        server: SocketAddr,
+        extra: &[&str],
+    ) -> Vec<String> {
+        edge_args(keys, via, &[(listen, server.to_string())], extra)
+    }
+
+    /// Runs `transfer` and returns the WAN bytes it cost (both directions,
+    /// counted by the relay after the tunnel went quiet).
+    fn wan_cost(&self, transfer: impl FnOnce()) -> u64 {
+        let before = self.wan.total();
+        transfer();
+        thread::sleep(Duration::from_millis(300));
+        self.wan.total() - before
+    }
+
+    fn download_cost(&self) -> u64 {
+        let expected = self.server.file.lock().unwrap().clone();
+        self.wan_cost(|| {
+            let got = download(self.listen);
+            assert!(got == expected, "downloaded bytes differ from the file");
+        })
+    }
+
+    fn upload_cost(&self, data: &[u8]) -> u64 {
+        self.wan_cost(|| assert_eq!(upload(self.listen, data), sha(data), "upload corrupted"))
+    }
+
+    /// Stops a node gracefully (SIGTERM: drain, checkpoint) and starts it
+    /// again with the same key and cache directory.
+    fn restart(&mut self, which: &str) {
+        let node = if which == "core" {
+            &mut self.core
+        } else {
+            &mut self.edge
+        };
+        node.signal("TERM");
+        let _ = node.child.wait();
+        let args = if which == "core" {
+            Self::core_args(&self.keys, self.core_addr, &[])
+        } else {
+            Self::edge_args(&self.keys, self.via, self.listen, self.server.addr, &[])
+        };
+        *node = spawn(&self.keys, which, &args);
+        self.edge.wait_tunnel_up(Duration::from_secs(20));
+        // The hello exchange completes right after the handshake.
+        assert!(
+            eventually(Duration::from_secs(10), || self
+                .edge
+                .status()
+                .is_some_and(|s| s["peers"][0]["state"] == "up")),
+            "edge log: {}",
+            self.edge.log_text()
+        );
+    }
+
+    fn cache(&self, node: &Node) -> serde_json::Value {
+        serde_json::from_str(&http_get(node.control, "/cache").unwrap()).unwrap()
+    }
+}
+
+const LEN: usize = 4 << 20;
+
+#[test]
+fn a_file_sent_twice_crosses_the_wan_the_second_time_as_references() {
+    let file = office_file(1, LEN);
+    let lab = Lab::start(file.clone(), &[], &[]);
+    let cold = lab.download_cost();
+    let warm = lab.download_cost();
+    eprintln!("download: cold {cold} B, warm {warm} B of {LEN}");
+    // Cold: compression of the text parts, never more than the file plus
+    // framing; the embedded blobs do not compress.
+    assert!(cold < LEN as u64, "cold download cost {cold} B");
+    assert!(cold > LEN as u64 / 10, "cold download cost only {cold} B");
+    assert!(
+        warm * 50 < LEN as u64,
+        "warm download cost {warm} B (>= 2%)"
+    );
+
+    let upload_file = office_file(2, LEN);
+    let cold = lab.upload_cost(&upload_file);
+    let warm = lab.upload_cost(&upload_file);
+    eprintln!("upload: cold {cold} B, warm {warm} B of {LEN}");
+    assert!(cold > LEN as u64 / 10);
+    assert!(warm * 50 < LEN as u64, "warm upload cost {warm} B (>= 2%)");
+
+    // Both nodes account for it in their flow totals and show the service.
+    let status = lab.edge.status().unwrap();
+    assert_eq!(status["reduce"], true);
+    assert!(status["reduction"].as_f64().unwrap() > 0.5, "{status}");
+    assert!(status["references"].as_u64().unwrap() > 0);
+    let core = lab.core.status().unwrap();
+    assert!(core["cache_hits"].as_u64().unwrap() > 0, "{core}");
+    let metrics = http_get(lab.edge.control, "/metrics").unwrap();
+    assert!(metrics.contains("wanopt_wan_bytes_total"), "{metrics}");
+    assert!(metrics.contains("wanopt_cache_hits_total"), "{metrics}");
+}
+
+#[test]
+fn an_edited_file_crosses_as_little_more_than_the_change() {
+    let mut file = office_file(3, LEN);
+    let lab = Lab::start(file.clone(), &[], &[]);
+    let cold = lab.download_cost();
+    // "Open, edit, save": a few bytes change in the middle, the whole file
+    // is written back, then read again.
+    file[LEN / 2..LEN / 2 + 5].copy_from_slice(b"EDIT!");
+    let save = lab.upload_cost(&file);
+    let save_again = lab.upload_cost(&file);
+    lab.server.set(file.clone());
+    let reopen = lab.download_cost();
+    eprintln!("cold {cold}, save {save}, save again {save_again}, reopen {reopen}");
+    // One or two chunks (at most 64 KiB each) plus references and framing.
+    assert!(reopen < 160 * 1024, "edited download cost {reopen} B");
+    assert!(save_again < 160 * 1024, "repeated save cost {save_again} B");
+    assert!(reopen * 10 < cold);
+}
+
+#[test]
+fn warm_stays_warm_after_either_node_restarts_and_clear_makes_it_cold() {
+    let file = office_file(4, LEN);
+    let mut lab = Lab::start(file.clone(), &[], &[]);
+    let cold = lab.download_cost();
+    let upload_cold = lab.upload_cost(&file);
+    lab.restart("core");
+    let after_core = lab.download_cost();
+    let upload_after_core = lab.upload_cost(&file);
+    lab.restart("edge");
+    let after_edge = lab.download_cost();
+    let upload_after_edge = lab.upload_cost(&file);
+    eprintln!(
+        "download: cold {cold}, after core restart {after_core}, after edge restart {after_edge}; \
+         upload: cold {upload_cold}, {upload_after_core}, {upload_after_edge}"
+    );
+    for (what, cost) in [
+        ("download after the core restarted", after_core),
+        ("download after the edge restarted", after_edge),
+        ("upload after the core restarted", upload_after_core),
+        ("upload after the edge restarted", upload_after_edge),
+    ] {
+        assert!(cost * 50 < LEN as u64, "{what} cost {cost} B (>= 2%)");
+    }
+
+    // `wanopt cache clear` on both nodes: the next transfer is cold again.
+    for node in [&lab.edge, &lab.core] {
+        let out = std::process::Command::new(BIN)
+            .args(["cache", "clear", "--control", &node.control.to_string()])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+    let again = lab.download_cost();
+    eprintln!("after clear: {again}");
+    assert!(
+        again > cold / 2,
+        "after clear the download cost {again} B, cold was {cold}"
+    );
+    let stats = std::process::Command::new(BIN)
+        .args(["cache", "stats", "--control", &lab.edge.control.to_string()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&stats.stdout);
+    assert!(stats.status.success(), "{stats:?}");
+    assert!(text.contains("cleared     1 time(s)"), "{text}");
+    assert!(text.contains("chunks"), "{text}");
+}
+
+/// Flips bytes all over the segment files of a cache directory.
+fn damage(dir: &Path) -> usize {
+    let mut damaged = 0;
+    for peer in std::fs::read_dir(dir).unwrap().flatten() {
+        let Ok(files) = std::fs::read_dir(peer.path()) else {
+            continue;
+        };
+        for f in files.flatten() {
+            let name = f.file_name().to_string_lossy().into_owned();
+            if !name.ends_with(".wseg") {
+                continue;
+            }
+            let mut data = std::fs::read(f.path()).unwrap();
+            for i in (4096..data.len()).step_by(8191) {
+                data[i] ^= 0x55;
+                damaged += 1;
+            }
+            std::fs::write(f.path(), data).unwrap();
+        }
+    }
+    damaged
+}
+
+#[test]
+fn a_damaged_cache_is_repaired_from_the_peer_and_never_delivers_a_wrong_byte() {
+    let file = office_file(5, LEN);
+    let mut lab = Lab::start(file.clone(), &[], &[]);
+    lab.download_cost();
+    let cache_dir = lab.keys.dir.path().join("cache-edge");
+    // Damage under a running node: every read is verified, a bad record is
+    // a miss, the decoder asks the core for the literal.
+    assert!(damage(&cache_dir) > 100, "no segment file found to damage");
+    lab.download_cost(); // byte-exact, or it panics
+    let peer = lab.cache(&lab.edge)["peers"][0].clone();
+    assert!(peer["corrupt"].as_u64().unwrap() > 0, "{peer}");
+    let log = lab.edge.log_text();
+    assert!(!log.contains("panicked"), "{log}");
+
+    // Damage while the node is down: found when the cache is opened, the
+    // epoch changes, and the core stops assuming those chunks.
+    lab.download_cost();
+    lab.edge.signal("TERM");
+    let _ = lab.edge.child.wait();
+    assert!(damage(&cache_dir) > 100);
+    let args = Lab::edge_args(&lab.keys, lab.via, lab.listen, lab.server.addr, &[]);
+    lab.edge = spawn(&lab.keys, "edge", &args);
+    lab.edge.wait_tunnel_up(Duration::from_secs(20));
+    lab.download_cost();
+    lab.download_cost();
+    let peer = lab.cache(&lab.edge)["peers"][0].clone();
+    assert!(
+        peer["truncated_bytes"].as_u64().unwrap() > 0 || peer["corrupt"].as_u64().unwrap() > 0,
+        "{peer}"
+    );
+}
+
+#[test]
+fn no_reduce_on_either_end_carries_flows_unreduced() {
+    let file = office_file(6, 1 << 20);
+    for (core_extra, edge_extra, why) in [
+        (&["--no-reduce"][..], &[][..], "the core runs --no-reduce"),
+        (&[][..], &["--no-reduce"][..], "--no-reduce"),
+    ] {
+        let lab = Lab::start(file.clone(), core_extra, edge_extra);
+        assert!(eventually(Duration::from_secs(5), || lab
+            .edge
+            .log_text()
+            .contains(&format!("data reduction off ({why})"))));
+        let first = lab.download_cost();
+        let second = lab.download_cost();
+        assert!(second > (1 << 20), "{why}: second download cost {second} B");
+        assert!(first > (1 << 20));
+        let clear = std::process::Command::new(BIN)
+            .args(["cache", "clear", "--control", &lab.edge.control.to_string()])
+            .output()
+            .unwrap();
+        if edge_extra.is_empty() {
+            assert!(clear.status.success());
+        } else {
+            assert_eq!(clear.status.code(), Some(1));
+            let err = String::from_utf8_lossy(&clear.stderr);
+            assert!(
+                err.contains("--no-reduce") && err.lines().count() == 1,
+                "{err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn flows_show_the_reduce_service_and_their_wan_bytes() {
+    let file = office_file(7, 8 << 20);
+    let lab = Lab::start(file, &[], &[]);
+    // A slow reader keeps the flow live while we look at the table.
+    let mut c = TcpStream::connect(lab.listen).unwrap();
+    c.write_all(b"G").unwrap();
+    let mut first = vec![0u8; 1 << 20];
+    c.read_exact(&mut first).unwrap();
+    let flows: serde_json::Value =
+        serde_json::from_str(&http_get(lab.edge.control, "/flows").unwrap()).unwrap();
+    let row = &flows["flows"][0];
+    assert_eq!(
+        row["services"],
+        serde_json::json!(["tcp-opt", "reduce"]),
+        "{flows}"
+    );
+    assert!(row["wan_bytes_to_client"].as_u64().unwrap() > 0, "{flows}");
+    assert!(
+        row["bytes_to_client"].as_u64().unwrap() >= 1 << 20,
+        "{flows}"
+    );
+    let mut rest = Vec::new();
+    c.read_to_end(&mut rest).unwrap();
+    assert_eq!(first.len() + rest.len(), 8 << 20);
+}
