@@ -126,6 +126,14 @@ fn bad_input_gets_one_clear_line_and_exit_code_2() {
             vec!["status", "--control", "127.0.0.1:1"],
             "cannot reach the control API",
         ),
+        (
+            vec!["cache", "stats", "--control", "127.0.0.1:1"],
+            "cannot reach the control API",
+        ),
+        (
+            vec!["cache", "clear", "--control", "127.0.0.1:1"],
+            "cannot reach the control API",
+        ),
     ];
     for (args, needle) in cases {
         let (code, _, err) = run(&args);
@@ -134,6 +142,30 @@ fn bad_input_gets_one_clear_line_and_exit_code_2() {
     }
     // clap's own usage errors also exit 2.
     assert_eq!(run(&["edge", "--fail", "sideways"]).0, 2);
+    let (code, _, err) = run(&["core", "--cache-size", "lots"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("bad size"), "{err}");
+
+    // A cache directory that cannot be created: one line naming the fixes.
+    let file = keys.dir.path().join("a-file");
+    std::fs::write(&file, b"").unwrap();
+    let cache_dir = file.join("cache");
+    let (code, _, err) = run(&[
+        "core",
+        "--listen",
+        "127.0.0.1:0",
+        "--key",
+        key,
+        "--peer-key",
+        &public,
+        "--cache-dir",
+        cache_dir.to_str().unwrap(),
+    ]);
+    assert_ne!(code, 0);
+    let last = err.trim_end().lines().last().unwrap_or_default().to_owned();
+    assert!(last.starts_with("wanopt: cannot use cache directory"), "{err}");
+    assert!(last.contains("--no-reduce"), "{err}");
+    assert!(!err.contains("panicked"));
 }
 
 #[test]
