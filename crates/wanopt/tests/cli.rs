@@ -163,7 +163,10 @@ fn bad_input_gets_one_clear_line_and_exit_code_2() {
     ]);
     assert_ne!(code, 0);
     let last = err.trim_end().lines().last().unwrap_or_default().to_owned();
-    assert!(last.starts_with("wanopt: cannot use cache directory"), "{err}");
+    assert!(
+        last.starts_with("wanopt: cannot use cache directory"),
+        "{err}"
+    );
     assert!(last.contains("--no-reduce"), "{err}");
     assert!(!err.contains("panicked"));
 }
