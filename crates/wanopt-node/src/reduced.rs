@@ -44,6 +44,12 @@ pub const IDLE_FLUSH: Duration = Duration::from_millis(2);
 /// bytes produced by one call to a few MB).
 const DECODE_SLICE: usize = 16 * 1024;
 
+/// Referenced chunk bytes each flow keeps to answer the peer's repair
+/// requests (a damaged or just-evicted record at the peer). Bounds memory:
+/// 200 flows hold at most 1.6 GB; a request for a chunk no longer retained
+/// resets that flow, never delivers a wrong byte.
+const RETAIN_BYTES: usize = 8 << 20;
+
 /// Encoded messages queued for the writer.
 const DATA_QUEUE: usize = 4;
 
@@ -67,7 +73,11 @@ pub async fn splice_reduced(
     cache: PeerCache,
 ) -> Result<(), Abort> {
     let (up, down) = directions(flow, facing);
-    let mut encoder = match Encoder::new(cache.clone(), EncoderConfig::default()) {
+    let config = EncoderConfig {
+        retain_bytes: RETAIN_BYTES,
+        ..EncoderConfig::default()
+    };
+    let mut encoder = match Encoder::new(cache.clone(), config) {
         Ok(encoder) => encoder,
         Err(e) => return abort_on_error(Err(Abort::Local(e.to_string())), tcp, send, recv, flow),
     };

@@ -449,3 +449,31 @@ fn flows_show_the_reduce_service_and_their_wan_bytes() {
     c.read_to_end(&mut rest).unwrap();
     assert_eq!(first.len() + rest.len(), 8 << 20);
 }
+
+#[test]
+fn concurrent_flows_of_the_same_file_are_exact_cold_and_warm() {
+    // Flows are independent streams: a chunk first sent on one is
+    // referenced on another only once the peer acknowledged storing it.
+    let file = office_file(8, 2 << 20);
+    let lab = Lab::start(file.clone(), &[], &[]);
+    for round in ["cold", "warm"] {
+        let cost = lab.wan_cost(|| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| {
+                    let listen = lab.listen;
+                    thread::spawn(move || download(listen))
+                })
+                .collect();
+            for h in handles {
+                assert!(h.join().unwrap() == file, "{round}: a download differs");
+            }
+        });
+        eprintln!("{round}: 8 concurrent downloads cost {cost} B");
+        if round == "warm" {
+            assert!(
+                cost * 50 < 8 * file.len() as u64,
+                "warm round cost {cost} B"
+            );
+        }
+    }
+}
