@@ -251,35 +251,30 @@ pub fn render_metrics(state: &NodeState) -> String {
         &[(String::new(), s.cache_hits as f64)],
     );
     let cache = cache_report(state);
+    let per_peer = |value: fn(&crate::reduce::PeerCacheStats) -> u64| {
+        cache
+            .peers
+            .iter()
+            .map(|p| (format!(",peer_key=\"{}\"", p.peer), value(p) as f64))
+            .collect::<Vec<_>>()
+    };
     metric(
         "cache_bytes",
         "gauge",
         "Bytes in the byte cache's store, by peer.",
-        &cache
-            .peers
-            .iter()
-            .map(|p| (format!(",peer_key=\"{}\"", p.peer), p.store_bytes as f64))
-            .collect::<Vec<_>>(),
+        &per_peer(|p| p.store_bytes),
     );
     metric(
         "cache_chunks",
         "gauge",
         "Chunks in the byte cache's store, by peer.",
-        &cache
-            .peers
-            .iter()
-            .map(|p| (format!(",peer_key=\"{}\"", p.peer), p.chunks as f64))
-            .collect::<Vec<_>>(),
+        &per_peer(|p| p.chunks),
     );
     metric(
         "cache_corrupt_total",
         "counter",
         "Damaged cache records found by verified reads (each was repaired from the peer).",
-        &cache
-            .peers
-            .iter()
-            .map(|p| (format!(",peer_key=\"{}\"", p.peer), p.corrupt as f64))
-            .collect::<Vec<_>>(),
+        &per_peer(|p| p.corrupt),
     );
     out
 }

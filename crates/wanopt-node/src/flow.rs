@@ -486,6 +486,24 @@ pub(crate) async fn read_reply(recv: &mut quinn::RecvStream) -> Result<u64, Abor
     Ok(reply.len() as u64)
 }
 
+/// Reads the core's reply first if `expect_reply` (edge side), then returns
+/// the reassembler for the payload, which starts at stream offset `start`
+/// plus the reply. Payload is read unordered: that keeps quinn's receive
+/// buffer from fragmenting under heavy loss; the reassembler restores the
+/// order (see `reassembly`).
+pub(crate) async fn payload_reassembler(
+    recv: &mut quinn::RecvStream,
+    start: u64,
+    expect_reply: bool,
+) -> Result<Reassembler, Abort> {
+    let reply = if expect_reply {
+        read_reply(recv).await?
+    } else {
+        0
+    };
+    Ok(Reassembler::new(start + reply))
+}
+
 /// Counters and end state of one direction of a flow.
 pub(crate) struct Direction<'a> {
     /// LAN payload bytes.
@@ -523,13 +541,7 @@ async fn stream_to_tcp(
     start: u64,
     expect_reply: bool,
 ) -> Result<(), Abort> {
-    let mut start = start;
-    if expect_reply {
-        start += read_reply(recv).await?;
-    }
-    // Unordered reads keep quinn's receive buffer from fragmenting under
-    // heavy loss; the reassembler restores the order (see `reassembly`).
-    let mut reassembler = Reassembler::new(start);
+    let mut reassembler = payload_reassembler(recv, start, expect_reply).await?;
     let mut ready: Vec<Bytes> = Vec::new();
     loop {
         match recv.read_chunk(CHUNK, false).await {

@@ -34,8 +34,9 @@ use tracing::debug;
 
 use wanopt_codec::{Decoder, DecoderConfig, Encoder, EncoderConfig, PeerCache};
 
-use crate::flow::{abort_on_error, directions, read_reply, Abort, Direction, Facing, Flow, CHUNK};
-use crate::reassembly::Reassembler;
+use crate::flow::{
+    abort_on_error, directions, payload_reassembler, Abort, Direction, Facing, Flow, CHUNK,
+};
 
 /// How long a partial chunk may wait for more bytes from a quiet socket.
 pub const IDLE_FLUSH: Duration = Duration::from_millis(2);
@@ -173,12 +174,8 @@ async fn downlink(
     start: u64,
     expect_reply: bool,
 ) -> Result<(), Abort> {
-    let mut start = start;
-    if expect_reply {
-        start += read_reply(recv).await?;
-    }
+    let mut reassembler = payload_reassembler(recv, start, expect_reply).await?;
     let mut control_tx = Some(control_tx);
-    let mut reassembler = Reassembler::new(start);
     let mut ready: Vec<Bytes> = Vec::new();
     let mut plain = Vec::new();
     let mut shut = false;

@@ -30,10 +30,25 @@ fn agent() -> ureq::Agent {
         .into()
 }
 
-/// POSTs to the control API; a refusal (4xx/5xx) is an error with the node's message.
+/// POSTs to the control API; a refusal (4xx/5xx) is an error with the
+/// node's own message.
 pub(crate) fn post(control: SocketAddr, path: &str) -> anyhow::Result<String> {
+    call(control, path, true)
+}
+
+/// GETs from the control API.
+pub(crate) fn fetch(control: SocketAddr, path: &str) -> anyhow::Result<String> {
+    call(control, path, false)
+}
+
+fn call(control: SocketAddr, path: &str, post: bool) -> anyhow::Result<String> {
     let url = format!("http://{control}{path}");
-    let mut response = agent().post(&url).send_empty().with_context(|| {
+    let sent = if post {
+        agent().post(&url).send_empty()
+    } else {
+        agent().get(&url).call()
+    };
+    let mut response = sent.with_context(|| {
         format!("cannot reach the control API at {control} (is a node running with --control {control}?)")
     })?;
     let status = response.status();
@@ -43,23 +58,6 @@ pub(crate) fn post(control: SocketAddr, path: &str) -> anyhow::Result<String> {
         .with_context(|| format!("bad answer from {url}"))?;
     if !status.is_success() {
         anyhow::bail!("{}", body.trim());
-    }
-    Ok(body)
-}
-
-/// GETs from the control API.
-pub(crate) fn fetch(control: SocketAddr, path: &str) -> anyhow::Result<String> {
-    let url = format!("http://{control}{path}");
-    let mut response = agent().get(&url).call().with_context(|| {
-        format!("cannot reach the control API at {control} (is a node running with --control {control}?)")
-    })?;
-    let status = response.status();
-    let body = response
-        .body_mut()
-        .read_to_string()
-        .with_context(|| format!("bad answer from {url}"))?;
-    if !status.is_success() {
-        anyhow::bail!("{url}: {status}: {}", body.trim());
     }
     Ok(body)
 }
