@@ -46,6 +46,9 @@ pub struct UpConfig {
     pub profile: &'static Profile,
     /// Whether to start the wanopt edge and core.
     pub optimize: bool,
+    /// With `optimize`: data reduction (compression and the byte cache) on
+    /// top of TCP optimization.
+    pub reduce: bool,
 }
 
 /// The settings of a running lab, stored in its state directory.
@@ -57,6 +60,9 @@ pub struct Settings {
     pub profile: String,
     /// Whether the wanopt nodes run.
     pub optimize: bool,
+    /// Whether they reduce data (compression and the byte cache).
+    #[serde(default)]
+    pub reduce: bool,
 }
 
 /// The file with the running lab's settings.
@@ -115,12 +121,13 @@ fn start_processes(lab: &Lab, config: &UpConfig, exe: &Path) -> Result<(), UpErr
     wait_for(lab, &ready, "gen-server", "generator server")?;
     config.profile.apply(lab)?;
     if config.optimize {
-        crate::optimize::start(lab, exe).map_err(UpError::Optimize)?;
+        crate::optimize::start(lab, exe, config.reduce).map_err(UpError::Optimize)?;
     }
     let settings = Settings {
         link: config.specs.clone(),
         profile: config.profile.name.to_string(),
         optimize: config.optimize,
+        reduce: config.optimize && config.reduce && crate::optimize::supports_reduce(exe),
     };
     let path = settings_path(lab);
     let text = serde_json::to_string_pretty(&settings).unwrap_or_default();

@@ -33,7 +33,7 @@ pub enum LabCommand {
     },
     /// Show the link settings and the emulator's counters per direction.
     Status,
-    /// Run a scenario (`tcp-opt` or a TOML file) and write results, a report and plots.
+    /// Run a scenario (`tcp-opt`, `waas-3g` or a TOML file) and write results, a report and plots.
     Run(crate::scenario::RunArgs),
     /// Measure the emulator's own ceiling (pps, Gbit/s of 1500-byte packets each way) with iperf3.
     BenchCeiling {
@@ -76,6 +76,70 @@ pub enum LabCommand {
     /// Internal: the traffic generator's client; prints a JSON report.
     #[command(hide = true)]
     GenClient(GenClientArgs),
+    /// Write the waas-3g file set (the reference's Table 1, generated from a seed) to a directory.
+    WaasFiles {
+        /// Directory to write the files to (created if needed).
+        #[arg(long)]
+        out: PathBuf,
+        /// Seed of the file set.
+        #[arg(long, default_value_t = crate::waas::files::DEFAULT_SEED)]
+        seed: u64,
+    },
+    /// Internal: the waas-3g file server (runs inside `server`).
+    #[command(hide = true)]
+    WaasServer(WaasServerArgs),
+    /// Internal: one waas-3g transfer (runs inside `client`); prints a JSON report.
+    #[command(hide = true)]
+    WaasClient(WaasClientArgs),
+}
+
+/// Options of the internal `lab waas-server`.
+#[derive(Debug, Args)]
+pub struct WaasServerArgs {
+    /// HTTP listen address.
+    #[arg(long)]
+    pub http: SocketAddr,
+    /// File service listen address.
+    #[arg(long)]
+    pub file: SocketAddr,
+    /// Seed of the file set.
+    #[arg(long, default_value_t = crate::waas::files::DEFAULT_SEED)]
+    pub seed: u64,
+    /// Congestion control of every connection.
+    #[arg(long)]
+    pub congestion: Option<String>,
+    /// Give up on a connection that makes no progress for this many seconds.
+    #[arg(long, default_value_t = 90)]
+    pub stall_seconds: u64,
+    /// File to create once listening.
+    #[arg(long)]
+    pub ready: Option<PathBuf>,
+}
+
+/// Options of the internal `lab waas-client`.
+#[derive(Debug, Args)]
+pub struct WaasClientArgs {
+    /// The server's address.
+    #[arg(long)]
+    pub server: std::net::IpAddr,
+    /// The test.
+    #[arg(long, value_enum)]
+    pub test: crate::waas::transfer::Test,
+    /// The file (e.g. 2M.xls).
+    #[arg(long)]
+    pub file: String,
+    /// Seed of the file set.
+    #[arg(long, default_value_t = crate::waas::files::DEFAULT_SEED)]
+    pub seed: u64,
+    /// Edit generation of edit-save's upload.
+    #[arg(long, default_value_t = 1)]
+    pub generation: u64,
+    /// Congestion control of the client's sockets.
+    #[arg(long)]
+    pub congestion: Option<String>,
+    /// Give up when a connection makes no progress for this many seconds.
+    #[arg(long, default_value_t = 90)]
+    pub stall_seconds: u64,
 }
 
 /// Options of `lab up`.
@@ -90,6 +154,11 @@ pub struct UpArgs {
     /// Also start a wanopt edge (transparent) in `edge` and a wanopt core in `core`.
     #[arg(long)]
     pub optimize: bool,
+    /// With --optimize: TCP optimization only, no data reduction (by default
+    /// the nodes compress and deduplicate, with their byte caches in the
+    /// lab's state directory).
+    #[arg(long, requires = "optimize")]
+    pub no_reduce: bool,
 }
 
 /// Options of `lab exec`.
@@ -174,15 +243,22 @@ pub fn run(command: LabCommand) -> anyhow::Result<i32> {
                 specs,
                 profile,
                 optimize: args.optimize,
+                reduce: !args.no_reduce,
             };
-            bringup::up(&lab, &config, &bringup::current_exe()?)?;
+            let exe = bringup::current_exe()?;
+            bringup::up(&lab, &config, &exe)?;
+            let reduce = config.optimize && config.reduce && crate::optimize::supports_reduce(&exe);
             println!(
                 "lab up: up [{}] down [{}] seed {} profile {}{}",
                 config.specs.up,
                 config.specs.down,
                 config.specs.seed,
                 profile.name,
-                if config.optimize { " optimize" } else { "" }
+                match (config.optimize, reduce) {
+                    (false, _) => "",
+                    (true, true) => " optimize (tcp-opt, reduce)",
+                    (true, false) => " optimize (tcp-opt)",
+                }
             );
             Ok(0)
         }
@@ -281,7 +357,71 @@ pub fn run(command: LabCommand) -> anyhow::Result<i32> {
             println!("{}", serde_json::to_string(&report)?);
             Ok(0)
         }
+        LabCommand::WaasFiles { out, seed } => waas_files(&out, seed),
+        LabCommand::WaasServer(args) => {
+            let config = crate::waas::transfer::ServerConfig {
+                http: args.http,
+                file: args.file,
+                seed: args.seed,
+                congestion: args.congestion,
+                stall: Duration::from_secs(args.stall_seconds.clamp(1, 3600)),
+            };
+            crate::waas::transfer::serve(config, args.ready.as_deref())?;
+            Ok(0)
+        }
+        LabCommand::WaasClient(args) => {
+            use crate::waas::transfer::{self, TransferError};
+            if crate::waas::files::find(&args.file).is_none() {
+                return usage(TransferError::UnknownFile(args.file));
+            }
+            let config = transfer::ClientConfig {
+                server: args.server,
+                http_port: transfer::HTTP_PORT,
+                file_port: transfer::FILE_PORT,
+                test: args.test,
+                file: args.file,
+                seed: args.seed,
+                generation: args.generation,
+                congestion: args.congestion,
+                stall: Duration::from_secs(args.stall_seconds.clamp(1, 3600)),
+            };
+            match transfer::run_client(&config) {
+                Ok(report) => {
+                    println!("{}", serde_json::to_string(&report)?);
+                    Ok(0)
+                }
+                Err(e @ TransferError::Mismatch { .. }) => {
+                    eprintln!("{e}");
+                    Ok(transfer::EXIT_MISMATCH)
+                }
+                Err(e) => {
+                    eprintln!("{e}");
+                    Ok(1)
+                }
+            }
+        }
     }
+}
+
+/// `lab waas-files`: writes the file set and prints name, size, estimated
+/// LZ ratio.
+fn waas_files(out: &std::path::Path, seed: u64) -> anyhow::Result<i32> {
+    use crate::waas::files;
+    std::fs::create_dir_all(out)?;
+    let mut text = String::new();
+    for spec in files::FILE_SET {
+        let data = files::generate(&spec, seed);
+        std::fs::write(out.join(spec.name), &data)?;
+        let ratio = data.len() as f64 / files::lz_estimate(&data).max(1) as f64;
+        text.push_str(&format!(
+            "{:<9} {:>9} {:<10} LZ ratio {ratio:.2}\n",
+            spec.name,
+            data.len(),
+            spec.kind.label()
+        ));
+    }
+    let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());
+    Ok(0)
 }
 
 /// A child's exit status as a shell would report it.

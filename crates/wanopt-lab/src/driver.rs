@@ -138,10 +138,22 @@ pub struct IoCounters {
 /// One direction's published state.
 #[derive(Debug, Default, Clone, Serialize)]
 pub struct DirectionSnapshot {
+    /// When the direction's thread took this snapshot, milliseconds since
+    /// the UNIX epoch: a reader that needs every frame up to some moment
+    /// waits for a snapshot taken after it.
+    pub at_unix_ms: u64,
     /// The driver's I/O counters.
     pub io: IoCounters,
     /// The link model's counters.
     pub link: serde_json::Value,
+}
+
+/// Now, in milliseconds since the UNIX epoch (0 if the clock is before it).
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 /// One direction of the bump: frames in on `ingress`, out on `egress`.
@@ -304,6 +316,7 @@ fn pump<L: FrameLink>(
             if let Ok(mut s) = state.lock() {
                 s.io = io.clone();
                 s.link = link.counters_json();
+                s.at_unix_ms = unix_ms();
             }
         }
         if n == BATCH {
@@ -324,6 +337,7 @@ fn pump<L: FrameLink>(
     if let Ok(mut s) = state.lock() {
         s.io = io;
         s.link = link.counters_json();
+        s.at_unix_ms = unix_ms();
     }
     Ok(())
 }

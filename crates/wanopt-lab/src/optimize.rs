@@ -3,6 +3,11 @@
 //! interface, the edge reads `SO_ORIGINAL_DST`) and a wanopt core in `core`
 //! that may connect only to the server LAN. Keys are made for the lab with
 //! `wanopt keygen` and kept in the lab's state directory.
+//!
+//! Data reduction (the `reduce` service: compression and the persistent
+//! byte cache) is on unless the caller asks for TCP optimization only; each
+//! node keeps its cache in the lab's state directory (`cache-edge`,
+//! `cache-core`), so it lives and dies with the lab.
 
 use std::path::Path;
 use std::process::Command;
@@ -55,9 +60,82 @@ fn keygen(exe: &Path, path: &Path) -> Result<String, String> {
         .ok_or_else(|| "wanopt keygen printed no public key".to_string())
 }
 
-/// Starts the wanopt edge and core of `lab` and the interception rule.
-pub fn start(lab: &Lab, exe: &Path) -> Result<(), String> {
+/// Bound on each node's byte cache in the lab (the state directory is on
+/// a RAM file system).
+pub const CACHE_SIZE: &str = "512MiB";
+
+/// Whether this executable's nodes have data reduction (`--cache-dir`,
+/// `--no-reduce`).
+pub fn supports_reduce(exe: &Path) -> bool {
+    Command::new(exe)
+        .args(["edge", "--help"])
+        .output()
+        .map(|o| {
+            let help = String::from_utf8_lossy(&o.stdout);
+            o.status.success() && help.contains("--cache-dir") && help.contains("--no-reduce")
+        })
+        .unwrap_or(false)
+}
+
+/// The byte cache directory of `node` (`edge` or `core`) in `lab`.
+pub fn cache_dir(lab: &Lab, node: Node) -> std::path::PathBuf {
+    lab.state_dir().join(format!("cache-{}", node.name()))
+}
+
+/// The node options for data reduction: a cache in the lab's state
+/// directory, and `--no-reduce` unless `reduce`. Empty for a build whose
+/// nodes have no data reduction (nothing to turn off).
+fn reduce_args(lab: &Lab, node: Node, reduce: bool, supported: bool) -> Vec<String> {
+    if !supported {
+        return Vec::new();
+    }
+    let mut args = vec![
+        "--cache-dir".to_string(),
+        cache_dir(lab, node).to_string_lossy().into_owned(),
+        "--cache-size".to_string(),
+        CACHE_SIZE.to_string(),
+    ];
+    if !reduce {
+        args.push("--no-reduce".into());
+    }
+    args
+}
+
+/// Copies the edge's and core's logs of `lab` to
+/// `dir/logs/{label}-edge.log` and `-core.log` (call it before the nodes
+/// are stopped or the lab is rebuilt: the state directory goes with them).
+/// Returns the files written.
+pub fn save_logs(lab: &Lab, dir: &Path, label: &str) -> Vec<std::path::PathBuf> {
+    let logs = dir.join("logs");
+    if std::fs::create_dir_all(&logs).is_err() {
+        return Vec::new();
+    }
+    let safe: String = label
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let mut written = Vec::new();
+    for (name, role) in [("wanopt-edge", "edge"), ("wanopt-core", "core")] {
+        let from = lab.state_dir().join(format!("{name}.log"));
+        let to = logs.join(format!("{safe}-{role}.log"));
+        if std::fs::copy(&from, &to).is_ok() {
+            written.push(to);
+        }
+    }
+    written
+}
+
+/// Starts the wanopt edge and core of `lab` and the interception rule;
+/// `reduce` turns data reduction on (when the build has it).
+pub fn start(lab: &Lab, exe: &Path, reduce: bool) -> Result<(), String> {
     available(exe)?;
+    let supported = supports_reduce(exe);
     let dir = lab.state_dir().join("keys");
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let core_key = dir.join("core.key");
@@ -65,7 +143,7 @@ pub fn start(lab: &Lab, exe: &Path) -> Result<(), String> {
     let core_pub = keygen(exe, &core_key)?;
     let edge_pub = keygen(exe, &edge_key)?;
     let s = |p: &Path| p.to_string_lossy().into_owned();
-    let core_args: Vec<String> = vec![
+    let mut core_args: Vec<String> = vec![
         "core".into(),
         "--listen".into(),
         format!("{CORE_WAN_ADDR}:{TUNNEL_PORT}"),
@@ -78,9 +156,10 @@ pub fn start(lab: &Lab, exe: &Path) -> Result<(), String> {
         "--control".into(),
         CORE_CONTROL.into(),
     ];
+    core_args.extend(reduce_args(lab, Node::Core, reduce, supported));
     lab.spawn_daemon(Node::Core, "wanopt-core", exe, &core_args)
         .map_err(|e| e.to_string())?;
-    let edge_args: Vec<String> = vec![
+    let mut edge_args: Vec<String> = vec![
         "edge".into(),
         "--core".into(),
         format!("{CORE_WAN_ADDR}:{TUNNEL_PORT}"),
@@ -97,6 +176,7 @@ pub fn start(lab: &Lab, exe: &Path) -> Result<(), String> {
         "--control".into(),
         EDGE_CONTROL.into(),
     ];
+    edge_args.extend(reduce_args(lab, Node::Edge, reduce, supported));
     lab.spawn_daemon(Node::Edge, "wanopt-edge", exe, &edge_args)
         .map_err(|e| e.to_string())?;
     let mut rule = lab.command(Node::Edge, "iptables");

@@ -28,6 +28,9 @@ pub fn print(lab: &Lab) -> anyhow::Result<i32> {
         Some(s) => {
             outln!(out, "profile   {}", s.profile);
             outln!(out, "optimize  {}", s.optimize);
+            if s.optimize {
+                outln!(out, "reduce    {}", s.reduce);
+            }
             outln!(out, "seed      {}", s.link.seed);
             outln!(
                 out,

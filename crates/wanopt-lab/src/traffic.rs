@@ -7,7 +7,8 @@
 //! direction (0: the client sends, 1: the server sends), three zero bytes and
 //! the byte count (u64, big endian). When the server sends, it writes the
 //! bytes and closes; when the client sends, the server answers with the
-//! count it received once it has it all. Aggregate throughput is payload
+//! count it received once it has it all. The payload is pseudo-random
+//! (incompressible, never repeated). Aggregate throughput is payload
 //! bits over the wall time from just before the first connect to the last
 //! byte (download) or the last acknowledgement (upload).
 
@@ -182,10 +183,20 @@ fn serve_one(mut stream: TcpStream) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Seeds of the payload generators: a new stream per connection.
+static PAYLOAD_SEED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Writes `bytes` of pseudo-random payload: incompressible and never
+/// repeated (every buffer is refilled), so neither compression nor a byte
+/// cache on the path can make a run look faster than the link.
 fn write_bytes(stream: &mut TcpStream, mut bytes: u64) -> std::io::Result<()> {
-    let buf = vec![0x5au8; CHUNK];
+    let seed = PAYLOAD_SEED.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ^ (u64::from(std::process::id()) << 32);
+    let mut rng = crate::rng::Rng::new(seed);
+    let mut buf = vec![0u8; CHUNK];
     while bytes > 0 {
         let n = (bytes.min(CHUNK as u64)) as usize;
+        rng.fill(&mut buf[..n]);
         stream.write_all(&buf[..n])?;
         bytes -= n as u64;
     }

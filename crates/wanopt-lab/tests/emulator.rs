@@ -69,6 +69,7 @@ fn up(options: LinkOptions) -> Result<Guard, String> {
         specs,
         profile: &LINUX,
         optimize: false,
+        reduce: false,
     };
     bringup::up(&lab, &config, &exe).map_err(|e| e.to_string())?;
     Ok(Guard(lab))

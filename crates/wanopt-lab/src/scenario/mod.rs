@@ -21,7 +21,7 @@ use spec::{Mode, ScenarioSpec};
 /// Options of `lab run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// `tcp-opt` or a path to a scenario TOML file.
+    /// `tcp-opt`, `waas-3g` or a path to a scenario TOML file.
     pub scenario: String,
     /// Output directory.
     #[arg(long, default_value = "lab-results")]
@@ -29,7 +29,7 @@ pub struct RunArgs {
     /// Runs per grid point (default: the scenario's).
     #[arg(long)]
     pub runs: Option<usize>,
-    /// A reduced grid for a fast look (tcp-opt: RTT 0/100/250 ms, 4 x 10 MB, 1 run).
+    /// A reduced grid for a fast look (tcp-opt: RTT 0/100/250 ms, 4 x 10 MB, 1 run; waas-3g: 3 files, 1 run).
     #[arg(long)]
     pub quick: bool,
 }
@@ -120,6 +120,9 @@ fn parse_rtt_ms(text: &str) -> Result<u64, String> {
 
 /// Runs a scenario; returns the exit code.
 pub fn run(lab: &Lab, args: RunArgs) -> anyhow::Result<i32> {
+    if args.scenario == crate::waas::SCENARIO {
+        return crate::waas::run(lab, &args);
+    }
     let mut spec = match spec::load(&args.scenario, args.quick) {
         Ok(s) => s,
         Err(e) => {
@@ -232,6 +235,7 @@ fn run_points(
             specs: specs.clone(),
             profile,
             optimize: mode == Mode::Wanopt,
+            reduce: spec.node.reduce,
         };
         if let Err(e) = bringup::up(lab, &config, exe) {
             bar.inc(spec.runs as u64);
@@ -264,6 +268,14 @@ fn run_points(
                 Err(e) => failures.push(e.to_string()),
             }
             bar.inc(1);
+        }
+        if mode == Mode::Wanopt {
+            // Before the next point rebuilds the lab (and its logs).
+            crate::optimize::save_logs(
+                lab,
+                &args.out,
+                &format!("rtt{rtt_ms}ms-{}-{}", profile.name, mode.name()),
+            );
         }
         if samples.is_empty() {
             skipped.push(Skipped {
@@ -319,8 +331,13 @@ fn run_points(
     let table = crate::report::table(&results);
     let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), table.as_bytes());
     eprintln!(
-        "wrote {}/results.json, report.md, throughput.svg, throughput.png",
-        args.out.display()
+        "wrote {}/results.json, report.md, throughput.svg, throughput.png{}",
+        args.out.display(),
+        if args.out.join("logs").exists() {
+            ", logs/ (node logs per point)"
+        } else {
+            ""
+        }
     );
     Ok(0)
 }

@@ -18,6 +18,8 @@
 //! streams = 4
 //! bytes = "10MB"
 //! direction = "download"   # or "upload"
+//! [node]                   # the wanopt nodes of the `wanopt` mode
+//! reduce = true            # data reduction on top of TCP optimization
 //! ```
 
 use serde::{Deserialize, Serialize};
@@ -45,7 +47,7 @@ pub enum SpecError {
         message: String,
     },
     /// The name is neither built in nor a file.
-    #[error("unknown scenario `{0}`: use `tcp-opt` or a path to a .toml file")]
+    #[error("unknown scenario `{0}`: use `tcp-opt`, `waas-3g` or a path to a .toml file")]
     Unknown(String),
 }
 
@@ -139,6 +141,28 @@ impl Default for WorkloadSpec {
     }
 }
 
+/// How the wanopt nodes of the `wanopt` mode run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSpec {
+    /// Data reduction (compression and the byte cache) on top of TCP
+    /// optimization; `false` runs the nodes with `--no-reduce`.
+    #[serde(default = "default_reduce")]
+    pub reduce: bool,
+}
+
+fn default_reduce() -> bool {
+    true
+}
+
+impl Default for NodeSpec {
+    fn default() -> Self {
+        NodeSpec {
+            reduce: default_reduce(),
+        }
+    }
+}
+
 /// A whole scenario.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -157,6 +181,9 @@ pub struct ScenarioSpec {
     /// The workload.
     #[serde(default)]
     pub workload: WorkloadSpec,
+    /// The wanopt nodes.
+    #[serde(default)]
+    pub node: NodeSpec,
 }
 
 fn default_runs() -> usize {
@@ -179,6 +206,9 @@ pub const TCP_OPT_REFERENCE: [(u64, f64, f64); 6] = [
 /// legacy endpoints, direct and wanopt, 5 runs.
 ///
 /// `quick`: RTT 0, 100 and 250 ms, 4 x 10 MB, 1 run.
+///
+/// The reference measures TCP optimization alone, so the nodes run with
+/// `--no-reduce` (the generator's payload is random anyway).
 pub fn tcp_opt(quick: bool) -> ScenarioSpec {
     let rtts: &[u64] = if quick {
         &[0, 100, 250]
@@ -203,6 +233,7 @@ pub fn tcp_opt(quick: bool) -> ScenarioSpec {
             bytes: if quick { "10MB".into() } else { "100MB".into() },
             direction: Direction::Download,
         },
+        node: NodeSpec { reduce: false },
     }
 }
 
@@ -262,7 +293,11 @@ mod tests {
             assert_eq!(spec.link.loss_burst.as_deref(), Some("1%,30%"));
             assert_eq!(spec.grid.mode, vec![Mode::Direct]);
             assert_eq!(spec.workload.direction, Direction::Upload);
+            assert!(spec.node.reduce, "reduce is on unless turned off");
         }
+        let spec = parse("x.toml", "name = \"a\"\n[node]\nreduce = false\n");
+        assert_eq!(spec.map(|s| s.node.reduce).ok(), Some(false));
+        assert!(parse("x.toml", "name = \"a\"\n[node]\nfec = true\n").is_err());
         assert!(parse("x.toml", "name = \"a\"\nbogus = 1").is_err());
     }
 
@@ -273,5 +308,7 @@ mod tests {
         assert_eq!(full.grid.rtt.len(), 6);
         assert_eq!(full.runs, 5);
         assert!(quick.grid.rtt.len() < full.grid.rtt.len());
+        // TCP optimization only, as in the reference.
+        assert!(!full.node.reduce && !quick.node.reduce);
     }
 }

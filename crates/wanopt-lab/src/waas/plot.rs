@@ -1,0 +1,277 @@
+//! Plots of `waas-3g`, one figure per test (`waas-3g-<test>.svg` and
+//! `.png`): on top, seconds per file as bars for baseline, cold and warm
+//! (log scale) with the reference's figures as rings; below, the bytes
+//! that crossed the WAN as a share of the file's size.
+
+use std::path::Path;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::reference;
+use super::results::Results;
+use super::transfer::Test;
+use crate::plot::PlotError;
+
+const MODES: [(&str, RGBColor); 3] = [
+    ("baseline", RGBColor(214, 39, 40)),
+    ("cold", RGBColor(255, 127, 14)),
+    ("warm", RGBColor(44, 160, 44)),
+];
+
+fn files(results: &Results, test: Test) -> Vec<String> {
+    let mut files: Vec<String> = Vec::new();
+    for r in results.rows.iter().filter(|r| r.test == test.name()) {
+        if !files.contains(&r.file) {
+            files.push(r.file.clone());
+        }
+    }
+    files
+}
+
+/// The x position of `mode`'s bar for file `index`.
+fn bar_x(index: usize, mode: usize) -> (f64, f64) {
+    let left = index as f64 - 0.36 + mode as f64 * 0.24;
+    (left, left + 0.22)
+}
+
+fn draw<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    results: &Results,
+    test: Test,
+) -> Result<(), String>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let names = files(results, test);
+    let n = names.len().max(1);
+    let (top, bottom) = root.split_vertically((root.dim_in_pixel().1 as f64 * 0.62) as u32);
+    let label = |x: &f64| -> String {
+        let i = x.round();
+        if (x - i).abs() < 0.01 && i >= 0.0 {
+            names.get(i as usize).cloned().unwrap_or_default()
+        } else {
+            String::new()
+        }
+    };
+
+    // Seconds.
+    let mut all: Vec<f64> = results
+        .rows
+        .iter()
+        .filter(|r| r.test == test.name())
+        .map(|r| r.seconds)
+        .collect();
+    all.extend(names.iter().flat_map(|f| {
+        MODES
+            .iter()
+            .filter_map(|(m, _)| reference::seconds(test, f, m))
+    }));
+    let max = all.iter().copied().fold(1.0, f64::max) * 2.0;
+    let min = all.iter().copied().filter(|v| *v > 0.0).fold(max, f64::min) / 2.0;
+    let min = min.clamp(0.001, 0.1);
+    let mut chart = ChartBuilder::on(&top)
+        .caption(
+            format!("{} {}: seconds per file", results.scenario, test.name()),
+            ("sans-serif", 20),
+        )
+        .margin(10)
+        .x_label_area_size(30)
+        .y_label_area_size(60)
+        .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), (min..max).log_scale())
+        .map_err(|e| e.to_string())?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(n + 1)
+        .x_label_formatter(&label)
+        .y_desc("seconds (log)")
+        .draw()
+        .map_err(|e| e.to_string())?;
+    for (m, (mode, color)) in MODES.iter().enumerate() {
+        let bars: Vec<Rectangle<(f64, f64)>> = names
+            .iter()
+            .enumerate()
+            .filter_map(|(i, f)| {
+                let r = results.find(test, f, mode)?;
+                let (x0, x1) = bar_x(i, m);
+                Some(Rectangle::new(
+                    [(x0, min), (x1, r.seconds.max(min))],
+                    color.filled(),
+                ))
+            })
+            .collect();
+        let color = *color;
+        chart
+            .draw_series(bars)
+            .map_err(|e| e.to_string())?
+            .label(format!("{mode} (ours)"))
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
+    }
+    // The reference's figures as rings over the matching bars.
+    let rings: Vec<Circle<(f64, f64), i32>> = names
+        .iter()
+        .enumerate()
+        .flat_map(|(i, f)| {
+            MODES.iter().enumerate().filter_map(move |(m, (mode, _))| {
+                let v = reference::seconds(test, f, mode)?;
+                let (x0, x1) = bar_x(i, m);
+                Some(Circle::new(((x0 + x1) / 2.0, v), 4, BLACK.stroke_width(2)))
+            })
+        })
+        .collect();
+    chart
+        .draw_series(rings)
+        .map_err(|e| e.to_string())?
+        .label("reference")
+        .legend(|(x, y)| Circle::new((x + 6, y), 4, BLACK.stroke_width(2)));
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()
+        .map_err(|e| e.to_string())?;
+
+    // WAN bytes as a share of the file.
+    let share = |f: &str, mode: &str| {
+        results
+            .find(test, f, mode)
+            .filter(|r| r.file_bytes > 0)
+            .map(|r| r.wan_bytes as f64 * 100.0 / r.file_bytes as f64)
+    };
+    let top_share = names
+        .iter()
+        .flat_map(|f| MODES.iter().filter_map(|(m, _)| share(f, m)))
+        .fold(100.0, f64::max)
+        * 2.0;
+    let mut chart = ChartBuilder::on(&bottom)
+        .caption("bytes across the WAN, % of the file", ("sans-serif", 16))
+        .margin(10)
+        .x_label_area_size(30)
+        .y_label_area_size(60)
+        .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), (0.1f64..top_share).log_scale())
+        .map_err(|e| e.to_string())?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(n + 1)
+        .x_label_formatter(&label)
+        .y_desc("% of file (log)")
+        .draw()
+        .map_err(|e| e.to_string())?;
+    for (m, (mode, color)) in MODES.iter().enumerate() {
+        let bars: Vec<Rectangle<(f64, f64)>> = names
+            .iter()
+            .enumerate()
+            .filter_map(|(i, f)| {
+                let v = share(f, mode)?;
+                let (x0, x1) = bar_x(i, m);
+                Some(Rectangle::new(
+                    [(x0, 0.1), (x1, v.max(0.1))],
+                    color.filled(),
+                ))
+            })
+            .collect();
+        chart.draw_series(bars).map_err(|e| e.to_string())?;
+    }
+    root.present().map_err(|e| e.to_string())
+}
+
+/// Writes `{scenario}-{test}.svg` and `.png` into `dir` for every test
+/// with rows.
+pub fn draw_all(results: &Results, dir: &Path) -> Result<(), PlotError> {
+    for test in Test::ALL {
+        if files(results, test).is_empty() {
+            continue;
+        }
+        let width = 260 + 70 * files(results, test).len() as u32;
+        let size = (width.max(700), 720);
+        let base = format!("{}-{}", results.scenario, test.name());
+        let svg = dir.join(format!("{base}.svg"));
+        draw(
+            SVGBackend::new(&svg, size).into_drawing_area(),
+            results,
+            test,
+        )
+        .map_err(|message| PlotError::Draw {
+            file: svg.display().to_string(),
+            message,
+        })?;
+        let png = dir.join(format!("{base}.png"));
+        draw(
+            BitMapBackend::new(&png, size).into_drawing_area(),
+            results,
+            test,
+        )
+        .map_err(|message| PlotError::Draw {
+            file: png.display().to_string(),
+            message,
+        })?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bars_of_a_file_do_not_overlap_its_neighbours() {
+        let (a0, a1) = bar_x(0, 0);
+        let (c0, c1) = bar_x(0, 2);
+        let (n0, _) = bar_x(1, 0);
+        assert!(a0 > -0.5 && a1 < c0 && c1 < 0.5 && c1 < n0);
+    }
+
+    #[test]
+    fn draws_every_test_as_svg_and_png() -> Result<(), PlotError> {
+        use crate::waas::results::{row, LinkInfo, Sample};
+        let mut rows = Vec::new();
+        for test in Test::ALL {
+            for (mode, seconds) in [("baseline", 45.0), ("cold", 20.0), ("warm", 0.2)] {
+                let sample = Sample {
+                    seconds,
+                    wan_bytes_up: 1_000,
+                    wan_bytes_down: (seconds * 50_000.0) as u64,
+                    open_seconds: None,
+                    save_seconds: None,
+                };
+                rows.extend(row(test, "2M.xls", 2_108_928, mode, &[sample], vec![]));
+            }
+        }
+        let results = Results {
+            scenario: "waas-3g".into(),
+            rows,
+            quick: true,
+            runs: 1,
+            method: String::new(),
+            link: LinkInfo {
+                up: String::new(),
+                down: String::new(),
+                seed: 1,
+                summary: String::new(),
+            },
+            profile: "legacy".into(),
+            file_seed: 4,
+            files: vec![],
+            skipped: vec![],
+            corrupted: vec![],
+            cache_stats: vec![],
+            endpoints: serde_json::Value::Null,
+        };
+        let dir = std::env::temp_dir().join(format!("waas-plot-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        draw_all(&results, &dir)?;
+        for test in Test::ALL {
+            for ext in ["svg", "png"] {
+                let file = dir.join(format!("waas-3g-{}.{ext}", test.name()));
+                let len = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
+                assert!(len > 1000, "{}", file.display());
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        Ok(())
+    }
+}

@@ -1,0 +1,277 @@
+//! `results.json` of `waas-3g`: one row per (test, file, mode), medians
+//! over the runs, every sample kept.
+
+use serde::{Deserialize, Serialize};
+
+use super::reference;
+use super::transfer::Test;
+
+/// One transfer as measured.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// The client's wall time, seconds.
+    pub seconds: f64,
+    /// Bytes of Ethernet frames the emulator delivered client to server.
+    pub wan_bytes_up: u64,
+    /// Bytes of Ethernet frames the emulator delivered server to client.
+    pub wan_bytes_down: u64,
+    /// edit-save: the open (download) part, seconds.
+    pub open_seconds: Option<f64>,
+    /// edit-save: the save (upload) part, seconds.
+    pub save_seconds: Option<f64>,
+}
+
+impl Sample {
+    /// Both directions.
+    pub fn wan_bytes(&self) -> u64 {
+        self.wan_bytes_up + self.wan_bytes_down
+    }
+}
+
+/// One (test, file, mode): the interface contract's fields first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    /// `http-download`, `download`, `upload` or `edit-save`.
+    pub test: String,
+    /// The file (`2M.xls`).
+    pub file: String,
+    /// `baseline`, `cold` or `warm`.
+    pub mode: String,
+    /// Median time over the runs, seconds.
+    pub seconds: f64,
+    /// Median bytes that crossed the emulated WAN, both directions
+    /// (Ethernet frames, as counted by the emulator).
+    pub wan_bytes: u64,
+    /// The file's size.
+    pub file_bytes: u64,
+    /// Median WAN bytes client to server.
+    pub wan_bytes_up: u64,
+    /// Median WAN bytes server to client.
+    pub wan_bytes_down: u64,
+    /// edit-save: median open (download) time, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_seconds: Option<f64>,
+    /// edit-save: median save (upload) time, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub save_seconds: Option<f64>,
+    /// The reference's seconds for the same test, file and mode (edit-save:
+    /// open plus save), if it published them.
+    #[serde(default)]
+    pub reference_seconds: Option<f64>,
+    /// Runs measured.
+    pub runs: usize,
+    /// Every run's seconds.
+    pub samples_seconds: Vec<f64>,
+    /// Every run's WAN bytes.
+    pub samples_wan_bytes: Vec<u64>,
+    /// Runs that failed (not in the median), with the reason.
+    #[serde(default)]
+    pub failed_runs: Vec<String>,
+}
+
+/// A mode or pass that could not be measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Skipped {
+    /// The run (1-based).
+    pub run: usize,
+    /// `baseline`, `cold` or `warm` (or `cold+warm`).
+    pub mode: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// The emulated 3G link as run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinkInfo {
+    /// Client-to-server spec.
+    pub up: String,
+    /// Server-to-client spec.
+    pub down: String,
+    /// The emulator's seed.
+    pub seed: u64,
+    /// One line for people.
+    pub summary: String,
+}
+
+/// One generated file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FileInfo {
+    /// Name.
+    pub name: String,
+    /// Size, bytes.
+    pub bytes: u64,
+    /// `word`, `excel`, `powerpoint` or `zip`.
+    pub kind: String,
+    /// Size over an LZ4-like compressor's estimated output.
+    pub lz_ratio: f64,
+}
+
+/// `results.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Results {
+    /// `waas-3g`.
+    pub scenario: String,
+    /// One row per test, file and mode.
+    pub rows: Vec<Row>,
+    /// Whether this was a `--quick` run.
+    pub quick: bool,
+    /// Runs per transfer.
+    pub runs: usize,
+    /// How rows summarize runs.
+    pub method: String,
+    /// The link.
+    pub link: LinkInfo,
+    /// Endpoint TCP profile.
+    pub profile: String,
+    /// Seed of the file set.
+    pub file_seed: u64,
+    /// The file set.
+    pub files: Vec<FileInfo>,
+    /// What was not measured, and why.
+    pub skipped: Vec<Skipped>,
+    /// Transfers whose bytes arrived wrong (the run stops at the first).
+    pub corrupted: Vec<String>,
+    /// `wanopt cache stats --json` of both nodes after each optimized pass.
+    pub cache_stats: Vec<serde_json::Value>,
+    /// Effective TCP settings of the endpoints.
+    pub endpoints: serde_json::Value,
+}
+
+/// The median (mean of the middle two for an even count; 0 when empty).
+pub fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+fn median_u64(values: &[u64]) -> u64 {
+    let f: Vec<f64> = values.iter().map(|v| *v as f64).collect();
+    median(&f).round() as u64
+}
+
+fn round3(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
+}
+
+/// Summarizes the samples (and failures) of one test, file and mode.
+pub fn row(
+    test: Test,
+    file: &str,
+    file_bytes: u64,
+    mode: &str,
+    samples: &[Sample],
+    failed: Vec<String>,
+) -> Option<Row> {
+    if samples.is_empty() {
+        return None;
+    }
+    let secs: Vec<f64> = samples.iter().map(|s| s.seconds).collect();
+    let wan: Vec<u64> = samples.iter().map(Sample::wan_bytes).collect();
+    let up: Vec<u64> = samples.iter().map(|s| s.wan_bytes_up).collect();
+    let down: Vec<u64> = samples.iter().map(|s| s.wan_bytes_down).collect();
+    let part = |f: fn(&Sample) -> Option<f64>| {
+        let v: Vec<f64> = samples.iter().filter_map(f).collect();
+        (!v.is_empty()).then(|| round3(median(&v)))
+    };
+    Some(Row {
+        test: test.name().into(),
+        file: file.into(),
+        mode: mode.into(),
+        seconds: round3(median(&secs)),
+        wan_bytes: median_u64(&wan),
+        file_bytes,
+        wan_bytes_up: median_u64(&up),
+        wan_bytes_down: median_u64(&down),
+        open_seconds: part(|s| s.open_seconds),
+        save_seconds: part(|s| s.save_seconds),
+        reference_seconds: reference::seconds(test, file, mode),
+        runs: samples.len(),
+        samples_seconds: secs.iter().map(|v| round3(*v)).collect(),
+        samples_wan_bytes: wan,
+        failed_runs: failed,
+    })
+}
+
+impl Results {
+    /// The row of `test`, `file`, `mode`.
+    pub fn find(&self, test: Test, file: &str, mode: &str) -> Option<&Row> {
+        self.rows
+            .iter()
+            .find(|r| r.test == test.name() && r.file == file && r.mode == mode)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(seconds: f64, up: u64, down: u64) -> Sample {
+        Sample {
+            seconds,
+            wan_bytes_up: up,
+            wan_bytes_down: down,
+            open_seconds: None,
+            save_seconds: None,
+        }
+    }
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert_eq!(median(&[]), 0.0);
+    }
+
+    #[test]
+    fn results_json_keeps_the_interface_contract() {
+        let samples = [
+            sample(12.0, 100, 2_000),
+            sample(14.0, 120, 2_400),
+            sample(13.0, 110, 2_200),
+        ];
+        let r = row(Test::Upload, "2M.xls", 2_108_928, "cold", &samples, vec![]);
+        let r = r.unwrap_or_else(|| panic!("a row from three samples"));
+        assert_eq!(r.seconds, 13.0);
+        assert_eq!(r.wan_bytes, 2_310);
+        assert_eq!(r.reference_seconds, Some(27.38));
+        assert!(row(Test::Upload, "2M.xls", 1, "cold", &[], vec![]).is_none());
+        let results = Results {
+            scenario: "waas-3g".into(),
+            rows: vec![r],
+            quick: true,
+            runs: 3,
+            method: "median".into(),
+            link: LinkInfo {
+                up: String::new(),
+                down: String::new(),
+                seed: 1,
+                summary: String::new(),
+            },
+            profile: "legacy".into(),
+            file_seed: 4,
+            files: vec![],
+            skipped: vec![],
+            corrupted: vec![],
+            cache_stats: vec![],
+            endpoints: serde_json::Value::Null,
+        };
+        let json = serde_json::to_value(&results).unwrap_or_default();
+        assert_eq!(json["scenario"], "waas-3g");
+        let row = &json["rows"][0];
+        assert_eq!(row["test"], "upload");
+        assert_eq!(row["file"], "2M.xls");
+        assert_eq!(row["mode"], "cold");
+        assert_eq!(row["seconds"], 13.0);
+        assert_eq!(row["wan_bytes"], 2_310);
+        assert!(row["seconds"].is_f64());
+        assert!(row["wan_bytes"].is_u64());
+        // And back.
+        let text = serde_json::to_string(&results).unwrap_or_default();
+        let back: Result<Results, _> = serde_json::from_str(&text);
+        assert_eq!(back.map(|b| b.rows).ok(), Some(results.rows));
+    }
+}

@@ -1,0 +1,621 @@
+//! Running `waas-3g`: per run, a baseline pass on the lab without wanopt
+//! nodes, then an optimized pass (nodes with data reduction) where every
+//! transfer is measured cold (both caches cleared just before) and then
+//! warm (the same transfer again). WAN bytes come from the emulator's
+//! counters, read before and after each transfer.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::files::{self, FileSpec};
+use super::results::{self, FileInfo, LinkInfo, Results, Sample, Skipped};
+use super::transfer::{Test, EXIT_MISMATCH, FILE_PORT, HTTP_PORT};
+use super::{link_options, link_summary, plan, PROFILE, SCENARIO};
+use crate::bringup::{self, counters_path, UpConfig};
+use crate::driver::unix_ms;
+use crate::link::LinkSpecs;
+use crate::optimize::{self, CORE_CONTROL, EDGE_CONTROL};
+use crate::profile::Profile;
+use crate::scenario::RunArgs;
+use crate::topology::{Lab, Node, SERVER_ADDR};
+
+/// A transfer mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Mode {
+    /// No wanopt on the path.
+    Baseline,
+    /// wanopt with reduce, both caches just cleared.
+    Cold,
+    /// wanopt with reduce, right after the cold transfer.
+    Warm,
+}
+
+impl Mode {
+    /// Every mode, in the reference's column order.
+    pub const ALL: [Mode; 3] = [Mode::Baseline, Mode::Cold, Mode::Warm];
+
+    /// `baseline`, `cold` or `warm`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Baseline => "baseline",
+            Mode::Cold => "cold",
+            Mode::Warm => "warm",
+        }
+    }
+
+    fn generation_offset(self) -> u64 {
+        match self {
+            Mode::Baseline => 1,
+            Mode::Cold => 2,
+            Mode::Warm => 3,
+        }
+    }
+}
+
+/// How long after a transfer the WAN counters are read: the teardown
+/// (FIN, last ACKs, the tunnel's stream close) crosses within two RTTs.
+const SETTLE: Duration = Duration::from_millis(500);
+/// A transfer that makes no progress for this long fails.
+const STALL_SECONDS: u64 = 90;
+
+/// What a run of the scenario needs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Output directory.
+    pub out: PathBuf,
+    /// `--quick`.
+    pub quick: bool,
+    /// Runs of every transfer.
+    pub runs: usize,
+    /// Seed of the file set.
+    pub seed: u64,
+    /// Tests and their files.
+    pub plan: Vec<(Test, Vec<&'static FileSpec>)>,
+}
+
+type Key = (Test, &'static str, Mode);
+
+/// The state of a scenario run.
+struct Context<'a> {
+    lab: &'a Lab,
+    exe: &'a Path,
+    options: &'a Options,
+    specs: LinkSpecs,
+    profile: &'static Profile,
+    bar: ProgressBar,
+    samples: BTreeMap<Key, (Vec<Sample>, Vec<String>)>,
+    skipped: Vec<Skipped>,
+    corrupted: Vec<String>,
+    cache_stats: Vec<serde_json::Value>,
+    endpoints: serde_json::Value,
+    files: Vec<FileInfo>,
+}
+
+/// Why a pass stopped early.
+enum Stop {
+    /// A byte arrived wrong: the whole scenario stops.
+    Corrupted(String),
+}
+
+/// `wanopt lab run waas-3g`; returns the exit code.
+pub fn run(lab: &Lab, args: &RunArgs) -> anyhow::Result<i32> {
+    let runs = match args.runs {
+        Some(r) if r == 0 || r > 100 => {
+            eprintln!("wanopt lab: --runs must be between 1 and 100");
+            return Ok(2);
+        }
+        Some(r) => r,
+        None if args.quick => 1,
+        None => 3,
+    };
+    std::fs::create_dir_all(&args.out)?;
+    let options = Options {
+        out: args.out.clone(),
+        quick: args.quick,
+        runs,
+        seed: files::DEFAULT_SEED,
+        plan: plan(args.quick),
+    };
+    let exe = bringup::private_exe()?;
+    let result = run_with(lab, &options, &exe);
+    let _ = std::fs::remove_file(&exe);
+    result
+}
+
+/// Runs the scenario with `exe` as the lab's executable (it must have the
+/// `wanopt lab` subcommands, and the nodes for the cold and warm modes).
+pub fn run_with(lab: &Lab, options: &Options, exe: &Path) -> anyhow::Result<i32> {
+    let specs = link_options().specs()?;
+    let profile = Profile::named(PROFILE)?;
+    let transfers: usize = options.plan.iter().map(|(_, f)| f.len()).sum();
+    let optimized = optimize::available(exe).and_then(|()| {
+        if optimize::supports_reduce(exe) {
+            Ok(())
+        } else {
+            Err("this build's nodes have no data reduction (no --cache-dir)".to_string())
+        }
+    });
+    let modes = if optimized.is_ok() { 3 } else { 1 };
+    eprintln!(
+        "scenario {SCENARIO}: {transfers} transfers x {modes} modes x {} runs{}; link: {}",
+        options.runs,
+        if options.quick { " (quick)" } else { "" },
+        link_summary()
+    );
+    let bar = ProgressBar::new((transfers * modes * options.runs) as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    let mut ctx = Context {
+        lab,
+        exe,
+        options,
+        specs,
+        profile,
+        bar,
+        samples: BTreeMap::new(),
+        skipped: Vec::new(),
+        corrupted: Vec::new(),
+        cache_stats: Vec::new(),
+        endpoints: serde_json::Value::Null,
+        files: file_infos(&plan_files(&options.plan), options.seed),
+    };
+    let mut outcome = Ok(());
+    for run in 0..options.runs {
+        outcome = baseline_pass(&mut ctx, run);
+        if outcome.is_ok() {
+            outcome = match &optimized {
+                Ok(()) => optimized_pass(&mut ctx, run),
+                Err(reason) => {
+                    ctx.skipped.push(Skipped {
+                        run: run + 1,
+                        mode: "cold+warm".into(),
+                        reason: reason.clone(),
+                    });
+                    Ok(())
+                }
+            };
+        }
+        let _ = write_outputs(&collect(&ctx), &options.out);
+        if outcome.is_err() {
+            break;
+        }
+    }
+    ctx.bar.finish_and_clear();
+    let _ = lab.destroy();
+    let results = collect(&ctx);
+    write_outputs(&results, &options.out)?;
+    let _ = std::io::Write::write_all(
+        &mut std::io::stdout().lock(),
+        super::report::summary(&results).as_bytes(),
+    );
+    eprintln!(
+        "wrote {}/results.json, report.md, {SCENARIO}-*.svg/.png, logs/",
+        options.out.display()
+    );
+    match outcome {
+        Ok(()) => Ok(0),
+        Err(Stop::Corrupted(message)) => {
+            eprintln!("wanopt lab: {SCENARIO} stopped: {message}");
+            Ok(1)
+        }
+    }
+}
+
+/// Brings the lab up for a pass and starts the file server.
+fn bring_up(ctx: &mut Context<'_>, optimize: bool) -> Result<(), String> {
+    let config = UpConfig {
+        specs: ctx.specs.clone(),
+        profile: ctx.profile,
+        optimize,
+        reduce: true,
+    };
+    bringup::up(ctx.lab, &config, ctx.exe).map_err(|e| format!("lab up failed: {e}"))?;
+    if ctx.endpoints.is_null() {
+        ctx.endpoints = serde_json::json!({
+            "sysctls": Profile::effective(ctx.lab, Node::Server),
+            "congestion_control": ctx.profile.congestion_control.unwrap_or("(namespace default)"),
+        });
+    }
+    start_server(ctx)
+}
+
+fn start_server(ctx: &Context<'_>) -> Result<(), String> {
+    let ready = ctx.lab.state_dir().join("waas-server.ready");
+    let _ = std::fs::remove_file(&ready);
+    let mut args: Vec<String> = vec![
+        "lab".into(),
+        "waas-server".into(),
+        "--http".into(),
+        format!("{SERVER_ADDR}:{HTTP_PORT}"),
+        "--file".into(),
+        format!("{SERVER_ADDR}:{FILE_PORT}"),
+        "--seed".into(),
+        ctx.options.seed.to_string(),
+        "--stall-seconds".into(),
+        STALL_SECONDS.to_string(),
+        "--ready".into(),
+        ready.to_string_lossy().into_owned(),
+    ];
+    if let Some(cc) = ctx.profile.congestion_control {
+        args.extend(["--congestion".into(), cc.into()]);
+    }
+    ctx.lab
+        .spawn_daemon(Node::Server, "waas-server", ctx.exe, &args)
+        .map_err(|e| e.to_string())?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if ready.exists() {
+            return Ok(());
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    Err(format!(
+        "the waas file server did not start: {}",
+        ctx.lab.daemon_log("waas-server")
+    ))
+}
+
+fn skip_pass(ctx: &mut Context<'_>, run: usize, mode: &str, reason: String, transfers: u64) {
+    ctx.bar
+        .println(format!("run {}: {mode} not measured: {reason}", run + 1));
+    ctx.bar.inc(transfers);
+    ctx.skipped.push(Skipped {
+        run: run + 1,
+        mode: mode.into(),
+        reason,
+    });
+}
+
+fn transfers_in_plan(ctx: &Context<'_>) -> u64 {
+    ctx.options.plan.iter().map(|(_, f)| f.len() as u64).sum()
+}
+
+fn baseline_pass(ctx: &mut Context<'_>, run: usize) -> Result<(), Stop> {
+    if let Err(reason) = bring_up(ctx, false) {
+        let n = transfers_in_plan(ctx);
+        skip_pass(ctx, run, "baseline", reason, n);
+        return Ok(());
+    }
+    let plan = ctx.options.plan.clone();
+    for (test, files) in &plan {
+        for file in files {
+            measure(ctx, run, *test, file, Mode::Baseline)?;
+        }
+    }
+    save_server_log(ctx, run, "baseline");
+    Ok(())
+}
+
+fn optimized_pass(ctx: &mut Context<'_>, run: usize) -> Result<(), Stop> {
+    if let Err(reason) = bring_up(ctx, true) {
+        optimize::save_logs(ctx.lab, &ctx.options.out, &format!("run{}", run + 1));
+        let n = transfers_in_plan(ctx) * 2;
+        skip_pass(ctx, run, "cold+warm", reason, n);
+        return Ok(());
+    }
+    let plan = ctx.options.plan.clone();
+    let mut result = Ok(());
+    'tests: for (test, files) in &plan {
+        for file in files {
+            if let Err(reason) = clear_caches(ctx) {
+                let key = (*test, file.name, Mode::Cold);
+                ctx.samples.entry(key).or_default().1.push(reason.clone());
+                let key = (*test, file.name, Mode::Warm);
+                ctx.samples.entry(key).or_default().1.push(reason);
+                ctx.bar.inc(2);
+                continue;
+            }
+            result = measure(ctx, run, *test, file, Mode::Cold)
+                .and_then(|()| measure(ctx, run, *test, file, Mode::Warm));
+            if result.is_err() {
+                break 'tests;
+            }
+        }
+    }
+    let mut stats = serde_json::Map::new();
+    stats.insert("run".into(), (run + 1).into());
+    for (node, control) in [(Node::Edge, EDGE_CONTROL), (Node::Core, CORE_CONTROL)] {
+        stats.insert(node.name().into(), cache_stats(ctx, node, control));
+    }
+    ctx.cache_stats.push(serde_json::Value::Object(stats));
+    // Before the next pass rebuilds the lab and its state directory.
+    optimize::save_logs(ctx.lab, &ctx.options.out, &format!("run{}", run + 1));
+    save_server_log(ctx, run, "optimized");
+    result
+}
+
+/// Keeps the file server's log when it has something to say.
+fn save_server_log(ctx: &Context<'_>, run: usize, pass: &str) {
+    let from = ctx.lab.state_dir().join("waas-server.log");
+    if std::fs::metadata(&from)
+        .map(|m| m.len() > 0)
+        .unwrap_or(false)
+    {
+        let logs = ctx.options.out.join("logs");
+        let _ = std::fs::create_dir_all(&logs);
+        let _ = std::fs::copy(
+            &from,
+            logs.join(format!("run{}-{pass}-server.log", run + 1)),
+        );
+    }
+}
+
+/// `wanopt cache clear` on both nodes.
+fn clear_caches(ctx: &Context<'_>) -> Result<(), String> {
+    for (node, control) in [(Node::Edge, EDGE_CONTROL), (Node::Core, CORE_CONTROL)] {
+        let mut cmd = ctx.lab.command(node, &ctx.exe.to_string_lossy());
+        cmd.args(["cache", "clear", "--control", control]);
+        let out = cmd
+            .output()
+            .map_err(|e| format!("wanopt cache clear in {}: {e}", node.name()))?;
+        if !out.status.success() {
+            return Err(format!(
+                "wanopt cache clear in {} failed: {}",
+                node.name(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+    }
+    // The peers are told through the tunnel; let that settle.
+    thread::sleep(Duration::from_millis(300));
+    Ok(())
+}
+
+fn cache_stats(ctx: &Context<'_>, node: Node, control: &str) -> serde_json::Value {
+    let mut cmd = ctx.lab.command(node, &ctx.exe.to_string_lossy());
+    cmd.args(["cache", "stats", "--json", "--control", control]);
+    match cmd.output() {
+        Ok(out) if out.status.success() => {
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
+                serde_json::Value::String(String::from_utf8_lossy(&out.stdout).into_owned())
+            })
+        }
+        Ok(out) => serde_json::json!({"error": String::from_utf8_lossy(&out.stderr).trim()}),
+        Err(e) => serde_json::json!({"error": e.to_string()}),
+    }
+}
+
+/// The emulator's delivered bytes per direction.
+#[derive(Debug, Clone, Copy)]
+struct WanCounters {
+    up: u64,
+    down: u64,
+}
+
+/// The emulator's counters as of a snapshot taken at or after
+/// `not_before_ms` (both directions).
+fn wan_counters(lab: &Lab, not_before_ms: u64) -> Result<WanCounters, String> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let doc: Option<serde_json::Value> = std::fs::read_to_string(counters_path(lab))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok());
+        if let Some(doc) = doc {
+            let at = |d: &str| doc[d]["at_unix_ms"].as_u64().unwrap_or(0);
+            let tx = |d: &str| doc[d]["io"]["tx_bytes"].as_u64();
+            if at("up") >= not_before_ms && at("down") >= not_before_ms {
+                if let (Some(up), Some(down)) = (tx("up"), tx("down")) {
+                    return Ok(WanCounters { up, down });
+                }
+            }
+        }
+        if Instant::now() > deadline {
+            return Err("the emulator's counters are stale (is the emulator running?)".into());
+        }
+        thread::sleep(Duration::from_millis(40));
+    }
+}
+
+/// Runs one transfer and records its sample or failure.
+fn measure(
+    ctx: &mut Context<'_>,
+    run: usize,
+    test: Test,
+    file: &'static FileSpec,
+    mode: Mode,
+) -> Result<(), Stop> {
+    ctx.bar.set_message(format!(
+        "run {}/{} {} {} {}",
+        run + 1,
+        ctx.options.runs,
+        mode.name(),
+        test.name(),
+        file.name
+    ));
+    let generation = run as u64 * 10 + mode.generation_offset();
+    let outcome = transfer(ctx, test, file, generation);
+    ctx.bar.inc(1);
+    let entry = ctx.samples.entry((test, file.name, mode)).or_default();
+    match outcome {
+        Ok(sample) => {
+            entry.0.push(sample);
+            Ok(())
+        }
+        Err(Failure::Failed(reason)) => {
+            ctx.bar.println(format!(
+                "run {} {} {} {}: failed: {reason}",
+                run + 1,
+                mode.name(),
+                test.name(),
+                file.name
+            ));
+            entry.1.push(format!("run {}: {reason}", run + 1));
+            Ok(())
+        }
+        Err(Failure::Corrupted(reason)) => {
+            let message = format!(
+                "run {} {} {} {}: {reason}",
+                run + 1,
+                mode.name(),
+                test.name(),
+                file.name
+            );
+            ctx.bar.println(format!("CONTENT MISMATCH: {message}"));
+            entry.1.push(format!("run {}: {reason}", run + 1));
+            ctx.corrupted.push(message.clone());
+            Err(Stop::Corrupted(message))
+        }
+    }
+}
+
+enum Failure {
+    Failed(String),
+    Corrupted(String),
+}
+
+fn transfer(
+    ctx: &Context<'_>,
+    test: Test,
+    file: &FileSpec,
+    generation: u64,
+) -> Result<Sample, Failure> {
+    let before = wan_counters(ctx.lab, unix_ms()).map_err(Failure::Failed)?;
+    let mut cmd = ctx.lab.command(Node::Client, &ctx.exe.to_string_lossy());
+    cmd.args(["lab", "waas-client", "--server", SERVER_ADDR])
+        .args(["--test", test.name(), "--file", file.name])
+        .args(["--seed", &ctx.options.seed.to_string()])
+        .args(["--generation", &generation.to_string()])
+        .args(["--stall-seconds", &STALL_SECONDS.to_string()]);
+    if let Some(cc) = ctx.profile.congestion_control {
+        cmd.args(["--congestion", cc]);
+    }
+    let out = cmd
+        .output()
+        .map_err(|e| Failure::Failed(format!("cannot run the client: {e}")))?;
+    let end = unix_ms();
+    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    if out.status.code() == Some(EXIT_MISMATCH) {
+        return Err(Failure::Corrupted(stderr));
+    }
+    if !out.status.success() {
+        return Err(Failure::Failed(if stderr.is_empty() {
+            format!("client exited with {}", out.status)
+        } else {
+            stderr
+        }));
+    }
+    let report: super::transfer::TransferReport = serde_json::from_slice(&out.stdout)
+        .map_err(|e| Failure::Failed(format!("client output: {e}")))?;
+    let after = wan_counters(ctx.lab, end + SETTLE.as_millis() as u64).map_err(Failure::Failed)?;
+    Ok(Sample {
+        seconds: report.seconds,
+        wan_bytes_up: after.up.saturating_sub(before.up),
+        wan_bytes_down: after.down.saturating_sub(before.down),
+        open_seconds: report.open_seconds,
+        save_seconds: report.save_seconds,
+    })
+}
+
+/// The results so far.
+fn collect(ctx: &Context<'_>) -> Results {
+    let mut rows = Vec::new();
+    for (test, files) in &ctx.options.plan {
+        for file in files {
+            for mode in Mode::ALL {
+                if let Some((samples, failed)) = ctx.samples.get(&(*test, file.name, mode)) {
+                    rows.extend(results::row(
+                        *test,
+                        file.name,
+                        file.size as u64,
+                        mode.name(),
+                        samples,
+                        failed.clone(),
+                    ));
+                }
+            }
+        }
+    }
+    // Transfers that failed in every run: said so, nothing invented.
+    let mut skipped = ctx.skipped.clone();
+    for (test, files) in &ctx.options.plan {
+        for file in files {
+            for mode in Mode::ALL {
+                if let Some((samples, failed)) = ctx.samples.get(&(*test, file.name, mode)) {
+                    if samples.is_empty() && !failed.is_empty() {
+                        skipped.push(Skipped {
+                            run: 0,
+                            mode: format!("{} {} {}", mode.name(), test.name(), file.name),
+                            reason: failed.join("; "),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    Results {
+        scenario: SCENARIO.into(),
+        rows,
+        quick: ctx.options.quick,
+        runs: ctx.options.runs,
+        method: if ctx.options.runs > 1 {
+            "median of the runs".into()
+        } else {
+            "one run".into()
+        },
+        link: LinkInfo {
+            up: ctx.specs.up.clone(),
+            down: ctx.specs.down.clone(),
+            seed: ctx.specs.seed,
+            summary: link_summary(),
+        },
+        profile: ctx.profile.name.into(),
+        file_seed: ctx.options.seed,
+        files: ctx.files.clone(),
+        skipped,
+        corrupted: ctx.corrupted.clone(),
+        cache_stats: ctx.cache_stats.clone(),
+        endpoints: ctx.endpoints.clone(),
+    }
+}
+
+/// The files of `plan`, each once, in the order of the file set.
+fn plan_files(plan: &[(Test, Vec<&'static FileSpec>)]) -> Vec<&'static FileSpec> {
+    files::FILE_SET
+        .iter()
+        .filter(|f| {
+            plan.iter()
+                .any(|(_, fs)| fs.iter().any(|g| g.name == f.name))
+        })
+        .collect()
+}
+
+/// Name, size, kind and estimated LZ ratio of each file.
+pub fn file_infos(specs: &[&FileSpec], seed: u64) -> Vec<FileInfo> {
+    specs
+        .iter()
+        .map(|f| {
+            let data = files::generate(f, seed);
+            FileInfo {
+                name: f.name.into(),
+                bytes: f.size as u64,
+                kind: serde_json::to_value(f.kind)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                lz_ratio: (data.len() as f64 / files::lz_estimate(&data).max(1) as f64 * 100.0)
+                    .round()
+                    / 100.0,
+            }
+        })
+        .collect()
+}
+
+/// Writes `results.json`, `report.md` and the plots.
+pub fn write_outputs(results: &Results, out: &Path) -> anyhow::Result<()> {
+    std::fs::write(
+        out.join("results.json"),
+        serde_json::to_string_pretty(results)?,
+    )?;
+    std::fs::write(out.join("report.md"), super::report::markdown(results))?;
+    if let Err(e) = super::plot::draw_all(results, out) {
+        eprintln!("wanopt lab: plot not written: {e}");
+    }
+    Ok(())
+}

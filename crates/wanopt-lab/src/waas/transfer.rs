@@ -1,0 +1,675 @@
+//! The `waas-3g` workload: a file server (in `server`) and a client (in
+//! `client`) that time one test on one file and check every byte.
+//!
+//! Both sides generate the file set from the same seed, so the receiver of
+//! any transfer compares what arrived with what it expects, byte for byte:
+//! a single wrong byte fails the transfer with [`TransferError::Mismatch`]
+//! (the client exits with [`EXIT_MISMATCH`]).
+//!
+//! Two services, a new TCP connection per file for both:
+//!
+//! - HTTP/1.1 on [`HTTP_PORT`]: `GET /NAME` answers `200 OK` with a
+//!   `Content-Length` and the file, then closes (the reference's test 1: a
+//!   browser downloading each file from links, a new session per file);
+//! - a line protocol like FTP's data connection on [`FILE_PORT`]:
+//!   `GET NAME\n` answers `OK SIZE\n` and the file; `PUT NAME GEN SIZE\n`
+//!   followed by SIZE bytes answers `OK\n` once all of them arrived and
+//!   equal the file at edit generation GEN ([`super::files::edit`]), or
+//!   `ERR reason\n`.
+//!
+//! The tests: `http-download` (HTTP GET), `download` (GET), `upload` (PUT
+//! of the original) and `edit-save` (GET, change a few bytes in the middle,
+//! PUT of the whole file: the reference's "open, edit, save").
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::files::{self, FILE_SET};
+use crate::traffic::set_congestion;
+
+/// TCP port of the HTTP server.
+pub const HTTP_PORT: u16 = 80;
+/// TCP port of the FTP-like file service.
+pub const FILE_PORT: u16 = 21;
+/// Exit code of `lab waas-client` when a received byte is wrong.
+pub const EXIT_MISMATCH: i32 = 3;
+
+const CHUNK: usize = 64 * 1024;
+const MAX_HEAD: usize = 8 * 1024;
+
+/// The four tests of the scenario.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Test {
+    /// HTTP/1.1 GET, a new connection per file (reference test 1, Table 2).
+    HttpDownload,
+    /// FTP-like download (reference test 2, Table 3).
+    Download,
+    /// FTP-like upload (reference test 3, Table 4).
+    Upload,
+    /// Open (download), change a few bytes, save (upload the whole file)
+    /// (reference tests 5 and 6, Table 5).
+    EditSave,
+}
+
+impl Test {
+    /// Every test, in the reference's order.
+    pub const ALL: [Test; 4] = [
+        Test::HttpDownload,
+        Test::Download,
+        Test::Upload,
+        Test::EditSave,
+    ];
+
+    /// Its name in `results.json` (`http-download`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Test::HttpDownload => "http-download",
+            Test::Download => "download",
+            Test::Upload => "upload",
+            Test::EditSave => "edit-save",
+        }
+    }
+}
+
+/// Errors of the workload.
+#[derive(Debug, thiserror::Error)]
+pub enum TransferError {
+    /// A listener could not be opened.
+    #[error("cannot listen on {addr}: {cause}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// The underlying error.
+        cause: std::io::Error,
+    },
+    /// The connection failed, stalled or closed early.
+    #[error("{what}: {cause}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The underlying error.
+        cause: std::io::Error,
+    },
+    /// The peer broke the protocol or refused.
+    #[error("{0}")]
+    Protocol(String),
+    /// The file is not in the set.
+    #[error("unknown file `{0}`: see `wanopt lab waas-files`")]
+    UnknownFile(String),
+    /// A received byte differs from the file: the transfer corrupted data.
+    #[error("CONTENT MISMATCH in {file}: {detail}")]
+    Mismatch {
+        /// The file.
+        file: String,
+        /// Where and how.
+        detail: String,
+    },
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> TransferError {
+    let what = what.into();
+    move |cause| TransferError::Io { what, cause }
+}
+
+/// Compares `got` with `want`; describes the first difference.
+pub fn compare(got: &[u8], want: &[u8]) -> Result<(), String> {
+    if let Some(offset) = got.iter().zip(want).position(|(a, b)| a != b) {
+        return Err(format!(
+            "byte {offset} of {} is {:#04x}, expected {:#04x}",
+            want.len(),
+            got.get(offset).copied().unwrap_or(0),
+            want.get(offset).copied().unwrap_or(0)
+        ));
+    }
+    if got.len() != want.len() {
+        return Err(format!("{} bytes, expected {}", got.len(), want.len()));
+    }
+    Ok(())
+}
+
+/// The server side: the generated file set and how to reach it.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// HTTP listen address.
+    pub http: SocketAddr,
+    /// File service listen address.
+    pub file: SocketAddr,
+    /// Seed of the file set.
+    pub seed: u64,
+    /// Congestion control of every connection.
+    pub congestion: Option<String>,
+    /// Give up on a connection that makes no progress for this long.
+    pub stall: Duration,
+}
+
+type Library = Arc<HashMap<&'static str, Arc<Vec<u8>>>>;
+
+/// Generates the file set and serves both services until the process
+/// ends; creates `ready` (if given) once both listen.
+pub fn serve(config: ServerConfig, ready: Option<&std::path::Path>) -> Result<(), TransferError> {
+    let library: Library = Arc::new(
+        FILE_SET
+            .iter()
+            .map(|f| (f.name, Arc::new(files::generate(f, config.seed))))
+            .collect(),
+    );
+    let http = TcpListener::bind(config.http).map_err(|cause| TransferError::Listen {
+        addr: config.http,
+        cause,
+    })?;
+    let file = TcpListener::bind(config.file).map_err(|cause| TransferError::Listen {
+        addr: config.file,
+        cause,
+    })?;
+    if let Some(path) = ready {
+        std::fs::write(path, b"ready\n").map_err(io(format!("write {}", path.display())))?;
+    }
+    let http_config = config.clone();
+    let http_library = library.clone();
+    let http_thread = thread::spawn(move || accept(http, &http_config, &http_library, serve_http));
+    accept(file, &config, &library, serve_file);
+    let _ = http_thread.join();
+    Ok(())
+}
+
+fn accept(
+    listener: TcpListener,
+    config: &ServerConfig,
+    library: &Library,
+    handler: fn(TcpStream, &ServerConfig, &Library) -> Result<(), TransferError>,
+) {
+    for conn in listener.incoming() {
+        let Ok(stream) = conn else { continue };
+        let config = config.clone();
+        let library = library.clone();
+        thread::spawn(move || {
+            if let Err(e) = prepare(&stream, config.congestion.as_deref(), config.stall)
+                .and_then(|()| handler(stream, &config, &library))
+            {
+                eprintln!("waas-server: {e}");
+            }
+        });
+    }
+}
+
+fn prepare(
+    stream: &TcpStream,
+    congestion: Option<&str>,
+    stall: Duration,
+) -> Result<(), TransferError> {
+    stream
+        .set_read_timeout(Some(stall))
+        .map_err(io("set timeout"))?;
+    stream
+        .set_write_timeout(Some(stall))
+        .map_err(io("set timeout"))?;
+    stream.set_nodelay(true).map_err(io("set nodelay"))?;
+    if let Some(cc) = congestion {
+        set_congestion(stream, cc).map_err(io(format!("congestion control {cc}")))?;
+    }
+    Ok(())
+}
+
+/// Reads up to and including `terminator`, at most [`MAX_HEAD`] bytes;
+/// returns the head and whatever was read after it.
+fn read_head(
+    stream: &mut TcpStream,
+    terminator: &[u8],
+) -> Result<(Vec<u8>, Vec<u8>), TransferError> {
+    let mut buf = Vec::with_capacity(512);
+    let mut chunk = [0u8; 2048];
+    loop {
+        if let Some(end) = buf.windows(terminator.len()).position(|w| w == terminator) {
+            let rest = buf.split_off(end + terminator.len());
+            return Ok((buf, rest));
+        }
+        if buf.len() > MAX_HEAD {
+            return Err(TransferError::Protocol(
+                "request or response head too long".into(),
+            ));
+        }
+        let n = stream.read(&mut chunk).map_err(io("read head"))?;
+        if n == 0 {
+            return Err(TransferError::Protocol(format!(
+                "connection closed after {} bytes of head",
+                buf.len()
+            )));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Reads exactly `len` bytes, starting with `already`.
+fn read_body(
+    stream: &mut TcpStream,
+    already: Vec<u8>,
+    len: usize,
+) -> Result<Vec<u8>, TransferError> {
+    if already.len() > len {
+        return Err(TransferError::Protocol(format!(
+            "{} bytes where {len} were announced",
+            already.len()
+        )));
+    }
+    let mut body = already;
+    body.reserve(len - body.len());
+    let mut chunk = vec![0u8; CHUNK];
+    while body.len() < len {
+        let want = (len - body.len()).min(CHUNK);
+        let n = stream.read(&mut chunk[..want]).map_err(io("read data"))?;
+        if n == 0 {
+            return Err(TransferError::Protocol(format!(
+                "connection closed after {} of {len} bytes",
+                body.len()
+            )));
+        }
+        body.extend_from_slice(&chunk[..n]);
+    }
+    Ok(body)
+}
+
+/// Closes our direction and waits (briefly) for the peer to close.
+fn finish(mut stream: TcpStream) {
+    let _ = stream.shutdown(Shutdown::Write);
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let mut sink = [0u8; 256];
+    while matches!(stream.read(&mut sink), Ok(n) if n > 0) {}
+}
+
+fn serve_http(
+    mut stream: TcpStream,
+    _config: &ServerConfig,
+    library: &Library,
+) -> Result<(), TransferError> {
+    let (head, _) = read_head(&mut stream, b"\r\n\r\n")?;
+    let head = String::from_utf8_lossy(&head);
+    let mut parts = head.lines().next().unwrap_or("").split_whitespace();
+    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let name = path.trim_start_matches('/');
+    let found = library.get(name).filter(|_| method == "GET");
+    match found {
+        Some(data) => {
+            let kind = if name.ends_with(".zip") {
+                "application/zip"
+            } else {
+                "application/octet-stream"
+            };
+            let header = format!(
+                "HTTP/1.1 200 OK\r\nServer: wanopt-lab\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                data.len()
+            );
+            stream
+                .write_all(header.as_bytes())
+                .and_then(|()| stream.write_all(data))
+                .map_err(io(format!("send {name}")))?;
+        }
+        None => {
+            let status = if method == "GET" {
+                "404 Not Found"
+            } else {
+                "405 Method Not Allowed"
+            };
+            let reply =
+                format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+            stream
+                .write_all(reply.as_bytes())
+                .map_err(io("send error"))?;
+        }
+    }
+    finish(stream);
+    Ok(())
+}
+
+fn serve_file(
+    mut stream: TcpStream,
+    _config: &ServerConfig,
+    library: &Library,
+) -> Result<(), TransferError> {
+    let (head, rest) = read_head(&mut stream, b"\n")?;
+    let line = String::from_utf8_lossy(&head).trim().to_string();
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let reply = |stream: &mut TcpStream, text: String| {
+        stream.write_all(text.as_bytes()).map_err(io("send reply"))
+    };
+    match words.as_slice() {
+        ["GET", name] => match library.get(name) {
+            Some(data) => {
+                reply(&mut stream, format!("OK {}\n", data.len()))?;
+                stream.write_all(data).map_err(io(format!("send {name}")))?;
+            }
+            None => reply(&mut stream, format!("ERR no file {name}\n"))?,
+        },
+        ["PUT", name, generation, size] => {
+            let (Some(original), Ok(generation), Ok(size)) = (
+                library.get(name),
+                generation.parse::<u64>(),
+                size.parse::<usize>(),
+            ) else {
+                reply(&mut stream, format!("ERR bad request `{line}`\n"))?;
+                finish(stream);
+                return Ok(());
+            };
+            if size != original.len() {
+                reply(
+                    &mut stream,
+                    format!("ERR {name} has {} bytes, not {size}\n", original.len()),
+                )?;
+                finish(stream);
+                return Ok(());
+            }
+            let body = read_body(&mut stream, rest, size)?;
+            let expected = files::edit(original, generation);
+            match compare(&body, &expected) {
+                Ok(()) => reply(&mut stream, "OK\n".into())?,
+                Err(detail) => {
+                    eprintln!("waas-server: CONTENT MISMATCH in uploaded {name}: {detail}");
+                    reply(&mut stream, format!("ERR MISMATCH {detail}\n"))?;
+                }
+            }
+        }
+        _ => reply(&mut stream, format!("ERR bad request `{line}`\n"))?,
+    }
+    finish(stream);
+    Ok(())
+}
+
+/// What the client measured.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TransferReport {
+    /// The test.
+    pub test: Test,
+    /// The file.
+    pub file: String,
+    /// File size, bytes.
+    pub bytes: u64,
+    /// Wall time from just before the first connect to the last byte (a
+    /// download) or the server's acknowledgement (an upload), seconds.
+    pub seconds: f64,
+    /// edit-save: the download ("open") part, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_seconds: Option<f64>,
+    /// edit-save: the upload ("save") part, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub save_seconds: Option<f64>,
+}
+
+/// What the client is asked to do.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// The server's address.
+    pub server: IpAddr,
+    /// Its HTTP port ([`HTTP_PORT`] in the lab).
+    pub http_port: u16,
+    /// Its file service port ([`FILE_PORT`] in the lab).
+    pub file_port: u16,
+    /// The test.
+    pub test: Test,
+    /// The file's name.
+    pub file: String,
+    /// Seed of the file set.
+    pub seed: u64,
+    /// Edit generation of the upload of `edit-save` (`upload` sends the original).
+    pub generation: u64,
+    /// Congestion control of the client's sockets.
+    pub congestion: Option<String>,
+    /// Give up when a connection makes no progress for this long.
+    pub stall: Duration,
+}
+
+fn connect(config: &ClientConfig, port: u16) -> Result<TcpStream, TransferError> {
+    let addr = SocketAddr::new(config.server, port);
+    let stream = TcpStream::connect_timeout(&addr, config.stall)
+        .map_err(io(format!("connect to {addr}")))?;
+    prepare(&stream, config.congestion.as_deref(), config.stall)?;
+    Ok(stream)
+}
+
+fn http_get(config: &ClientConfig) -> Result<Vec<u8>, TransferError> {
+    let mut stream = connect(config, config.http_port)?;
+    let request = format!(
+        "GET /{} HTTP/1.1\r\nHost: {}\r\nUser-Agent: wanopt-lab\r\nAccept: */*\r\nConnection: close\r\n\r\n",
+        config.file, config.server
+    );
+    stream
+        .write_all(request.as_bytes())
+        .map_err(io("send request"))?;
+    let (head, rest) = read_head(&mut stream, b"\r\n\r\n")?;
+    let head = String::from_utf8_lossy(&head).into_owned();
+    let status = head.lines().next().unwrap_or("");
+    if status.split_whitespace().nth(1) != Some("200") {
+        return Err(TransferError::Protocol(format!(
+            "GET /{}: `{status}`",
+            config.file
+        )));
+    }
+    let length = head
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.trim().parse::<usize>().ok())
+        .ok_or_else(|| TransferError::Protocol("response without Content-Length".into()))?;
+    let body = read_body(&mut stream, rest, length)?;
+    drop(stream);
+    Ok(body)
+}
+
+fn file_get(config: &ClientConfig) -> Result<Vec<u8>, TransferError> {
+    let mut stream = connect(config, config.file_port)?;
+    stream
+        .write_all(format!("GET {}\n", config.file).as_bytes())
+        .map_err(io("send request"))?;
+    let (head, rest) = read_head(&mut stream, b"\n")?;
+    let line = String::from_utf8_lossy(&head).trim().to_string();
+    let size = match line.split_whitespace().collect::<Vec<_>>().as_slice() {
+        ["OK", size] => size
+            .parse::<usize>()
+            .map_err(|_| TransferError::Protocol(format!("bad reply `{line}`")))?,
+        _ => return Err(TransferError::Protocol(format!("server: `{line}`"))),
+    };
+    let body = read_body(&mut stream, rest, size)?;
+    drop(stream);
+    Ok(body)
+}
+
+fn file_put(config: &ClientConfig, data: &[u8], generation: u64) -> Result<(), TransferError> {
+    let mut stream = connect(config, config.file_port)?;
+    stream
+        .write_all(format!("PUT {} {generation} {}\n", config.file, data.len()).as_bytes())
+        .and_then(|()| stream.write_all(data))
+        .map_err(io(format!("send {}", config.file)))?;
+    let (head, _) = read_head(&mut stream, b"\n")?;
+    let line = String::from_utf8_lossy(&head).trim().to_string();
+    if line == "OK" {
+        return Ok(());
+    }
+    if let Some(detail) = line.strip_prefix("ERR MISMATCH ") {
+        return Err(TransferError::Mismatch {
+            file: config.file.clone(),
+            detail: format!("the server received different bytes: {detail}"),
+        });
+    }
+    Err(TransferError::Protocol(format!("server: `{line}`")))
+}
+
+/// Runs one test on one file; every received byte is checked.
+pub fn run_client(config: &ClientConfig) -> Result<TransferReport, TransferError> {
+    let original = files::content(&config.file, config.seed, 0)
+        .ok_or_else(|| TransferError::UnknownFile(config.file.clone()))?;
+    let check = |got: &[u8]| {
+        compare(got, &original).map_err(|detail| TransferError::Mismatch {
+            file: config.file.clone(),
+            detail,
+        })
+    };
+    let start = Instant::now();
+    let (open_seconds, save_seconds) = match config.test {
+        Test::HttpDownload => {
+            check(&http_get(config)?)?;
+            (None, None)
+        }
+        Test::Download => {
+            check(&file_get(config)?)?;
+            (None, None)
+        }
+        Test::Upload => {
+            file_put(config, &original, 0)?;
+            (None, None)
+        }
+        Test::EditSave => {
+            let got = file_get(config)?;
+            let opened = start.elapsed().as_secs_f64();
+            check(&got)?;
+            let edited = files::edit(&got, config.generation.max(1));
+            let save_start = Instant::now();
+            file_put(config, &edited, config.generation.max(1))?;
+            (Some(opened), Some(save_start.elapsed().as_secs_f64()))
+        }
+    };
+    let seconds = match (open_seconds, save_seconds) {
+        (Some(o), Some(s)) => o + s,
+        _ => start.elapsed().as_secs_f64(),
+    };
+    Ok(TransferReport {
+        test: config.test,
+        file: config.file.clone(),
+        bytes: original.len() as u64,
+        seconds,
+        open_seconds,
+        save_seconds,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server() -> Result<(IpAddr, u16, u16), TransferError> {
+        let http = TcpListener::bind("127.0.0.1:0").map_err(io("bind"))?;
+        let file = TcpListener::bind("127.0.0.1:0").map_err(io("bind"))?;
+        let ports = (
+            http.local_addr().map_err(io("addr"))?.port(),
+            file.local_addr().map_err(io("addr"))?.port(),
+        );
+        let config = ServerConfig {
+            http: SocketAddr::from(([127, 0, 0, 1], ports.0)),
+            file: SocketAddr::from(([127, 0, 0, 1], ports.1)),
+            seed: 9,
+            congestion: None,
+            stall: Duration::from_secs(10),
+        };
+        // Only the two small files the tests use.
+        let library: Library = Arc::new(
+            ["50K.doc", "50K.ppt"]
+                .iter()
+                .filter_map(|n| files::find(n))
+                .map(|f| (f.name, Arc::new(files::generate(f, 9))))
+                .collect(),
+        );
+        let (c1, l1) = (config.clone(), library.clone());
+        thread::spawn(move || accept(http, &c1, &l1, serve_http));
+        thread::spawn(move || accept(file, &config, &library, serve_file));
+        Ok((IpAddr::from([127, 0, 0, 1]), ports.0, ports.1))
+    }
+
+    #[test]
+    fn compare_finds_the_first_difference() {
+        assert!(compare(b"abc", b"abc").is_ok());
+        assert_eq!(
+            compare(b"abd", b"abc").err().as_deref(),
+            Some("byte 2 of 3 is 0x64, expected 0x63")
+        );
+        assert!(compare(b"ab", b"abc").is_err());
+        assert!(compare(b"abcd", b"abc").is_err());
+    }
+
+    #[test]
+    fn test_names_are_the_contract() {
+        let names: Vec<&str> = Test::ALL.iter().map(|t| t.name()).collect();
+        assert_eq!(names, ["http-download", "download", "upload", "edit-save"]);
+        for t in Test::ALL {
+            assert_eq!(
+                serde_json::to_value(t).ok(),
+                Some(serde_json::Value::String(t.name().into()))
+            );
+        }
+    }
+
+    /// Every test over loopback, on ephemeral ports.
+    #[test]
+    fn every_test_round_trips_and_a_wrong_upload_is_refused() -> Result<(), TransferError> {
+        let (ip, http_port, file_port) = server()?;
+        for test in Test::ALL {
+            let config = ClientConfig {
+                server: ip,
+                http_port,
+                file_port,
+                test,
+                file: "50K.doc".into(),
+                seed: 9,
+                generation: 5,
+                congestion: None,
+                stall: Duration::from_secs(10),
+            };
+            let report = run_client(&config)?;
+            assert_eq!(report.bytes, 57_344);
+            assert!(report.seconds > 0.0);
+            assert_eq!(report.open_seconds.is_some(), test == Test::EditSave);
+        }
+        // A client with another seed holds other bytes: its upload is refused
+        // as a mismatch, and its download does not match what it expects.
+        let config = ClientConfig {
+            server: ip,
+            http_port,
+            file_port,
+            test: Test::Upload,
+            file: "50K.ppt".into(),
+            seed: 10,
+            generation: 0,
+            congestion: None,
+            stall: Duration::from_secs(10),
+        };
+        assert!(matches!(
+            run_client(&config),
+            Err(TransferError::Mismatch { .. })
+        ));
+        let config = ClientConfig {
+            test: Test::HttpDownload,
+            ..config
+        };
+        assert!(matches!(
+            run_client(&config),
+            Err(TransferError::Mismatch { .. })
+        ));
+        // Unknown files are refused, not served.
+        let config = ClientConfig {
+            test: Test::Download,
+            file: "5M.zip".into(),
+            seed: 9,
+            ..config
+        };
+        assert!(matches!(
+            run_client(&config),
+            Err(TransferError::Protocol(_))
+        ));
+        Ok(())
+    }
+}
