@@ -133,6 +133,22 @@ pub fn markdown(results: &Results) -> String {
     );
     let _ = writeln!(
         out,
+        "- wanopt nodes: started fresh at each point, data reduction {}; {}",
+        if spec.node.reduce {
+            "on"
+        } else {
+            "off (`--no-reduce`)"
+        },
+        if spec.node.warm_up {
+            "one unmeasured warm-up transfer (at most 10 MB per stream) before the measured runs, \
+             since a deployed tunnel is long-lived (the direct path gets none: each TCP connection \
+             starts cold, and the endpoints do not cache metrics)"
+        } else {
+            "no warm-up: the first run of each point meets a cold tunnel (BBR startup)"
+        }
+    );
+    let _ = writeln!(
+        out,
         "- Endpoint TCP settings per profile (read back from the server namespace): `{}`\n",
         results.endpoints
     );

@@ -185,6 +185,9 @@ pub fn run(lab: &Lab, args: RunArgs) -> anyhow::Result<i32> {
     result
 }
 
+/// Bytes per stream of the unmeasured warm-up transfer of the wanopt mode.
+const WARM_UP_BYTES: u64 = 10_000_000;
+
 type Point = (u64, crate::link::LinkSpecs, &'static Profile, Mode);
 
 fn run_points(
@@ -255,6 +258,20 @@ fn run_points(
         });
         let mut samples = Vec::new();
         let mut failures = Vec::new();
+        if mode == Mode::Wanopt && spec.node.warm_up {
+            bar.set_message(format!("{label} (warm-up)"));
+            if let Err(e) = one_run(
+                lab,
+                exe,
+                spec.workload.streams,
+                bytes.min(WARM_UP_BYTES),
+                spec.workload.direction,
+                profile,
+            ) {
+                failures.push(format!("warm-up: {e}"));
+            }
+            bar.set_message(label.clone());
+        }
         for _ in 0..spec.runs {
             match one_run(
                 lab,

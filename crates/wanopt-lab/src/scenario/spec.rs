@@ -20,6 +20,7 @@
 //! direction = "download"   # or "upload"
 //! [node]                   # the wanopt nodes of the `wanopt` mode
 //! reduce = true            # data reduction on top of TCP optimization
+//! warm_up = true           # one unmeasured transfer first (a deployed tunnel is long-lived)
 //! ```
 
 use serde::{Deserialize, Serialize};
@@ -147,18 +148,25 @@ impl Default for WorkloadSpec {
 pub struct NodeSpec {
     /// Data reduction (compression and the byte cache) on top of TCP
     /// optimization; `false` runs the nodes with `--no-reduce`.
-    #[serde(default = "default_reduce")]
+    #[serde(default = "default_true")]
     pub reduce: bool,
+    /// Before the measured runs of each point, one unmeasured transfer of
+    /// the workload (at most 10 MB per stream) through the freshly started
+    /// nodes: a deployed tunnel is long-lived, and without this every point
+    /// would measure BBR's startup on a cold tunnel.
+    #[serde(default = "default_true")]
+    pub warm_up: bool,
 }
 
-fn default_reduce() -> bool {
+fn default_true() -> bool {
     true
 }
 
 impl Default for NodeSpec {
     fn default() -> Self {
         NodeSpec {
-            reduce: default_reduce(),
+            reduce: true,
+            warm_up: true,
         }
     }
 }
@@ -233,7 +241,10 @@ pub fn tcp_opt(quick: bool) -> ScenarioSpec {
             bytes: if quick { "10MB".into() } else { "100MB".into() },
             direction: Direction::Download,
         },
-        node: NodeSpec { reduce: false },
+        node: NodeSpec {
+            reduce: false,
+            warm_up: true,
+        },
     }
 }
 
