@@ -85,6 +85,11 @@ pub enum LabCommand {
         #[arg(long, default_value_t = crate::waas::files::DEFAULT_SEED)]
         seed: u64,
     },
+    /// Rewrite report.md and the plots of a waas-3g output directory from its results.json.
+    WaasReport {
+        /// The directory `lab run waas-3g --out` wrote.
+        dir: PathBuf,
+    },
     /// Internal: the waas-3g file server (runs inside `server`).
     #[command(hide = true)]
     WaasServer(WaasServerArgs),
@@ -358,6 +363,19 @@ pub fn run(command: LabCommand) -> anyhow::Result<i32> {
             Ok(0)
         }
         LabCommand::WaasFiles { out, seed } => waas_files(&out, seed),
+        LabCommand::WaasReport { dir } => {
+            let path = dir.join("results.json");
+            let results: crate::waas::results::Results = match std::fs::read_to_string(&path)
+                .map_err(|e| e.to_string())
+                .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+            {
+                Ok(r) => r,
+                Err(e) => return usage(format!("{}: {e}", path.display())),
+            };
+            crate::waas::run::write_outputs(&results, &dir)?;
+            eprintln!("wrote {}/report.md and the plots", dir.display());
+            Ok(0)
+        }
         LabCommand::WaasServer(args) => {
             let config = crate::waas::transfer::ServerConfig {
                 http: args.http,

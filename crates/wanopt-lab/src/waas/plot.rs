@@ -260,6 +260,7 @@ mod tests {
             corrupted: vec![],
             cache_stats: vec![],
             endpoints: serde_json::Value::Null,
+            elapsed_seconds: 0.0,
         };
         let dir = std::env::temp_dir().join(format!("waas-plot-{}", std::process::id()));
         let _ = std::fs::create_dir_all(&dir);

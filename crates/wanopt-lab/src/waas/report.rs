@@ -280,7 +280,10 @@ pub fn markdown(results: &Results) -> String {
          Third-Generation Wireless Networks\" on an emulated 3G link: each test runs as \
          **baseline** (no wanopt on the path), **cold** (wanopt with data reduction, the byte \
          caches of both nodes cleared with `wanopt cache clear` right before the transfer) and \
-         **warm** (the same transfer again right after, caches kept; the nodes keep running).\n"
+         **warm** (the same transfer again right after, caches kept; the nodes keep running). \
+         Before the first measured transfer through freshly started nodes, 500 kB down and \
+         100 kB up of random bytes warm the tunnel, unmeasured: a deployed tunnel is \
+         long-lived.\n"
     );
     if !results.corrupted.is_empty() {
         let _ = writeln!(out, "## CONTENT MISMATCH: the run stopped\n");
@@ -329,8 +332,8 @@ pub fn markdown(results: &Results) -> String {
     );
     let _ = writeln!(
         out,
-        "- Runs: {} ({}). Files generated from seed {}.\n",
-        results.runs, results.method, results.file_seed
+        "- Runs: {} ({}). Files generated from seed {}. The scenario took {:.0} s.\n",
+        results.runs, results.method, results.file_seed, results.elapsed_seconds
     );
     let _ = writeln!(
         out,
@@ -498,6 +501,7 @@ mod tests {
             corrupted: vec![],
             cache_stats: vec![],
             endpoints: serde_json::Value::Null,
+            elapsed_seconds: 0.0,
         }
     }
 

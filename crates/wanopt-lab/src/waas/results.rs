@@ -135,6 +135,9 @@ pub struct Results {
     pub cache_stats: Vec<serde_json::Value>,
     /// Effective TCP settings of the endpoints.
     pub endpoints: serde_json::Value,
+    /// Wall time of the whole scenario so far, seconds.
+    #[serde(default)]
+    pub elapsed_seconds: f64,
 }
 
 /// The median (mean of the middle two for an even count; 0 when empty).
@@ -258,6 +261,7 @@ mod tests {
             corrupted: vec![],
             cache_stats: vec![],
             endpoints: serde_json::Value::Null,
+            elapsed_seconds: 0.0,
         };
         let json = serde_json::to_value(&results).unwrap_or_default();
         assert_eq!(json["scenario"], "waas-3g");

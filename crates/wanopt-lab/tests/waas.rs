@@ -1,0 +1,289 @@
+//! `waas-3g` end to end in a real lab (namespace prefix `wlw-`), kept
+//! short: two small files through every test, on the scenario's 3G link.
+//!
+//! One test binary without the libtest harness, like `emulator.rs`: the
+//! binary is also the lab's executable (`<this> lab ...` runs the `wanopt
+//! lab` subcommands: emulator, file server, client). The cold and warm
+//! modes need wanopt nodes: the test uses the `wanopt` binary next to its
+//! own directory (`target/<profile>/wanopt`, built by `cargo test
+//! --workspace`) when it exists and has data reduction, and otherwise
+//! checks the baseline and that cold/warm are reported as not measured.
+//! Needs root and iproute2, ethtool, iptables; skips (and says so)
+//! without root.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand};
+
+use wanopt_lab::cli::LabCommand;
+use wanopt_lab::topology::{Lab, Node, SERVER_ADDR};
+use wanopt_lab::waas::files::find;
+use wanopt_lab::waas::results::Results;
+use wanopt_lab::waas::run::{run_with, Options};
+use wanopt_lab::waas::transfer::{Test, EXIT_MISMATCH};
+
+#[derive(Parser)]
+struct Cli {
+    #[command(subcommand)]
+    command: Top,
+}
+
+#[derive(Subcommand)]
+enum Top {
+    #[command(subcommand)]
+    Lab(Box<LabCommand>),
+}
+
+/// Deletes the lab when dropped.
+struct Guard(Lab);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.destroy();
+    }
+}
+
+const FILES: [&str; 2] = ["50K.doc", "50K.xls"];
+
+/// The wanopt binary beside this test's directory, if it has the nodes
+/// with data reduction.
+fn wanopt_binary() -> Option<PathBuf> {
+    let me = std::env::current_exe().ok()?;
+    let candidate = me.parent()?.parent()?.join("wanopt");
+    let help = Command::new(&candidate)
+        .args(["edge", "--help"])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&help.stdout);
+    (help.status.success() && text.contains("--cache-dir")).then_some(candidate)
+}
+
+fn check(results: &Results, optimized: bool) -> Result<(), String> {
+    if results.scenario != "waas-3g" {
+        return Err(format!("scenario {}", results.scenario));
+    }
+    if !results.corrupted.is_empty() {
+        return Err(format!("corrupted: {:?}", results.corrupted));
+    }
+    for test in Test::ALL {
+        for file in FILES {
+            let size = find(file).map(|f| f.size as u64).unwrap_or(0);
+            let base = results
+                .find(test, file, "baseline")
+                .ok_or_else(|| format!("no baseline row for {} {file}", test.name()))?;
+            // The plain TCP path carries at least the file (plus headers).
+            let moved = if test == Test::EditSave {
+                2 * size
+            } else {
+                size
+            };
+            if base.wan_bytes < moved || base.seconds <= 0.0 {
+                return Err(format!("baseline {} {file}: {base:?}", test.name()));
+            }
+            if !optimized {
+                continue;
+            }
+            let cold = results
+                .find(test, file, "cold")
+                .ok_or_else(|| format!("no cold row for {} {file}", test.name()))?;
+            let warm = results
+                .find(test, file, "warm")
+                .ok_or_else(|| format!("no warm row for {} {file}", test.name()))?;
+            println!(
+                "  {} {file}: seconds {:.2} / {:.2} / {:.2}, WAN bytes {} / {} / {}",
+                test.name(),
+                base.seconds,
+                cold.seconds,
+                warm.seconds,
+                base.wan_bytes,
+                cold.wan_bytes,
+                warm.wan_bytes
+            );
+            // A warm transfer crosses the WAN as references: far less than
+            // the file, which the baseline carried whole.
+            if warm.wan_bytes * 4 > base.wan_bytes {
+                return Err(format!(
+                    "warm {} {file} moved {} WAN bytes, baseline {}",
+                    test.name(),
+                    warm.wan_bytes,
+                    base.wan_bytes
+                ));
+            }
+        }
+    }
+    if !optimized && !results.skipped.iter().any(|s| s.mode == "cold+warm") {
+        return Err("cold and warm were neither measured nor reported as skipped".into());
+    }
+    Ok(())
+}
+
+fn scenario_end_to_end() -> Result<(), String> {
+    let lab = Lab::new("wlw-");
+    let _guard = Guard(lab.clone());
+    let (exe, optimized) = match wanopt_binary() {
+        Some(bin) => (bin, true),
+        None => {
+            println!("  no wanopt binary with data reduction beside the tests: baseline only");
+            (std::env::current_exe().map_err(|e| e.to_string())?, false)
+        }
+    };
+    let out = std::env::temp_dir().join(format!("wlw-waas-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).map_err(|e| e.to_string())?;
+    let files: Vec<_> = FILES.iter().filter_map(|f| find(f)).collect();
+    let options = Options {
+        out: out.clone(),
+        quick: true,
+        runs: 1,
+        seed: 11,
+        plan: Test::ALL.iter().map(|t| (*t, files.clone())).collect(),
+    };
+    let code = run_with(&lab, &options, &exe).map_err(|e| e.to_string())?;
+    if code != 0 {
+        return Err(format!("run_with returned {code}"));
+    }
+    let text =
+        std::fs::read_to_string(out.join("results.json")).map_err(|e| format!("results: {e}"))?;
+    let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    for row in json["rows"].as_array().into_iter().flatten() {
+        for key in ["test", "file", "mode"] {
+            if !row[key].is_string() {
+                return Err(format!("row without {key}: {row}"));
+            }
+        }
+        if !row["seconds"].is_number() || !row["wan_bytes"].is_u64() {
+            return Err(format!("row without seconds or wan_bytes: {row}"));
+        }
+    }
+    let results: Results = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    check(&results, optimized)?;
+    for name in ["report.md", "waas-3g-upload.svg", "waas-3g-upload.png"] {
+        if !out.join(name).exists() {
+            return Err(format!("{name} not written"));
+        }
+    }
+    if optimized && !out.join("logs").join("run1-edge.log").exists() {
+        return Err("the edge's log was not kept".into());
+    }
+    let _ = std::fs::remove_dir_all(&out);
+    Ok(())
+}
+
+/// A receiver that expects other bytes fails loudly with its own exit code.
+fn wrong_bytes_fail_loudly() -> Result<(), String> {
+    let lab = Lab::new("wlw-");
+    let _guard = Guard(lab.clone());
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    // The scenario's link and a file server with seed 11; clients with
+    // seed 12 expect other bytes.
+    let spec = wanopt_lab::waas::link_options()
+        .specs()
+        .map_err(|e| e.to_string())?;
+    let config = wanopt_lab::bringup::UpConfig {
+        specs: spec,
+        profile: &wanopt_lab::profile::LEGACY,
+        optimize: false,
+        reduce: false,
+    };
+    wanopt_lab::bringup::up(&lab, &config, &exe).map_err(|e| e.to_string())?;
+    let ready = lab.state_dir().join("waas-server.ready");
+    let args: Vec<String> = [
+        "lab",
+        "waas-server",
+        "--http",
+        &format!("{SERVER_ADDR}:80"),
+        "--file",
+        &format!("{SERVER_ADDR}:21"),
+        "--seed",
+        "11",
+        "--ready",
+        &ready.to_string_lossy(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    lab.spawn_daemon(Node::Server, "waas-server", &exe, &args)
+        .map_err(|e| e.to_string())?;
+    let start = Instant::now();
+    while !ready.exists() {
+        if start.elapsed().as_secs() > 30 {
+            return Err("the file server did not start".into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for (test, seed, want) in [
+        ("download", "11", 0),
+        ("download", "12", EXIT_MISMATCH),
+        ("upload", "12", EXIT_MISMATCH),
+        ("http-download", "12", EXIT_MISMATCH),
+    ] {
+        let status = lab
+            .command(Node::Client, &exe.to_string_lossy())
+            .args(["lab", "waas-client", "--server", SERVER_ADDR])
+            .args(["--test", test, "--file", "50K.ppt", "--seed", seed])
+            .output()
+            .map_err(|e| e.to_string())?;
+        let got = status.status.code().unwrap_or(-1);
+        let stderr = String::from_utf8_lossy(&status.stderr);
+        if got != want || (want == EXIT_MISMATCH && !stderr.contains("CONTENT MISMATCH")) {
+            return Err(format!(
+                "{test} seed {seed}: exit {got}, want {want}: {stderr}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("lab") {
+        let cli = Cli::parse();
+        let Top::Lab(command) = cli.command;
+        let code = wanopt_lab::cli::run(*command).unwrap_or_else(|e| {
+            eprintln!("lab: {e:#}");
+            1
+        });
+        std::process::exit(code);
+    }
+    type Test = (&'static str, fn() -> Result<(), String>);
+    let tests: [Test; 2] = [
+        ("wrong_bytes_fail_loudly", wrong_bytes_fail_loudly),
+        ("scenario_end_to_end", scenario_end_to_end),
+    ];
+    if args.iter().any(|a| a == "--list") {
+        for (name, _) in tests {
+            println!("{name}: test");
+        }
+        return;
+    }
+    if !nix::unistd::Uid::effective().is_root() {
+        println!("waas tests skipped: they need root (network namespaces)");
+        return;
+    }
+    let filters: Vec<&String> = args
+        .iter()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let mut failed = 0;
+    for (name, test) in tests {
+        if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
+            continue;
+        }
+        println!("test {name} ...");
+        let start = Instant::now();
+        let result = std::panic::catch_unwind(test).unwrap_or_else(|_| Err("panicked".into()));
+        match result {
+            Ok(()) => println!("test {name} ... ok ({:.1}s)", start.elapsed().as_secs_f64()),
+            Err(e) => {
+                failed += 1;
+                println!("test {name} ... FAILED: {e}");
+            }
+        }
+    }
+    if failed > 0 {
+        std::process::exit(1);
+    }
+}
