@@ -214,3 +214,31 @@ fn wait_listening(lab: &Lab, node: Node, port: u16, name: &str) -> Result<(), St
         lab.daemon_log(name)
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nodes_get_a_cache_in_the_lab_and_no_reduce_on_request() {
+        let lab = Lab::new("t9-");
+        let on = reduce_args(&lab, Node::Edge, true, true);
+        assert_eq!(
+            on,
+            [
+                "--cache-dir",
+                "/run/wanopt-lab/t9/cache-edge",
+                "--cache-size",
+                CACHE_SIZE
+            ]
+        );
+        let off = reduce_args(&lab, Node::Core, false, true);
+        assert_eq!(
+            off.get(1).map(String::as_str),
+            Some("/run/wanopt-lab/t9/cache-core")
+        );
+        assert_eq!(off.last().map(String::as_str), Some("--no-reduce"));
+        // A build without data reduction gets no flags it would refuse.
+        assert!(reduce_args(&lab, Node::Edge, false, false).is_empty());
+    }
+}
