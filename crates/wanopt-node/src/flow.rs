@@ -16,6 +16,7 @@ use bytes::{Bytes, BytesMut};
 use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::{mpsc, Semaphore};
 
 use wanopt_proto::codes;
 
@@ -533,6 +534,78 @@ pub(crate) fn directions(flow: &Flow, facing: Facing) -> (Direction<'_>, Directi
     }
 }
 
+/// How many in-order bytes a flow may hold for its TCP side beyond what
+/// TCP took. The stream is read ahead of TCP up to this bound so that
+/// quinn's receive buffer is drained as fast as packets arrive: quinn closes
+/// the whole connection once one stream's buffer holds more than 1024
+/// separate pieces, and a lossy burst while TCP is slow (a client that
+/// pauses, a descheduled process, a large in-order run released by a
+/// retransmission) would otherwise get there.
+pub(crate) const READ_AHEAD: usize = 32 << 20;
+
+/// The in-order payload of a stream, read ahead of its consumer.
+pub(crate) struct Incoming {
+    rx: mpsc::UnboundedReceiver<Bytes>,
+    budget: Arc<Semaphore>,
+}
+
+fn permits(len: usize) -> u32 {
+    u32::try_from(len.div_ceil(1024)).unwrap_or(u32::MAX)
+}
+
+impl Incoming {
+    /// The next in-order piece; `None` once the stream ended cleanly.
+    pub(crate) async fn next(&mut self) -> Option<Bytes> {
+        let bytes = self.rx.recv().await?;
+        self.budget.add_permits(permits(bytes.len()) as usize);
+        Some(bytes)
+    }
+}
+
+/// Reads `recv` unordered as fast as quinn delivers, reassembles, and hands
+/// in-order pieces to an [`Incoming`] (at most [`READ_AHEAD`] bytes queued).
+/// Returns the reader (to run, joined with the consumer) and the receiver.
+pub(crate) fn read_ahead(
+    recv: &mut quinn::RecvStream,
+    mut reassembler: Reassembler,
+) -> (
+    impl std::future::Future<Output = Result<(), Abort>> + '_,
+    Incoming,
+) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let budget = Arc::new(Semaphore::new((READ_AHEAD / 1024).max(CHUNK / 1024)));
+    let reader_budget = budget.clone();
+    let reader = async move {
+        let mut ready: Vec<Bytes> = Vec::new();
+        loop {
+            match recv.read_chunk(CHUNK, false).await {
+                Ok(Some(chunk)) => {
+                    reassembler.insert(chunk.offset, chunk.bytes, |b| ready.push(b));
+                    for bytes in ready.drain(..) {
+                        reader_budget
+                            .acquire_many(permits(bytes.len()))
+                            .await
+                            .map_err(|_| Abort::Local("flow closed".into()))?
+                            .forget();
+                        if tx.send(bytes).is_err() {
+                            // The consumer stopped; its own result tells why.
+                            return Ok(());
+                        }
+                    }
+                }
+                Ok(None) => {
+                    if reassembler.buffered() != 0 {
+                        return Err(Abort::Remote("stream ended with a gap".into()));
+                    }
+                    return Ok(());
+                }
+                Err(e) => return Err(Abort::Remote(e.to_string())),
+            }
+        }
+    };
+    (reader, Incoming { rx, budget })
+}
+
 async fn stream_to_tcp(
     recv: &mut quinn::RecvStream,
     wr: &mut (impl AsyncWrite + Unpin),
@@ -541,31 +614,21 @@ async fn stream_to_tcp(
     start: u64,
     expect_reply: bool,
 ) -> Result<(), Abort> {
-    let mut reassembler = payload_reassembler(recv, start, expect_reply).await?;
-    let mut ready: Vec<Bytes> = Vec::new();
-    loop {
-        match recv.read_chunk(CHUNK, false).await {
-            Ok(Some(chunk)) => {
-                reassembler.insert(chunk.offset, chunk.bytes, |b| ready.push(b));
-                for bytes in ready.drain(..) {
-                    dir.wan.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-                    wr.write_all(&bytes)
-                        .await
-                        .map_err(|e| Abort::Local(e.to_string()))?;
-                    dir.lan.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-                }
-            }
-            Ok(None) => {
-                if reassembler.buffered() != 0 {
-                    return Err(Abort::Remote("stream ended with a gap".into()));
-                }
-                let _ = wr.shutdown().await;
-                flow.set_state(dir.done);
-                return Ok(());
-            }
-            Err(e) => return Err(Abort::Remote(e.to_string())),
+    let reassembler = payload_reassembler(recv, start, expect_reply).await?;
+    let (reader, mut incoming) = read_ahead(recv, reassembler);
+    let writer = async {
+        while let Some(bytes) = incoming.next().await {
+            dir.wan.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+            wr.write_all(&bytes)
+                .await
+                .map_err(|e| Abort::Local(e.to_string()))?;
+            dir.lan.fetch_add(bytes.len() as u64, Ordering::Relaxed);
         }
-    }
+        let _ = wr.shutdown().await;
+        flow.set_state(dir.done);
+        Ok(())
+    };
+    tokio::try_join!(reader, writer).map(|_| ())
 }
 
 /// Carries a TCP connection over a QUIC stream until both directions end.

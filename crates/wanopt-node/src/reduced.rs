@@ -35,7 +35,8 @@ use tracing::debug;
 use wanopt_codec::{Decoder, DecoderConfig, Encoder, EncoderConfig, PeerCache};
 
 use crate::flow::{
-    abort_on_error, directions, payload_reassembler, Abort, Direction, Facing, Flow, CHUNK,
+    abort_on_error, directions, payload_reassembler, read_ahead, Abort, Direction, Facing, Flow,
+    CHUNK,
 };
 
 /// How long a partial chunk may wait for more bytes from a quiet socket.
@@ -174,26 +175,21 @@ async fn downlink(
     start: u64,
     expect_reply: bool,
 ) -> Result<(), Abort> {
-    let mut reassembler = payload_reassembler(recv, start, expect_reply).await?;
-    let mut control_tx = Some(control_tx);
-    let mut ready: Vec<Bytes> = Vec::new();
-    let mut plain = Vec::new();
-    let mut shut = false;
-    loop {
-        let chunk = match recv.read_chunk(CHUNK, false).await {
-            Ok(Some(chunk)) => chunk,
-            Ok(None) => {
-                if reassembler.buffered() != 0 || !decoder.is_finished() {
+    let reassembler = payload_reassembler(recv, start, expect_reply).await?;
+    let (reader, mut incoming) = read_ahead(recv, reassembler);
+    let consumer = async {
+        let mut control_tx = Some(control_tx);
+        let mut plain = Vec::new();
+        let mut shut = false;
+        loop {
+            let Some(bytes) = incoming.next().await else {
+                if !decoder.is_finished() {
                     return Err(Abort::Remote(
                         "stream ended before the peer's end of data".into(),
                     ));
                 }
                 return Ok(());
-            }
-            Err(e) => return Err(Abort::Remote(e.to_string())),
-        };
-        reassembler.insert(chunk.offset, chunk.bytes, |b| ready.push(b));
-        for bytes in ready.drain(..) {
+            };
             dir.wan.fetch_add(bytes.len() as u64, Ordering::Relaxed);
             for slice in bytes.chunks(DECODE_SLICE) {
                 decoder
@@ -227,19 +223,20 @@ async fn downlink(
                     plain.clear();
                 }
             }
+            flow.cache_hits
+                .store(decoder.stats().cache_hits, Ordering::Relaxed);
+            if decoder.is_finished() && !shut {
+                let _ = wr.shutdown().await;
+                flow.set_state(dir.done);
+                shut = true;
+            }
+            if shut && control_tx.is_some() && lock(encoder).is_done() {
+                // Nothing more to say: let the writer finish the stream.
+                control_tx = None;
+            }
         }
-        flow.cache_hits
-            .store(decoder.stats().cache_hits, Ordering::Relaxed);
-        if decoder.is_finished() && !shut {
-            let _ = wr.shutdown().await;
-            flow.set_state(dir.done);
-            shut = true;
-        }
-        if shut && control_tx.is_some() && lock(encoder).is_done() {
-            // Nothing more to say: let the writer finish the stream.
-            control_tx = None;
-        }
-    }
+    };
+    tokio::try_join!(reader, consumer).map(|_| ())
 }
 
 async fn writer(

@@ -488,3 +488,71 @@ fn a_long_path_losing_every_other_datagram_for_a_while_stays_up_and_exact() {
     );
     assert!(!core.log_text().contains("too many gaps"));
 }
+
+#[test]
+fn a_server_that_pauses_reading_during_heavy_loss_does_not_take_the_tunnel_down() {
+    // The core cannot hand data to a server that stops reading; meanwhile a
+    // lossy burst leaves thousands of gaps in the stream. The core must keep
+    // draining quinn's receive buffer (which closes the whole connection
+    // beyond 1024 pieces) and deliver every byte once the server reads.
+    const LEN: u64 = 64 << 20;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let server = listener.local_addr().unwrap();
+    let (tx, results) = mpsc::channel();
+    thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        thread::sleep(Duration::from_secs(4));
+        let mut hasher = Sha256::new();
+        let mut buf = vec![0u8; 1 << 16];
+        let mut n = 0u64;
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(k) => {
+                    hasher.update(&buf[..k]);
+                    n += k as u64;
+                }
+            }
+        }
+        let digest: [u8; 32] = hasher.finalize().into();
+        let _ = tx.send((digest, n));
+    });
+    let keys = Keys::new();
+    let core_addr = free_udp();
+    let core = spawn(&keys, "core", &core_args(&keys, core_addr, &["127.0.0.1"]));
+    let path = lossy_path(core_addr, Duration::from_millis(20), |seq| {
+        // Past what the server's and the core's socket buffers absorb.
+        (20_000..=32_000).contains(&seq) && seq % 2 == 0
+    });
+    let listen = free_tcp();
+    let edge = spawn(
+        &keys,
+        "edge",
+        &edge_args(
+            &keys,
+            path,
+            &[(listen, server.to_string())],
+            &["--max-mtu", "1452", "--no-reduce"],
+        ),
+    );
+    edge.wait_tunnel_up(Duration::from_secs(10));
+    let mut client = TcpStream::connect(listen).unwrap();
+    let mut pattern = Pattern::new(9);
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut sent = 0u64;
+    while sent < LEN {
+        pattern.fill(&mut buf);
+        client.write_all(&buf).unwrap();
+        hasher.update(&buf);
+        sent += buf.len() as u64;
+    }
+    client.shutdown(Shutdown::Write).unwrap();
+    let expected: [u8; 32] = hasher.finalize().into();
+    let (got, n) = results.recv_timeout(Duration::from_secs(120)).unwrap();
+    assert_eq!((n, got), (LEN, expected));
+    let log = core.log_text() + &edge.log_text();
+    assert!(!log.contains("too many gaps"), "{log}");
+    let status = edge.status().unwrap();
+    assert_eq!(status["peers"][0]["reconnects"], 0, "{}", edge.log_text());
+}
