@@ -358,7 +358,16 @@ pub(crate) struct TooManyChunks;
 ///
 /// Independent of how much memory those spans over-allocate. A frame is rejected only
 /// if compaction cannot get the count back down to this.
-const MAX_CHUNKS: usize = 1024;
+///
+/// wanopt: raised from 1024. A bulk stream read unordered on a long lossy
+/// path legitimately holds more: after a loss burst of a few thousand
+/// packets, each retransmission arrives as an isolated span (its neighbours
+/// were already read), and a reader descheduled for ~100 ms meets more than
+/// 1024 of them, which closed the whole tunnel ("too many gaps in stream
+/// buffer"). Flow control still bounds the bytes, and compaction on
+/// over-allocation still bounds the memory; 65536 spans of 1200 bytes
+/// exceed any stream window wanopt configures (48 MiB = 41943 of them).
+const MAX_CHUNKS: usize = 1 << 16;
 
 /// Minimum size of a defragmented chunk that is retained without coalescing.
 ///
