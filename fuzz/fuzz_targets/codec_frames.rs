@@ -36,7 +36,7 @@ fuzz_target!(|data: &[u8]| {
 
     // 1. Arbitrary bytes, with and without a preamble, split in two pieces.
     let split = data.first().map(|&b| usize::from(b)).unwrap_or(0);
-    for prefix in [&b""[..], &[1, 0, 0, 5, b'W', b'O', b'P', b'C', 1][..]] {
+    for prefix in [&b""[..], &[1, 0, 0, 5, b'W', b'O', b'P', b'C', wanopt_codec::frame::VERSION][..]] {
         let mut wire = prefix.to_vec();
         wire.extend_from_slice(data);
         let split = split.min(wire.len());

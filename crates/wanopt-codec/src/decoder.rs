@@ -8,7 +8,9 @@ use thiserror::Error;
 use crate::cache::PeerCache;
 use crate::control::{ControlRepr, MAX_ACK_ENTRIES};
 use crate::fingerprint::Fingerprint;
-use crate::frame::{DataRepr, Frame, FrameError, Payload, HEADER_LEN, MAX_FRAME_BODY};
+use crate::frame::{
+    delta_decompress, DataRepr, Frame, FrameError, Payload, HEADER_LEN, MAX_FRAME_BODY,
+};
 use crate::stats::DecoderStats;
 use crate::store::index::FingerprintMap;
 
@@ -263,6 +265,26 @@ impl Decoder {
                     }
                 }
             }
+            DataRepr::Delta {
+                target,
+                base,
+                raw_len,
+                bytes,
+            } => {
+                self.stats.deltas += 1;
+                match self.resolve_delta(&target, &base, raw_len, bytes) {
+                    Some(data) => {
+                        self.store(&data);
+                        if self.backlog.is_empty() {
+                            out.extend_from_slice(&data);
+                        } else {
+                            self.enqueue(Pending::Data(data))?;
+                        }
+                    }
+                    // Base missing or damaged: ask for the chunk itself.
+                    None => self.enqueue_missing(target, raw_len)?,
+                }
+            }
             DataRepr::End => {
                 self.end_seen = true;
                 if self.backlog.is_empty() {
@@ -274,6 +296,36 @@ impl Decoder {
             DataRepr::Preamble { .. } | DataRepr::Repair { .. } => {}
         }
         Ok(())
+    }
+
+    /// Decode a delta against its base from the store; `None` when the
+    /// base is not held (or damaged) or the result does not match `target`.
+    fn resolve_delta(
+        &mut self,
+        target: &Fingerprint,
+        base: &Fingerprint,
+        raw_len: u32,
+        bytes: &[u8],
+    ) -> Option<Vec<u8>> {
+        let mut base_data = Vec::new();
+        let held = self
+            .cache
+            .lock()
+            .store
+            .get(base, &mut base_data)
+            .unwrap_or(false);
+        if !held {
+            self.stats.cache_misses += 1;
+            return None;
+        }
+        let mut data = vec![0u8; raw_len as usize];
+        let decoded = delta_decompress(bytes, &base_data, &mut data);
+        if decoded != Some(data.len()) || !target.matches(&data) {
+            self.stats.bad_deltas += 1;
+            return None;
+        }
+        self.stats.cache_hits += 1;
+        Some(data)
     }
 
     fn handle_repair(

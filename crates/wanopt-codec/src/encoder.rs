@@ -8,17 +8,42 @@ use crate::cache::PeerCache;
 use crate::chunker::{Chunker, ChunkerConfig, ChunkerConfigError, StreamChunker};
 use crate::control::ControlRepr;
 use crate::fingerprint::Fingerprint;
-use crate::frame::{Codec, DataRepr, Payload, VERSION};
+use crate::frame::{delta_compress, Codec, DataRepr, Payload, VERSION};
 use crate::stats::EncoderStats;
 use crate::store::index::FingerprintMap;
+
+/// How literals are compressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    /// Literals are sent as they are.
+    Off,
+    /// LZ4 block: a few hundred MB/s per core, for fast links.
+    Lz4,
+    /// zstd at `level` (1-19): slower, smaller; for links the CPU outruns.
+    Zstd {
+        /// zstd compression level.
+        level: i32,
+    },
+}
+
+impl Compression {
+    /// zstd at its default level (3).
+    pub const ZSTD: Compression = Compression::Zstd { level: 3 };
+}
 
 /// Encoder settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct EncoderConfig {
     /// Chunk sizes.
     pub chunker: ChunkerConfig,
-    /// Try LZ4 on literals.
-    pub compress: bool,
+    /// How literals are compressed (see also [`Encoder::set_compression`]).
+    pub compression: Compression,
+    /// Keep the literals this encoder sends in the local store and tell the
+    /// peer so (an `Ack` on the stream), so that the peer's encoders may
+    /// reference them in the other direction: a file downloaded once
+    /// uploads as references.
+    pub store_sent: bool,
     /// Send a literal compressed only if that saves at least this many
     /// percent of its size.
     pub min_saving_percent: u8,
@@ -33,7 +58,8 @@ impl Default for EncoderConfig {
     fn default() -> Self {
         EncoderConfig {
             chunker: ChunkerConfig::default(),
-            compress: true,
+            compression: Compression::Lz4,
+            store_sent: true,
             min_saving_percent: 3,
             retain_bytes: 32 << 20,
             max_flow_chunks: 1 << 16,
@@ -48,6 +74,20 @@ pub enum PeerControlError {
     /// cannot continue correctly: reset the stream.
     #[error("peer needs chunk {0:?} which is no longer retained; reset the flow")]
     ChunkUnavailable(Fingerprint),
+}
+
+/// A zstd compression context and the level it is set to.
+struct ZstdContext {
+    level: i32,
+    compressor: zstd::bulk::Compressor<'static>,
+}
+
+impl std::fmt::Debug for ZstdContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZstdContext")
+            .field("level", &self.level)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Bounded FIFO of chunk data by fingerprint.
@@ -92,6 +132,11 @@ struct Core {
     compressed_len: usize,
     skip_compression: u32,
     compress_backoff: u32,
+    zstd: Option<ZstdContext>,
+    stored: Vec<(Fingerprint, u64)>,
+    cursor: Option<Fingerprint>,
+    base_scratch: Vec<u8>,
+    delta_scratch: Vec<u8>,
     stats: EncoderStats,
 }
 
@@ -125,6 +170,11 @@ impl Encoder {
                 compressed_len: 0,
                 skip_compression: 0,
                 compress_backoff: 0,
+                zstd: None,
+                stored: Vec::new(),
+                cursor: None,
+                base_scratch: Vec::new(),
+                delta_scratch: Vec::new(),
                 stats: EncoderStats::default(),
             },
             chunker,
@@ -151,7 +201,23 @@ impl Encoder {
         let core = &mut self.core;
         self.chunker
             .push(input, |chunk| core.encode_chunk(chunk, out));
+        self.core.emit_stored(out);
         self.core.stats.wan_bytes_out += (out.len() - before) as u64;
+    }
+
+    /// Change how the following literals are compressed (the node picks by
+    /// the tunnel's rate). The peer decodes every codec whatever the choice.
+    pub fn set_compression(&mut self, compression: Compression) {
+        if self.core.config.compression != compression {
+            self.core.config.compression = compression;
+            self.core.skip_compression = 0;
+            self.core.compress_backoff = 0;
+        }
+    }
+
+    /// The compression in use.
+    pub fn compression(&self) -> Compression {
+        self.core.config.compression
     }
 
     /// Encode the pending bytes now (call when the LAN side goes idle, so
@@ -162,6 +228,7 @@ impl Encoder {
         self.core.start(out);
         let core = &mut self.core;
         self.chunker.flush(|chunk| core.encode_chunk(chunk, out));
+        self.core.emit_stored(out);
         self.core.stats.wan_bytes_out += (out.len() - before) as u64;
     }
 
@@ -251,14 +318,31 @@ impl Core {
                 .insert(fingerprint, chunk, self.config.retain_bytes);
             self.stats.references += 1;
             self.stats.referenced_bytes += chunk.len() as u64;
+            self.cursor = Some(fingerprint);
             return;
         }
-        let codec = self.compress(chunk);
-        let payload = self.payload(codec, chunk);
-        DataRepr::Literal(payload).emit(out);
-        match codec {
-            Codec::Raw => self.stats.literals_raw += 1,
-            Codec::Lz4 => self.stats.literals_compressed += 1,
+        // What followed the previous chunk when this stream last passed:
+        // likely the version of this chunk before an edit.
+        let base = self
+            .cursor
+            .and_then(|c| self.cache.lock().store.successor(&c));
+        self.cursor = base;
+        if !base.is_some_and(|base| self.try_delta(fingerprint, base, chunk, out)) {
+            let codec = self.compress(chunk);
+            let payload = self.payload(codec, chunk);
+            DataRepr::Literal(payload).emit(out);
+            match codec {
+                Codec::Raw => self.stats.literals_raw += 1,
+                Codec::Lz4 | Codec::Zstd => self.stats.literals_compressed += 1,
+            }
+        }
+        if self.config.store_sent {
+            // After the literal is in `out`: the peer stores it on receipt;
+            // our copy lets it reference the chunk back to us.
+            match self.cache.lock().store.insert(fingerprint, chunk) {
+                Ok(position) => self.stored.push((fingerprint, position)),
+                Err(_) => self.stats.store_errors += 1,
+            }
         }
         if self.flow_sent.insert(fingerprint, ()).is_none() {
             self.flow_order.push_back(fingerprint);
@@ -270,27 +354,89 @@ impl Core {
         }
     }
 
+    /// Send `chunk` as a delta against `base` if the peer holds `base` and
+    /// the delta is smaller than the literal would be.
+    fn try_delta(
+        &mut self,
+        fingerprint: Fingerprint,
+        base: Fingerprint,
+        chunk: &[u8],
+        out: &mut Vec<u8>,
+    ) -> bool {
+        let level = match self.config.compression {
+            Compression::Off => return false,
+            Compression::Lz4 => 1,
+            Compression::Zstd { level } => level,
+        };
+        let mut base_data = std::mem::take(&mut self.base_scratch);
+        base_data.clear();
+        let usable = {
+            let mut shared = self.cache.lock();
+            (self.flow_sent.contains_key(&base) || shared.peer.holds(&base))
+                && shared.store.get(&base, &mut base_data).unwrap_or(false)
+        };
+        let mut delta = std::mem::take(&mut self.delta_scratch);
+        let delta_len = if usable {
+            delta_compress(chunk, &base_data, level, &mut delta)
+        } else {
+            None
+        };
+        self.base_scratch = base_data;
+        let Some(delta_len) = delta_len else {
+            self.delta_scratch = delta;
+            return false;
+        };
+        // A delta frame carries 31 bytes more than a literal's header; it
+        // must beat the literal. Tiny deltas need no comparison.
+        let worth = delta_len < chunk.len() / 16 || {
+            let literal_len = match self.compress(chunk) {
+                Codec::Raw => chunk.len(),
+                Codec::Lz4 | Codec::Zstd => self.compressed_len,
+            };
+            delta_len + 31 < literal_len
+        };
+        if worth {
+            DataRepr::Delta {
+                target: fingerprint,
+                base,
+                raw_len: chunk.len() as u32,
+                bytes: &delta[..delta_len],
+            }
+            .emit(out);
+            // Kept for a repair: the peer asks for the chunk itself when
+            // its copy of the base turns out damaged.
+            self.retained
+                .insert(fingerprint, chunk, self.config.retain_bytes);
+            self.stats.deltas += 1;
+            self.stats.delta_bytes += chunk.len() as u64;
+        }
+        self.delta_scratch = delta;
+        worth
+    }
+
     /// Compress `chunk` into `scratch` when that pays; returns the codec.
     /// After a chunk that did not compress, the next 1, 2, 4 .. 16 chunks
     /// are sent raw without trying (incompressible streams stay fast).
     fn compress(&mut self, chunk: &[u8]) -> Codec {
-        if !self.config.compress {
+        let compression = self.config.compression;
+        if compression == Compression::Off {
             return Codec::Raw;
         }
         if self.skip_compression > 0 {
             self.skip_compression -= 1;
             return Codec::Raw;
         }
-        let max = lz4_flex::block::get_maximum_output_size(chunk.len());
-        if self.scratch.len() < max {
-            self.scratch.resize(max, 0);
-        }
         let limit = chunk.len() - chunk.len() * usize::from(self.config.min_saving_percent) / 100;
-        match lz4_flex::block::compress_into(chunk, &mut self.scratch) {
-            Ok(n) if n > 0 && n <= limit => {
+        let packed = match compression {
+            Compression::Off => None,
+            Compression::Lz4 => self.lz4(chunk).map(|n| (n, Codec::Lz4)),
+            Compression::Zstd { level } => self.zstd(chunk, level).map(|n| (n, Codec::Zstd)),
+        };
+        match packed {
+            Some((n, codec)) if n > 0 && n <= limit => {
                 self.compressed_len = n;
                 self.compress_backoff = 0;
-                Codec::Lz4
+                codec
             }
             _ => {
                 self.compress_backoff = (self.compress_backoff * 2).clamp(1, 16);
@@ -300,6 +446,52 @@ impl Core {
         }
     }
 
+    fn lz4(&mut self, chunk: &[u8]) -> Option<usize> {
+        let max = lz4_flex::block::get_maximum_output_size(chunk.len());
+        if self.scratch.len() < max {
+            self.scratch.resize(max, 0);
+        }
+        lz4_flex::block::compress_into(chunk, &mut self.scratch).ok()
+    }
+
+    fn zstd(&mut self, chunk: &[u8], level: i32) -> Option<usize> {
+        if self.zstd.as_ref().is_none_or(|z| z.level != level) {
+            let mut compressor = zstd::bulk::Compressor::new(level).ok()?;
+            // The decoder knows the length from the frame; skip the
+            // checksum (the chunk's fingerprint is checked where it
+            // matters) and the content size.
+            compressor
+                .set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(false))
+                .ok()?;
+            compressor
+                .set_parameter(zstd::zstd_safe::CParameter::ContentSizeFlag(false))
+                .ok()?;
+            self.zstd = Some(ZstdContext { level, compressor });
+        }
+        let max = zstd::zstd_safe::compress_bound(chunk.len());
+        if self.scratch.len() < max {
+            self.scratch.resize(max, 0);
+        }
+        let context = self.zstd.as_mut()?;
+        context
+            .compressor
+            .compress_to_buffer(chunk, &mut self.scratch[..])
+            .ok()
+    }
+
+    /// Tell the peer which of our literals we stored (one `Ack`).
+    fn emit_stored(&mut self, out: &mut Vec<u8>) {
+        if self.stored.is_empty() {
+            return;
+        }
+        let low_water = self.cache.lock().store.low();
+        ControlRepr::Ack {
+            low_water,
+            entries: std::mem::take(&mut self.stored),
+        }
+        .emit(out);
+    }
+
     fn payload<'a>(&'a self, codec: Codec, chunk: &'a [u8]) -> Payload<'a> {
         match codec {
             Codec::Raw => Payload {
@@ -307,7 +499,7 @@ impl Core {
                 raw_len: chunk.len() as u32,
                 bytes: chunk,
             },
-            Codec::Lz4 => Payload {
+            Codec::Lz4 | Codec::Zstd => Payload {
                 codec,
                 raw_len: chunk.len() as u32,
                 bytes: &self.scratch[..self.compressed_len],

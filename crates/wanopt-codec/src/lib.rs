@@ -1,5 +1,5 @@
 //! Sans-IO data reduction for wanopt: content-defined chunking, BLAKE3
-//! fingerprints, LZ4 for literals, and a persistent per-peer byte cache with
+//! fingerprints, LZ4 or zstd for literals, and a persistent per-peer byte cache with
 //! a resynchronisation protocol that never stalls and never delivers a
 //! wrong byte.
 //!
@@ -32,8 +32,10 @@
 //! sent (a restarted peer can never be sent a reference it cannot resolve).
 //!
 //! **References.** An encoder emits a `Reference` only for a chunk that is
-//! (a) in the peer view, i.e. the peer's decoder *acknowledged* storing it
-//! (`Ack` frames, sent only after the append), or (b) sent as a literal
+//! (a) in the peer view, i.e. the peer *acknowledged* storing it (`Ack`
+//! frames, sent only after the append: by its decoder for a chunk it
+//! received, and by its encoder for a literal it sent, so the cache works
+//! in both directions), or (b) sent as a literal
 //! earlier *on the same flow* (the stream is ordered, and the decoder
 //! stores every literal before it reads the next frame). Flows are
 //! independent QUIC streams with no order between them, so a chunk first
@@ -130,7 +132,7 @@ pub use cache::{CacheConfig, PeerCache};
 pub use chunker::{Chunker, ChunkerConfig, StreamChunker, MAX_CHUNK_LEN};
 pub use control::{CacheId, ControlRepr, Hello};
 pub use decoder::{DecodeError, Decoder, DecoderConfig};
-pub use encoder::{Encoder, EncoderConfig, PeerControlError};
+pub use encoder::{Compression, Encoder, EncoderConfig, PeerControlError};
 pub use fingerprint::Fingerprint;
 pub use stats::{CacheStats, DecoderStats, EncoderStats, StoreStats};
 pub use store::{ChunkStore, StoreConfig};

@@ -21,6 +21,12 @@ pub struct EncoderStats {
     pub referenced_bytes: u64,
     /// `NeedChunk` requests answered with a repair.
     pub repairs_sent: u64,
+    /// Sent literals that could not be kept in the local store.
+    pub store_errors: u64,
+    /// Chunks sent as deltas against a chunk the peer holds.
+    pub deltas: u64,
+    /// Bytes of chunks sent as deltas.
+    pub delta_bytes: u64,
 }
 
 impl EncoderStats {
@@ -51,6 +57,11 @@ pub struct DecoderStats {
     pub repairs_received: u64,
     /// Chunks that could not be written to the store (still delivered).
     pub store_errors: u64,
+    /// Delta frames received.
+    pub deltas: u64,
+    /// Delta frames that did not decode to their fingerprint (asked for in
+    /// full instead).
+    pub bad_deltas: u64,
 }
 
 /// Counters of a [`crate::store::ChunkStore`].

@@ -5,7 +5,7 @@ mod common;
 use common::{random, rng, small_config, text, Flow, Pair};
 use proptest::prelude::*;
 use rand::Rng;
-use wanopt_codec::{CacheId, Decoder, DecoderConfig, PeerCache};
+use wanopt_codec::{CacheId, Compression, Decoder, DecoderConfig, EncoderConfig, PeerCache};
 
 #[test]
 fn second_transfer_is_under_two_percent() {
@@ -20,6 +20,158 @@ fn second_transfer_is_under_two_percent() {
     assert!(ratio < 0.02, "second transfer ratio {ratio}");
     // The text half compressed on the first pass.
     assert!(wan1 < file.len() as u64 * 8 / 10, "first pass {wan1}");
+}
+
+#[test]
+fn a_file_sent_one_way_comes_back_as_references() {
+    // Downloaded, then uploaded (edit-save): the cache works both ways.
+    let pair = Pair::new(small_config());
+    let file = text(1 << 20, 11);
+    let (out, _) = pair.transfer(&file, &[128 << 10]);
+    assert_eq!(out, file);
+    let (back, wan) = pair.transfer_back(&file, &[100_000]);
+    assert_eq!(back, file);
+    let ratio = wan as f64 / file.len() as f64;
+    assert!(ratio < 0.02, "reverse transfer ratio {ratio}");
+    // Without keeping sent literals, the reverse direction starts cold.
+    let mut cold = Pair::new(small_config());
+    cold.encoder.store_sent = false;
+    cold.transfer(&file, &[128 << 10]);
+    let (back, wan) = cold.transfer_back(&file, &[100_000]);
+    assert_eq!(back, file);
+    assert!(wan > file.len() as u64 / 10, "cold reverse transfer {wan}");
+}
+
+#[test]
+fn a_peer_that_lost_its_sent_literals_gets_them_repaired() {
+    // The edge sends a file (keeping its literals), then loses its store
+    // without a restart the core could see; the core's references to
+    // those chunks are repaired, never delivered wrong.
+    let pair = Pair::new(small_config());
+    let file = text(300_000, 12);
+    pair.transfer(&file, &[64 << 10]);
+    for path in pair.edge.segment_paths() {
+        let mut bytes = std::fs::read(&path).unwrap();
+        for b in bytes.iter_mut().skip(100).step_by(997) {
+            *b ^= 0xff;
+        }
+        std::fs::write(&path, bytes).unwrap();
+    }
+    let (back, _) = pair.transfer_back(&file, &[64 << 10]);
+    assert_eq!(back, file);
+}
+
+#[test]
+fn zstd_literals_are_smaller_than_lz4_and_decode_the_same() {
+    let file = text(1 << 20, 13);
+    let mut sizes = Vec::new();
+    for compression in [Compression::Lz4, Compression::ZSTD, Compression::Off] {
+        let mut pair = Pair::new(small_config());
+        pair.encoder.compression = compression;
+        let (out, wan) = pair.transfer(&file, &[128 << 10]);
+        assert_eq!(out, file, "{compression:?}");
+        sizes.push(wan);
+    }
+    let [lz4, zstd, off] = sizes[..] else {
+        unreachable!()
+    };
+    assert!(off > file.len() as u64, "uncompressed {off}");
+    assert!(lz4 < off * 8 / 10, "lz4 {lz4} vs off {off}");
+    assert!(zstd < lz4 * 9 / 10, "zstd {zstd} vs lz4 {lz4}");
+}
+
+#[test]
+fn compression_can_change_mid_flow() {
+    let pair = Pair::new(small_config());
+    let file = text(600_000, 14);
+    let mut flow = Flow::with_config(&pair.edge, &pair.core, EncoderConfig::default());
+    for (i, piece) in file.chunks(50_000).enumerate() {
+        flow.enc.set_compression(match i % 3 {
+            0 => Compression::Lz4,
+            1 => Compression::ZSTD,
+            _ => Compression::Off,
+        });
+        flow.send(piece);
+        flow.pump();
+    }
+    flow.finish();
+    assert_eq!(flow.delivered, file);
+}
+
+/// Send `data` from `from` to `to` on one flow; the flow afterwards.
+fn send_flow(pair: &Pair, from: &PeerCache, to: &PeerCache, data: &[u8]) -> Flow {
+    let mut flow = Flow::with_config(from, to, pair.encoder);
+    for piece in data.chunks(128 << 10) {
+        flow.send(piece);
+        flow.pump();
+    }
+    flow.finish();
+    assert_eq!(flow.delivered, data);
+    flow
+}
+
+fn edit16(file: &[u8], at: usize) -> Vec<u8> {
+    let mut edited = file.to_vec();
+    edited[at..at + 16].copy_from_slice(b"sixteen changed!");
+    edited
+}
+
+#[test]
+fn an_edit_crosses_as_little_more_than_the_edit() {
+    for zstd in [false, true] {
+        let mut pair = Pair::new(small_config());
+        if zstd {
+            pair.encoder.compression = Compression::ZSTD;
+        }
+        let file = text(1 << 20, 21);
+        send_flow(&pair, &pair.edge, &pair.core, &file);
+        let edited = edit16(&file, 500_000);
+        let flow = send_flow(&pair, &pair.edge, &pair.core, &edited);
+        let stats = flow.enc.stats();
+        assert!(stats.deltas >= 1, "{stats:?}");
+        // Everything but the references: preamble, end, the delta(s), one ack.
+        let rest = stats.wan_bytes_out - stats.references * 24;
+        assert!(
+            rest < 400,
+            "zstd {zstd}: {rest} bytes besides references, {stats:?}"
+        );
+        assert_eq!(flow.dec.stats().deltas, stats.deltas);
+    }
+}
+
+#[test]
+fn open_edit_save_sends_the_edit_as_a_delta_against_what_was_opened() {
+    // Open: core -> edge. Save: the edited file edge -> core. The base of
+    // the delta is a chunk the edge received (and the core kept as sent).
+    let pair = Pair::new(small_config());
+    let file = text(300_000, 22);
+    send_flow(&pair, &pair.core, &pair.edge, &file);
+    let edited = edit16(&file, 150_000);
+    let flow = send_flow(&pair, &pair.edge, &pair.core, &edited);
+    let stats = flow.enc.stats();
+    assert!(stats.deltas >= 1, "{stats:?}");
+    let rest = stats.wan_bytes_out - stats.references * 24;
+    assert!(rest < 400, "{rest} bytes besides references, {stats:?}");
+}
+
+#[test]
+fn a_delta_whose_base_is_damaged_is_repaired() {
+    let pair = Pair::new(small_config());
+    let file = text(400_000, 23);
+    send_flow(&pair, &pair.edge, &pair.core, &file);
+    // Damage every record the core holds (the bases of any delta).
+    for path in pair.core.segment_paths() {
+        let mut bytes = std::fs::read(&path).unwrap();
+        for b in bytes.iter_mut().skip(40).step_by(50) {
+            *b ^= 0xff;
+        }
+        std::fs::write(&path, bytes).unwrap();
+    }
+    let edited = edit16(&file, 200_000);
+    let flow = send_flow(&pair, &pair.edge, &pair.core, &edited);
+    assert!(flow.enc.stats().deltas >= 1);
+    assert!(flow.need_chunks >= 1);
+    assert!(flow.enc.stats().repairs_sent >= flow.need_chunks);
 }
 
 #[test]
@@ -225,10 +377,14 @@ proptest! {
         len in 1usize..600_000,
         seed in any::<u64>(),
         compressible in any::<bool>(),
+        zstd in any::<bool>(),
         edits in proptest::collection::vec(edit_strategy(), 0..8),
         pieces in proptest::collection::vec(1usize..200_000, 1..6),
     ) {
-        let pair = Pair::new(small_config());
+        let mut pair = Pair::new(small_config());
+        if zstd {
+            pair.encoder.compression = Compression::ZSTD;
+        }
         let base = if compressible { text(len, seed) } else { random(len, seed) };
         let (out, _) = pair.transfer(&base, &pieces);
         prop_assert_eq!(&out, &base);
@@ -249,7 +405,7 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         let cache = PeerCache::open(dir.path(), small_config(), CacheId([1; 16])).unwrap();
         let mut dec = Decoder::new(cache, DecoderConfig::default());
-        let mut wire = vec![1, 0, 0, 5, b'W', b'O', b'P', b'C', 1];
+        let mut wire = vec![1, 0, 0, 5, b'W', b'O', b'P', b'C', wanopt_codec::frame::VERSION];
         wire.extend_from_slice(&bytes);
         let split = split.min(wire.len());
         let mut out = Vec::new();

@@ -268,6 +268,24 @@ impl ChunkStore {
         Ok(true)
     }
 
+    /// The chunk stored right after `fingerprint`'s record, if it is still
+    /// indexed there: in a stream sent or received before, what came next.
+    /// The encoder uses it as the base of a delta when that stream comes
+    /// back edited. Not verified (read it with [`ChunkStore::get`]).
+    pub fn successor(&self, fingerprint: &Fingerprint) -> Option<Fingerprint> {
+        let location = self.index.get(fingerprint)?;
+        let seg = self
+            .segments
+            .iter()
+            .find(|s| s.number == location.segment)?;
+        let next = u64::from(location.offset) + RECORD_HEADER_LEN as u64 + u64::from(location.len);
+        let next = u32::try_from(next).ok()?;
+        let (len, successor) = seg.read_header(next)?;
+        let indexed = self.index.get(&successor)?;
+        (indexed.segment == location.segment && indexed.offset == next && indexed.len == len)
+            .then_some(successor)
+    }
+
     /// True when `fingerprint` is indexed (not verified).
     pub fn contains(&self, fingerprint: &Fingerprint) -> bool {
         self.index.get(fingerprint).is_some()

@@ -164,6 +164,25 @@ impl Segment {
         result
     }
 
+    /// Length and fingerprint from the header of the record at `offset`
+    /// (`None` past the end or on a header that does not parse; the data
+    /// is not verified here).
+    pub fn read_header(&self, offset: u32) -> Option<(u32, Fingerprint)> {
+        if u64::from(offset) + RECORD_HEADER_LEN as u64 > self.len {
+            return None;
+        }
+        let mut header = [0u8; RECORD_HEADER_LEN];
+        self.file
+            .read_exact_at(&mut header, u64::from(offset))
+            .ok()?;
+        if header[..4] != RECORD_MAGIC {
+            return None;
+        }
+        let len = u32::from_be_bytes([header[4], header[5], header[6], header[7]]);
+        let fingerprint = Fingerprint::from_slice(&header[8..8 + FINGERPRINT_LEN])?;
+        Some((len, fingerprint))
+    }
+
     /// Flush to stable storage.
     pub fn sync(&self) -> io::Result<()> {
         self.file.sync_data()

@@ -16,6 +16,8 @@ pub struct Pair {
     pub edge: PeerCache,
     pub core: PeerCache,
     pub config: CacheConfig,
+    /// Encoder settings of every flow (both ends).
+    pub encoder: EncoderConfig,
 }
 
 pub fn small_config() -> CacheConfig {
@@ -40,6 +42,7 @@ impl Pair {
             edge,
             core,
             config,
+            encoder: EncoderConfig::default(),
         };
         pair.handshake();
         pair
@@ -69,7 +72,22 @@ impl Pair {
     /// Send `data` from edge to core on a new flow, in pieces of the given
     /// sizes (cycled). Returns (bytes delivered at the core, WAN bytes).
     pub fn transfer(&self, data: &[u8], pieces: &[usize]) -> (Vec<u8>, u64) {
-        let mut flow = Flow::new(&self.edge, &self.core);
+        self.transfer_between(&self.edge, &self.core, data, pieces)
+    }
+
+    /// Send `data` from core to edge (the other direction).
+    pub fn transfer_back(&self, data: &[u8], pieces: &[usize]) -> (Vec<u8>, u64) {
+        self.transfer_between(&self.core, &self.edge, data, pieces)
+    }
+
+    fn transfer_between(
+        &self,
+        from: &PeerCache,
+        to: &PeerCache,
+        data: &[u8],
+        pieces: &[usize],
+    ) -> (Vec<u8>, u64) {
+        let mut flow = Flow::with_config(from, to, self.encoder);
         let mut offset = 0;
         let mut i = 0;
         while offset < data.len() {
@@ -103,11 +121,15 @@ pub struct Flow {
 
 impl Flow {
     pub fn new(edge: &PeerCache, core: &PeerCache) -> Flow {
+        Flow::with_config(edge, core, EncoderConfig::default())
+    }
+
+    pub fn with_config(edge: &PeerCache, core: &PeerCache, config: EncoderConfig) -> Flow {
         let mut flow = Flow {
-            enc: Encoder::new(edge.clone(), EncoderConfig::default()).unwrap(),
+            enc: Encoder::new(edge.clone(), config).unwrap(),
             edge_dec: Decoder::new(edge.clone(), DecoderConfig::default()),
             dec: Decoder::new(core.clone(), DecoderConfig::default()),
-            core_enc: Encoder::new(core.clone(), EncoderConfig::default()).unwrap(),
+            core_enc: Encoder::new(core.clone(), config).unwrap(),
             wire: Vec::new(),
             back: Vec::new(),
             delivered: Vec::new(),
