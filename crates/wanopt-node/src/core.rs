@@ -16,7 +16,7 @@ use crate::flow::{splice_stream, Abort, Facing, FlowState};
 use crate::identity::{PrivateKey, PublicKey};
 use crate::policy::RuleSet;
 use crate::reduce::{self, Caches, PeerEntry, ReduceConfig};
-use crate::reduced::splice_reduced;
+use crate::reduced::{splice_reduced, Reduction};
 use crate::state::{peer_key, NodeState, Role};
 use crate::tunnel::{self, TunnelTuning};
 use crate::{control, NodeError, Shutdown};
@@ -145,7 +145,13 @@ impl Core {
         loop {
             match conn.accept_bi().await {
                 Ok((send, recv)) => {
-                    tokio::spawn(self.clone().stream(send, recv, remote, entry.clone()));
+                    tokio::spawn(self.clone().stream(
+                        send,
+                        recv,
+                        remote,
+                        entry.clone(),
+                        conn.clone(),
+                    ));
                 }
                 Err(e) => {
                     info!("tunnel from edge {remote} closed: {e}");
@@ -162,6 +168,7 @@ impl Core {
         mut recv: quinn::RecvStream,
         peer: SocketAddr,
         entry: Option<Arc<PeerEntry>>,
+        conn: quinn::Connection,
     ) {
         let header = match tokio::time::timeout(HEADER_TIMEOUT, read_header(&mut recv)).await {
             Ok(Ok(header)) => header,
@@ -233,7 +240,17 @@ impl Core {
         let start = header.buffer_len() as u64;
         let spliced = match cache {
             Some(cache) => {
-                splice_reduced(tcp, send, recv, flow, Facing::Server, start, cache).await
+                let reduction = Reduction {
+                    cache,
+                    compression: self
+                        .state
+                        .caches
+                        .as_ref()
+                        .map(|c| c.compression())
+                        .unwrap_or_default(),
+                    connection: conn,
+                };
+                splice_reduced(tcp, send, recv, flow, Facing::Server, start, reduction).await
             }
             None => splice_stream(tcp, send, recv, flow, Facing::Server, start).await,
         };

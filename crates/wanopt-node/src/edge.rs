@@ -18,7 +18,7 @@ use crate::flow::{reset_tcp, splice_stream, splice_tcp, Abort, Facing, FlowState
 use crate::identity::{PrivateKey, PublicKey};
 use crate::policy::RuleSet;
 use crate::reduce::{self, Caches, ReduceConfig};
-use crate::reduced::splice_reduced;
+use crate::reduced::{splice_reduced, Reduction};
 use crate::state::{peer_key, NodeState, Role};
 use crate::tunnel::{self, TunnelTuning};
 use crate::{control, listen_tcp, NodeError, Shutdown};
@@ -523,7 +523,19 @@ impl Edge {
         }
         flow.set_state(FlowState::Open);
         let spliced = match cache {
-            Some(cache) => splice_reduced(tcp, send, recv, flow, Facing::Client, 0, cache).await,
+            Some(cache) => {
+                let reduction = Reduction {
+                    cache,
+                    compression: self
+                        .state
+                        .caches
+                        .as_ref()
+                        .map(|c| c.compression())
+                        .unwrap_or_default(),
+                    connection: conn.clone(),
+                };
+                splice_reduced(tcp, send, recv, flow, Facing::Client, 0, reduction).await
+            }
             None => splice_stream(tcp, send, recv, flow, Facing::Client, 0).await,
         };
         match spliced {

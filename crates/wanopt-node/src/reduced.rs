@@ -34,6 +34,8 @@ use tracing::debug;
 
 use wanopt_codec::{Decoder, DecoderConfig, Encoder, EncoderConfig, PeerCache};
 
+use crate::reduce::{estimated_rate_bps, CompressionMode};
+
 use crate::flow::{
     abort_on_error, directions, payload_reassembler, read_ahead, Abort, Direction, Facing, Flow,
     CHUNK,
@@ -55,6 +57,46 @@ const RETAIN_BYTES: usize = 8 << 20;
 /// Encoded messages queued for the writer.
 const DATA_QUEUE: usize = 4;
 
+/// How often `auto` compression re-reads the tunnel's rate.
+const RATE_CHECK: Duration = Duration::from_millis(250);
+
+/// What a flow with `reduce` needs besides its streams.
+#[derive(Debug, Clone)]
+pub struct Reduction {
+    /// The byte cache for the peer.
+    pub cache: PeerCache,
+    /// How literals are compressed.
+    pub compression: CompressionMode,
+    /// The tunnel (its rate picks the codec in `auto`).
+    pub connection: quinn::Connection,
+}
+
+/// Picks the codec for the tunnel's current rate, at most every
+/// [`RATE_CHECK`].
+struct CodecChoice {
+    mode: CompressionMode,
+    connection: quinn::Connection,
+    checked: Option<tokio::time::Instant>,
+}
+
+impl CodecChoice {
+    fn update(&mut self, encoder: &mut Encoder) {
+        let now = tokio::time::Instant::now();
+        if self
+            .checked
+            .is_some_and(|t| now.duration_since(t) < RATE_CHECK)
+        {
+            return;
+        }
+        self.checked = Some(now);
+        let rate = match self.mode {
+            CompressionMode::Auto => estimated_rate_bps(&self.connection),
+            _ => None,
+        };
+        encoder.set_compression(self.mode.pick(rate));
+    }
+}
+
 fn lock(enc: &Mutex<Encoder>) -> std::sync::MutexGuard<'_, Encoder> {
     enc.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -72,11 +114,22 @@ pub async fn splice_reduced(
     flow: &Flow,
     facing: Facing,
     start: u64,
-    cache: PeerCache,
+    reduction: Reduction,
 ) -> Result<(), Abort> {
     let (up, down) = directions(flow, facing);
+    let Reduction {
+        cache,
+        compression,
+        connection,
+    } = reduction;
+    let mut choice = CodecChoice {
+        mode: compression,
+        connection,
+        checked: None,
+    };
     let config = EncoderConfig {
         retain_bytes: RETAIN_BYTES,
+        compression: compression.pick(None),
         ..EncoderConfig::default()
     };
     let mut encoder = match Encoder::new(cache.clone(), config) {
@@ -84,6 +137,7 @@ pub async fn splice_reduced(
         Err(e) => return abort_on_error(Err(Abort::Local(e.to_string())), tcp, send, recv, flow),
     };
     let decoder = Decoder::new(cache, DecoderConfig::default());
+    choice.update(&mut encoder);
     let mut preamble = Vec::new();
     encoder.start(&mut preamble);
     let encoder = Mutex::new(encoder);
@@ -92,7 +146,7 @@ pub async fn splice_reduced(
     let result = {
         let (mut rd, mut wr) = tcp.split();
         tokio::try_join!(
-            uplink(&mut rd, &encoder, data_tx, &up, flow),
+            uplink(&mut rd, &encoder, choice, data_tx, &up, flow),
             downlink(
                 &mut recv,
                 &mut wr,
@@ -113,6 +167,7 @@ pub async fn splice_reduced(
 async fn uplink(
     rd: &mut (impl AsyncRead + Unpin),
     encoder: &Mutex<Encoder>,
+    mut choice: CodecChoice,
     tx: mpsc::Sender<Vec<u8>>,
     dir: &Direction<'_>,
     flow: &Flow,
@@ -149,6 +204,7 @@ async fn uplink(
                 let mut out = Vec::with_capacity(n + n / 64 + 64);
                 {
                     let mut encoder = lock(encoder);
+                    choice.update(&mut encoder);
                     encoder.push(&buf[..n], &mut out);
                     flow.references
                         .store(encoder.stats().references, Ordering::Relaxed);

@@ -279,9 +279,16 @@ fn an_edited_file_crosses_as_little_more_than_the_change() {
     lab.server.set(file.clone());
     let reopen = lab.download_cost();
     eprintln!("cold {cold}, save {save}, save again {save_again}, reopen {reopen}");
-    // One or two chunks (at most 64 KiB each) plus references and framing.
-    assert!(reopen < 160 * 1024, "edited download cost {reopen} B");
-    assert!(save_again < 160 * 1024, "repeated save cost {save_again} B");
+    // References (24 B per ~8 KiB chunk: about 12 KB here) plus a delta of
+    // the changed chunk against its old version. The first save follows a
+    // download only: the cache works both ways (the core kept what it sent).
+    for (what, cost) in [
+        ("save after open", save),
+        ("repeated save", save_again),
+        ("reopen", reopen),
+    ] {
+        assert!(cost * 100 < LEN as u64, "{what} cost {cost} B (>= 1%)");
+    }
     assert!(reopen * 10 < cold);
 }
 

@@ -13,7 +13,7 @@ use wanopt_node::core::CoreConfig;
 use wanopt_node::edge::{EdgeConfig, FailMode, Forward};
 use wanopt_node::identity::{PrivateKey, PublicKey};
 use wanopt_node::policy::{AddrRule, RuleSet};
-use wanopt_node::reduce::{ReduceConfig, DEFAULT_CACHE_SIZE};
+use wanopt_node::reduce::{CompressionMode, ReduceConfig, DEFAULT_CACHE_SIZE};
 use wanopt_node::tunnel::{Congestion, TunnelTuning};
 
 /// Options both node roles share.
@@ -62,6 +62,11 @@ pub struct CommonArgs {
     /// [default: 4GiB]; the oldest data is evicted beyond it.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub cache_size: Option<u64>,
+    /// Compression of literals: auto (zstd while the tunnel's estimated rate
+    /// is under 100 Mbit/s, LZ4 above), lz4, zstd or off [default: auto].
+    /// Either codec is decoded whatever the peer's setting.
+    #[arg(long, value_name = "MODE")]
+    pub compression: Option<CompressionMode>,
 }
 
 /// Parses a byte size: a number with an optional unit (B, KB/MB/GB/TB in
@@ -173,6 +178,7 @@ struct FileConfig {
     no_reduce: Option<bool>,
     cache_dir: Option<PathBuf>,
     cache_size: Option<String>,
+    compression: Option<CompressionMode>,
     // core
     listen: Option<SocketAddr>,
     #[serde(default)]
@@ -301,6 +307,7 @@ fn common(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<Common> {
             .or(file.cache_dir.take())
             .unwrap_or_else(ReduceConfig::default_dir),
         cache_size,
+        compression: flags.compression.or(file.compression).unwrap_or_default(),
     });
     Ok(Common {
         reduce,
