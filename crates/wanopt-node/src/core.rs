@@ -240,16 +240,7 @@ impl Core {
         let start = header.buffer_len() as u64;
         let spliced = match cache {
             Some(cache) => {
-                let reduction = Reduction {
-                    cache,
-                    compression: self
-                        .state
-                        .caches
-                        .as_ref()
-                        .map(|c| c.compression())
-                        .unwrap_or_default(),
-                    connection: conn,
-                };
+                let reduction = Reduction::new(&self.state, cache, conn);
                 splice_reduced(tcp, send, recv, flow, Facing::Server, start, reduction).await
             }
             None => splice_stream(tcp, send, recv, flow, Facing::Server, start).await,

@@ -524,16 +524,7 @@ impl Edge {
         flow.set_state(FlowState::Open);
         let spliced = match cache {
             Some(cache) => {
-                let reduction = Reduction {
-                    cache,
-                    compression: self
-                        .state
-                        .caches
-                        .as_ref()
-                        .map(|c| c.compression())
-                        .unwrap_or_default(),
-                    connection: conn.clone(),
-                };
+                let reduction = Reduction::new(&self.state, cache, conn.clone());
                 splice_reduced(tcp, send, recv, flow, Facing::Client, 0, reduction).await
             }
             None => splice_stream(tcp, send, recv, flow, Facing::Client, 0).await,

@@ -71,6 +71,26 @@ pub struct Reduction {
     pub connection: quinn::Connection,
 }
 
+impl Reduction {
+    /// A flow's reduction with `cache`, compressing as the node is set to.
+    pub fn new(
+        state: &crate::state::NodeState,
+        cache: PeerCache,
+        connection: quinn::Connection,
+    ) -> Reduction {
+        let compression = state
+            .caches
+            .as_ref()
+            .map(|c| c.compression())
+            .unwrap_or_default();
+        Reduction {
+            cache,
+            compression,
+            connection,
+        }
+    }
+}
+
 /// Picks the codec for the tunnel's current rate, at most every
 /// [`RATE_CHECK`].
 struct CodecChoice {
