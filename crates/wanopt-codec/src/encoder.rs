@@ -323,9 +323,14 @@ impl Core {
         }
         // What followed the previous chunk when this stream last passed:
         // likely the version of this chunk before an edit.
-        let base = self
-            .cursor
-            .and_then(|c| self.cache.lock().store.successor(&c));
+        // Or, at the start of a stream or after another literal, a stored
+        // chunk with the same first or last 64 bytes.
+        let base = {
+            let shared = self.cache.lock();
+            self.cursor
+                .and_then(|c| shared.store.successor(&c))
+                .or_else(|| shared.store.similar(chunk))
+        };
         self.cursor = base;
         if !base.is_some_and(|base| self.try_delta(fingerprint, base, chunk, out)) {
             let codec = self.compress(chunk);

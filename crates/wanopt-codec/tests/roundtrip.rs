@@ -140,6 +140,21 @@ fn an_edit_crosses_as_little_more_than_the_edit() {
 }
 
 #[test]
+fn an_edit_in_the_first_chunk_is_a_delta_too() {
+    // No reference comes before the edited chunk: its base is found by its
+    // unchanged first and last bytes.
+    let pair = Pair::new(small_config());
+    let file = text(200_000, 24);
+    send_flow(&pair, &pair.edge, &pair.core, &file);
+    let edited = edit16(&file, 100);
+    let flow = send_flow(&pair, &pair.edge, &pair.core, &edited);
+    let stats = flow.enc.stats();
+    assert!(stats.deltas >= 1, "{stats:?}");
+    let rest = stats.wan_bytes_out - stats.references * 24;
+    assert!(rest < 400, "{rest} bytes besides references, {stats:?}");
+}
+
+#[test]
 fn open_edit_save_sends_the_edit_as_a_delta_against_what_was_opened() {
     // Open: core -> edge. Save: the edited file edge -> core. The base of
     // the delta is a chunk the edge received (and the core kept as sent).

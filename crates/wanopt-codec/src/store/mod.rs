@@ -87,6 +87,31 @@ pub struct ChunkStore {
     total_bytes: u64,
     scratch: Vec<u8>,
     stats: StoreStats,
+    sketches: std::collections::HashMap<u64, Fingerprint>,
+}
+
+/// Bytes at each end of a chunk that [`ChunkStore::similar`] compares.
+const SKETCH_LEN: usize = 64;
+/// Bound on remembered sketches (two per chunk inserted since the store
+/// opened; cleared when full: a lost sketch costs a delta, never a byte).
+const MAX_SKETCHES: usize = 1 << 18;
+
+/// Hashes of a chunk's first and last [`SKETCH_LEN`] bytes (`None` for
+/// chunks too short to have distinct ends).
+fn sketches(data: &[u8]) -> Option<[u64; 2]> {
+    if data.len() < 4 * SKETCH_LEN {
+        return None;
+    }
+    let hash = |bytes: &[u8], seed: u64| {
+        bytes.chunks_exact(8).fold(seed, |h, w| {
+            let w = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
+            (h ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29)
+        })
+    };
+    Some([
+        hash(&data[..SKETCH_LEN], 1),
+        hash(&data[data.len() - SKETCH_LEN..], 2),
+    ])
 }
 
 impl ChunkStore {
@@ -132,6 +157,7 @@ impl ChunkStore {
             total_bytes: 0,
             scratch: Vec::new(),
             stats,
+            sketches: std::collections::HashMap::new(),
         };
         if fresh {
             // Unknown contents: start clean under the new identity.
@@ -236,6 +262,14 @@ impl ChunkStore {
         };
         self.total_bytes += record_len;
         self.index.insert(fingerprint, location);
+        if let Some(keys) = sketches(data) {
+            if self.sketches.len() + 2 > MAX_SKETCHES {
+                self.sketches.clear();
+            }
+            for key in keys {
+                self.sketches.insert(key, fingerprint);
+            }
+        }
         self.stats.inserts += 1;
         self.stats.inserted_bytes += data.len() as u64;
         self.evict()?;
@@ -286,6 +320,17 @@ impl ChunkStore {
             .then_some(successor)
     }
 
+    /// A stored chunk that begins or ends with the same bytes as `data`
+    /// (64 at each end): in content-defined chunks, the likely old version
+    /// of a chunk edited in between. Still indexed, not verified.
+    pub fn similar(&self, data: &[u8]) -> Option<Fingerprint> {
+        sketches(data)?
+            .iter()
+            .filter_map(|key| self.sketches.get(key))
+            .find(|fp| self.index.get(fp).is_some())
+            .copied()
+    }
+
     /// True when `fingerprint` is indexed (not verified).
     pub fn contains(&self, fingerprint: &Fingerprint) -> bool {
         self.index.get(fingerprint).is_some()
@@ -305,6 +350,7 @@ impl ChunkStore {
             seg.remove()?;
         }
         self.index.clear();
+        self.sketches.clear();
         self.total_bytes = 0;
         self.cache_id = new_id;
         self.epoch = 0;
