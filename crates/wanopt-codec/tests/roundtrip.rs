@@ -116,6 +116,16 @@ fn edit16(file: &[u8], at: usize) -> Vec<u8> {
     edited
 }
 
+/// The flow carried an edited file as references plus delta(s): besides
+/// the references, only the preamble, the end, the delta(s) and an ack.
+fn assert_sent_as_delta(flow: &Flow) {
+    let stats = flow.enc.stats();
+    assert!(stats.deltas >= 1, "{stats:?}");
+    assert_eq!(flow.dec.stats().deltas, stats.deltas);
+    let rest = stats.wan_bytes_out - stats.references * 24;
+    assert!(rest < 400, "{rest} bytes besides references, {stats:?}");
+}
+
 #[test]
 fn an_edit_crosses_as_little_more_than_the_edit() {
     for zstd in [false, true] {
@@ -127,15 +137,7 @@ fn an_edit_crosses_as_little_more_than_the_edit() {
         send_flow(&pair, &pair.edge, &pair.core, &file);
         let edited = edit16(&file, 500_000);
         let flow = send_flow(&pair, &pair.edge, &pair.core, &edited);
-        let stats = flow.enc.stats();
-        assert!(stats.deltas >= 1, "{stats:?}");
-        // Everything but the references: preamble, end, the delta(s), one ack.
-        let rest = stats.wan_bytes_out - stats.references * 24;
-        assert!(
-            rest < 400,
-            "zstd {zstd}: {rest} bytes besides references, {stats:?}"
-        );
-        assert_eq!(flow.dec.stats().deltas, stats.deltas);
+        assert_sent_as_delta(&flow);
     }
 }
 
@@ -148,10 +150,7 @@ fn an_edit_in_the_first_chunk_is_a_delta_too() {
     send_flow(&pair, &pair.edge, &pair.core, &file);
     let edited = edit16(&file, 100);
     let flow = send_flow(&pair, &pair.edge, &pair.core, &edited);
-    let stats = flow.enc.stats();
-    assert!(stats.deltas >= 1, "{stats:?}");
-    let rest = stats.wan_bytes_out - stats.references * 24;
-    assert!(rest < 400, "{rest} bytes besides references, {stats:?}");
+    assert_sent_as_delta(&flow);
 }
 
 #[test]
@@ -163,10 +162,7 @@ fn open_edit_save_sends_the_edit_as_a_delta_against_what_was_opened() {
     send_flow(&pair, &pair.core, &pair.edge, &file);
     let edited = edit16(&file, 150_000);
     let flow = send_flow(&pair, &pair.edge, &pair.core, &edited);
-    let stats = flow.enc.stats();
-    assert!(stats.deltas >= 1, "{stats:?}");
-    let rest = stats.wan_bytes_out - stats.references * 24;
-    assert!(rest < 400, "{rest} bytes besides references, {stats:?}");
+    assert_sent_as_delta(&flow);
 }
 
 #[test]
