@@ -65,6 +65,15 @@ pub trait Controller: Send + Sync {
     /// Number of ack-eliciting bytes that may be in flight
     fn window(&self) -> u64;
 
+    /// Rate in bytes per second at which packets should be paced, for a
+    /// controller that sets its own pacing rate (BBR).
+    ///
+    /// `None` (the default) keeps the window-based pacing: 1.25 x window per
+    /// smoothed RTT. (wanopt patch: not in upstream quinn-proto 0.11.19.)
+    fn pacing_rate(&self) -> Option<u64> {
+        None
+    }
+
     /// Retrieve implementation-specific metrics used to populate `qlog` traces when they are enabled
     fn metrics(&self) -> ControllerMetrics {
         ControllerMetrics {

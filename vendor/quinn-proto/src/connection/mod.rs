@@ -624,13 +624,24 @@ impl Connection {
 
                     // Check whether the next datagram is blocked by pacing
                     let smoothed_rtt = self.path.rtt.get();
-                    if let Some(delay) = self.path.pacing.delay(
-                        smoothed_rtt,
-                        bytes_to_send,
-                        self.path.current_mtu(),
-                        self.path.congestion.window(),
-                        now,
-                    ) {
+                    // wanopt patch: a controller with its own pacing rate paces at that rate.
+                    let delay = match self.path.congestion.pacing_rate() {
+                        Some(rate) if rate > 0 => self.path.pacing.delay_at_rate(
+                            rate,
+                            smoothed_rtt,
+                            bytes_to_send,
+                            self.path.current_mtu(),
+                            now,
+                        ),
+                        _ => self.path.pacing.delay(
+                            smoothed_rtt,
+                            bytes_to_send,
+                            self.path.current_mtu(),
+                            self.path.congestion.window(),
+                            now,
+                        ),
+                    };
+                    if let Some(delay) = delay {
                         self.timers.set(Timer::Pacing, delay);
                         congestion_blocked = true;
                         // Loss probes should be subject to pacing, even though

@@ -111,6 +111,51 @@ impl Pacer {
         // this is the time at which the pacing window becomes empty
         Some(self.prev + (unscaled_delay / 5) * 4)
     }
+
+    /// Pacing at a rate set by the congestion controller, in bytes per second
+    /// (wanopt patch).
+    ///
+    /// Tokens accrue at `rate` and the sender is woken when 2 ms worth are
+    /// available. Unused tokens are kept for up to a quarter of the smoothed
+    /// RTT (at least `RATE_BURST_NANOS`): a sender that fell behind (late
+    /// timer, busy CPU) catches up with a burst instead of losing the time,
+    /// so that it holds the controller's rate on average. The burst is
+    /// bounded by the congestion window as always.
+    pub(super) fn delay_at_rate(
+        &mut self,
+        rate: u64,
+        smoothed_rtt: Duration,
+        bytes_to_send: u64,
+        mtu: u16,
+        now: Instant,
+    ) -> Option<Instant> {
+        let horizon = (smoothed_rtt.as_nanos() / 4).max(RATE_BURST_NANOS);
+        let capacity = ((rate as u128 * horizon) / 1_000_000_000).min(u64::MAX as u128) as u64;
+        self.capacity = capacity.max(MIN_BURST_SIZE * mtu as u64);
+        self.tokens = self.tokens.min(self.capacity);
+        // Window pacing recomputes its capacity on its next call.
+        self.last_window = 0;
+        self.last_mtu = mtu;
+
+        if self.tokens >= bytes_to_send {
+            return None;
+        }
+        let elapsed = now.checked_duration_since(self.prev).unwrap_or_default();
+        let new_tokens = (rate as u128 * elapsed.as_nanos()) / 1_000_000_000;
+        self.tokens = self
+            .tokens
+            .saturating_add(new_tokens.min(u64::MAX as u128) as u64)
+            .min(self.capacity);
+        self.prev = now;
+        if self.tokens >= bytes_to_send {
+            return None;
+        }
+        let wake = ((rate as u128 * RATE_WAKE_NANOS) / 1_000_000_000) as u64;
+        let want = bytes_to_send.max(wake.min(self.capacity));
+        let missing = want.saturating_sub(self.tokens) as u128;
+        let nanos = (missing * 1_000_000_000).div_ceil(rate.max(1) as u128);
+        Some(self.prev + Duration::from_nanos(nanos.min(u64::MAX as u128) as u64))
+    }
 }
 
 /// Calculates a pacer capacity for a certain window and RTT
@@ -143,6 +188,13 @@ fn optimal_capacity(smoothed_rtt: Duration, window: u64, mtu: u16) -> u64 {
 /// If kernel-level pacing is supported later a higher time here might be
 /// more applicable.
 const BURST_INTERVAL_NANOS: u128 = 2_000_000; // 2ms
+
+/// The shortest catch-up horizon of rate pacing (wanopt patch).
+const RATE_BURST_NANOS: u128 = 16_000_000; // 16ms
+
+/// Rate pacing wakes the sender when this much sending time is available
+/// (wanopt patch): as the window pacer's 2 ms burst interval.
+const RATE_WAKE_NANOS: u128 = 2_000_000; // 2ms
 
 /// Allows some usage of GSO, and doesn't slow down the handshake.
 const MIN_BURST_SIZE: u64 = 10;
