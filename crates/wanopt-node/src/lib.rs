@@ -10,6 +10,7 @@
 //! with the `reduce` service run through the codec ([`reduced`]) against a
 //! persistent per-peer byte cache ([`reduce`]).
 
+pub mod bbr;
 pub mod control;
 pub mod core;
 pub mod edge;
