@@ -25,7 +25,8 @@ pub const ALPN: &[u8] = b"wanopt/1";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Congestion {
-    /// BBR (model-based; does not mistake random loss for congestion).
+    /// BBR (model-based; does not mistake random loss for congestion): our
+    /// own [`crate::bbr`], paced at its own rate.
     #[default]
     Bbr,
     /// CUBIC (loss-based).
@@ -100,7 +101,7 @@ impl TunnelTuning {
         t.mtu_discovery_config(Some(mtu));
         match self.congestion {
             Congestion::Bbr => {
-                t.congestion_controller_factory(Arc::new(congestion::BbrConfig::default()))
+                t.congestion_controller_factory(Arc::new(crate::bbr::BbrConfig::default()))
             }
             Congestion::Cubic => {
                 t.congestion_controller_factory(Arc::new(congestion::CubicConfig::default()))
