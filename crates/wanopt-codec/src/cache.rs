@@ -99,7 +99,7 @@ impl PeerCache {
     /// shutdown; a crash loses at most the acks since the last call, which
     /// costs dedup, never correctness).
     pub fn checkpoint(&self) -> std::io::Result<()> {
-        let shared = self.lock();
+        let mut shared = self.lock();
         shared.store.sync()?;
         shared.peer.save(&self.peer_view_path)
     }

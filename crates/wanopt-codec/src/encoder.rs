@@ -343,8 +343,9 @@ impl Core {
         }
         if self.config.store_sent {
             // After the literal is in `out`: the peer stores it on receipt;
-            // our copy lets it reference the chunk back to us.
-            match self.cache.lock().store.insert(fingerprint, chunk) {
+            // our copy lets it reference the chunk back to us. Written with
+            // the others of this call before the `Ack` (`emit_stored`).
+            match self.cache.lock().store.insert_buffered(fingerprint, chunk) {
                 Ok(position) => self.stored.push((fingerprint, position)),
                 Err(_) => self.stats.store_errors += 1,
             }
@@ -484,12 +485,27 @@ impl Core {
             .ok()
     }
 
-    /// Tell the peer which of our literals we stored (one `Ack`).
+    /// Write the literals stored since the last call to the store's file
+    /// (one write) and tell the peer which we hold (one `Ack`).
     fn emit_stored(&mut self, out: &mut Vec<u8>) {
         if self.stored.is_empty() {
             return;
         }
-        let low_water = self.cache.lock().store.low();
+        let low_water = {
+            let mut shared = self.cache.lock();
+            if shared.store.flush().is_err() {
+                self.stats.store_errors += 1;
+            }
+            // Announce only what is written and still indexed where we
+            // stored it: a failed write (here or in an earlier flush)
+            // drops records from the index.
+            self.stored
+                .retain(|(fp, position)| shared.store.position(fp) == Some(*position));
+            shared.store.low()
+        };
+        if self.stored.is_empty() {
+            return;
+        }
         ControlRepr::Ack {
             low_water,
             entries: std::mem::take(&mut self.stored),

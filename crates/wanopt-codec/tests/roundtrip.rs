@@ -5,7 +5,9 @@ mod common;
 use common::{random, rng, small_config, text, Flow, Pair};
 use proptest::prelude::*;
 use rand::Rng;
-use wanopt_codec::{CacheId, Compression, Decoder, DecoderConfig, EncoderConfig, PeerCache};
+use wanopt_codec::{
+    CacheId, Compression, ControlRepr, Decoder, DecoderConfig, EncoderConfig, PeerCache,
+};
 
 #[test]
 fn second_transfer_is_under_two_percent() {
@@ -228,6 +230,51 @@ fn cross_flow_reference_only_after_ack() {
     let (out, wan) = pair.transfer(&file, &[64 << 10]);
     assert_eq!(out, file);
     assert!(wan < file.len() as u64 / 50);
+}
+
+#[test]
+fn sent_literals_are_in_the_store_file_before_their_ack() {
+    // The encoder stores its literals with one write per push; every
+    // position the Ack announces must already be in a segment file.
+    let pair = Pair::new(small_config());
+    let file = text(3 << 20, 21);
+    let mut flow = Flow::new(&pair.edge, &pair.core);
+    let mut acked = 0;
+    for piece in file.chunks(1 << 20) {
+        flow.send(piece);
+        let files: Vec<(u64, u64)> = pair
+            .edge
+            .segment_paths()
+            .iter()
+            .map(|path| {
+                let name = path.file_name().unwrap().to_str().unwrap();
+                let number = name[4..14].parse::<u64>().unwrap();
+                (number, std::fs::metadata(path).unwrap().len())
+            })
+            .collect();
+        let on_disk: u64 = files.iter().map(|(_, len)| len).sum();
+        assert_eq!(on_disk, pair.edge.stats().store.bytes, "all written");
+        flow.dec
+            .push(&std::mem::take(&mut flow.wire), &mut flow.delivered)
+            .unwrap();
+        while let Some(message) = flow.dec.poll_peer_control() {
+            let ControlRepr::Ack { entries, .. } = message else {
+                continue;
+            };
+            for (_, position) in entries {
+                let (number, offset) = (position >> 32, position & 0xffff_ffff);
+                let len = files.iter().find(|(n, _)| *n == number).unwrap().1;
+                assert!(offset < len, "acked position {position:#x} not in the file");
+                acked += 1;
+            }
+        }
+    }
+    let stats = flow.enc.stats();
+    assert!(acked > 100);
+    assert_eq!(
+        acked,
+        stats.literals_raw + stats.literals_compressed + stats.deltas
+    );
 }
 
 #[test]

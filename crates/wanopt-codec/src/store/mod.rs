@@ -13,6 +13,12 @@
 //! assumptions at the next [`crate::Hello`]. Every read is verified against
 //! the fingerprint: a record damaged on disk is reported as a miss and
 //! dropped from the index, never returned.
+//!
+//! [`ChunkStore::insert`] writes the record before it returns.
+//! [`ChunkStore::insert_buffered`] keeps it in memory (readable at once)
+//! until [`ChunkStore::flush`], so that a caller storing many chunks issues
+//! one write for all of them; it must flush before it tells the peer about
+//! them.
 
 pub mod index;
 pub mod segment;
@@ -33,6 +39,8 @@ use segment::{Segment, RECORD_HEADER_LEN};
 
 const META_MAGIC: [u8; 4] = *b"WOM1";
 const META_LEN: usize = 4 + 16 + 8 + 4;
+/// Buffered appends are written once they pass this many bytes.
+const FLUSH_LEN: usize = 1 << 20;
 
 /// Store sizing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -85,7 +93,6 @@ pub struct ChunkStore {
     segments: VecDeque<Segment>,
     index: Index,
     total_bytes: u64,
-    scratch: Vec<u8>,
     stats: StoreStats,
     sketches: std::collections::HashMap<u64, Fingerprint>,
 }
@@ -155,7 +162,6 @@ impl ChunkStore {
             segments: VecDeque::new(),
             index: Index::default(),
             total_bytes: 0,
-            scratch: Vec::new(),
             stats,
             sketches: std::collections::HashMap::new(),
         };
@@ -230,7 +236,23 @@ impl ChunkStore {
 
     /// Append `data` (whose fingerprint is `fingerprint`, which the caller
     /// has verified) unless it is already indexed; returns its position.
+    /// The record is written to its segment file when this returns.
     pub fn insert(&mut self, fingerprint: Fingerprint, data: &[u8]) -> Result<u64, InsertError> {
+        let position = self.insert_buffered(fingerprint, data)?;
+        self.flush()?;
+        Ok(position)
+    }
+
+    /// Like [`ChunkStore::insert`], but the record may stay in memory until
+    /// [`ChunkStore::flush`] (or until the buffer passes 1 MiB, or the
+    /// store is dropped). It is indexed and readable at once, but only in
+    /// the file once flushed: do not announce its position to the peer
+    /// before `flush` returns `Ok`.
+    pub fn insert_buffered(
+        &mut self,
+        fingerprint: Fingerprint,
+        data: &[u8],
+    ) -> Result<u64, InsertError> {
         if data.is_empty() || data.len() > MAX_CHUNK_LEN {
             return Err(InsertError::Length(data.len()));
         }
@@ -243,6 +265,12 @@ impl ChunkStore {
             Some(s) => s.len + record_len > self.config.segment_size,
         };
         if needs_new {
+            // A full segment's records reach its file before the next
+            // segment starts (only the newest segment buffers).
+            self.flush()?;
+            if let Some(full) = self.segments.back_mut() {
+                full.release_buffer();
+            }
             let number = self
                 .segments
                 .back()
@@ -254,7 +282,8 @@ impl ChunkStore {
         let Some(seg) = self.segments.back_mut() else {
             return Err(InsertError::Io(io::Error::other("no segment")));
         };
-        let offset = seg.append(&fingerprint, data, &mut self.scratch)?;
+        let offset = seg.append(&fingerprint, data)?;
+        let buffered_len = seg.buffered_len();
         let location = Location {
             segment: seg.number,
             offset,
@@ -273,7 +302,28 @@ impl ChunkStore {
         self.stats.inserts += 1;
         self.stats.inserted_bytes += data.len() as u64;
         self.evict()?;
+        if buffered_len >= FLUSH_LEN {
+            self.flush()?;
+        }
         Ok(location.position())
+    }
+
+    /// Write the records appended by [`ChunkStore::insert_buffered`] (one
+    /// write). On failure they are dropped from the index (as if never
+    /// inserted) and the file keeps what was written before.
+    pub fn flush(&mut self) -> io::Result<()> {
+        let mut result = Ok(());
+        for seg in self.segments.iter_mut() {
+            let len = seg.len;
+            if let Err(e) = seg.flush() {
+                self.total_bytes -= len - seg.len;
+                for fp in &e.dropped {
+                    self.index.remove_in_segment(fp, seg.number);
+                }
+                result = Err(e.source);
+            }
+        }
+        result
     }
 
     /// Append the chunk `fingerprint` to `out` if the store holds it and it
@@ -336,8 +386,10 @@ impl ChunkStore {
         self.index.get(fingerprint).is_some()
     }
 
-    /// Flush every segment to stable storage.
-    pub fn sync(&self) -> io::Result<()> {
+    /// Write buffered records ([`ChunkStore::flush`]) and flush every
+    /// segment to stable storage.
+    pub fn sync(&mut self) -> io::Result<()> {
+        self.flush()?;
         for s in &self.segments {
             s.sync()?;
         }

@@ -11,6 +11,12 @@
 //! magic, an out-of-range length or a CRC mismatch: that is where a torn
 //! append (crash mid-write) or damage begins, and the file is truncated
 //! there.
+//!
+//! Appends are buffered: [`Segment::append`] adds the record to an
+//! in-memory tail and [`Segment::flush`] writes the whole tail with one
+//! write. Reads see buffered records at once. Only a flushed record is in
+//! the file (and thus survives the process); a failed flush leaves the file
+//! at its last record boundary and forgets the buffered records.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, Read};
@@ -40,12 +46,27 @@ pub struct ScannedRecord {
 pub struct Segment {
     /// Sequence number (the high 32 bits of store positions).
     pub number: u32,
-    /// Bytes of valid records.
+    /// Bytes of valid records, buffered ones included.
     pub len: u64,
-    /// Fingerprints of the records, in order (for eviction).
+    /// Fingerprints of the records, in order (for eviction), buffered ones
+    /// last.
     pub fingerprints: Vec<Fingerprint>,
     path: PathBuf,
     file: File,
+    /// Records appended but not yet written, starting at file offset
+    /// `len - buffer.len()`.
+    buffer: Vec<u8>,
+    /// Number of records in `buffer` (the last entries of `fingerprints`).
+    buffered_records: usize,
+}
+
+/// A [`Segment::flush`] that failed: the buffered records are gone.
+#[derive(Debug)]
+pub struct FlushError {
+    /// The write error.
+    pub source: io::Error,
+    /// Fingerprints of the records that were buffered and are now dropped.
+    pub dropped: Vec<Fingerprint>,
 }
 
 fn crc(len: u32, fingerprint: &Fingerprint, data: &[u8]) -> u32 {
@@ -85,6 +106,8 @@ impl Segment {
             fingerprints: Vec::new(),
             path,
             file,
+            buffer: Vec::new(),
+            buffered_records: 0,
         })
     }
 
@@ -116,48 +139,91 @@ impl Segment {
                 fingerprints,
                 path,
                 file,
+                buffer: Vec::new(),
+                buffered_records: 0,
             },
             records,
             dropped,
         ))
     }
 
-    /// Append a record; returns its offset. `scratch` is reused to issue a
-    /// single write.
-    pub fn append(
-        &mut self,
-        fingerprint: &Fingerprint,
-        data: &[u8],
-        scratch: &mut Vec<u8>,
-    ) -> io::Result<u32> {
+    /// Append a record to the buffer; returns its offset. It reaches the
+    /// file at the next [`Segment::flush`] (or when the segment is dropped).
+    pub fn append(&mut self, fingerprint: &Fingerprint, data: &[u8]) -> io::Result<u32> {
         let offset =
             u32::try_from(self.len).map_err(|_| io::Error::other("segment offset beyond 4 GiB"))?;
         let len = u32::try_from(data.len()).map_err(|_| io::Error::other("record too long"))?;
-        scratch.clear();
-        scratch.extend_from_slice(&RECORD_MAGIC);
-        scratch.extend_from_slice(&len.to_be_bytes());
-        scratch.extend_from_slice(fingerprint.as_bytes());
-        scratch.extend_from_slice(&crc(len, fingerprint, data).to_be_bytes());
-        scratch.extend_from_slice(&[0; 4]);
-        scratch.extend_from_slice(data);
-        if let Err(e) = self.file.write_all_at(scratch, self.len) {
-            // Leave no partial record behind if we can help it.
-            let _ = self.file.set_len(self.len);
-            return Err(e);
-        }
-        self.len += scratch.len() as u64;
+        let start = self.buffer.len();
+        self.buffer.extend_from_slice(&RECORD_MAGIC);
+        self.buffer.extend_from_slice(&len.to_be_bytes());
+        self.buffer.extend_from_slice(fingerprint.as_bytes());
+        self.buffer
+            .extend_from_slice(&crc(len, fingerprint, data).to_be_bytes());
+        self.buffer.extend_from_slice(&[0; 4]);
+        self.buffer.extend_from_slice(data);
+        self.len += (self.buffer.len() - start) as u64;
         self.fingerprints.push(*fingerprint);
+        self.buffered_records += 1;
         Ok(offset)
+    }
+
+    /// Bytes appended but not yet written.
+    pub fn buffered_len(&self) -> usize {
+        self.buffer.len()
+    }
+
+    /// Write the buffered records with one write. On failure the file is
+    /// cut back to the last record written before (so no partial record is
+    /// left behind if we can help it) and the buffered records are dropped.
+    pub fn flush(&mut self) -> Result<(), FlushError> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        let written = self.len - self.buffer.len() as u64;
+        let result = self.file.write_all_at(&self.buffer, written);
+        self.buffer.clear();
+        let buffered = std::mem::take(&mut self.buffered_records);
+        match result {
+            Ok(()) => Ok(()),
+            Err(source) => {
+                let _ = self.file.set_len(written);
+                self.len = written;
+                let kept = self.fingerprints.len() - buffered;
+                let dropped = self.fingerprints.split_off(kept);
+                Err(FlushError { source, dropped })
+            }
+        }
+    }
+
+    /// Free the buffer's memory (for a segment that is no longer appended
+    /// to); does nothing while records are buffered.
+    pub fn release_buffer(&mut self) {
+        if self.buffer.is_empty() {
+            self.buffer = Vec::new();
+        }
+    }
+
+    /// The buffered bytes at file offset `offset`, if that is past the
+    /// written part.
+    fn buffered(&self, offset: u64) -> Option<&[u8]> {
+        let written = self.len - self.buffer.len() as u64;
+        let start = usize::try_from(offset.checked_sub(written)?).ok()?;
+        self.buffer.get(start..)
     }
 
     /// Read the data of the record at `offset` (`len` bytes) into `out`.
     pub fn read(&self, offset: u32, len: u32, out: &mut Vec<u8>) -> io::Result<()> {
+        let data_offset = u64::from(offset) + RECORD_HEADER_LEN as u64;
+        if let Some(tail) = self.buffered(u64::from(offset)) {
+            let data = tail
+                .get(RECORD_HEADER_LEN..RECORD_HEADER_LEN + len as usize)
+                .ok_or_else(|| io::Error::other("read past the end of the segment"))?;
+            out.extend_from_slice(data);
+            return Ok(());
+        }
         let start = out.len();
         out.resize(start + len as usize, 0);
-        let result = self.file.read_exact_at(
-            &mut out[start..],
-            u64::from(offset) + RECORD_HEADER_LEN as u64,
-        );
+        let result = self.file.read_exact_at(&mut out[start..], data_offset);
         if result.is_err() {
             out.truncate(start);
         }
@@ -172,9 +238,13 @@ impl Segment {
             return None;
         }
         let mut header = [0u8; RECORD_HEADER_LEN];
-        self.file
-            .read_exact_at(&mut header, u64::from(offset))
-            .ok()?;
+        match self.buffered(u64::from(offset)) {
+            Some(tail) => header.copy_from_slice(tail.get(..RECORD_HEADER_LEN)?),
+            None => self
+                .file
+                .read_exact_at(&mut header, u64::from(offset))
+                .ok()?,
+        }
         if header[..4] != RECORD_MAGIC {
             return None;
         }
@@ -183,20 +253,30 @@ impl Segment {
         Some((len, fingerprint))
     }
 
-    /// Flush to stable storage.
+    /// Flush to stable storage (what [`Segment::flush`] wrote).
     pub fn sync(&self) -> io::Result<()> {
         self.file.sync_data()
     }
 
-    /// Delete the file.
-    pub fn remove(self) -> io::Result<()> {
-        drop(self.file);
-        std::fs::remove_file(&self.path)
+    /// Delete the file (buffered records are discarded).
+    pub fn remove(mut self) -> io::Result<()> {
+        self.buffer.clear();
+        let path = std::mem::take(&mut self.path);
+        drop(self);
+        std::fs::remove_file(path)
     }
 
     /// Path of the file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+impl Drop for Segment {
+    /// Write what is buffered, best effort (a failure leaves the file at a
+    /// record boundary or a torn tail that the next open drops).
+    fn drop(&mut self) {
+        let _ = self.flush();
     }
 }
 
@@ -249,14 +329,13 @@ mod tests {
     #[test]
     fn append_scan_and_torn_tail() {
         let dir = tempfile::tempdir().unwrap();
-        let mut scratch = Vec::new();
         let mut seg = Segment::create(dir.path(), 3).unwrap();
         let a = vec![1u8; 100];
         let b = vec![2u8; 200];
         let fa = Fingerprint::of(&a);
         let fb = Fingerprint::of(&b);
-        assert_eq!(seg.append(&fa, &a, &mut scratch).unwrap(), 0);
-        assert_eq!(seg.append(&fb, &b, &mut scratch).unwrap(), 132);
+        assert_eq!(seg.append(&fa, &a).unwrap(), 0);
+        assert_eq!(seg.append(&fb, &b).unwrap(), 132);
         let mut out = Vec::new();
         seg.read(132, 200, &mut out).unwrap();
         assert_eq!(out, b);
