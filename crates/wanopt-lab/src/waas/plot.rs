@@ -227,41 +227,15 @@ mod tests {
 
     #[test]
     fn draws_every_test_as_svg_and_png() -> Result<(), PlotError> {
-        use crate::waas::results::{row, LinkInfo, Sample};
+        use crate::waas::results::{row, sample, sample_results};
         let mut rows = Vec::new();
         for test in Test::ALL {
             for (mode, seconds) in [("baseline", 45.0), ("cold", 20.0), ("warm", 0.2)] {
-                let sample = Sample {
-                    seconds,
-                    wan_bytes_up: 1_000,
-                    wan_bytes_down: (seconds * 50_000.0) as u64,
-                    open_seconds: None,
-                    save_seconds: None,
-                };
-                rows.extend(row(test, "2M.xls", 2_108_928, mode, &[sample], vec![]));
+                let measured = sample(seconds, 1_000, (seconds * 50_000.0) as u64);
+                rows.extend(row(test, "2M.xls", 2_108_928, mode, &[measured], vec![]));
             }
         }
-        let results = Results {
-            scenario: "waas-3g".into(),
-            rows,
-            quick: true,
-            runs: 1,
-            method: String::new(),
-            link: LinkInfo {
-                up: String::new(),
-                down: String::new(),
-                seed: 1,
-                summary: String::new(),
-            },
-            profile: "legacy".into(),
-            file_seed: 4,
-            files: vec![],
-            skipped: vec![],
-            corrupted: vec![],
-            cache_stats: vec![],
-            endpoints: serde_json::Value::Null,
-            elapsed_seconds: 0.0,
-        };
+        let results = sample_results(rows);
         let dir = std::env::temp_dir().join(format!("waas-plot-{}", std::process::id()));
         let _ = std::fs::create_dir_all(&dir);
         draw_all(&results, &dir)?;

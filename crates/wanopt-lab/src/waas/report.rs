@@ -485,16 +485,10 @@ pub fn summary(results: &Results) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::waas::results::{row as make_row, LinkInfo, Sample};
+    use crate::waas::results::{row as make_row, sample, sample_results};
 
     fn results() -> Results {
-        let s = |seconds: f64, wan: u64| Sample {
-            seconds,
-            wan_bytes_up: wan / 10,
-            wan_bytes_down: wan - wan / 10,
-            open_seconds: None,
-            save_seconds: None,
-        };
+        let s = |seconds: f64, wan: u64| sample(seconds, wan / 10, wan - wan / 10);
         let rows = [
             ("baseline", s(45.0, 2_300_000)),
             ("cold", s(20.0, 1_100_000)),
@@ -503,27 +497,7 @@ mod tests {
         .into_iter()
         .filter_map(|(m, x)| make_row(Test::Upload, "2M.xls", 2_108_928, m, &[x], vec![]))
         .collect();
-        Results {
-            scenario: "waas-3g".into(),
-            rows,
-            quick: true,
-            runs: 1,
-            method: "one run".into(),
-            link: LinkInfo {
-                up: "rtt 150ms".into(),
-                down: "rtt 150ms".into(),
-                seed: 3,
-                summary: "3G".into(),
-            },
-            profile: "legacy".into(),
-            file_seed: 4,
-            files: vec![],
-            skipped: vec![],
-            corrupted: vec![],
-            cache_stats: vec![],
-            endpoints: serde_json::Value::Null,
-            elapsed_seconds: 0.0,
-        }
+        sample_results(rows)
     }
 
     #[test]

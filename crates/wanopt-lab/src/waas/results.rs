@@ -208,19 +208,48 @@ impl Results {
     }
 }
 
+/// A transfer as measured, without edit-save parts (test fixture).
+#[cfg(test)]
+pub(crate) fn sample(seconds: f64, up: u64, down: u64) -> Sample {
+    Sample {
+        seconds,
+        wan_bytes_up: up,
+        wan_bytes_down: down,
+        open_seconds: None,
+        save_seconds: None,
+    }
+}
+
+/// `results.json` of a `--quick` run with `rows` (test fixture for the
+/// results, report and plot tests).
+#[cfg(test)]
+pub(crate) fn sample_results(rows: Vec<Row>) -> Results {
+    Results {
+        scenario: "waas-3g".into(),
+        runs: rows.iter().map(|r| r.runs).max().unwrap_or(1),
+        rows,
+        quick: true,
+        method: "median".into(),
+        link: LinkInfo {
+            up: "rtt 150ms".into(),
+            down: "rtt 150ms".into(),
+            seed: 3,
+            summary: "3G".into(),
+        },
+        profile: "legacy".into(),
+        file_seed: 4,
+        files: vec![],
+        skipped: vec![],
+        corrupted: vec![],
+        cache_stats: vec![],
+        endpoints: serde_json::Value::Null,
+        elapsed_seconds: 0.0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn sample(seconds: f64, up: u64, down: u64) -> Sample {
-        Sample {
-            seconds,
-            wan_bytes_up: up,
-            wan_bytes_down: down,
-            open_seconds: None,
-            save_seconds: None,
-        }
-    }
 
     #[test]
     fn medians() {
@@ -242,27 +271,7 @@ mod tests {
         assert_eq!(r.wan_bytes, 2_310);
         assert_eq!(r.reference_seconds, Some(27.38));
         assert!(row(Test::Upload, "2M.xls", 1, "cold", &[], vec![]).is_none());
-        let results = Results {
-            scenario: "waas-3g".into(),
-            rows: vec![r],
-            quick: true,
-            runs: 3,
-            method: "median".into(),
-            link: LinkInfo {
-                up: String::new(),
-                down: String::new(),
-                seed: 1,
-                summary: String::new(),
-            },
-            profile: "legacy".into(),
-            file_seed: 4,
-            files: vec![],
-            skipped: vec![],
-            corrupted: vec![],
-            cache_stats: vec![],
-            endpoints: serde_json::Value::Null,
-            elapsed_seconds: 0.0,
-        };
+        let results = sample_results(vec![r]);
         let json = serde_json::to_value(&results).unwrap_or_default();
         assert_eq!(json["scenario"], "waas-3g");
         let row = &json["rows"][0];
