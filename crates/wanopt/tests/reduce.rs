@@ -446,8 +446,20 @@ fn flows_show_the_reduce_service_and_their_wan_bytes() {
     c.write_all(b"G").unwrap();
     let mut first = vec![0u8; 1 << 20];
     c.read_exact(&mut first).unwrap();
-    let flows: serde_json::Value =
-        serde_json::from_str(&http_get(lab.edge.control, "/flows").unwrap()).unwrap();
+    // The edge counts a write once it returned, which can be just after the
+    // client read it: poll until the table caught up with what we read.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let flows = loop {
+        let flows: serde_json::Value =
+            serde_json::from_str(&http_get(lab.edge.control, "/flows").unwrap()).unwrap();
+        let caught_up = flows["flows"][0]["bytes_to_client"]
+            .as_u64()
+            .is_some_and(|b| b >= 1 << 20);
+        if caught_up || std::time::Instant::now() > deadline {
+            break flows;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
     let row = &flows["flows"][0];
     assert_eq!(
         row["services"],

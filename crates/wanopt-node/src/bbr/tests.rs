@@ -344,8 +344,7 @@ fn assert_fills_path(path: Path) {
     let serialization = Duration::from_nanos(PACKET * 8 * 1_000_000_000 / path.rate_bps);
     assert!(
         min_rtt >= path.rtt
-            && min_rtt
-                <= path.rtt + serialization + path.ack_jitter / 2 + Duration::from_millis(1),
+            && min_rtt <= path.rtt + serialization + path.ack_jitter / 2 + Duration::from_millis(1),
         "min rtt {min_rtt:?} for {:?}",
         path.rtt
     );
