@@ -41,7 +41,7 @@ pub struct CommonArgs {
     #[arg(long)]
     pub congestion: Option<Congestion>,
     /// Largest UDP payload path MTU discovery may probe; PMTUD settles on
-    /// what the path allows [default: 65527].
+    /// what the path allows [default: 1472, a 1500-byte MTU's].
     #[arg(long, value_name = "BYTES")]
     pub max_mtu: Option<u16>,
     /// Per-flow receive window of the tunnel [default: 48MiB].
