@@ -281,9 +281,30 @@ async fn maintain_tunnel(
         match attempt.await {
             Ok(conn) => {
                 let addr = conn.remote_address();
+                // The client's side of a TLS 1.3 handshake completes before
+                // the core has checked the edge's certificate: a core that
+                // does not pin this edge closes the connection right after.
+                // So the tunnel is up only once the core answered on the
+                // control stream (or stayed silent but open for HELLO_WAIT).
+                let cache = tokio::select! {
+                    biased;
+                    reason = conn.closed() => {
+                        let error = reason.to_string();
+                        if error != last_error {
+                            warn!("core {addr} closed the tunnel during setup: {error}; retrying with backoff");
+                            last_error = error.clone();
+                        } else {
+                            debug!("core {addr} closed the tunnel during setup: {error}");
+                        }
+                        state.peer_down(addr, Some(error));
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(MAX_BACKOFF);
+                        continue;
+                    }
+                    cache = control_exchange(&conn, &state) => cache,
+                };
                 info!("tunnel up to core {addr} (rtt {:?})", conn.rtt());
                 state.peer_up(&conn);
-                let cache = control_exchange(&conn, &state).await;
                 tunnel.send_replace(Some(Tunnel {
                     conn: conn.clone(),
                     cache,
