@@ -793,6 +793,14 @@ impl RecvState {
         loop {
             match socket.poll_recv(cx, &mut iovs, &mut metas) {
                 Poll::Ready(Ok(msgs)) => {
+                    // wanopt patch: stamp each batch when it was read. The
+                    // driver's `now` is taken once per poll, and this loop
+                    // can run long after it (a descheduled thread on a busy
+                    // host): ACKs for packets the connection task sent in
+                    // the meantime then seemed to arrive before those
+                    // packets left, giving RTT samples of zero (a zero
+                    // min_rtt for BBR) and too-high delivery rates.
+                    let now = runtime.now().max(now);
                     self.recv_limiter.record_work(msgs);
                     for (meta, buf) in metas.iter().zip(iovs.iter()).take(msgs) {
                         let mut data: BytesMut = buf[0..meta.len].into();
