@@ -5,8 +5,8 @@
 //! batches (`recvmmsg`), hands them to its sans-IO link model with the
 //! arrival time, and sends every frame the model releases out of the other
 //! interface (`sendmmsg`). Between events it sleeps in `ppoll` (nanosecond
-//! timeout, 1 ns timer slack) until [`SPIN`] before the next departure, then
-//! spins, so departures are sub-millisecond accurate; there is no timer tick.
+//! timeout, 1 ns timer slack, real-time priority) until the next departure,
+//! so departures are sub-millisecond accurate; there is no timer tick.
 //! Each thread publishes its counters; the main thread writes them as JSON
 //! to the lab's state directory (read by `wanopt lab status`).
 
@@ -20,14 +20,14 @@ use serde::Serialize;
 
 use crate::rawsock::{send_batch, PacketSocket, RecvBatch, BATCH};
 
-/// How long before a departure the driver stops sleeping and spins.
-///
-/// Short on purpose: at a saturated 250 Mbit/s a frame departs every 48 µs,
-/// and an 80 µs spin kept a whole CPU busy. `ppoll` with 1 ns timer slack
-/// wakes within tens of microseconds; a frame released that late still
-/// keeps its virtual departure slot in the model, so the rate is exact and
-/// only sub-0.1 ms jitter is added.
-pub const SPIN: Duration = Duration::from_micros(20);
+// The driver does not spin before a departure. At a saturated 250 Mbit/s a
+// frame departs every 48 µs, and a 20 µs spin (a `recvmmsg` per turn, on a
+// real-time thread) took CPU from the endpoints on a two-core machine:
+// back to back on the 0 ms tcp-opt link, wanopt moved 229.0 Mbit/s (median
+// of 9 runs) with the spin and 231.8 without it (BENCHMARKS.md). `ppoll`
+// with 1 ns timer slack wakes within tens of microseconds; a frame released
+// that late keeps its virtual departure slot in the model, so the rate is
+// exact and only sub-0.1 ms jitter is added.
 
 /// How often counters are published.
 const PUBLISH_EVERY: Duration = Duration::from_millis(200);
@@ -288,8 +288,11 @@ fn pump<L: FrameLink>(
     let mut out: Vec<Vec<u8>> = Vec::with_capacity(BATCH);
     let mut io = IoCounters::default();
     let mut last_publish = Instant::now();
+    // Whether a frame may be waiting: false after `ppoll` timed out, which
+    // saves a `recvmmsg` per departure.
+    let mut readable = true;
     while !stop.load(Ordering::Relaxed) {
-        let n = batch.receive(rx)?;
+        let n = if readable { batch.receive(rx)? } else { 0 };
         if n > 0 {
             let now = Instant::now();
             for i in 0..n {
@@ -320,19 +323,21 @@ fn pump<L: FrameLink>(
             }
         }
         if n == BATCH {
+            readable = true;
             continue; // more frames are probably waiting
         }
         let wait = match link.poll_timeout() {
             None => IDLE_WAIT,
             Some(t) => {
                 let now = Instant::now();
-                if t <= now + SPIN {
-                    continue; // spin: the next departure is close
+                if t <= now {
+                    readable = true;
+                    continue; // due already
                 }
-                (t - now - SPIN).min(IDLE_WAIT)
+                (t - now).min(IDLE_WAIT)
             }
         };
-        rx.wait_readable(wait)?;
+        readable = rx.wait_readable(wait)?;
     }
     if let Ok(mut s) = state.lock() {
         s.io = io;
