@@ -164,10 +164,24 @@ impl Decoder {
     #[must_use]
     pub fn poll_control(&mut self) -> Option<ControlRepr> {
         if !self.acks.is_empty() {
-            let take = self.acks.len().min(MAX_ACK_ENTRIES);
-            let entries: Vec<_> = self.acks.drain(..take).collect();
-            let low_water = self.cache.lock().store.low();
-            return Some(ControlRepr::Ack { low_water, entries });
+            let low_water = {
+                let mut shared = self.cache.lock();
+                // The literals stored since the last Ack reach the file
+                // (one write) before the peer hears we hold them; a failed
+                // write drops its records from the index, and they are not
+                // announced.
+                if shared.store.flush().is_err() {
+                    self.stats.store_errors += 1;
+                }
+                self.acks
+                    .retain(|(fp, position)| shared.store.position(fp) == Some(*position));
+                shared.store.low()
+            };
+            if !self.acks.is_empty() {
+                let take = self.acks.len().min(MAX_ACK_ENTRIES);
+                let entries: Vec<_> = self.acks.drain(..take).collect();
+                return Some(ControlRepr::Ack { low_water, entries });
+            }
         }
         self.control.pop_front()
     }
@@ -398,9 +412,10 @@ impl Decoder {
         Ok(true)
     }
 
+    /// Stores a literal (buffered: written when the next `Ack` is built).
     fn store(&mut self, data: &[u8]) {
         let fingerprint = Fingerprint::of(data);
-        match self.cache.lock().store.insert(fingerprint, data) {
+        match self.cache.lock().store.insert_buffered(fingerprint, data) {
             Ok(position) => self.acks.push((fingerprint, position)),
             Err(_) => self.stats.store_errors += 1,
         }

@@ -277,6 +277,59 @@ fn sent_literals_are_in_the_store_file_before_their_ack() {
     );
 }
 
+/// Segment number and length of each of a cache's segment files.
+fn segment_files(cache: &PeerCache) -> Vec<(u64, u64)> {
+    cache
+        .segment_paths()
+        .iter()
+        .map(|path| {
+            let name = path.file_name().unwrap().to_str().unwrap();
+            let number = name[4..14].parse::<u64>().unwrap();
+            (number, std::fs::metadata(path).unwrap().len())
+        })
+        .collect()
+}
+
+#[test]
+fn received_literals_are_in_the_store_file_before_their_ack() {
+    // The decoder stores the literals it receives buffered and writes them
+    // when it builds the Ack: every position an Ack announces must already
+    // be in a segment file when the Ack leaves.
+    let pair = Pair::new(small_config());
+    let file = text(3 << 20, 22);
+    let mut flow = Flow::new(&pair.edge, &pair.core);
+    let mut acked = 0;
+    for piece in file.chunks(256 << 10) {
+        flow.send(piece);
+        flow.dec
+            .push(&std::mem::take(&mut flow.wire), &mut flow.delivered)
+            .unwrap();
+        while let Some(message) = flow.dec.poll_control() {
+            let ControlRepr::Ack { entries, .. } = message else {
+                continue;
+            };
+            let files = segment_files(&pair.core);
+            for (_, position) in entries {
+                let (number, offset) = (position >> 32, position & 0xffff_ffff);
+                let len = files.iter().find(|(n, _)| *n == number).unwrap().1;
+                assert!(offset < len, "acked position {position:#x} not in the file");
+                acked += 1;
+            }
+        }
+    }
+    // The encoder still holds the tail it has not cut into a chunk.
+    assert!(file.starts_with(&flow.delivered) && flow.delivered.len() > file.len() / 2);
+    let stats = flow.enc.stats();
+    assert!(acked > 100);
+    assert_eq!(
+        acked,
+        stats.literals_raw + stats.literals_compressed + stats.deltas
+    );
+    // Everything acked is written: the files hold every stored byte.
+    let on_disk: u64 = segment_files(&pair.core).iter().map(|(_, len)| len).sum();
+    assert_eq!(on_disk, pair.core.stats().store.bytes);
+}
+
 #[test]
 fn damaged_cache_recovers_via_need_chunk() {
     let pair = Pair::new(small_config());
