@@ -301,10 +301,24 @@ fn run_points(
                 mode: mode.name().into(),
                 reason: failures.pop().unwrap_or_else(|| "no run finished".into()),
             });
+            if bar.is_hidden() {
+                eprintln!("[{}/{total}] {label}: every run failed", bar.position());
+            }
             continue;
         }
         let mbps: Vec<f64> = samples.iter().map(|r| r.throughput_mbps).collect();
         let secs: Vec<f64> = samples.iter().map(|r| r.seconds).collect();
+        if bar.is_hidden() {
+            // No terminal (a log file, CI): a line per point instead of the bar.
+            eprintln!(
+                "[{}/{total}] {} {label}: {:.1} Mbit/s ({} of {} runs)",
+                bar.position(),
+                humantime(bar.elapsed()),
+                trimmed_mean(&mbps),
+                samples.len(),
+                spec.runs
+            );
+        }
         rows.push(Row {
             rtt_ms,
             profile: profile.name.into(),
@@ -411,6 +425,12 @@ fn one_run(
     let report: TrafficReport = serde_json::from_slice(&out.stdout)?;
     std::thread::sleep(Duration::from_millis(200));
     Ok(report)
+}
+
+/// `h:mm:ss` since the run started, for progress lines.
+fn humantime(elapsed: std::time::Duration) -> String {
+    let secs = elapsed.as_secs();
+    format!("{}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)
 }
 
 #[cfg(test)]
