@@ -164,6 +164,42 @@ pub fn render_metrics(state: &NodeState) -> String {
             .collect::<Vec<_>>(),
     );
     metric(
+        "tunnel_bandwidth_estimate_bits_per_second",
+        "gauge",
+        "The congestion controller's estimate of the path's rate in the sending direction (BBR's bottleneck bandwidth; window over RTT for CUBIC and NewReno).",
+        &s.peers
+            .iter()
+            .filter_map(|p| {
+                p.bandwidth_estimate_mbps
+                    .map(|b| (format!(",peer=\"{}\"", p.address), b * 1e6))
+            })
+            .collect::<Vec<_>>(),
+    );
+    metric(
+        "tunnel_pacing_rate_bits_per_second",
+        "gauge",
+        "BBR's pacing rate.",
+        &s.peers
+            .iter()
+            .filter_map(|p| {
+                let rate = p.bbr.as_ref()?.pacing_mbps?;
+                Some((format!(",peer=\"{}\"", p.address), rate * 1e6))
+            })
+            .collect::<Vec<_>>(),
+    );
+    metric(
+        "tunnel_min_rtt_seconds",
+        "gauge",
+        "BBR's propagation delay estimate (windowed min RTT).",
+        &s.peers
+            .iter()
+            .filter_map(|p| {
+                let rtt = p.bbr.as_ref()?.min_rtt_ms?;
+                Some((format!(",peer=\"{}\"", p.address), rtt / 1e3))
+            })
+            .collect::<Vec<_>>(),
+    );
+    metric(
         "tunnel_lost_packets_total",
         "counter",
         "Packets the tunnel declared lost.",

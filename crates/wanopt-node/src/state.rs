@@ -74,8 +74,14 @@ pub struct PeerStatus {
     pub key: Option<String>,
     /// Smoothed round-trip time, milliseconds.
     pub rtt_ms: Option<f64>,
-    /// Congestion window over RTT: what the controller lets the tunnel send, Mbit/s.
+    /// The controller's estimate of what the path carries, Mbit/s of UDP
+    /// payload: BBR's bottleneck bandwidth estimate, or the window over
+    /// the RTT for CUBIC and NewReno.
     pub bandwidth_estimate_mbps: Option<f64>,
+    /// BBR's model of the path (the sending direction), when the tunnel
+    /// runs wanopt's BBR.
+    #[serde(default)]
+    pub bbr: Option<BbrStatus>,
     /// Measured UDP send rate over the last second, Mbit/s.
     pub send_rate_mbps: f64,
     /// Measured UDP receive rate over the last second, Mbit/s.
@@ -96,6 +102,38 @@ pub struct PeerStatus {
     pub reconnects: u64,
     /// The last connection error, if any.
     pub last_error: Option<String>,
+}
+
+/// wanopt's BBR as it models the path in this node's sending direction.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BbrStatus {
+    /// `startup`, `drain`, `probe_bw` or `probe_rtt`.
+    pub mode: String,
+    /// Bottleneck bandwidth estimate, Mbit/s of UDP payload (0 before the
+    /// first delivery-rate sample).
+    pub bandwidth_mbps: f64,
+    /// The rate the sender is paced at, Mbit/s.
+    pub pacing_mbps: Option<f64>,
+    /// Propagation delay estimate (the windowed min RTT), milliseconds.
+    pub min_rtt_ms: Option<f64>,
+}
+
+impl BbrStatus {
+    /// The BBR state of `conn`'s controller, if it is wanopt's BBR.
+    fn of(conn: &quinn::Connection) -> Option<BbrStatus> {
+        let bbr = conn
+            .congestion_state()
+            .into_any()
+            .downcast::<crate::bbr::Bbr>()
+            .ok()?;
+        let mbps = |bytes_per_sec: u64| bytes_per_sec as f64 * 8.0 / 1e6;
+        Some(BbrStatus {
+            mode: bbr.mode().name().to_owned(),
+            bandwidth_mbps: mbps(bbr.bandwidth()),
+            pacing_mbps: bbr.pacing_rate_bytes().map(mbps),
+            min_rtt_ms: bbr.min_rtt().map(|r| r.as_secs_f64() * 1e3),
+        })
+    }
 }
 
 /// What `/status` returns.
@@ -258,15 +296,20 @@ impl NodeState {
             .map(|(address, e)| {
                 let stats = e.connection.as_ref().map(|c| c.stats());
                 let rtt = stats.as_ref().map(|s| s.path.rtt);
+                let bbr = e.connection.as_ref().and_then(BbrStatus::of);
                 PeerStatus {
                     address: address.to_string(),
                     state: if e.connection.is_some() { "up" } else { "down" }.into(),
                     key: e.key.map(|k| k.to_string()),
                     rtt_ms: rtt.map(|r| r.as_secs_f64() * 1e3),
-                    bandwidth_estimate_mbps: stats.as_ref().map(|s| {
-                        let rtt = s.path.rtt.max(Duration::from_micros(100)).as_secs_f64();
-                        s.path.cwnd as f64 * 8.0 / rtt / 1e6
-                    }),
+                    bandwidth_estimate_mbps: match &bbr {
+                        Some(b) => Some(b.bandwidth_mbps),
+                        None => stats.as_ref().map(|s| {
+                            let rtt = s.path.rtt.max(Duration::from_micros(100)).as_secs_f64();
+                            s.path.cwnd as f64 * 8.0 / rtt / 1e6
+                        }),
+                    },
+                    bbr,
                     send_rate_mbps: e.tx_bps / 1e6,
                     receive_rate_mbps: e.rx_bps / 1e6,
                     cwnd_bytes: stats.as_ref().map(|s| s.path.cwnd),

@@ -137,6 +137,26 @@ fn bulk_256_mib_each_way_is_byte_exact() {
     let status = pair.edge.status().unwrap();
     assert!(status["bytes_to_server"].as_u64().unwrap() >= LEN);
     assert!(status["bytes_to_client"].as_u64().unwrap() >= LEN);
+    // Both ends sent 256 MiB with wanopt's BBR: each has a model of the
+    // path in its sending direction.
+    for node in [&pair.edge, &pair.core] {
+        let status = node.status().unwrap();
+        let bbr = &status["peers"][0]["bbr"];
+        let mode = bbr["mode"].as_str().unwrap_or_default();
+        assert!(
+            ["startup", "drain", "probe_bw", "probe_rtt"].contains(&mode),
+            "{bbr}"
+        );
+        assert!(bbr["bandwidth_mbps"].as_f64().unwrap() > 1.0, "{bbr}");
+        assert!(bbr["pacing_mbps"].as_f64().unwrap() > 1.0, "{bbr}");
+        // Loopback: well under a millisecond, never zero.
+        let min_rtt = bbr["min_rtt_ms"].as_f64().unwrap();
+        assert!(min_rtt > 0.0 && min_rtt < 50.0, "{bbr}");
+        assert_eq!(
+            status["peers"][0]["bandwidth_estimate_mbps"], bbr["bandwidth_mbps"],
+            "with BBR the status's estimate is BBR's"
+        );
+    }
 }
 
 #[test]

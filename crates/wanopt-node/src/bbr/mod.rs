@@ -88,6 +88,18 @@ pub enum Mode {
     ProbeRtt,
 }
 
+impl Mode {
+    /// The mode's name as `wanopt status` shows it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Startup => "startup",
+            Mode::Drain => "drain",
+            Mode::ProbeBw => "probe_bw",
+            Mode::ProbeRtt => "probe_rtt",
+        }
+    }
+}
+
 /// Builds [`Bbr`] controllers for quinn ([`ControllerFactory`]).
 #[derive(Clone, Debug)]
 pub struct BbrConfig {

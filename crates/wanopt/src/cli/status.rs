@@ -129,12 +129,27 @@ pub fn status(args: &QueryArgs) -> anyhow::Result<()> {
         if let Some(rtt) = p.rtt_ms {
             println!("  rtt       {rtt:.2} ms");
         }
-        if let (Some(cwnd), Some(bw)) = (p.cwnd_bytes, p.bandwidth_estimate_mbps) {
-            println!(
+        match (&p.bbr, p.cwnd_bytes, p.bandwidth_estimate_mbps) {
+            (Some(bbr), Some(cwnd), _) => {
+                println!("  window    {}", human_bytes(cwnd));
+                let pacing = bbr
+                    .pacing_mbps
+                    .map_or_else(|| "-".to_owned(), |r| human_rate(r * 1e6));
+                let min_rtt = bbr
+                    .min_rtt_ms
+                    .map_or_else(|| "-".to_owned(), |r| format!("{r:.2} ms"));
+                println!(
+                    "  bbr       {}, bottleneck {}, pacing {pacing}, min rtt {min_rtt}",
+                    bbr.mode,
+                    human_rate(bbr.bandwidth_mbps * 1e6)
+                );
+            }
+            (None, Some(cwnd), Some(bw)) => println!(
                 "  window    {} (cwnd/rtt {})",
                 human_bytes(cwnd),
                 human_rate(bw * 1e6)
-            );
+            ),
+            _ => {}
         }
         println!(
             "  rate      send {}, receive {}",
