@@ -167,14 +167,10 @@ impl Decoder {
             let low_water = {
                 let mut shared = self.cache.lock();
                 // The literals stored since the last Ack reach the file
-                // (one write) before the peer hears we hold them; a failed
-                // write drops its records from the index, and they are not
-                // announced.
-                if shared.store.flush().is_err() {
+                // (one write) before the peer hears we hold them.
+                if shared.store.flush_announced(&mut self.acks).is_err() {
                     self.stats.store_errors += 1;
                 }
-                self.acks
-                    .retain(|(fp, position)| shared.store.position(fp) == Some(*position));
                 shared.store.low()
             };
             if !self.acks.is_empty() {

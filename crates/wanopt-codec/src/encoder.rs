@@ -493,14 +493,11 @@ impl Core {
         }
         let low_water = {
             let mut shared = self.cache.lock();
-            if shared.store.flush().is_err() {
+            // Announce only what is written and still indexed where we
+            // stored it.
+            if shared.store.flush_announced(&mut self.stored).is_err() {
                 self.stats.store_errors += 1;
             }
-            // Announce only what is written and still indexed where we
-            // stored it: a failed write (here or in an earlier flush)
-            // drops records from the index.
-            self.stored
-                .retain(|(fp, position)| shared.store.position(fp) == Some(*position));
             shared.store.low()
         };
         if self.stored.is_empty() {

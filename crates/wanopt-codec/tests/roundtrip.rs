@@ -232,49 +232,17 @@ fn cross_flow_reference_only_after_ack() {
     assert!(wan < file.len() as u64 / 50);
 }
 
-#[test]
-fn sent_literals_are_in_the_store_file_before_their_ack() {
-    // The encoder stores its literals with one write per push; every
-    // position the Ack announces must already be in a segment file.
-    let pair = Pair::new(small_config());
-    let file = text(3 << 20, 21);
-    let mut flow = Flow::new(&pair.edge, &pair.core);
-    let mut acked = 0;
-    for piece in file.chunks(1 << 20) {
-        flow.send(piece);
-        let files: Vec<(u64, u64)> = pair
-            .edge
-            .segment_paths()
-            .iter()
-            .map(|path| {
-                let name = path.file_name().unwrap().to_str().unwrap();
-                let number = name[4..14].parse::<u64>().unwrap();
-                (number, std::fs::metadata(path).unwrap().len())
-            })
-            .collect();
-        let on_disk: u64 = files.iter().map(|(_, len)| len).sum();
-        assert_eq!(on_disk, pair.edge.stats().store.bytes, "all written");
-        flow.dec
-            .push(&std::mem::take(&mut flow.wire), &mut flow.delivered)
-            .unwrap();
-        while let Some(message) = flow.dec.poll_peer_control() {
-            let ControlRepr::Ack { entries, .. } = message else {
-                continue;
-            };
-            for (_, position) in entries {
-                let (number, offset) = (position >> 32, position & 0xffff_ffff);
-                let len = files.iter().find(|(n, _)| *n == number).unwrap().1;
-                assert!(offset < len, "acked position {position:#x} not in the file");
-                acked += 1;
-            }
-        }
+/// Checks that each acked store position lies inside its segment file
+/// (`files` from [`segment_files`]); returns how many there were.
+fn check_in_files(positions: impl Iterator<Item = u64>, files: &[(u64, u64)]) -> u64 {
+    let mut count = 0;
+    for position in positions {
+        let (number, offset) = (position >> 32, position & 0xffff_ffff);
+        let len = files.iter().find(|(n, _)| *n == number).unwrap().1;
+        assert!(offset < len, "acked position {position:#x} not in the file");
+        count += 1;
     }
-    let stats = flow.enc.stats();
-    assert!(acked > 100);
-    assert_eq!(
-        acked,
-        stats.literals_raw + stats.literals_compressed + stats.deltas
-    );
+    count
 }
 
 /// Segment number and length of each of a cache's segment files.
@@ -288,6 +256,37 @@ fn segment_files(cache: &PeerCache) -> Vec<(u64, u64)> {
             (number, std::fs::metadata(path).unwrap().len())
         })
         .collect()
+}
+
+#[test]
+fn sent_literals_are_in_the_store_file_before_their_ack() {
+    // The encoder stores its literals with one write per push; every
+    // position the Ack announces must already be in a segment file.
+    let pair = Pair::new(small_config());
+    let file = text(3 << 20, 21);
+    let mut flow = Flow::new(&pair.edge, &pair.core);
+    let mut acked = 0;
+    for piece in file.chunks(1 << 20) {
+        flow.send(piece);
+        let files = segment_files(&pair.edge);
+        let on_disk: u64 = files.iter().map(|(_, len)| len).sum();
+        assert_eq!(on_disk, pair.edge.stats().store.bytes, "all written");
+        flow.dec
+            .push(&std::mem::take(&mut flow.wire), &mut flow.delivered)
+            .unwrap();
+        while let Some(message) = flow.dec.poll_peer_control() {
+            let ControlRepr::Ack { entries, .. } = message else {
+                continue;
+            };
+            acked += check_in_files(entries.iter().map(|(_, p)| *p), &files);
+        }
+    }
+    let stats = flow.enc.stats();
+    assert!(acked > 100);
+    assert_eq!(
+        acked,
+        stats.literals_raw + stats.literals_compressed + stats.deltas
+    );
 }
 
 #[test]
@@ -309,12 +308,7 @@ fn received_literals_are_in_the_store_file_before_their_ack() {
                 continue;
             };
             let files = segment_files(&pair.core);
-            for (_, position) in entries {
-                let (number, offset) = (position >> 32, position & 0xffff_ffff);
-                let len = files.iter().find(|(n, _)| *n == number).unwrap().1;
-                assert!(offset < len, "acked position {position:#x} not in the file");
-                acked += 1;
-            }
+            acked += check_in_files(entries.iter().map(|(_, p)| *p), &files);
         }
     }
     // The encoder still holds the tail it has not cut into a chunk.

@@ -326,6 +326,16 @@ impl ChunkStore {
         result
     }
 
+    /// [`ChunkStore::flush`], then keep in `announce` only the entries
+    /// still indexed at their position: what the peer may be told we hold
+    /// (a failed write, here or in an earlier flush, drops its records
+    /// from the index). Returns the flush's error, if any.
+    pub fn flush_announced(&mut self, announce: &mut Vec<(Fingerprint, u64)>) -> io::Result<()> {
+        let result = self.flush();
+        announce.retain(|(fp, position)| self.position(fp) == Some(*position));
+        result
+    }
+
     /// Append the chunk `fingerprint` to `out` if the store holds it and it
     /// verifies. A damaged record is dropped from the index and reported as
     /// a miss (`Ok(false)`).
