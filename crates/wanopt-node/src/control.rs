@@ -15,7 +15,7 @@ use tracing::warn;
 
 use crate::flow::FlowInfo;
 use crate::reduce::CacheReport;
-use crate::state::NodeState;
+use crate::state::{NodeState, PeerStatus};
 use crate::NodeError;
 
 /// What `/flows` returns.
@@ -119,6 +119,13 @@ pub fn render_metrics(state: &NodeState) -> String {
             let _ = writeln!(out, "wanopt_{name}{{role=\"{role}\"{labels}}} {value}");
         }
     };
+    // One sample per peer that has a value.
+    let per_peer = |value: &dyn Fn(&PeerStatus) -> Option<f64>| -> Vec<(String, f64)> {
+        s.peers
+            .iter()
+            .filter_map(|p| Some((format!(",peer=\"{}\"", p.address), value(p)?)))
+            .collect()
+    };
     metric(
         "up",
         "gauge",
@@ -129,96 +136,49 @@ pub fn render_metrics(state: &NodeState) -> String {
         "tunnel_up",
         "gauge",
         "1 when the tunnel to the peer is up.",
-        &s.peers
-            .iter()
-            .map(|p| {
-                (
-                    format!(",peer=\"{}\"", p.address),
-                    f64::from(u8::from(p.state == "up")),
-                )
-            })
-            .collect::<Vec<_>>(),
+        &per_peer(&|p| Some(f64::from(u8::from(p.state == "up")))),
     );
     metric(
         "tunnel_rtt_seconds",
         "gauge",
         "Smoothed round-trip time of the tunnel.",
-        &s.peers
-            .iter()
-            .filter_map(|p| {
-                p.rtt_ms
-                    .map(|r| (format!(",peer=\"{}\"", p.address), r / 1e3))
-            })
-            .collect::<Vec<_>>(),
+        &per_peer(&|p| p.rtt_ms.map(|r| r / 1e3)),
     );
     metric(
         "tunnel_cwnd_bytes",
         "gauge",
         "Congestion window of the tunnel.",
-        &s.peers
-            .iter()
-            .filter_map(|p| {
-                p.cwnd_bytes
-                    .map(|c| (format!(",peer=\"{}\"", p.address), c as f64))
-            })
-            .collect::<Vec<_>>(),
+        &per_peer(&|p| p.cwnd_bytes.map(|c| c as f64)),
     );
     metric(
         "tunnel_bandwidth_estimate_bits_per_second",
         "gauge",
         "The congestion controller's estimate of the path's rate in the sending direction (BBR's bottleneck bandwidth; window over RTT for CUBIC and NewReno).",
-        &s.peers
-            .iter()
-            .filter_map(|p| {
-                p.bandwidth_estimate_mbps
-                    .map(|b| (format!(",peer=\"{}\"", p.address), b * 1e6))
-            })
-            .collect::<Vec<_>>(),
+        &per_peer(&|p| p.bandwidth_estimate_mbps.map(|b| b * 1e6)),
     );
     metric(
         "tunnel_pacing_rate_bits_per_second",
         "gauge",
         "BBR's pacing rate.",
-        &s.peers
-            .iter()
-            .filter_map(|p| {
-                let rate = p.bbr.as_ref()?.pacing_mbps?;
-                Some((format!(",peer=\"{}\"", p.address), rate * 1e6))
-            })
-            .collect::<Vec<_>>(),
+        &per_peer(&|p| Some(p.bbr.as_ref()?.pacing_mbps? * 1e6)),
     );
     metric(
         "tunnel_min_rtt_seconds",
         "gauge",
         "BBR's propagation delay estimate (windowed min RTT).",
-        &s.peers
-            .iter()
-            .filter_map(|p| {
-                let rtt = p.bbr.as_ref()?.min_rtt_ms?;
-                Some((format!(",peer=\"{}\"", p.address), rtt / 1e3))
-            })
-            .collect::<Vec<_>>(),
+        &per_peer(&|p| Some(p.bbr.as_ref()?.min_rtt_ms? / 1e3)),
     );
     metric(
         "tunnel_lost_packets_total",
         "counter",
         "Packets the tunnel declared lost.",
-        &s.peers
-            .iter()
-            .filter_map(|p| {
-                p.lost_packets
-                    .map(|c| (format!(",peer=\"{}\"", p.address), c as f64))
-            })
-            .collect::<Vec<_>>(),
+        &per_peer(&|p| p.lost_packets.map(|c| c as f64)),
     );
     metric(
         "tunnel_reconnects_total",
         "counter",
         "Reconnections of the tunnel.",
-        &s.peers
-            .iter()
-            .map(|p| (format!(",peer=\"{}\"", p.address), p.reconnects as f64))
-            .collect::<Vec<_>>(),
+        &per_peer(&|p| Some(p.reconnects as f64)),
     );
     metric(
         "flows_active",

@@ -272,37 +272,28 @@ async fn maintain_tunnel(
             let connecting = endpoint
                 .connect_with(client_config.clone(), addr, "wanopt")
                 .map_err(|e| (Some(addr), e.to_string()))?;
-            match tokio::time::timeout(Duration::from_secs(10), connecting).await {
-                Ok(Ok(conn)) => Ok(conn),
-                Ok(Err(e)) => Err((Some(addr), e.to_string())),
-                Err(_) => Err((Some(addr), "handshake timed out".to_owned())),
+            let conn = match tokio::time::timeout(Duration::from_secs(10), connecting).await {
+                Ok(Ok(conn)) => conn,
+                Ok(Err(e)) => return Err((Some(addr), e.to_string())),
+                Err(_) => return Err((Some(addr), "handshake timed out".to_owned())),
+            };
+            // The client's side of a TLS 1.3 handshake completes before the
+            // core has checked the edge's certificate: a core that does not
+            // pin this edge closes the connection right after. So the
+            // tunnel is up only once the core answered on the control
+            // stream (or stayed silent but open for HELLO_WAIT).
+            tokio::select! {
+                biased;
+                reason = conn.closed() => Err((
+                    Some(addr),
+                    format!("closed the tunnel during setup: {reason}"),
+                )),
+                cache = control_exchange(&conn, &state) => Ok((conn, cache)),
             }
         };
         match attempt.await {
-            Ok(conn) => {
+            Ok((conn, cache)) => {
                 let addr = conn.remote_address();
-                // The client's side of a TLS 1.3 handshake completes before
-                // the core has checked the edge's certificate: a core that
-                // does not pin this edge closes the connection right after.
-                // So the tunnel is up only once the core answered on the
-                // control stream (or stayed silent but open for HELLO_WAIT).
-                let cache = tokio::select! {
-                    biased;
-                    reason = conn.closed() => {
-                        let error = reason.to_string();
-                        if error != last_error {
-                            warn!("core {addr} closed the tunnel during setup: {error}; retrying with backoff");
-                            last_error = error.clone();
-                        } else {
-                            debug!("core {addr} closed the tunnel during setup: {error}");
-                        }
-                        state.peer_down(addr, Some(error));
-                        tokio::time::sleep(backoff).await;
-                        backoff = (backoff * 2).min(MAX_BACKOFF);
-                        continue;
-                    }
-                    cache = control_exchange(&conn, &state) => cache,
-                };
                 info!("tunnel up to core {addr} (rtt {:?})", conn.rtt());
                 state.peer_up(&conn);
                 tunnel.send_replace(Some(Tunnel {

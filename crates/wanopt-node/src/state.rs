@@ -302,13 +302,12 @@ impl NodeState {
                     state: if e.connection.is_some() { "up" } else { "down" }.into(),
                     key: e.key.map(|k| k.to_string()),
                     rtt_ms: rtt.map(|r| r.as_secs_f64() * 1e3),
-                    bandwidth_estimate_mbps: match &bbr {
-                        Some(b) => Some(b.bandwidth_mbps),
-                        None => stats.as_ref().map(|s| {
+                    bandwidth_estimate_mbps: bbr.as_ref().map(|b| b.bandwidth_mbps).or_else(|| {
+                        stats.as_ref().map(|s| {
                             let rtt = s.path.rtt.max(Duration::from_micros(100)).as_secs_f64();
                             s.path.cwnd as f64 * 8.0 / rtt / 1e6
-                        }),
-                    },
+                        })
+                    }),
                     bbr,
                     send_rate_mbps: e.tx_bps / 1e6,
                     receive_rate_mbps: e.rx_bps / 1e6,
