@@ -255,6 +255,19 @@ impl Decoder {
                     self.enqueue(Pending::Data(data))?;
                 }
             }
+            DataRepr::Run(run) => {
+                self.stats.literals += run.lengths().count() as u64;
+                if self.backlog.is_empty() {
+                    let start = out.len();
+                    run.decode_into(out)?;
+                    self.store_run(&out[start..], run.lengths());
+                } else {
+                    let mut data = Vec::with_capacity(run.raw_len());
+                    run.decode_into(&mut data)?;
+                    self.store_run(&data, run.lengths());
+                    self.enqueue(Pending::Data(data))?;
+                }
+            }
             DataRepr::Reference {
                 fingerprint,
                 raw_len,
@@ -414,6 +427,15 @@ impl Decoder {
         match self.cache.lock().store.insert_buffered(fingerprint, data) {
             Ok(position) => self.acks.push((fingerprint, position)),
             Err(_) => self.stats.store_errors += 1,
+        }
+    }
+
+    /// Stores each chunk of a decoded run (`data`, split at `lengths`).
+    fn store_run(&mut self, mut data: &[u8], lengths: impl Iterator<Item = usize>) {
+        for len in lengths {
+            let (chunk, rest) = data.split_at(len);
+            self.store(chunk);
+            data = rest;
         }
     }
 

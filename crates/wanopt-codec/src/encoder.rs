@@ -8,7 +8,7 @@ use crate::cache::PeerCache;
 use crate::chunker::{Chunker, ChunkerConfig, ChunkerConfigError, StreamChunker};
 use crate::control::ControlRepr;
 use crate::fingerprint::Fingerprint;
-use crate::frame::{delta_compress, Codec, DataRepr, Payload, VERSION};
+use crate::frame::{delta_compress, Codec, DataRepr, Payload, Run, MAX_RUN_CHUNKS, VERSION};
 use crate::stats::EncoderStats;
 use crate::store::index::FingerprintMap;
 
@@ -52,7 +52,21 @@ pub struct EncoderConfig {
     /// Fingerprints of this flow's literals remembered for in-flow
     /// references.
     pub max_flow_chunks: usize,
+    /// Consecutive literals are compressed together, in `Run` frames of up
+    /// to about this many raw bytes (0: each chunk on its own). Never held
+    /// back waiting for input: a run ends with each push.
+    #[serde(default = "default_run_len")]
+    pub run_len: usize,
 }
+
+fn default_run_len() -> usize {
+    DEFAULT_RUN_LEN
+}
+
+/// Default [`EncoderConfig::run_len`]: at 128 KiB a compressor has most of
+/// the context it can use on office documents (zstd level 3: 28-30% of
+/// the Table 1 Word files against 35% chunk by chunk).
+pub const DEFAULT_RUN_LEN: usize = 128 << 10;
 
 impl Default for EncoderConfig {
     fn default() -> Self {
@@ -63,6 +77,7 @@ impl Default for EncoderConfig {
             min_saving_percent: 3,
             retain_bytes: 32 << 20,
             max_flow_chunks: 1 << 16,
+            run_len: DEFAULT_RUN_LEN,
         }
     }
 }
@@ -133,6 +148,10 @@ struct Core {
     skip_compression: u32,
     compress_backoff: u32,
     zstd: Option<ZstdContext>,
+    /// Literals waiting to be compressed together: their bytes and their
+    /// lengths (big-endian u32s, as the `Run` frame carries them).
+    run: Vec<u8>,
+    run_lengths: Vec<u8>,
     stored: Vec<(Fingerprint, u64)>,
     cursor: Option<Fingerprint>,
     base_scratch: Vec<u8>,
@@ -171,6 +190,8 @@ impl Encoder {
                 skip_compression: 0,
                 compress_backoff: 0,
                 zstd: None,
+                run: Vec::new(),
+                run_lengths: Vec::new(),
                 stored: Vec::new(),
                 cursor: None,
                 base_scratch: Vec::new(),
@@ -201,6 +222,7 @@ impl Encoder {
         let core = &mut self.core;
         self.chunker
             .push(input, |chunk| core.encode_chunk(chunk, out));
+        self.core.flush_run(out);
         self.core.emit_stored(out);
         self.core.stats.wan_bytes_out += (out.len() - before) as u64;
     }
@@ -228,6 +250,7 @@ impl Encoder {
         self.core.start(out);
         let core = &mut self.core;
         self.chunker.flush(|chunk| core.encode_chunk(chunk, out));
+        self.core.flush_run(out);
         self.core.emit_stored(out);
         self.core.stats.wan_bytes_out += (out.len() - before) as u64;
     }
@@ -309,6 +332,7 @@ impl Core {
         let referable =
             self.flow_sent.contains_key(&fingerprint) || self.cache.lock().peer.holds(&fingerprint);
         if referable {
+            self.flush_run(out);
             DataRepr::Reference {
                 fingerprint,
                 raw_len: chunk.len() as u32,
@@ -333,13 +357,7 @@ impl Core {
         };
         self.cursor = base;
         if !base.is_some_and(|base| self.try_delta(fingerprint, base, chunk, out)) {
-            let codec = self.compress(chunk);
-            let payload = self.payload(codec, chunk);
-            DataRepr::Literal(payload).emit(out);
-            match codec {
-                Codec::Raw => self.stats.literals_raw += 1,
-                Codec::Lz4 | Codec::Zstd => self.stats.literals_compressed += 1,
-            }
+            self.literal(chunk, out);
         }
         if self.config.store_sent {
             // After the literal is in `out`: the peer stores it on receipt;
@@ -402,6 +420,7 @@ impl Core {
             delta_len + 31 < literal_len
         };
         if worth {
+            self.flush_run(out);
             DataRepr::Delta {
                 target: fingerprint,
                 base,
@@ -420,6 +439,79 @@ impl Core {
         worth
     }
 
+    /// Send `chunk` in full: added to the run being gathered while
+    /// compression is on and paying, else at once as a `Literal`.
+    fn literal(&mut self, chunk: &[u8], out: &mut Vec<u8>) {
+        let gather = self.config.run_len > 0
+            && self.config.compression != Compression::Off
+            && self.skip_compression == 0;
+        if !gather {
+            self.flush_run(out);
+            self.single_literal(chunk, out);
+            return;
+        }
+        self.run.extend_from_slice(chunk);
+        self.run_lengths
+            .extend_from_slice(&(chunk.len() as u32).to_be_bytes());
+        if self.run.len() >= self.config.run_len || self.run_lengths.len() / 4 >= MAX_RUN_CHUNKS {
+            self.flush_run(out);
+        }
+    }
+
+    fn single_literal(&mut self, chunk: &[u8], out: &mut Vec<u8>) {
+        let codec = self.compress(chunk);
+        let payload = self.payload(codec, chunk);
+        DataRepr::Literal(payload).emit(out);
+        match codec {
+            Codec::Raw => self.stats.literals_raw += 1,
+            Codec::Lz4 | Codec::Zstd => self.stats.literals_compressed += 1,
+        }
+    }
+
+    /// Send the gathered literals: one `Run` frame when they compress, one
+    /// raw `Literal` each when they do not (then compression backs off).
+    /// Called before any frame that must follow them and at the end of
+    /// every push.
+    fn flush_run(&mut self, out: &mut Vec<u8>) {
+        let count = self.run_lengths.len() / 4;
+        if count == 0 {
+            return;
+        }
+        let run = std::mem::take(&mut self.run);
+        let lengths = std::mem::take(&mut self.run_lengths);
+        if count == 1 {
+            self.single_literal(&run, out);
+        } else {
+            let codec = self.compress_now(&run);
+            match codec {
+                Codec::Raw => {
+                    let mut rest = &run[..];
+                    for len in lengths.chunks_exact(4) {
+                        let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
+                        let (chunk, tail) = rest.split_at(len);
+                        DataRepr::Literal(self.payload(Codec::Raw, chunk)).emit(out);
+                        rest = tail;
+                    }
+                    self.stats.literals_raw += count as u64;
+                }
+                Codec::Lz4 | Codec::Zstd => {
+                    DataRepr::Run(Run {
+                        codec,
+                        lengths: &lengths,
+                        bytes: &self.scratch[..self.compressed_len],
+                    })
+                    .emit(out);
+                    self.stats.literals_compressed += count as u64;
+                }
+            }
+        }
+        // Keep the buffers' capacity for the next run.
+        self.run = run;
+        self.run.clear();
+        self.run_lengths = lengths;
+        self.run_lengths.clear();
+    }
+
     /// Compress `chunk` into `scratch` when that pays; returns the codec.
     /// After a chunk that did not compress, the next 1, 2, 4 .. 16 chunks
     /// are sent raw without trying (incompressible streams stay fast).
@@ -432,6 +524,13 @@ impl Core {
             self.skip_compression -= 1;
             return Codec::Raw;
         }
+        self.compress_now(chunk)
+    }
+
+    /// Compress `data` into `scratch` if that pays (whatever the backoff);
+    /// a failure starts or doubles the backoff.
+    fn compress_now(&mut self, chunk: &[u8]) -> Codec {
+        let compression = self.config.compression;
         let limit = chunk.len() - chunk.len() * usize::from(self.config.min_saving_percent) / 100;
         let packed = match compression {
             Compression::Off => None,

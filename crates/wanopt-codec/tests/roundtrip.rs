@@ -83,6 +83,41 @@ fn zstd_literals_are_smaller_than_lz4_and_decode_the_same() {
 }
 
 #[test]
+fn literals_compressed_together_are_smaller_and_each_chunk_is_cached() {
+    let file = text(1 << 20, 15);
+    let mut sizes = Vec::new();
+    for run_len in [0, 128 << 10] {
+        for compression in [Compression::Lz4, Compression::ZSTD] {
+            let mut pair = Pair::new(small_config());
+            pair.encoder.compression = compression;
+            pair.encoder.run_len = run_len;
+            let (out, wan) = pair.transfer(&file, &[128 << 10, 100_000, 7]);
+            assert_eq!(out, file, "run_len {run_len} {compression:?}");
+            sizes.push(wan);
+            // Every chunk of a run was stored by the decoder on its own:
+            // the same file again crosses as references.
+            let (again, wan2) = pair.transfer(&file, &[128 << 10]);
+            assert_eq!(again, file);
+            assert!(
+                (wan2 as f64) < file.len() as f64 * 0.02,
+                "second pass {wan2} (run_len {run_len} {compression:?})"
+            );
+        }
+    }
+    let [lz4_alone, zstd_alone, lz4_runs, zstd_runs] = sizes[..] else {
+        unreachable!()
+    };
+    assert!(
+        lz4_runs < lz4_alone * 95 / 100,
+        "lz4 {lz4_runs} vs {lz4_alone}"
+    );
+    assert!(
+        zstd_runs < zstd_alone * 95 / 100,
+        "zstd {zstd_runs} vs {zstd_alone}"
+    );
+}
+
+#[test]
 fn compression_can_change_mid_flow() {
     let pair = Pair::new(small_config());
     let file = text(600_000, 14);
