@@ -444,6 +444,17 @@ pub struct PeerServices {
     pub accepts: Services,
 }
 
+/// The peer's cache hello; `None` when it is well formed but of another
+/// codec version (the peer's flows then go without `reduce`).
+fn peer_cache_hello(bytes: &[u8]) -> Result<Option<wanopt_codec::Hello>, String> {
+    use wanopt_codec::{control::HelloError, frame::FrameError};
+    match wanopt_codec::Hello::parse(bytes) {
+        Ok((hello, _)) => Ok(Some(hello)),
+        Err(HelloError::Frame(FrameError::UnsupportedVersion(_))) => Ok(None),
+        Err(e) => Err(format!("bad cache hello from the peer: {e}")),
+    }
+}
+
 /// Runs a connection's control stream: sends our hello, applies the peer's
 /// hellos to `entry`'s cache (when both ends reduce), answers requests for
 /// hellos and sends new ones after a local clear. `first` is completed
@@ -477,11 +488,21 @@ pub async fn run_control(
         loop {
             tokio::select! {
                 message = read_message(&mut recv) => {
-                    let ControlRepr::Hello { services, reply_wanted, cache_hello } = message?;
+                    let ControlRepr::Hello { mut services, reply_wanted, cache_hello } = message?;
                     if let Some(entry) = &entry {
                         if services.contains(Services::REDUCE) {
-                            let (hello, _) = wanopt_codec::Hello::parse(&cache_hello)
-                                .map_err(|e| format!("bad cache hello from the peer: {e}"))?;
+                            let Some(hello) = peer_cache_hello(&cache_hello)? else {
+                                warn!(
+                                    "peer {remote} speaks another codec version (this node: {}); \
+                                     its flows are not reduced: upgrade both nodes",
+                                    wanopt_codec::frame::VERSION
+                                );
+                                services = services.without(Services::REDUCE);
+                                if let Some(first) = first.take() {
+                                    let _ = first.send(PeerServices { accepts: services });
+                                }
+                                continue;
+                            };
                             entry.cache.handle_hello(&hello);
                             *entry.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(id);
                             debug!("peer {remote}: cache hello applied");
@@ -566,6 +587,22 @@ async fn read_message(recv: &mut quinn::RecvStream) -> Result<ControlRepr, Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cache_hello_of_another_codec_version_turns_reduce_off_not_the_tunnel() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = PeerCache::open(dir.path(), CacheConfig::default(), CacheId([3; 16])).unwrap();
+        let mut hello = Vec::new();
+        cache.hello().emit(&mut hello);
+        assert!(peer_cache_hello(&hello).unwrap().is_some());
+        // The version byte follows the 4-byte header and the magic.
+        hello[8] = wanopt_codec::frame::VERSION - 1;
+        assert_eq!(peer_cache_hello(&hello), Ok(None));
+        hello[4] = b'X';
+        assert!(peer_cache_hello(&hello)
+            .unwrap_err()
+            .contains("bad cache hello"));
+    }
 
     #[test]
     fn compression_modes_parse_and_auto_picks_by_rate() {

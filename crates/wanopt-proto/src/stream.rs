@@ -192,6 +192,11 @@ impl Services {
     pub fn with(self, other: Services) -> Services {
         Services(self.0 | other.0)
     }
+
+    /// `self` with the services of `other` removed.
+    pub fn without(self, other: Services) -> Services {
+        Services(self.0 & !other.0)
+    }
 }
 
 /// A checked view of an open header in a buffer.
