@@ -8,7 +8,9 @@ use crate::cache::PeerCache;
 use crate::chunker::{Chunker, ChunkerConfig, ChunkerConfigError, StreamChunker};
 use crate::control::ControlRepr;
 use crate::fingerprint::Fingerprint;
-use crate::frame::{delta_compress, Codec, DataRepr, Payload, Run, MAX_RUN_CHUNKS, VERSION};
+use crate::frame::{
+    delta_compress, Codec, DataRepr, Payload, Run, MAX_RUN_CHUNKS, MAX_RUN_LEN, VERSION,
+};
 use crate::stats::EncoderStats;
 use crate::store::index::FingerprintMap;
 
@@ -30,6 +32,12 @@ pub enum Compression {
 impl Compression {
     /// zstd at its default level (3).
     pub const ZSTD: Compression = Compression::Zstd { level: 3 };
+
+    /// Whether this setting compresses slower than about 100 MB/s per core
+    /// (zstd above level 5): tens of milliseconds per 128 KiB pushed.
+    pub fn is_slow(self) -> bool {
+        matches!(self, Compression::Zstd { level } if level > 5)
+    }
 }
 
 /// Encoder settings.
@@ -360,7 +368,8 @@ impl Core {
             self.literal(chunk, out);
         }
         if self.config.store_sent {
-            // After the literal is in `out`: the peer stores it on receipt;
+            // The literal is in `out`, or in the run that goes out before
+            // this call ends: the peer stores it on receipt;
             // our copy lets it reference the chunk back to us. Written with
             // the others of this call before the `Ack` (`emit_stored`).
             match self.cache.lock().store.insert_buffered(fingerprint, chunk) {
@@ -449,6 +458,9 @@ impl Core {
             self.flush_run(out);
             self.single_literal(chunk, out);
             return;
+        }
+        if self.run.len() + chunk.len() > MAX_RUN_LEN {
+            self.flush_run(out);
         }
         self.run.extend_from_slice(chunk);
         self.run_lengths

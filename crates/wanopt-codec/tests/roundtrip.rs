@@ -118,6 +118,15 @@ fn literals_compressed_together_are_smaller_and_each_chunk_is_cached() {
 }
 
 #[test]
+fn runs_stay_within_the_frame_limit_whatever_the_setting() {
+    let mut pair = Pair::new(small_config());
+    pair.encoder.run_len = usize::MAX;
+    let file = text(3 << 20, 16);
+    let (out, _) = pair.transfer(&file, &[3 << 20]);
+    assert_eq!(out, file);
+}
+
+#[test]
 fn compression_can_change_mid_flow() {
     let pair = Pair::new(small_config());
     let file = text(600_000, 14);
