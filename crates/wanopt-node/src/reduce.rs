@@ -614,6 +614,9 @@ mod tests {
         assert_eq!(auto.pick(Some(2e6)), Compression::Zstd { level: 14 });
         assert_eq!(auto.pick(Some(10e6)), Compression::Zstd { level: 9 });
         assert_eq!(auto.pick(Some(50e6)), Compression::ZSTD);
+        // The slow levels are encoded off the runtime's workers.
+        assert!(auto.pick(Some(2e6)).is_slow() && auto.pick(Some(10e6)).is_slow());
+        assert!(!Compression::ZSTD.is_slow() && !Compression::Lz4.is_slow());
         assert_eq!(auto.pick(Some(1e9)), Compression::Lz4);
         assert_eq!(auto.pick(None), Compression::Lz4);
         assert_eq!(CompressionMode::Off.pick(Some(2e6)), Compression::Off);

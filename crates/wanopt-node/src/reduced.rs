@@ -222,12 +222,22 @@ async fn uplink(
             Ok(n) => {
                 dir.lan.fetch_add(n as u64, Ordering::Relaxed);
                 let mut out = Vec::with_capacity(n + n / 64 + 64);
-                {
+                let mut encode = || {
                     let mut encoder = lock(encoder);
                     choice.update(&mut encoder);
                     encoder.push(&buf[..n], &mut out);
                     flow.references
                         .store(encoder.stats().references, Ordering::Relaxed);
+                };
+                // The slow zstd levels spend tens of milliseconds on a
+                // read: off the runtime's worker, so the tunnel's other
+                // flows and its connection driver are not held up.
+                let multi_thread = tokio::runtime::Handle::current().runtime_flavor()
+                    == tokio::runtime::RuntimeFlavor::MultiThread;
+                if multi_thread && lock(encoder).compression().is_slow() {
+                    tokio::task::block_in_place(encode);
+                } else {
+                    encode();
                 }
                 pending = true;
                 if !out.is_empty() {
