@@ -428,7 +428,7 @@ fn one_run(
 }
 
 /// `h:mm:ss` since the run started, for progress lines.
-fn humantime(elapsed: std::time::Duration) -> String {
+pub(crate) fn humantime(elapsed: std::time::Duration) -> String {
     let secs = elapsed.as_secs();
     format!("{}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)
 }

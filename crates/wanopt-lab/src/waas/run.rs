@@ -451,6 +451,16 @@ fn wan_counters(lab: &Lab, not_before_ms: u64) -> Result<WanCounters, String> {
     }
 }
 
+/// A line above the progress bar, or on stderr when there is no bar to
+/// print above (no terminal: the bar is hidden and would drop it).
+fn say(bar: &ProgressBar, line: String) {
+    if bar.is_hidden() {
+        eprintln!("{line}");
+    } else {
+        bar.println(line);
+    }
+}
+
 /// Runs one transfer and records its sample or failure.
 fn measure(
     ctx: &mut Context<'_>,
@@ -473,17 +483,36 @@ fn measure(
     let entry = ctx.samples.entry((test, file.name, mode)).or_default();
     match outcome {
         Ok(sample) => {
+            if ctx.bar.is_hidden() {
+                // No terminal (a log file, CI): a line per transfer instead
+                // of the bar.
+                eprintln!(
+                    "[{}/{}] {} run {} {} {} {}: {:.2} s, {} WAN bytes",
+                    ctx.bar.position(),
+                    ctx.bar.length().unwrap_or(0),
+                    crate::scenario::humantime(ctx.bar.elapsed()),
+                    run + 1,
+                    mode.name(),
+                    test.name(),
+                    file.name,
+                    sample.seconds,
+                    sample.wan_bytes_up + sample.wan_bytes_down
+                );
+            }
             entry.0.push(sample);
             Ok(())
         }
         Err(Failure::Failed(reason)) => {
-            ctx.bar.println(format!(
-                "run {} {} {} {}: failed: {reason}",
-                run + 1,
-                mode.name(),
-                test.name(),
-                file.name
-            ));
+            say(
+                &ctx.bar,
+                format!(
+                    "run {} {} {} {}: failed: {reason}",
+                    run + 1,
+                    mode.name(),
+                    test.name(),
+                    file.name
+                ),
+            );
             entry.1.push(format!("run {}: {reason}", run + 1));
             Ok(())
         }
@@ -495,7 +524,7 @@ fn measure(
                 test.name(),
                 file.name
             );
-            ctx.bar.println(format!("CONTENT MISMATCH: {message}"));
+            say(&ctx.bar, format!("CONTENT MISMATCH: {message}"));
             entry.1.push(format!("run {}: {reason}", run + 1));
             ctx.corrupted.push(message.clone());
             Err(Stop::Corrupted(message))
