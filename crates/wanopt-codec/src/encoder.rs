@@ -60,9 +60,12 @@ pub struct EncoderConfig {
     /// Fingerprints of this flow's literals remembered for in-flow
     /// references.
     pub max_flow_chunks: usize,
-    /// Consecutive literals are compressed together, in `Run` frames of up
-    /// to about this many raw bytes (0: each chunk on its own). Never held
-    /// back waiting for input: a run ends with each push.
+    /// With zstd, consecutive literals are compressed together, in `Run`
+    /// frames of up to about this many raw bytes (0: each chunk on its
+    /// own). Never held back waiting for input: a run ends with each push.
+    /// LZ4, picked where the CPU rather than the link is the limit, stays
+    /// chunk by chunk: on inputs of 64 KiB and more it is 10-15% slower
+    /// (a larger match table) for about 6% fewer bytes.
     #[serde(default = "default_run_len")]
     pub run_len: usize,
 }
@@ -448,11 +451,11 @@ impl Core {
         worth
     }
 
-    /// Send `chunk` in full: added to the run being gathered while
-    /// compression is on and paying, else at once as a `Literal`.
+    /// Send `chunk` in full: added to the run being gathered while zstd is
+    /// on and paying, else at once as a `Literal`.
     fn literal(&mut self, chunk: &[u8], out: &mut Vec<u8>) {
         let gather = self.config.run_len > 0
-            && self.config.compression != Compression::Off
+            && matches!(self.config.compression, Compression::Zstd { .. })
             && self.skip_compression == 0;
         if !gather {
             self.flush_run(out);

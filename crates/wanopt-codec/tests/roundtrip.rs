@@ -83,7 +83,7 @@ fn zstd_literals_are_smaller_than_lz4_and_decode_the_same() {
 }
 
 #[test]
-fn literals_compressed_together_are_smaller_and_each_chunk_is_cached() {
+fn zstd_literals_compressed_together_are_smaller_and_each_chunk_is_cached() {
     let file = text(1 << 20, 15);
     let mut sizes = Vec::new();
     for run_len in [0, 128 << 10] {
@@ -107,10 +107,8 @@ fn literals_compressed_together_are_smaller_and_each_chunk_is_cached() {
     let [lz4_alone, zstd_alone, lz4_runs, zstd_runs] = sizes[..] else {
         unreachable!()
     };
-    assert!(
-        lz4_runs < lz4_alone * 95 / 100,
-        "lz4 {lz4_runs} vs {lz4_alone}"
-    );
+    // LZ4 stays chunk by chunk (EncoderConfig::run_len).
+    assert_eq!(lz4_runs, lz4_alone);
     assert!(
         zstd_runs < zstd_alone * 95 / 100,
         "zstd {zstd_runs} vs {zstd_alone}"
@@ -121,6 +119,7 @@ fn literals_compressed_together_are_smaller_and_each_chunk_is_cached() {
 fn runs_stay_within_the_frame_limit_whatever_the_setting() {
     let mut pair = Pair::new(small_config());
     pair.encoder.run_len = usize::MAX;
+    pair.encoder.compression = Compression::ZSTD;
     let file = text(3 << 20, 16);
     let (out, _) = pair.transfer(&file, &[3 << 20]);
     assert_eq!(out, file);
