@@ -169,10 +169,18 @@ fn bench(c: &mut Criterion) {
         compression: Compression::ZSTD,
         ..EncoderConfig::default()
     };
+    // The levels `--compression auto` uses on slower links (the node's
+    // `reduce::ZSTD_LEVELS`).
+    let zstd_at = |level| EncoderConfig {
+        compression: Compression::Zstd { level },
+        ..EncoderConfig::default()
+    };
     let cases = [
         ("fresh_text", &inputs[0].1, EncoderConfig::default()),
         ("fresh_random", &inputs[1].1, EncoderConfig::default()),
         ("fresh_text_zstd", &inputs[0].1, zstd),
+        ("fresh_text_zstd9", &inputs[0].1, zstd_at(9)),
+        ("fresh_text_zstd14", &inputs[0].1, zstd_at(14)),
     ];
     for (name, data, config) in cases {
         g.bench_function(name, |b| {
