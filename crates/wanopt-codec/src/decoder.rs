@@ -9,7 +9,7 @@ use crate::cache::PeerCache;
 use crate::control::{ControlRepr, MAX_ACK_ENTRIES};
 use crate::fingerprint::Fingerprint;
 use crate::frame::{
-    delta_decompress, DataRepr, Frame, FrameError, Payload, HEADER_LEN, MAX_FRAME_BODY,
+    delta_decompress, split_run, DataRepr, Frame, FrameError, Payload, HEADER_LEN, MAX_FRAME_BODY,
 };
 use crate::stats::DecoderStats;
 use crate::store::index::FingerprintMap;
@@ -256,7 +256,7 @@ impl Decoder {
                 }
             }
             DataRepr::Run(run) => {
-                self.stats.literals += run.lengths().count() as u64;
+                self.stats.literals += run.count() as u64;
                 if self.backlog.is_empty() {
                     let start = out.len();
                     run.decode_into(out)?;
@@ -431,11 +431,9 @@ impl Decoder {
     }
 
     /// Stores each chunk of a decoded run (`data`, split at `lengths`).
-    fn store_run(&mut self, mut data: &[u8], lengths: impl Iterator<Item = usize>) {
-        for len in lengths {
-            let (chunk, rest) = data.split_at(len);
+    fn store_run(&mut self, data: &[u8], lengths: impl Iterator<Item = usize>) {
+        for chunk in split_run(data, lengths) {
             self.store(chunk);
-            data = rest;
         }
     }
 

@@ -9,7 +9,8 @@ use crate::chunker::{Chunker, ChunkerConfig, ChunkerConfigError, StreamChunker};
 use crate::control::ControlRepr;
 use crate::fingerprint::Fingerprint;
 use crate::frame::{
-    delta_compress, Codec, DataRepr, Payload, Run, MAX_RUN_CHUNKS, MAX_RUN_LEN, VERSION,
+    delta_compress, run_lengths, split_run, Codec, DataRepr, Payload, Run, MAX_RUN_CHUNKS,
+    MAX_RUN_LEN, VERSION,
 };
 use crate::stats::EncoderStats;
 use crate::store::index::FingerprintMap;
@@ -500,12 +501,8 @@ impl Core {
             let codec = self.compress_now(&run);
             match codec {
                 Codec::Raw => {
-                    let mut rest = &run[..];
-                    for len in lengths.chunks_exact(4) {
-                        let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
-                        let (chunk, tail) = rest.split_at(len);
+                    for chunk in split_run(&run, run_lengths(&lengths)) {
                         DataRepr::Literal(self.payload(Codec::Raw, chunk)).emit(out);
-                        rest = tail;
                     }
                     self.stats.literals_raw += count as u64;
                 }

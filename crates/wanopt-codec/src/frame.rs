@@ -344,6 +344,23 @@ pub enum DataRepr<'a> {
     Run(Run<'a>),
 }
 
+/// Lengths carried as big-endian u32s (a `Run` frame's), as `usize`s.
+pub fn run_lengths(lengths: &[u8]) -> impl Iterator<Item = usize> + '_ {
+    lengths
+        .chunks_exact(4)
+        .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
+}
+
+/// `data` cut into consecutive pieces of the given lengths; ends early
+/// rather than panic if the lengths add up to more than `data`.
+pub fn split_run(data: &[u8], lengths: impl Iterator<Item = usize>) -> impl Iterator<Item = &[u8]> {
+    lengths.scan(0usize, move |at, len| {
+        let piece = data.get(*at..at.checked_add(len)?)?;
+        *at += len;
+        Some(piece)
+    })
+}
+
 /// Consecutive literal chunks compressed together (a `Run` frame).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Run<'a> {
@@ -358,9 +375,12 @@ pub struct Run<'a> {
 impl<'a> Run<'a> {
     /// The chunks' raw lengths, in order.
     pub fn lengths(&self) -> impl Iterator<Item = usize> + 'a {
-        self.lengths
-            .chunks_exact(4)
-            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
+        run_lengths(self.lengths)
+    }
+
+    /// How many chunks the run carries.
+    pub fn count(&self) -> usize {
+        self.lengths.len() / 4
     }
 
     /// Total raw length (what [`Run::decode_into`] appends).
@@ -589,7 +609,7 @@ impl<'a> DataRepr<'a> {
             DataRepr::Run(run) => {
                 emit_header(out, kind::RUN, run.body_len());
                 out.push(run.codec.to_byte());
-                out.extend_from_slice(&((run.lengths.len() / 4) as u16).to_be_bytes());
+                out.extend_from_slice(&(run.count() as u16).to_be_bytes());
                 out.extend_from_slice(run.lengths);
                 out.extend_from_slice(run.bytes);
             }
