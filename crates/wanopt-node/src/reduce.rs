@@ -124,9 +124,16 @@ pub fn estimated_rate_bps(connection: &quinn::Connection) -> Option<f64> {
     if let Some(bytes_per_sec) = bbr {
         return Some(bytes_per_sec as f64 * 8.0);
     }
-    let rtt = connection.rtt().as_secs_f64();
-    let cwnd = connection.stats().path.cwnd as f64;
-    (rtt > 0.0).then(|| cwnd * 8.0 / rtt)
+    Some(window_rate_bps(
+        connection.stats().path.cwnd,
+        connection.rtt(),
+    ))
+}
+
+/// Congestion window over round-trip time (at least 100 µs), bits per
+/// second: the rate estimate of a controller without a bandwidth model.
+pub fn window_rate_bps(cwnd: u64, rtt: Duration) -> f64 {
+    cwnd as f64 * 8.0 / rtt.max(Duration::from_micros(100)).as_secs_f64()
 }
 
 /// Settings of the `reduce` service.
@@ -493,21 +500,22 @@ pub async fn run_control(
                     let ControlRepr::Hello { mut services, reply_wanted, cache_hello } = message?;
                     if let Some(entry) = &entry {
                         if services.contains(Services::REDUCE) {
-                            let Some(hello) = peer_cache_hello(&cache_hello)? else {
-                                warn!(
-                                    "peer {remote} speaks another codec version (this node: {}); \
-                                     its flows are not reduced: upgrade both nodes",
-                                    wanopt_codec::frame::VERSION
-                                );
-                                services = services.without(Services::REDUCE);
-                                if let Some(first) = first.take() {
-                                    let _ = first.send(PeerServices { accepts: services });
+                            match peer_cache_hello(&cache_hello)? {
+                                Some(hello) => {
+                                    entry.cache.handle_hello(&hello);
+                                    *entry.current.lock().unwrap_or_else(|e| e.into_inner()) =
+                                        Some(id);
+                                    debug!("peer {remote}: cache hello applied");
                                 }
-                                continue;
-                            };
-                            entry.cache.handle_hello(&hello);
-                            *entry.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(id);
-                            debug!("peer {remote}: cache hello applied");
+                                None => {
+                                    warn!(
+                                        "peer {remote} speaks another codec version (this node: {}); \
+                                         its flows are not reduced: upgrade both nodes",
+                                        wanopt_codec::frame::VERSION
+                                    );
+                                    services = services.without(Services::REDUCE);
+                                }
+                            }
                         }
                     }
                     if let Some(first) = first.take() {

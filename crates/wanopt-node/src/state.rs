@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
@@ -303,10 +303,9 @@ impl NodeState {
                     key: e.key.map(|k| k.to_string()),
                     rtt_ms: rtt.map(|r| r.as_secs_f64() * 1e3),
                     bandwidth_estimate_mbps: bbr.as_ref().map(|b| b.bandwidth_mbps).or_else(|| {
-                        stats.as_ref().map(|s| {
-                            let rtt = s.path.rtt.max(Duration::from_micros(100)).as_secs_f64();
-                            s.path.cwnd as f64 * 8.0 / rtt / 1e6
-                        })
+                        stats
+                            .as_ref()
+                            .map(|s| crate::reduce::window_rate_bps(s.path.cwnd, s.path.rtt) / 1e6)
                     }),
                     bbr,
                     send_rate_mbps: e.tx_bps / 1e6,
