@@ -9,11 +9,14 @@
 //!   and the core's reply.
 //! - [`control`]: the messages on each node's control stream (services
 //!   accepted, byte-cache hello).
+//! - [`dup`]: tail duplication under QUIC (which datagrams to send twice,
+//!   and when) and the loss monitor that turns it on.
 //! - [`codes`]: QUIC application error codes carried by stream resets and
 //!   connection closes.
 
 pub mod codes;
 pub mod control;
+pub mod dup;
 pub mod stream;
 
 pub use control::{control_len, Control, ControlRepr};

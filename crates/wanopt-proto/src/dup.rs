@@ -1,0 +1,402 @@
+//! Tail duplication: the sender repeats the last datagrams of each burst.
+//!
+//! A datagram lost in the middle of a long transfer costs QUIC little: later
+//! packets are acknowledged and the gap is retransmitted about one round trip
+//! later, while the transfer goes on. A datagram lost at the *end* of a burst
+//! (the last packets of a response, a request, a save's references) has no
+//! later packet to reveal the loss, so the sender waits for its probe
+//! timeout (RFC 9002 §6.2: smoothed RTT + 4 x RTT variance + the peer's ack
+//! delay), which on a queued 3G link is more than a round trip. Short
+//! transfers are nothing but tails, and a warm transfer through the byte
+//! cache is a few kilobytes: one loss doubles its time.
+//!
+//! [`TailDup`] sits under QUIC in the UDP socket layer. It keeps a copy of
+//! the last datagrams sent to each path; when the path has been quiet for a
+//! moment (a few pacing intervals: the burst is over) it hands them out once
+//! more. The receiver's QUIC stack drops whichever copy arrives second (it
+//! tracks packet numbers), so nothing above it changes. Bursts longer than
+//! the tail only get their end repeated, the link's share spent on copies
+//! is bounded by a token bucket, and [`LossMonitor`] turns the whole thing
+//! on only for paths that lose packets.
+//!
+//! Sans-IO: the caller passes `now`, reports every datagram it sent with
+//! [`TailDup::on_send`], sleeps until [`TailDup::poll_timeout`] and sends
+//! what [`TailDup::poll_transmit`] returns.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+/// Shortest silence that ends a burst.
+pub const MIN_QUIET: Duration = Duration::from_millis(5);
+/// Datagrams a tail holds at most.
+pub const MAX_TAIL_DATAGRAMS: usize = 16;
+/// How much link time a tail may take (at the estimated rate).
+pub const TAIL_LINK_TIME: Duration = Duration::from_millis(50);
+/// Share of the estimated rate the copies may use in the long run.
+pub const MAX_RATE_SHARE: f64 = 0.1;
+
+/// How tails are repeated on one path.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TailParams {
+    /// Silence after the last datagram that ends a burst.
+    pub quiet: Duration,
+    /// Most datagrams repeated per burst.
+    pub max_datagrams: usize,
+    /// Most bytes repeated per burst.
+    pub max_bytes: usize,
+    /// Token bucket refill: bytes of copies per second in the long run (the
+    /// bucket holds `max_bytes`).
+    pub refill_bytes_per_sec: f64,
+}
+
+impl TailParams {
+    /// Parameters for a path with smoothed RTT `srtt`, an estimated
+    /// bottleneck rate (bytes per second, if known) and datagrams of up to
+    /// `mtu` bytes.
+    ///
+    /// - quiet: two datagrams' time at the estimated rate (BBR paces at 0.75
+    ///   to 2.9 times its estimate, so a burst's own gaps are shorter), at
+    ///   least [`MIN_QUIET`], at most half the RTT;
+    /// - tail: [`TAIL_LINK_TIME`] of the rate, between 2 and
+    ///   [`MAX_TAIL_DATAGRAMS`] datagrams;
+    /// - long-run share: [`MAX_RATE_SHARE`] of the rate, or one full tail
+    ///   per second if that is more.
+    pub fn for_path(srtt: Duration, rate_bytes_per_sec: Option<f64>, mtu: usize) -> TailParams {
+        let mtu = mtu.max(1200);
+        let ceiling = (srtt / 2).max(MIN_QUIET);
+        let rate = rate_bytes_per_sec.filter(|r| r.is_finite() && *r > 0.0);
+        let quiet = match rate {
+            Some(r) => Duration::from_secs_f64((2 * mtu) as f64 / r).clamp(MIN_QUIET, ceiling),
+            None => (srtt / 4).clamp(MIN_QUIET, ceiling),
+        };
+        let max_bytes = rate
+            .map_or(2 * mtu, |r| (r * TAIL_LINK_TIME.as_secs_f64()) as usize)
+            .clamp(2 * mtu, MAX_TAIL_DATAGRAMS * mtu);
+        let refill = rate
+            .map_or(0.0, |r| r * MAX_RATE_SHARE)
+            .max(max_bytes as f64);
+        TailParams {
+            quiet,
+            max_datagrams: MAX_TAIL_DATAGRAMS,
+            max_bytes,
+            refill_bytes_per_sec: refill,
+        }
+    }
+}
+
+/// What one path's tails cost and bought.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TailStats {
+    /// Bursts whose tail was repeated (at least one datagram).
+    pub bursts: u64,
+    /// Datagrams repeated.
+    pub datagrams: u64,
+    /// Bytes repeated.
+    pub bytes: u64,
+    /// Datagrams not repeated because the token bucket was empty.
+    pub over_budget: u64,
+    /// Tails dropped because the caller polled after the next burst began.
+    pub late: u64,
+}
+
+/// A copy to send now.
+#[derive(Debug)]
+pub struct Duplicate<K, M> {
+    /// The path.
+    pub key: K,
+    /// The caller's metadata of the original (ECN, source address ...).
+    pub meta: M,
+    /// The datagram; hand the buffer back with [`TailDup::recycle`].
+    pub datagram: Vec<u8>,
+}
+
+#[derive(Debug)]
+struct Path<K, M> {
+    key: K,
+    params: TailParams,
+    tail: VecDeque<(M, Vec<u8>)>,
+    tail_bytes: usize,
+    last_send: Option<Instant>,
+    /// Whether the current tail has started to go out.
+    repeating: bool,
+    tokens: f64,
+    refilled: Instant,
+    stats: TailStats,
+}
+
+impl<K, M> Path<K, M> {
+    fn due(&self) -> Option<Instant> {
+        if self.tail.is_empty() {
+            return None;
+        }
+        Some(self.last_send? + self.params.quiet)
+    }
+
+    fn refill(&mut self, now: Instant) {
+        let secs = now.saturating_duration_since(self.refilled).as_secs_f64();
+        self.tokens = (self.tokens + secs * self.params.refill_bytes_per_sec)
+            .min(self.params.max_bytes as f64);
+        self.refilled = now;
+    }
+}
+
+/// The tails of every path one socket sends on. `K` names a path (its
+/// destination address), `M` is whatever the caller needs to send a copy
+/// like its original.
+#[derive(Debug)]
+pub struct TailDup<K, M> {
+    paths: Vec<Path<K, M>>,
+    pool: Vec<Vec<u8>>,
+}
+
+impl<K, M> Default for TailDup<K, M> {
+    fn default() -> Self {
+        TailDup {
+            paths: Vec::new(),
+            pool: Vec::new(),
+        }
+    }
+}
+
+impl<K: Copy + Eq, M: Clone> TailDup<K, M> {
+    /// Nothing repeated anywhere until [`TailDup::set_path`].
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Repeats tails on `key` with `params`, or stops (`None`: the held
+    /// copies are dropped, the counters kept).
+    pub fn set_path(&mut self, now: Instant, key: K, params: Option<TailParams>) {
+        let position = self.paths.iter().position(|p| p.key == key);
+        match (position, params) {
+            (Some(i), Some(params)) => {
+                let path = &mut self.paths[i];
+                path.refill(now);
+                path.params = params;
+                path.tokens = path.tokens.min(params.max_bytes as f64);
+                self.trim(i);
+            }
+            (Some(i), None) => {
+                let path = &mut self.paths[i];
+                path.params.max_datagrams = 0;
+                self.trim(i);
+                // Keep the entry (and its counters) while the path exists;
+                // `on_send` ignores it.
+            }
+            (None, Some(params)) => self.paths.push(Path {
+                key,
+                params,
+                tail: VecDeque::new(),
+                tail_bytes: 0,
+                last_send: None,
+                repeating: false,
+                tokens: params.max_bytes as f64,
+                refilled: now,
+                stats: TailStats::default(),
+            }),
+            (None, None) => {}
+        }
+    }
+
+    /// Whether any path repeats tails (callers skip [`TailDup::on_send`]
+    /// otherwise).
+    pub fn is_active(&self) -> bool {
+        self.paths.iter().any(|p| p.params.max_datagrams > 0)
+    }
+
+    /// Records a datagram just sent on `key`. Returns true when this armed
+    /// a timer that was not armed before (the caller's sleeper must learn
+    /// the new [`TailDup::poll_timeout`]).
+    pub fn on_send(&mut self, now: Instant, key: K, meta: &M, datagram: &[u8]) -> bool {
+        let Some(i) = self.paths.iter().position(|p| p.key == key) else {
+            return false;
+        };
+        let path = &mut self.paths[i];
+        if path.params.max_datagrams == 0 {
+            return false;
+        }
+        let was_armed = !path.tail.is_empty();
+        if path.repeating || path.due().is_some_and(|due| now >= due) {
+            // A new burst: whatever is left of the last tail is stale.
+            if !path.repeating {
+                path.stats.late += 1;
+            }
+            path.repeating = false;
+            while let Some((_, buf)) = path.tail.pop_front() {
+                self.pool.push(buf);
+            }
+            path.tail_bytes = 0;
+        }
+        let mut buf = self.pool.pop().unwrap_or_default();
+        buf.clear();
+        buf.extend_from_slice(datagram);
+        path.tail_bytes += buf.len();
+        path.tail.push_back((meta.clone(), buf));
+        path.last_send = Some(now);
+        self.trim(i);
+        !was_armed && !self.paths[i].tail.is_empty()
+    }
+
+    /// When the next copy is due, if any.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.paths.iter().filter_map(Path::due).min()
+    }
+
+    /// The next copy to send at `now`, oldest datagram of a quiet path's
+    /// tail first.
+    #[must_use]
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<Duplicate<K, M>> {
+        for path in &mut self.paths {
+            if !path.due().is_some_and(|due| now >= due) {
+                continue;
+            }
+            path.refill(now);
+            let Some((meta, datagram)) = path.tail.pop_front() else {
+                continue;
+            };
+            path.tail_bytes -= datagram.len();
+            if path.tokens < datagram.len() as f64 {
+                // Out of budget: this tail is not repeated any further.
+                path.stats.over_budget += 1 + path.tail.len() as u64;
+                self.pool.push(datagram);
+                while let Some((_, buf)) = path.tail.pop_front() {
+                    self.pool.push(buf);
+                }
+                path.tail_bytes = 0;
+                path.repeating = false;
+                continue;
+            }
+            path.tokens -= datagram.len() as f64;
+            if !path.repeating {
+                path.stats.bursts += 1;
+            }
+            path.repeating = !path.tail.is_empty();
+            path.stats.datagrams += 1;
+            path.stats.bytes += datagram.len() as u64;
+            return Some(Duplicate {
+                key: path.key,
+                meta,
+                datagram,
+            });
+        }
+        None
+    }
+
+    /// Gives a sent copy's buffer back for reuse.
+    pub fn recycle(&mut self, datagram: Vec<u8>) {
+        if self.pool.len() < 4 * MAX_TAIL_DATAGRAMS {
+            self.pool.push(datagram);
+        }
+    }
+
+    /// The counters of `key`.
+    pub fn stats(&self, key: K) -> Option<TailStats> {
+        self.paths.iter().find(|p| p.key == key).map(|p| p.stats)
+    }
+
+    /// The parameters `key` repeats tails with, if it does.
+    pub fn params(&self, key: K) -> Option<TailParams> {
+        self.paths
+            .iter()
+            .find(|p| p.key == key && p.params.max_datagrams > 0)
+            .map(|p| p.params)
+    }
+
+    /// Forgets `key` entirely (its connection is gone).
+    pub fn remove(&mut self, key: K) {
+        if let Some(i) = self.paths.iter().position(|p| p.key == key) {
+            let path = self.paths.swap_remove(i);
+            self.pool.extend(path.tail.into_iter().map(|(_, b)| b));
+        }
+    }
+
+    fn trim(&mut self, i: usize) {
+        let path = &mut self.paths[i];
+        while path.tail.len() > path.params.max_datagrams || path.tail_bytes > path.params.max_bytes
+        {
+            let Some((_, buf)) = path.tail.pop_front() else {
+                break;
+            };
+            path.tail_bytes -= buf.len();
+            self.pool.push(buf);
+        }
+        self.pool.truncate(4 * MAX_TAIL_DATAGRAMS);
+    }
+}
+
+/// Decides from a connection's packet counters whether its path loses
+/// enough to repeat tails.
+///
+/// The estimate is lost / sent over roughly the last [`LossMonitor::HORIZON`]
+/// packets (counters decay per packet sent, not per second, so an idle
+/// tunnel keeps what it learned). It switches on at [`LossMonitor::ON`]
+/// once [`LossMonitor::MIN_SAMPLE`] packets were seen and off below
+/// [`LossMonitor::OFF`].
+#[derive(Debug, Clone, Default)]
+pub struct LossMonitor {
+    sent: f64,
+    lost: f64,
+    last: Option<(u64, u64)>,
+    lossy: bool,
+}
+
+impl LossMonitor {
+    /// Packets over which the loss rate is averaged.
+    pub const HORIZON: f64 = 20_000.0;
+    /// Packets needed before any decision.
+    pub const MIN_SAMPLE: f64 = 1_000.0;
+    /// Loss rate that switches tails on.
+    pub const ON: f64 = 0.001;
+    /// Loss rate under which they go off again.
+    pub const OFF: f64 = 0.0005;
+
+    /// A monitor that has seen nothing.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Feeds the connection's totals (packets sent, packets declared lost)
+    /// and returns whether the path is lossy. Totals that go backwards (a
+    /// new connection) restart the estimate.
+    pub fn update(&mut self, sent_total: u64, lost_total: u64) -> bool {
+        let (sent, lost) = match self.last {
+            Some((s, l)) if sent_total >= s && lost_total >= l => (sent_total - s, lost_total - l),
+            Some(_) => {
+                *self = LossMonitor::default();
+                (sent_total, lost_total)
+            }
+            None => (sent_total, lost_total),
+        };
+        self.last = Some((sent_total, lost_total));
+        let decay = (-(sent as f64) / Self::HORIZON).exp();
+        self.sent = self.sent * decay + sent as f64;
+        self.lost = self.lost * decay + lost as f64;
+        if self.sent >= Self::MIN_SAMPLE {
+            let rate = self.loss_rate();
+            if rate >= Self::ON {
+                self.lossy = true;
+            } else if rate < Self::OFF {
+                self.lossy = false;
+            }
+        }
+        self.lossy
+    }
+
+    /// The current estimate of the loss rate (0 before any packet).
+    pub fn loss_rate(&self) -> f64 {
+        if self.sent > 0.0 {
+            (self.lost / self.sent).min(1.0)
+        } else {
+            0.0
+        }
+    }
+
+    /// The last decision.
+    pub fn is_lossy(&self) -> bool {
+        self.lossy
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,284 @@
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+
+use super::*;
+
+const MS: Duration = Duration::from_millis(1);
+
+fn params() -> TailParams {
+    TailParams {
+        quiet: 10 * MS,
+        max_datagrams: 4,
+        max_bytes: 4 * 1200,
+        refill_bytes_per_sec: 10_000.0,
+    }
+}
+
+fn datagram(n: u32, len: usize) -> Vec<u8> {
+    let mut d = vec![0xAB; len.max(4)];
+    d[..4].copy_from_slice(&n.to_be_bytes());
+    d
+}
+
+fn drain(dup: &mut TailDup<u8, ()>, now: Instant) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    while let Some(d) = dup.poll_transmit(now) {
+        assert_eq!(d.key, 1);
+        out.push(d.datagram);
+    }
+    out
+}
+
+#[test]
+fn parameters_follow_the_path() {
+    let srtt = 150 * MS;
+    // 3G downlink, 2 Mbit/s: quiet is two datagrams' time, the tail 50 ms.
+    let down = TailParams::for_path(srtt, Some(250_000.0), 1472);
+    assert_eq!(
+        down.quiet,
+        Duration::from_secs_f64(2.0 * 1472.0 / 250_000.0)
+    );
+    assert_eq!(down.max_bytes, 12_500);
+    assert_eq!(down.refill_bytes_per_sec, 25_000.0);
+    // 384 kbit/s uplink: the tail is never under two datagrams.
+    let up = TailParams::for_path(srtt, Some(48_000.0), 1472);
+    assert_eq!(up.quiet, Duration::from_secs_f64(2.0 * 1472.0 / 48_000.0));
+    assert_eq!(up.max_bytes, 2 * 1472);
+    assert_eq!(up.refill_bytes_per_sec, 4_800.0);
+    // A rate so low that two datagrams outlast half the RTT: half the RTT.
+    assert_eq!(
+        TailParams::for_path(srtt, Some(5_000.0), 1472).quiet,
+        srtt / 2
+    );
+    // No estimate: a quarter of the RTT, two datagrams.
+    let unknown = TailParams::for_path(srtt, None, 1472);
+    assert_eq!(unknown.quiet, srtt / 4);
+    assert_eq!(unknown.max_bytes, 2 * 1472);
+    // A fast LAN-like path: at least MIN_QUIET, at most 16 datagrams.
+    let fast = TailParams::for_path(MS, Some(125e6), 1472);
+    assert_eq!(fast.quiet, MIN_QUIET);
+    assert_eq!(fast.max_bytes, MAX_TAIL_DATAGRAMS * 1472);
+    // Nonsense rates count as unknown.
+    assert_eq!(
+        TailParams::for_path(srtt, Some(f64::NAN), 1472),
+        TailParams::for_path(srtt, None, 1472)
+    );
+}
+
+#[test]
+fn a_short_burst_is_repeated_whole_once_the_path_is_quiet() {
+    let t0 = Instant::now();
+    let mut dup = TailDup::new();
+    dup.set_path(t0, 1u8, Some(params()));
+    let sent: Vec<_> = (0..3).map(|n| datagram(n, 1000)).collect();
+    assert!(
+        dup.on_send(t0, 1, &(), &sent[0]),
+        "the first send arms the timer"
+    );
+    assert!(!dup.on_send(t0 + MS, 1, &(), &sent[1]));
+    assert!(!dup.on_send(t0 + 2 * MS, 1, &(), &sent[2]));
+    assert_eq!(dup.poll_timeout(), Some(t0 + 12 * MS));
+    assert!(
+        dup.poll_transmit(t0 + 11 * MS).is_none(),
+        "not before the quiet time"
+    );
+    assert_eq!(drain(&mut dup, t0 + 12 * MS), sent);
+    assert_eq!(dup.poll_timeout(), None);
+    assert!(
+        dup.poll_transmit(t0 + 100 * MS).is_none(),
+        "a tail goes out once"
+    );
+    let stats = dup.stats(1).unwrap();
+    assert_eq!((stats.bursts, stats.datagrams, stats.bytes), (1, 3, 3000));
+}
+
+#[test]
+fn a_long_burst_has_only_its_end_repeated() {
+    let t0 = Instant::now();
+    let mut dup = TailDup::new();
+    dup.set_path(t0, 1u8, Some(params()));
+    let sent: Vec<_> = (0..40).map(|n| datagram(n, 1200)).collect();
+    for (i, d) in sent.iter().enumerate() {
+        dup.on_send(t0 + MS * i as u32, 1, &(), d);
+        assert!(
+            dup.poll_transmit(t0 + MS * i as u32).is_none(),
+            "nothing mid-burst"
+        );
+    }
+    assert_eq!(drain(&mut dup, t0 + 60 * MS), sent[36..].to_vec());
+}
+
+#[test]
+fn the_byte_bound_cuts_the_tail_too() {
+    let t0 = Instant::now();
+    let mut dup = TailDup::new();
+    let mut p = params();
+    p.max_bytes = 2500;
+    dup.set_path(t0, 1u8, Some(p));
+    let sent: Vec<_> = (0..4).map(|n| datagram(n, 1200)).collect();
+    for d in &sent {
+        dup.on_send(t0, 1, &(), d);
+    }
+    assert_eq!(drain(&mut dup, t0 + 10 * MS), sent[2..].to_vec());
+}
+
+#[test]
+fn the_token_bucket_bounds_what_back_to_back_bursts_cost() {
+    let t0 = Instant::now();
+    let mut dup = TailDup::new();
+    dup.set_path(t0, 1u8, Some(params()));
+    let mut now = t0;
+    let mut repeated = 0usize;
+    for n in 0..100u32 {
+        for k in 0..4 {
+            dup.on_send(now, 1, &(), &datagram(n * 4 + k, 1200));
+        }
+        now += 10 * MS;
+        repeated += drain(&mut dup, now).iter().map(Vec::len).sum::<usize>();
+        now += MS;
+    }
+    let elapsed = (now - t0).as_secs_f64();
+    let bound = 4.0 * 1200.0 + 10_000.0 * elapsed;
+    assert!(repeated as f64 <= bound, "{repeated} > {bound}");
+    // ... and the bucket is what cut: 100 bursts of 4.8 kB were offered.
+    assert!(repeated > 0 && repeated < 100 * 4800);
+    assert!(dup.stats(1).unwrap().over_budget > 0);
+}
+
+#[test]
+fn paths_are_independent_and_can_be_switched_off() {
+    let t0 = Instant::now();
+    let mut dup: TailDup<u8, u16> = TailDup::new();
+    dup.set_path(t0, 1, Some(params()));
+    dup.set_path(t0, 2, Some(params()));
+    assert!(dup.is_active());
+    dup.on_send(t0, 1, &7, &datagram(1, 100));
+    dup.on_send(t0, 2, &9, &datagram(2, 100));
+    dup.on_send(t0, 3, &9, &datagram(3, 100)); // unknown path: ignored
+    dup.set_path(t0, 2, None);
+    assert!(
+        !dup.on_send(t0, 2, &9, &datagram(4, 100)),
+        "an off path holds nothing"
+    );
+    let out: Vec<_> = std::iter::from_fn(|| dup.poll_transmit(t0 + 20 * MS)).collect();
+    assert_eq!(out.len(), 1);
+    assert_eq!((out[0].key, out[0].meta), (1, 7));
+    assert_eq!(out[0].datagram, datagram(1, 100));
+    dup.set_path(t0, 1, None);
+    assert!(!dup.is_active());
+    assert_eq!(dup.params(1), None);
+    dup.set_path(t0, 1, Some(params()));
+    assert_eq!(dup.params(1), Some(params()));
+    assert_eq!(dup.stats(1).unwrap().datagrams, 1, "counters survive");
+    dup.remove(1);
+    assert_eq!(dup.stats(1), None);
+}
+
+#[test]
+fn a_late_poll_drops_the_old_tail_rather_than_mix_bursts() {
+    let t0 = Instant::now();
+    let mut dup = TailDup::new();
+    dup.set_path(t0, 1u8, Some(params()));
+    dup.on_send(t0, 1, &(), &datagram(1, 500));
+    // The caller slept through the deadline and the next burst began.
+    dup.on_send(t0 + 50 * MS, 1, &(), &datagram(2, 500));
+    assert_eq!(drain(&mut dup, t0 + 60 * MS), vec![datagram(2, 500)]);
+    assert_eq!(dup.stats(1).unwrap().late, 1);
+}
+
+#[test]
+fn loss_monitor_needs_a_sample_then_follows_the_rate() {
+    let mut m = LossMonitor::new();
+    assert!(!m.update(500, 50), "500 packets are too few to judge");
+    assert!(m.update(1100, 55), "about 5% loss");
+    // 100,000 clean packets later the estimate has decayed below OFF.
+    let mut sent = 1100;
+    for _ in 0..100 {
+        sent += 1000;
+        m.update(sent, 55);
+    }
+    assert!(!m.is_lossy(), "rate {}", m.loss_rate());
+    // Hysteresis: 0.07% stays off ...
+    let mut m = LossMonitor::new();
+    assert!(!m.update(100_000, 70));
+    // ... and a new connection (totals back to zero) starts over.
+    assert!(!m.update(10, 0));
+    assert_eq!(m.loss_rate(), 0.0);
+    assert!(m.update(2000, 10), "0.5% on the new connection");
+    assert!((m.loss_rate() - 0.005).abs() < 1e-4);
+    // Between OFF and ON the decision holds.
+    let mut sent = 2000;
+    let mut lost = 10;
+    for i in 0..200 {
+        sent += 1000;
+        lost += u64::from(i % 4 != 0); // 0.075%
+        m.update(sent, lost);
+    }
+    assert!(m.loss_rate() >= LossMonitor::OFF && m.loss_rate() < LossMonitor::ON);
+    assert!(m.is_lossy());
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Send { gap_us: u32, len: usize },
+    Poll { gap_us: u32 },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (0u32..30_000, 1usize..1500).prop_map(|(gap_us, len)| Op::Send { gap_us, len }),
+        (0u32..40_000).prop_map(|gap_us| Op::Poll { gap_us }),
+    ]
+}
+
+proptest! {
+    /// Whatever the sends and polls: a copy is byte-identical to a datagram
+    /// of the current tail, goes out only after the quiet time, at most
+    /// once, and the copies never exceed the bucket.
+    #[test]
+    fn copies_are_tails_sent_once_within_budget(ops in proptest::collection::vec(op(), 1..300)) {
+        let t0 = Instant::now();
+        let p = params();
+        let mut dup = TailDup::new();
+        dup.set_path(t0, 1u8, Some(p));
+        let mut now = t0;
+        let mut sent: Vec<(Instant, Vec<u8>)> = Vec::new();
+        let mut copies: HashMap<Vec<u8>, u32> = HashMap::new();
+        let mut copied_bytes = 0usize;
+        for op in ops {
+            match op {
+                Op::Send { gap_us, len } => {
+                    now += Duration::from_micros(gap_us.into());
+                    let d = datagram(sent.len() as u32, len);
+                    dup.on_send(now, 1, &(), &d);
+                    sent.push((now, d));
+                }
+                Op::Poll { gap_us } => {
+                    now += Duration::from_micros(gap_us.into());
+                    if let Some(t) = dup.poll_timeout() {
+                        prop_assert!(t > sent.last().unwrap().0);
+                    }
+                    while let Some(c) = dup.poll_transmit(now) {
+                        let (last_at, _) = sent.last().unwrap();
+                        prop_assert!(now >= *last_at + p.quiet, "copy before the burst ended");
+                        let pos = sent.iter().position(|(_, d)| *d == c.datagram);
+                        prop_assert!(pos.is_some(), "a copy of something never sent");
+                        prop_assert!(sent.len() - pos.unwrap() <= p.max_datagrams, "not from the tail");
+                        let n = copies.entry(c.datagram.clone()).or_default();
+                        *n += 1;
+                        prop_assert_eq!(*n, 1, "copied twice");
+                        copied_bytes += c.datagram.len();
+                        dup.recycle(c.datagram);
+                    }
+                }
+            }
+        }
+        let bound = p.max_bytes as f64 + p.refill_bytes_per_sec * (now - t0).as_secs_f64();
+        prop_assert!(copied_bytes as f64 <= bound + 1e-6);
+        let s = dup.stats(1).unwrap();
+        prop_assert_eq!(s.bytes as usize, copied_bytes);
+        prop_assert_eq!(s.datagrams as usize, copies.len());
+    }
+}
