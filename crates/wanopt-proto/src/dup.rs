@@ -248,7 +248,7 @@ impl<K: Copy + Eq, M: Clone> TailDup<K, M> {
     #[must_use]
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Duplicate<K, M>> {
         for path in &mut self.paths {
-            if !path.due().is_some_and(|due| now >= due) {
+            if path.due().is_none_or(|due| now < due) {
                 continue;
             }
             path.refill(now);
