@@ -14,10 +14,13 @@
 //! the last datagrams sent to each path; when the path has been quiet for a
 //! moment (a few pacing intervals: the burst is over) it hands them out once
 //! more. The receiver's QUIC stack drops whichever copy arrives second (it
-//! tracks packet numbers), so nothing above it changes. Bursts longer than
-//! the tail only get their end repeated, the link's share spent on copies
-//! is bounded by a token bucket, and [`LossMonitor`] turns the whole thing
-//! on only for paths that lose packets.
+//! tracks packet numbers), so nothing above it changes. Copies use idle
+//! link time only: a burst that starts while the path is busy (its recent
+//! send rate above half the estimated rate: the gaps of a bulk transfer)
+//! is not repeated, bursts longer than the tail only get their end
+//! repeated, a token bucket bounds the copies' long-run share, and
+//! [`LossMonitor`] turns the whole thing on only for paths that lose
+//! packets.
 //!
 //! Sans-IO: the caller passes `now`, reports every datagram it sent with
 //! [`TailDup::on_send`], sleeps until [`TailDup::poll_timeout`] and sends
@@ -31,9 +34,12 @@ pub const MIN_QUIET: Duration = Duration::from_millis(5);
 /// Datagrams a tail holds at most.
 pub const MAX_TAIL_DATAGRAMS: usize = 16;
 /// How much link time a tail may take (at the estimated rate).
-pub const TAIL_LINK_TIME: Duration = Duration::from_millis(50);
+pub const TAIL_LINK_TIME: Duration = Duration::from_millis(30);
 /// Share of the estimated rate the copies may use in the long run.
-pub const MAX_RATE_SHARE: f64 = 0.1;
+pub const MAX_RATE_SHARE: f64 = 0.25;
+/// A burst that starts while the path's recent send rate is above this
+/// share of the estimated rate is not repeated.
+pub const BUSY_SHARE: f64 = 0.5;
 
 /// How tails are repeated on one path.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -47,6 +53,12 @@ pub struct TailParams {
     /// Token bucket refill: bytes of copies per second in the long run (the
     /// bucket holds `max_bytes`).
     pub refill_bytes_per_sec: f64,
+    /// The path's estimated rate, bytes per second, if known: a burst that
+    /// starts while the recent send rate exceeds [`BUSY_SHARE`] of it is
+    /// not repeated.
+    pub rate_bytes_per_sec: Option<f64>,
+    /// Time constant of the recent send rate (an exponential average).
+    pub window: Duration,
 }
 
 impl TailParams {
@@ -54,21 +66,25 @@ impl TailParams {
     /// bottleneck rate (bytes per second, if known) and datagrams of up to
     /// `mtu` bytes.
     ///
-    /// - quiet: two datagrams' time at the estimated rate (BBR paces at 0.75
-    ///   to 2.9 times its estimate, so a burst's own gaps are shorter), at
-    ///   least [`MIN_QUIET`], at most half the RTT;
+    /// - quiet: a quarter of the RTT, or four datagrams' time at the
+    ///   estimated rate if that is longer, at least [`MIN_QUIET`], at most
+    ///   half the RTT. A sender limited by its window is released by ACKs,
+    ///   which the peer may hold back up to its ack delay (25 ms by
+    ///   default); BBR paces at 0.75 to 2.9 times its estimate; neither
+    ///   gap may look like the end of a burst;
     /// - tail: [`TAIL_LINK_TIME`] of the rate, between 2 and
     ///   [`MAX_TAIL_DATAGRAMS`] datagrams;
     /// - long-run share: [`MAX_RATE_SHARE`] of the rate, or one full tail
-    ///   per second if that is more.
+    ///   per second if that is more;
+    /// - busy: judged on the send rate averaged over one RTT (50 ms to 1 s).
     pub fn for_path(srtt: Duration, rate_bytes_per_sec: Option<f64>, mtu: usize) -> TailParams {
         let mtu = mtu.max(1200);
         let ceiling = (srtt / 2).max(MIN_QUIET);
         let rate = rate_bytes_per_sec.filter(|r| r.is_finite() && *r > 0.0);
-        let quiet = match rate {
-            Some(r) => Duration::from_secs_f64((2 * mtu) as f64 / r).clamp(MIN_QUIET, ceiling),
-            None => (srtt / 4).clamp(MIN_QUIET, ceiling),
-        };
+        let paced = rate.map_or(Duration::ZERO, |r| {
+            Duration::from_secs_f64(((4 * mtu) as f64 / r).min(3600.0))
+        });
+        let quiet = (srtt / 4).max(paced).clamp(MIN_QUIET, ceiling);
         let max_bytes = rate
             .map_or(2 * mtu, |r| (r * TAIL_LINK_TIME.as_secs_f64()) as usize)
             .clamp(2 * mtu, MAX_TAIL_DATAGRAMS * mtu);
@@ -80,6 +96,8 @@ impl TailParams {
             max_datagrams: MAX_TAIL_DATAGRAMS,
             max_bytes,
             refill_bytes_per_sec: refill,
+            rate_bytes_per_sec: rate,
+            window: srtt.clamp(Duration::from_millis(50), Duration::from_secs(1)),
         }
     }
 }
@@ -95,6 +113,8 @@ pub struct TailStats {
     pub bytes: u64,
     /// Datagrams not repeated because the token bucket was empty.
     pub over_budget: u64,
+    /// Datagrams not repeated because their burst began on a busy path.
+    pub busy: u64,
     /// Tails dropped because the caller polled after the next burst began.
     pub late: u64,
 }
@@ -119,6 +139,12 @@ struct Path<K, M> {
     last_send: Option<Instant>,
     /// Whether the current tail has started to go out.
     repeating: bool,
+    /// Whether the current burst began while the path was busy.
+    burst_on_busy_path: bool,
+    /// Bytes sent recently (exponential average, time constant
+    /// `params.window`), as of `recent_at`.
+    recent: f64,
+    recent_at: Instant,
     tokens: f64,
     refilled: Instant,
     stats: TailStats,
@@ -130,6 +156,22 @@ impl<K, M> Path<K, M> {
             return None;
         }
         Some(self.last_send? + self.params.quiet)
+    }
+
+    /// Decays the recent-bytes average to `now` and adds `bytes`.
+    fn note_sent(&mut self, now: Instant, bytes: usize) {
+        let dt = now.saturating_duration_since(self.recent_at).as_secs_f64();
+        let tau = self.params.window.as_secs_f64().max(1e-3);
+        self.recent = self.recent * (-dt / tau).exp() + bytes as f64;
+        self.recent_at = now;
+    }
+
+    /// Whether the path sent more than [`BUSY_SHARE`] of its rate lately.
+    fn busy(&self) -> bool {
+        let Some(rate) = self.params.rate_bytes_per_sec else {
+            return false;
+        };
+        self.recent / self.params.window.as_secs_f64().max(1e-3) > BUSY_SHARE * rate
     }
 
     fn refill(&mut self, now: Instant) {
@@ -172,6 +214,7 @@ impl<K: Copy + Eq, M: Clone> TailDup<K, M> {
             (Some(i), Some(params)) => {
                 let path = &mut self.paths[i];
                 path.refill(now);
+                path.note_sent(now, 0);
                 path.params = params;
                 path.tokens = path.tokens.min(params.max_bytes as f64);
                 self.trim(i);
@@ -190,6 +233,9 @@ impl<K: Copy + Eq, M: Clone> TailDup<K, M> {
                 tail_bytes: 0,
                 last_send: None,
                 repeating: false,
+                burst_on_busy_path: false,
+                recent: 0.0,
+                recent_at: now,
                 tokens: params.max_bytes as f64,
                 refilled: now,
                 stats: TailStats::default(),
@@ -216,7 +262,8 @@ impl<K: Copy + Eq, M: Clone> TailDup<K, M> {
             return false;
         }
         let was_armed = !path.tail.is_empty();
-        if path.repeating || path.due().is_some_and(|due| now >= due) {
+        let stale = path.repeating || path.due().is_some_and(|due| now >= due);
+        if stale {
             // A new burst: whatever is left of the last tail is stale.
             if !path.repeating {
                 path.stats.late += 1;
@@ -227,6 +274,12 @@ impl<K: Copy + Eq, M: Clone> TailDup<K, M> {
             }
             path.tail_bytes = 0;
         }
+        if stale || path.tail.is_empty() {
+            // The burst starts now: was the path busy before it?
+            path.note_sent(now, 0);
+            path.burst_on_busy_path = path.busy();
+        }
+        path.note_sent(now, datagram.len());
         let mut buf = self.pool.pop().unwrap_or_default();
         buf.clear();
         buf.extend_from_slice(datagram);
@@ -256,6 +309,17 @@ impl<K: Copy + Eq, M: Clone> TailDup<K, M> {
                 continue;
             };
             path.tail_bytes -= datagram.len();
+            if !path.repeating && path.burst_on_busy_path {
+                // The burst came out of a busy path (a pause in a bulk
+                // transfer, say): the link has no idle time to spare.
+                path.stats.busy += 1 + path.tail.len() as u64;
+                self.pool.push(datagram);
+                while let Some((_, buf)) = path.tail.pop_front() {
+                    self.pool.push(buf);
+                }
+                path.tail_bytes = 0;
+                continue;
+            }
             if path.tokens < datagram.len() as f64 {
                 // Out of budget: this tail is not repeated any further.
                 path.stats.over_budget += 1 + path.tail.len() as u64;
@@ -268,6 +332,7 @@ impl<K: Copy + Eq, M: Clone> TailDup<K, M> {
                 continue;
             }
             path.tokens -= datagram.len() as f64;
+            path.note_sent(now, datagram.len());
             if !path.repeating {
                 path.stats.bursts += 1;
             }
@@ -345,7 +410,7 @@ impl LossMonitor {
     /// Packets over which the loss rate is averaged.
     pub const HORIZON: f64 = 20_000.0;
     /// Packets needed before any decision.
-    pub const MIN_SAMPLE: f64 = 1_000.0;
+    pub const MIN_SAMPLE: f64 = 500.0;
     /// Loss rate that switches tails on.
     pub const ON: f64 = 0.001;
     /// Loss rate under which they go off again.

@@ -13,6 +13,8 @@ fn params() -> TailParams {
         max_datagrams: 4,
         max_bytes: 4 * 1200,
         refill_bytes_per_sec: 10_000.0,
+        rate_bytes_per_sec: None,
+        window: 100 * MS,
     }
 }
 
@@ -34,37 +36,78 @@ fn drain(dup: &mut TailDup<u8, ()>, now: Instant) -> Vec<Vec<u8>> {
 #[test]
 fn parameters_follow_the_path() {
     let srtt = 150 * MS;
-    // 3G downlink, 2 Mbit/s: quiet is two datagrams' time, the tail 50 ms.
+    // 3G downlink, 2 Mbit/s: quiet is a quarter RTT (longer than four
+    // datagrams at the rate), the tail 30 ms of the link.
     let down = TailParams::for_path(srtt, Some(250_000.0), 1472);
-    assert_eq!(
-        down.quiet,
-        Duration::from_secs_f64(2.0 * 1472.0 / 250_000.0)
-    );
-    assert_eq!(down.max_bytes, 12_500);
-    assert_eq!(down.refill_bytes_per_sec, 25_000.0);
-    // 384 kbit/s uplink: the tail is never under two datagrams.
+    assert_eq!(down.quiet, srtt / 4);
+    assert_eq!(down.max_bytes, 7_500);
+    assert_eq!(down.refill_bytes_per_sec, 62_500.0);
+    assert_eq!(down.rate_bytes_per_sec, Some(250_000.0));
+    assert_eq!(down.window, srtt);
+    // 384 kbit/s uplink: four datagrams take 123 ms, capped at half the
+    // RTT; the tail is never under two datagrams.
     let up = TailParams::for_path(srtt, Some(48_000.0), 1472);
-    assert_eq!(up.quiet, Duration::from_secs_f64(2.0 * 1472.0 / 48_000.0));
+    assert_eq!(up.quiet, srtt / 2);
     assert_eq!(up.max_bytes, 2 * 1472);
-    assert_eq!(up.refill_bytes_per_sec, 4_800.0);
-    // A rate so low that two datagrams outlast half the RTT: half the RTT.
-    assert_eq!(
-        TailParams::for_path(srtt, Some(5_000.0), 1472).quiet,
-        srtt / 2
-    );
-    // No estimate: a quarter of the RTT, two datagrams.
+    assert_eq!(up.refill_bytes_per_sec, 12_000.0);
+    // A 10 Mbit/s path: four datagrams at the rate are under a quarter RTT.
+    let mid = TailParams::for_path(40 * MS, Some(1.25e6), 1472);
+    assert_eq!(mid.quiet, 10 * MS);
+    // No estimate: a quarter of the RTT, two datagrams, one tail a second.
     let unknown = TailParams::for_path(srtt, None, 1472);
     assert_eq!(unknown.quiet, srtt / 4);
     assert_eq!(unknown.max_bytes, 2 * 1472);
-    // A fast LAN-like path: at least MIN_QUIET, at most 16 datagrams.
+    assert_eq!(unknown.refill_bytes_per_sec, (2 * 1472) as f64);
+    assert_eq!(unknown.rate_bytes_per_sec, None);
+    // A fast LAN-like path: at least MIN_QUIET, at most 16 datagrams, the
+    // busy average over at least 50 ms.
     let fast = TailParams::for_path(MS, Some(125e6), 1472);
     assert_eq!(fast.quiet, MIN_QUIET);
     assert_eq!(fast.max_bytes, MAX_TAIL_DATAGRAMS * 1472);
+    assert_eq!(fast.window, 50 * MS);
     // Nonsense rates count as unknown.
     assert_eq!(
         TailParams::for_path(srtt, Some(f64::NAN), 1472),
         TailParams::for_path(srtt, None, 1472)
     );
+    assert_eq!(
+        TailParams::for_path(srtt, Some(0.0), 1472),
+        TailParams::for_path(srtt, None, 1472)
+    );
+}
+
+#[test]
+fn a_burst_that_starts_on_a_busy_path_is_not_repeated() {
+    let t0 = Instant::now();
+    let mut dup = TailDup::new();
+    let mut p = params();
+    p.rate_bytes_per_sec = Some(1_000_000.0); // 1 MB/s
+    dup.set_path(t0, 1u8, Some(p));
+    // A bulk transfer at the full rate: 1000-byte datagrams every ms, with
+    // one 20 ms pause (a window-limited stall) in the middle.
+    let mut now = t0;
+    let mut n = 0;
+    for _ in 0..300 {
+        dup.on_send(now, 1, &(), &datagram(n, 1000));
+        n += 1;
+        now += MS;
+    }
+    // The first burst started on an idle path: its end goes out once.
+    now += 19 * MS;
+    assert_eq!(drain(&mut dup, now).len(), 4);
+    for _ in 0..300 {
+        dup.on_send(now, 1, &(), &datagram(n, 1000));
+        n += 1;
+        now += MS;
+    }
+    // The second began right after the first: busy, not repeated.
+    now += 19 * MS;
+    assert!(drain(&mut dup, now).is_empty());
+    assert_eq!(dup.stats(1).unwrap().busy, 4);
+    // After a second of silence a small request is repeated again.
+    now += 1000 * MS;
+    dup.on_send(now, 1, &(), &datagram(n, 300));
+    assert_eq!(drain(&mut dup, now + 10 * MS), vec![datagram(n, 300)]);
 }
 
 #[test]
@@ -191,13 +234,13 @@ fn a_late_poll_drops_the_old_tail_rather_than_mix_bursts() {
 #[test]
 fn loss_monitor_needs_a_sample_then_follows_the_rate() {
     let mut m = LossMonitor::new();
-    assert!(!m.update(500, 50), "500 packets are too few to judge");
-    assert!(m.update(1100, 55), "about 5% loss");
+    assert!(!m.update(400, 40), "400 packets are too few to judge");
+    assert!(m.update(600, 50), "about 8% loss");
     // 100,000 clean packets later the estimate has decayed below OFF.
-    let mut sent = 1100;
+    let mut sent = 600;
     for _ in 0..100 {
         sent += 1000;
-        m.update(sent, 55);
+        m.update(sent, 50);
     }
     assert!(!m.is_lossy(), "rate {}", m.loss_rate());
     // Hysteresis: 0.07% stays off ...
