@@ -175,6 +175,24 @@ pub fn render_metrics(state: &NodeState) -> String {
         &per_peer(&|p| p.lost_packets.map(|c| c as f64)),
     );
     metric(
+        "tunnel_duplicated_datagrams_total",
+        "counter",
+        "Datagrams sent a second time by tail duplication.",
+        &per_peer(&|p| Some(p.duplication.as_ref()?.datagrams as f64)),
+    );
+    metric(
+        "tunnel_duplicated_bytes_total",
+        "counter",
+        "Bytes sent a second time by tail duplication.",
+        &per_peer(&|p| Some(p.duplication.as_ref()?.bytes as f64)),
+    );
+    metric(
+        "tunnel_duplication_active",
+        "gauge",
+        "1 while tail duplication is on for the path (see --duplication).",
+        &per_peer(&|p| Some(f64::from(u8::from(p.duplication.as_ref()?.active)))),
+    );
+    metric(
         "tunnel_reconnects_total",
         "counter",
         "Reconnections of the tunnel.",

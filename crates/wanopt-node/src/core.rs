@@ -61,13 +61,23 @@ pub async fn run(config: CoreConfig, shutdown: impl Future<Output = ()>) -> Resu
         Some(reduce) => Some(Arc::new(Caches::new(reduce)?)),
         None => None,
     };
-    let state = NodeState::new(Role::Core, config.tuning.congestion, caches);
+    let state = NodeState::new(
+        Role::Core,
+        config.tuning.congestion,
+        config.tuning.duplication,
+        caches,
+    );
     let control = match config.control {
         Some(addr) => Some(control::bind(addr).await?),
         None => None,
     };
     let server_config = tunnel::server_config(&config.key, &config.peer_keys, &config.tuning)?;
-    let endpoint = tunnel::endpoint(config.listen, Some(server_config), &config.tuning)?;
+    let endpoint = tunnel::endpoint(
+        config.listen,
+        Some(server_config),
+        &config.tuning,
+        &state.duplication,
+    )?;
     info!(
         "core {} listening on udp {} ({} pinned edge key(s), {} allow rule(s))",
         config.key.public_key(),

@@ -13,6 +13,7 @@
 pub mod bbr;
 pub mod control;
 pub mod core;
+pub mod dupsock;
 pub mod edge;
 pub mod flow;
 pub mod identity;

@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use crate::dupsock::{Duplication, DuplicationMode, DuplicationStatus};
 use crate::flow::FlowTable;
 use crate::identity::{certificate_key, PublicKey};
 use crate::reduce::Caches;
@@ -59,6 +60,8 @@ pub struct NodeState {
     pub flows: Arc<FlowTable>,
     /// The byte caches of the `reduce` service (`None` with `--no-reduce`).
     pub caches: Option<Arc<Caches>>,
+    /// Tail duplication under the tunnel (the endpoint's socket).
+    pub duplication: Duplication,
     started: Instant,
     peers: Mutex<BTreeMap<SocketAddr, PeerEntry>>,
 }
@@ -96,6 +99,9 @@ pub struct PeerStatus {
     pub lost_packets: Option<u64>,
     /// Congestion events.
     pub congestion_events: Option<u64>,
+    /// Tail duplication on this path (what this node sends).
+    #[serde(default)]
+    pub duplication: Option<DuplicationStatus>,
     /// Seconds in the current state.
     pub state_secs: f64,
     /// Reconnections so far.
@@ -185,12 +191,18 @@ pub struct Status {
 
 impl NodeState {
     /// A fresh state for a node of `role`.
-    pub fn new(role: Role, congestion: Congestion, caches: Option<Arc<Caches>>) -> Arc<NodeState> {
+    pub fn new(
+        role: Role,
+        congestion: Congestion,
+        duplication: DuplicationMode,
+        caches: Option<Arc<Caches>>,
+    ) -> Arc<NodeState> {
         Arc::new(NodeState {
             role,
             congestion,
             flows: Arc::new(FlowTable::default()),
             caches,
+            duplication: Duplication::new(duplication),
             started: Instant::now(),
             peers: Mutex::new(BTreeMap::new()),
         })
@@ -258,18 +270,29 @@ impl NodeState {
                 .is_some_and(|c| c.stable_id() == connection.stable_id())
             {
                 peers.remove(&connection.remote_address());
+                self.duplication.remove_path(connection.remote_address());
             }
         }
     }
 
-    /// Refreshes the peers' measured rates; call about once a second.
+    /// Refreshes the peers' measured rates and what duplication does on
+    /// each path; call about once a second.
     pub fn sample_peers(&self) {
         let now = Instant::now();
-        for entry in self.peers().values_mut() {
+        for (address, entry) in self.peers().iter_mut() {
             let Some(conn) = &entry.connection else {
                 continue;
             };
             let stats = conn.stats();
+            let rate = crate::reduce::estimated_rate_bps(conn).map(|bps| bps / 8.0);
+            self.duplication.update_path(
+                *address,
+                stats.path.sent_packets,
+                stats.path.lost_packets,
+                stats.path.rtt,
+                rate,
+                stats.path.current_mtu,
+            );
             let (tx, rx) = (stats.udp_tx.bytes, stats.udp_rx.bytes);
             if let Some((at, last_tx, last_rx)) = entry.last_sample {
                 let secs = now.saturating_duration_since(at).as_secs_f64();
@@ -315,6 +338,10 @@ impl NodeState {
                     sent_packets: stats.as_ref().map(|s| s.path.sent_packets),
                     lost_packets: stats.as_ref().map(|s| s.path.lost_packets),
                     congestion_events: stats.as_ref().map(|s| s.path.congestion_events),
+                    duplication: e
+                        .connection
+                        .as_ref()
+                        .map(|_| self.duplication.status(*address)),
                     state_secs: now.saturating_duration_since(e.since).as_secs_f64(),
                     reconnects: e.reconnects,
                     last_error: e.last_error.clone(),

@@ -16,6 +16,7 @@ use quinn::congestion;
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use quinn::{IdleTimeout, MtuDiscoveryConfig, TransportConfig, VarInt};
 
+use crate::dupsock::{Duplication, DuplicationMode};
 use crate::identity::{PinnedKeys, PrivateKey, PublicKey};
 
 /// ALPN of the wanopt tunnel; a peer speaking anything else is refused.
@@ -66,6 +67,8 @@ pub struct TunnelTuning {
     pub keepalive: Duration,
     /// Silence after which the peer is considered gone.
     pub idle_timeout: Duration,
+    /// When datagrams are repeated under QUIC (tail duplication).
+    pub duplication: DuplicationMode,
 }
 
 impl Default for TunnelTuning {
@@ -83,6 +86,7 @@ impl Default for TunnelTuning {
             socket_buffer: 16 << 20,
             keepalive: Duration::from_secs(2),
             idle_timeout: Duration::from_secs(8),
+            duplication: DuplicationMode::Auto,
         }
     }
 }
@@ -190,11 +194,13 @@ pub fn server_config(
     Ok(config)
 }
 
-/// Binds a UDP socket with large buffers and wraps it in a quinn endpoint.
+/// Binds a UDP socket with large buffers and wraps it in a quinn endpoint,
+/// with `duplication` underneath (see [`crate::dupsock`]).
 pub fn endpoint(
     bind: SocketAddr,
     server: Option<quinn::ServerConfig>,
     tuning: &TunnelTuning,
+    duplication: &Duplication,
 ) -> Result<quinn::Endpoint, TunnelError> {
     let bind_err = |source| TunnelError::Bind { addr: bind, source };
     let domain = socket2::Domain::for_address(bind);
@@ -213,7 +219,8 @@ pub fn endpoint(
     config
         .max_udp_payload_size(tuning.max_mtu.max(1200))
         .map_err(|e| TunnelError::Tls(format!("max mtu {}: {e}", tuning.max_mtu)))?;
-    quinn::Endpoint::new(config, server, socket, runtime).map_err(bind_err)
+    let socket = duplication.wrap(runtime.wrap_udp_socket(socket).map_err(bind_err)?);
+    quinn::Endpoint::new_with_abstract_socket(config, server, socket, runtime).map_err(bind_err)
 }
 
 /// Asks for `size`-byte socket buffers, past `net.core.*mem_max` when we are

@@ -10,6 +10,7 @@ use clap::Args;
 use serde::Deserialize;
 
 use wanopt_node::core::CoreConfig;
+use wanopt_node::dupsock::DuplicationMode;
 use wanopt_node::edge::{EdgeConfig, FailMode, Forward};
 use wanopt_node::identity::{PrivateKey, PublicKey};
 use wanopt_node::policy::{AddrRule, RuleSet};
@@ -40,6 +41,12 @@ pub struct CommonArgs {
     /// Tunnel congestion control: bbr, cubic or newreno [default: bbr].
     #[arg(long)]
     pub congestion: Option<Congestion>,
+    /// Repeat datagrams under the tunnel: `tails` sends the last datagrams
+    /// of each burst a second time once the path falls quiet, so a lost
+    /// tail costs no retransmission timeout; `auto` does so on paths that
+    /// lose at least 0.1% of packets; `off` never [default: auto].
+    #[arg(long, value_name = "MODE")]
+    pub duplication: Option<DuplicationMode>,
     /// Largest UDP payload path MTU discovery may probe; PMTUD settles on
     /// what the path allows [default: 1472, a 1500-byte MTU's].
     #[arg(long, value_name = "BYTES")]
@@ -172,6 +179,7 @@ struct FileConfig {
     connect_timeout: Option<String>,
     drain: Option<String>,
     congestion: Option<Congestion>,
+    duplication: Option<DuplicationMode>,
     max_mtu: Option<u16>,
     stream_window: Option<u64>,
     connection_window: Option<u64>,
@@ -275,6 +283,10 @@ fn common(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<Common> {
             .congestion
             .or(file.congestion)
             .unwrap_or(defaults.congestion),
+        duplication: flags
+            .duplication
+            .or(file.duplication)
+            .unwrap_or(defaults.duplication),
         max_mtu: flags.max_mtu.or(file.max_mtu).unwrap_or(defaults.max_mtu),
         stream_window: flags
             .stream_window

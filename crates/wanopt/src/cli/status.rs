@@ -159,6 +159,9 @@ pub fn status(args: &QueryArgs) -> anyhow::Result<()> {
         if let (Some(mtu), Some(sent), Some(lost)) = (p.mtu, p.sent_packets, p.lost_packets) {
             println!("  packets   {sent} sent, {lost} lost, path MTU {mtu}");
         }
+        if let Some(d) = &p.duplication {
+            println!("  dup       {}", duplication_line(d));
+        }
         if p.reconnects > 0 {
             println!("  reconnects {}", p.reconnects);
         }
@@ -191,6 +194,38 @@ pub fn status(args: &QueryArgs) -> anyhow::Result<()> {
         println!("reduce      off (--no-reduce)");
     }
     Ok(())
+}
+
+/// One line on a path's tail duplication: the mode, whether it is on now
+/// and why, and what it sent.
+fn duplication_line(d: &wanopt_node::dupsock::DuplicationStatus) -> String {
+    use wanopt_node::dupsock::DuplicationMode;
+    let state = match (d.mode, d.active) {
+        (DuplicationMode::Off, _) => "off".to_owned(),
+        (mode, true) => format!(
+            "{mode}: tails on (loss {:.2}%, quiet {:.1} ms, up to {} per burst)",
+            d.loss_percent,
+            d.quiet_ms.unwrap_or(0.0),
+            human_bytes(d.tail_bytes.unwrap_or(0) as u64)
+        ),
+        (mode, false) => format!("{mode}: tails off (loss {:.2}%)", d.loss_percent),
+    };
+    if d.datagrams == 0 {
+        return state;
+    }
+    let mut line = format!(
+        "{state}; {} datagrams ({}) repeated in {} bursts",
+        d.datagrams,
+        human_bytes(d.bytes),
+        d.bursts
+    );
+    if d.busy > 0 {
+        line.push_str(&format!(", {} left out on a busy path", d.busy));
+    }
+    if d.over_budget > 0 {
+        line.push_str(&format!(", {} over budget", d.over_budget));
+    }
+    line
 }
 
 /// Runs `wanopt flows`.

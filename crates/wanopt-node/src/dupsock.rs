@@ -1,0 +1,428 @@
+//! The tunnel's UDP socket with tail duplication underneath QUIC.
+//!
+//! [`DupSocket`] wraps the runtime's socket: every datagram quinn sends goes
+//! out as before and, on paths where [`Duplication`] is switched on, a copy
+//! of the burst's last datagrams goes out once more when the path falls
+//! quiet (the policy is `wanopt_proto::dup::TailDup`). A small task sleeps
+//! until the policy's next deadline and sends the copies; quinn on the far
+//! side drops whichever copy of a packet arrives second.
+
+use std::fmt;
+use std::io::{self, IoSliceMut};
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use quinn::udp::{EcnCodepoint, RecvMeta, Transmit};
+use quinn::{AsyncUdpSocket, UdpPoller};
+use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
+use wanopt_proto::dup::{LossMonitor, TailDup, TailParams, TailStats};
+
+/// When the tunnel repeats datagrams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DuplicationMode {
+    /// Never.
+    Off,
+    /// Repeat burst tails on every path.
+    Tails,
+    /// Repeat burst tails on paths whose measured loss is at least 0.1%
+    /// (off again below 0.05%).
+    #[default]
+    Auto,
+}
+
+impl DuplicationMode {
+    /// The mode's name on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DuplicationMode::Off => "off",
+            DuplicationMode::Tails => "tails",
+            DuplicationMode::Auto => "auto",
+        }
+    }
+}
+
+impl std::str::FromStr for DuplicationMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "off" => Ok(DuplicationMode::Off),
+            "tails" => Ok(DuplicationMode::Tails),
+            "auto" => Ok(DuplicationMode::Auto),
+            other => Err(format!(
+                "unknown duplication mode {other:?} (expected auto, tails or off)"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for DuplicationMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A path's duplication as `/status` shows it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DuplicationStatus {
+    /// The node's mode (`off`, `tails`, `auto`).
+    pub mode: DuplicationMode,
+    /// Whether tails are repeated on this path now.
+    pub active: bool,
+    /// The loss monitor's estimate for this path (packets declared lost
+    /// over packets sent, recent), percent.
+    pub loss_percent: f64,
+    /// Silence that ends a burst, milliseconds (when active).
+    pub quiet_ms: Option<f64>,
+    /// Most bytes repeated per burst (when active).
+    pub tail_bytes: Option<usize>,
+    /// Bursts whose tail was repeated.
+    pub bursts: u64,
+    /// Datagrams repeated.
+    pub datagrams: u64,
+    /// Bytes repeated.
+    pub bytes: u64,
+    /// Datagrams left out because the path's budget for copies was spent.
+    pub over_budget: u64,
+    /// Datagrams left out because their burst began while the path was
+    /// busy (no idle link time to spend on copies).
+    #[serde(default)]
+    pub busy: u64,
+}
+
+type Meta = (Option<EcnCodepoint>, Option<IpAddr>);
+
+#[derive(Debug)]
+struct Shared {
+    policy: Mutex<TailDup<SocketAddr, Meta>>,
+    /// Set while any path repeats tails, so the send path of a node with
+    /// duplication off never takes the lock.
+    active: std::sync::atomic::AtomicBool,
+    wake: Notify,
+}
+
+impl Shared {
+    fn policy(&self) -> MutexGuard<'_, TailDup<SocketAddr, Meta>> {
+        self.policy.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The node's handle on its socket's duplication: which paths repeat
+/// tails, with which parameters, and what it cost.
+#[derive(Debug, Clone)]
+pub struct Duplication {
+    mode: DuplicationMode,
+    shared: Arc<Shared>,
+    paths: Arc<Mutex<std::collections::HashMap<SocketAddr, PathMemory>>>,
+}
+
+/// What the node remembers of a path between samples.
+#[derive(Debug, Default)]
+struct PathMemory {
+    loss: LossMonitor,
+    /// The highest rate estimate seen, decayed with a one-minute half-life,
+    /// and when it was last updated. BBR's own estimate is a max over about
+    /// ten round trips, so it falls as soon as the traffic turns sparse
+    /// (app-limited samples), which is exactly when tails matter.
+    capacity: Option<(f64, Instant)>,
+}
+
+/// Half-life of a path's remembered capacity.
+const CAPACITY_HALF_LIFE: Duration = Duration::from_secs(60);
+
+impl PathMemory {
+    fn capacity(&mut self, now: Instant, estimate: Option<f64>) -> Option<f64> {
+        let estimate = estimate.filter(|r| r.is_finite() && *r > 0.0);
+        let remembered = self.capacity.map(|(rate, at)| {
+            let half_lives =
+                now.saturating_duration_since(at).as_secs_f64() / CAPACITY_HALF_LIFE.as_secs_f64();
+            rate * 0.5f64.powf(half_lives)
+        });
+        let capacity = match (estimate, remembered) {
+            (Some(e), Some(r)) => Some(e.max(r)),
+            (e, r) => e.or(r),
+        };
+        self.capacity = capacity.map(|c| (c, now));
+        capacity
+    }
+}
+
+impl Duplication {
+    /// A handle for a node running `mode`; nothing is repeated until
+    /// [`Duplication::update_path`] says so.
+    pub fn new(mode: DuplicationMode) -> Duplication {
+        Duplication {
+            mode,
+            shared: Arc::new(Shared {
+                policy: Mutex::new(TailDup::new()),
+                active: std::sync::atomic::AtomicBool::new(false),
+                wake: Notify::new(),
+            }),
+            paths: Arc::default(),
+        }
+    }
+
+    /// The mode.
+    pub fn mode(&self) -> DuplicationMode {
+        self.mode
+    }
+
+    /// Re-decides the path to `peer` from its connection's counters: the
+    /// totals of packets sent and declared lost, the smoothed RTT, the
+    /// congestion controller's rate estimate (bytes per second; the path's
+    /// capacity is the highest estimate seen, slowly forgotten) and the
+    /// path MTU.
+    pub fn update_path(
+        &self,
+        peer: SocketAddr,
+        sent_packets: u64,
+        lost_packets: u64,
+        srtt: Duration,
+        rate_bytes_per_sec: Option<f64>,
+        mtu: u16,
+    ) {
+        let now = Instant::now();
+        let (lossy, capacity) = {
+            let mut paths = self.paths.lock().unwrap_or_else(|e| e.into_inner());
+            let path = paths.entry(peer).or_default();
+            (
+                path.loss.update(sent_packets, lost_packets),
+                path.capacity(now, rate_bytes_per_sec),
+            )
+        };
+        let on = match self.mode {
+            DuplicationMode::Off => false,
+            DuplicationMode::Tails => true,
+            DuplicationMode::Auto => lossy,
+        };
+        let params = on.then(|| TailParams::for_path(srtt, capacity, usize::from(mtu)));
+        let mut policy = self.shared.policy();
+        policy.set_path(now, peer, params);
+        self.shared
+            .active
+            .store(policy.is_active(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Forgets a path whose connection is gone.
+    pub fn remove_path(&self, peer: SocketAddr) {
+        self.paths
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&peer);
+        let mut policy = self.shared.policy();
+        policy.remove(peer);
+        self.shared
+            .active
+            .store(policy.is_active(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// What the path to `peer` does and did.
+    pub fn status(&self, peer: SocketAddr) -> DuplicationStatus {
+        let loss = self
+            .paths
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&peer)
+            .map_or(0.0, |p| p.loss.loss_rate());
+        let policy = self.shared.policy();
+        let params = policy.params(peer);
+        let stats = policy.stats(peer).unwrap_or_default();
+        let TailStats {
+            bursts,
+            datagrams,
+            bytes,
+            over_budget,
+            busy,
+            ..
+        } = stats;
+        DuplicationStatus {
+            mode: self.mode,
+            active: params.is_some(),
+            loss_percent: loss * 100.0,
+            quiet_ms: params.map(|p| p.quiet.as_secs_f64() * 1e3),
+            tail_bytes: params.map(|p| p.max_bytes),
+            bursts,
+            datagrams,
+            bytes,
+            over_budget,
+            busy,
+        }
+    }
+
+    /// Wraps the runtime's `socket`; spawns (on the current tokio runtime)
+    /// the task that sends the copies, which ends with the socket.
+    pub fn wrap(&self, inner: Arc<dyn AsyncUdpSocket>) -> Arc<dyn AsyncUdpSocket> {
+        let socket = Arc::new(DupSocket {
+            inner,
+            shared: self.shared.clone(),
+        });
+        tokio::spawn(send_copies(Arc::downgrade(&socket)));
+        socket
+    }
+}
+
+/// The wrapped socket.
+#[derive(Debug)]
+struct DupSocket {
+    inner: Arc<dyn AsyncUdpSocket>,
+    shared: Arc<Shared>,
+}
+
+impl DupSocket {
+    fn record(&self, transmit: &Transmit) {
+        let now = Instant::now();
+        let meta = (transmit.ecn, transmit.src_ip);
+        let size = transmit
+            .segment_size
+            .unwrap_or(transmit.contents.len())
+            .max(1);
+        let mut armed = false;
+        {
+            let mut policy = self.shared.policy();
+            for datagram in transmit.contents.chunks(size) {
+                armed |= policy.on_send(now, transmit.destination, &meta, datagram);
+            }
+        }
+        if armed {
+            self.shared.wake.notify_one();
+        }
+    }
+}
+
+impl AsyncUdpSocket for DupSocket {
+    fn create_io_poller(self: Arc<Self>) -> Pin<Box<dyn UdpPoller>> {
+        self.inner.clone().create_io_poller()
+    }
+
+    fn try_send(&self, transmit: &Transmit) -> io::Result<()> {
+        self.inner.try_send(transmit)?;
+        if self
+            .shared
+            .active
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            self.record(transmit);
+        }
+        Ok(())
+    }
+
+    fn poll_recv(
+        &self,
+        cx: &mut Context,
+        bufs: &mut [IoSliceMut<'_>],
+        meta: &mut [RecvMeta],
+    ) -> Poll<io::Result<usize>> {
+        self.inner.poll_recv(cx, bufs, meta)
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.local_addr()
+    }
+
+    fn max_transmit_segments(&self) -> usize {
+        self.inner.max_transmit_segments()
+    }
+
+    fn max_receive_segments(&self) -> usize {
+        self.inner.max_receive_segments()
+    }
+
+    fn may_fragment(&self) -> bool {
+        self.inner.may_fragment()
+    }
+}
+
+/// Sleeps until the policy's next deadline, sends what is due, and ends
+/// when the socket is dropped.
+async fn send_copies(socket: Weak<DupSocket>) {
+    let Some(shared) = socket.upgrade().map(|s| s.shared.clone()) else {
+        return;
+    };
+    loop {
+        let deadline = shared.policy().poll_timeout();
+        match deadline {
+            Some(at) => {
+                let sleep = tokio::time::sleep_until(at.into());
+                tokio::select! {
+                    () = sleep => {}
+                    () = shared.wake.notified() => continue,
+                }
+            }
+            None => {
+                // Idle: wait for a send, but look at the socket now and
+                // then so the task ends with it.
+                tokio::select! {
+                    () = shared.wake.notified() => continue,
+                    () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+            }
+        }
+        let Some(socket) = socket.upgrade() else {
+            return;
+        };
+        let now = Instant::now();
+        loop {
+            let Some(copy) = shared.policy().poll_transmit(now) else {
+                break;
+            };
+            let transmit = Transmit {
+                destination: copy.key,
+                ecn: copy.meta.0,
+                contents: &copy.datagram,
+                segment_size: None,
+                src_ip: copy.meta.1,
+            };
+            // A full socket buffer means the path is busy, not quiet: the
+            // copy is not worth waiting for.
+            let _ = socket.inner.try_send(&transmit);
+            shared.policy().recycle(copy.datagram);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capacity_is_the_highest_estimate_slowly_forgotten() {
+        let t0 = Instant::now();
+        let mut path = PathMemory::default();
+        assert_eq!(path.capacity(t0, None), None);
+        assert_eq!(path.capacity(t0, Some(250_000.0)), Some(250_000.0));
+        // Sparse traffic: BBR's estimate drops; the capacity does not.
+        let later = t0 + Duration::from_secs(1);
+        let c = path.capacity(later, Some(5_000.0)).unwrap();
+        assert!(c > 247_000.0 && c < 250_000.0, "{c}");
+        // A minute of nothing halves it; a new high replaces it.
+        let c = path.capacity(later + CAPACITY_HALF_LIFE, None).unwrap();
+        assert!((c - 124_000.0).abs() < 1_500.0, "{c}");
+        let c = path
+            .capacity(later + CAPACITY_HALF_LIFE, Some(1e6))
+            .unwrap();
+        assert_eq!(c, 1e6);
+        // Nonsense estimates are ignored.
+        assert_eq!(
+            path.capacity(later + CAPACITY_HALF_LIFE, Some(f64::NAN)),
+            Some(1e6)
+        );
+    }
+
+    #[test]
+    fn modes_parse_and_print() {
+        for mode in [
+            DuplicationMode::Off,
+            DuplicationMode::Tails,
+            DuplicationMode::Auto,
+        ] {
+            assert_eq!(mode.to_string().parse::<DuplicationMode>(), Ok(mode));
+        }
+        let err = "twice".parse::<DuplicationMode>().unwrap_err();
+        assert!(err.contains("expected auto, tails or off"), "{err}");
+        assert_eq!(DuplicationMode::default(), DuplicationMode::Auto);
+    }
+}
