@@ -154,6 +154,7 @@ pub fn run(lab: &Lab, seconds: u64, runs: usize) -> anyhow::Result<i32> {
         profile: &LINUX,
         optimize: false,
         reduce: false,
+        node_args: Vec::new(),
     };
     bringup::up(lab, &config, &bringup::current_exe()?)?;
     let mut results = Vec::new();

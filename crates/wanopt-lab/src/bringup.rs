@@ -49,6 +49,9 @@ pub struct UpConfig {
     /// With `optimize`: data reduction (compression and the byte cache) on
     /// top of TCP optimization.
     pub reduce: bool,
+    /// With `optimize`: extra arguments for both nodes (`lab up
+    /// --node-arg`), after the lab's own.
+    pub node_args: Vec<String>,
 }
 
 /// The settings of a running lab, stored in its state directory.
@@ -121,7 +124,8 @@ fn start_processes(lab: &Lab, config: &UpConfig, exe: &Path) -> Result<(), UpErr
     wait_for(lab, &ready, "gen-server", "generator server")?;
     config.profile.apply(lab)?;
     if config.optimize {
-        crate::optimize::start(lab, exe, config.reduce).map_err(UpError::Optimize)?;
+        crate::optimize::start(lab, exe, config.reduce, &config.node_args)
+            .map_err(UpError::Optimize)?;
     }
     let settings = Settings {
         link: config.specs.clone(),

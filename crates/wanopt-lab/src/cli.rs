@@ -164,6 +164,15 @@ pub struct UpArgs {
     /// lab's state directory).
     #[arg(long, requires = "optimize")]
     pub no_reduce: bool,
+    /// With --optimize: one more argument for both nodes, after the lab's
+    /// own (repeatable; e.g. `--node-arg=--duplication=off`).
+    #[arg(
+        long = "node-arg",
+        value_name = "ARG",
+        requires = "optimize",
+        allow_hyphen_values = true
+    )]
+    pub node_args: Vec<String>,
 }
 
 /// Options of `lab exec`.
@@ -249,6 +258,7 @@ pub fn run(command: LabCommand) -> anyhow::Result<i32> {
                 profile,
                 optimize: args.optimize,
                 reduce: !args.no_reduce,
+                node_args: args.node_args.clone(),
             };
             let exe = bringup::current_exe()?;
             bringup::up(&lab, &config, &exe)?;

@@ -132,8 +132,9 @@ pub fn save_logs(lab: &Lab, dir: &Path, label: &str) -> Vec<std::path::PathBuf> 
 }
 
 /// Starts the wanopt edge and core of `lab` and the interception rule;
-/// `reduce` turns data reduction on (when the build has it).
-pub fn start(lab: &Lab, exe: &Path, reduce: bool) -> Result<(), String> {
+/// `reduce` turns data reduction on (when the build has it); `extra`
+/// arguments go to both nodes after the lab's own.
+pub fn start(lab: &Lab, exe: &Path, reduce: bool, extra: &[String]) -> Result<(), String> {
     available(exe)?;
     let supported = supports_reduce(exe);
     let dir = lab.state_dir().join("keys");
@@ -157,6 +158,7 @@ pub fn start(lab: &Lab, exe: &Path, reduce: bool) -> Result<(), String> {
         CORE_CONTROL.into(),
     ];
     core_args.extend(reduce_args(lab, Node::Core, reduce, supported));
+    core_args.extend_from_slice(extra);
     lab.spawn_daemon(Node::Core, "wanopt-core", exe, &core_args)
         .map_err(|e| e.to_string())?;
     let mut edge_args: Vec<String> = vec![
@@ -177,6 +179,7 @@ pub fn start(lab: &Lab, exe: &Path, reduce: bool) -> Result<(), String> {
         EDGE_CONTROL.into(),
     ];
     edge_args.extend(reduce_args(lab, Node::Edge, reduce, supported));
+    edge_args.extend_from_slice(extra);
     lab.spawn_daemon(Node::Edge, "wanopt-edge", exe, &edge_args)
         .map_err(|e| e.to_string())?;
     let mut rule = lab.command(Node::Edge, "iptables");

@@ -70,6 +70,7 @@ fn up(options: LinkOptions) -> Result<Guard, String> {
         profile: &LINUX,
         optimize: false,
         reduce: false,
+        node_args: Vec::new(),
     };
     bringup::up(&lab, &config, &exe).map_err(|e| e.to_string())?;
     Ok(Guard(lab))

@@ -186,6 +186,7 @@ fn wrong_bytes_fail_loudly() -> Result<(), String> {
         profile: &wanopt_lab::profile::LEGACY,
         optimize: false,
         reduce: false,
+        node_args: Vec::new(),
     };
     wanopt_lab::bringup::up(&lab, &config, &exe).map_err(|e| e.to_string())?;
     let ready = lab.state_dir().join("waas-server.ready");

@@ -239,6 +239,7 @@ fn run_points(
             profile,
             optimize: mode == Mode::Wanopt,
             reduce: spec.node.reduce,
+            node_args: Vec::new(),
         };
         if let Err(e) = bringup::up(lab, &config, exe) {
             bar.inc(spec.runs as u64);

@@ -221,6 +221,7 @@ fn bring_up(ctx: &mut Context<'_>, optimize: bool) -> Result<(), String> {
         profile: ctx.profile,
         optimize,
         reduce: true,
+        node_args: Vec::new(),
     };
     bringup::up(ctx.lab, &config, ctx.exe).map_err(|e| format!("lab up failed: {e}"))?;
     if ctx.endpoints.is_null() {
