@@ -434,7 +434,9 @@ fn a_malformed_stream_header_resets_that_stream_and_the_core_serves_others() {
         let config =
             tunnel::client_config(&key, &[PublicKey::from_base64(&core_pub).unwrap()], &tuning)
                 .unwrap();
-        let endpoint = tunnel::endpoint("127.0.0.1:0".parse().unwrap(), None, &tuning).unwrap();
+        let duplication = wanopt_node::dupsock::Duplication::new(tuning.duplication);
+        let endpoint =
+            tunnel::endpoint("127.0.0.1:0".parse().unwrap(), None, &tuning, &duplication).unwrap();
         let mut conn = None;
         for _ in 0..100 {
             if let Ok(connecting) = endpoint.connect_with(config.clone(), core_addr, "wanopt") {
@@ -484,7 +486,7 @@ fn a_long_path_losing_every_other_datagram_for_a_while_stays_up_and_exact() {
     let keys = Keys::new();
     let core_addr = free_udp();
     let core = spawn(&keys, "core", &core_args(&keys, core_addr, &["127.0.0.1"]));
-    let path = lossy_path(core_addr, Duration::from_millis(40), |seq| {
+    let path = lossy_path(core_addr, Duration::from_millis(40), |seq, _| {
         (3000..=12000).contains(&seq) && seq % 2 == 0
     });
     let listen = free_tcp();
@@ -545,7 +547,7 @@ fn a_server_that_pauses_reading_during_heavy_loss_does_not_take_the_tunnel_down(
     let keys = Keys::new();
     let core_addr = free_udp();
     let core = spawn(&keys, "core", &core_args(&keys, core_addr, &["127.0.0.1"]));
-    let path = lossy_path(core_addr, Duration::from_millis(20), |seq| {
+    let path = lossy_path(core_addr, Duration::from_millis(20), |seq, _| {
         // Past what the server's and the core's socket buffers absorb.
         (20_000..=32_000).contains(&seq) && seq % 2 == 0
     });
@@ -580,4 +582,81 @@ fn a_server_that_pauses_reading_during_heavy_loss_does_not_take_the_tunnel_down(
     assert!(!log.contains("too many gaps"), "{log}");
     let status = edge.status().unwrap();
     assert_eq!(status["peers"][0]["reconnects"], 0, "{}", edge.log_text());
+}
+
+/// One echo exchange on a tunnel whose edge runs `--duplication MODE`: a
+/// warm-up exchange, a second of silence, then a 1000-byte request (random
+/// bytes) whose
+/// datagram (the only one edge -> core of 600 bytes or more while armed) the
+/// path drops. Returns the edge's status afterwards.
+fn exchange_with_a_lost_request(mode: &str) -> serde_json::Value {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let echo = echo_server();
+    let keys = Keys::new();
+    let core_addr = free_udp();
+    let _core = spawn(&keys, "core", &core_args(&keys, core_addr, &["127.0.0.1"]));
+    let armed = Arc::new(AtomicBool::new(false));
+    let trigger = armed.clone();
+    // 160 ms round trip.
+    let path = lossy_path(core_addr, Duration::from_millis(80), move |_, datagram| {
+        datagram.len() >= 600 && trigger.swap(false, Ordering::SeqCst)
+    });
+    let listen = free_tcp();
+    let edge = spawn(
+        &keys,
+        "edge",
+        &edge_args(
+            &keys,
+            path,
+            &[(listen, echo.to_string())],
+            &["--duplication", mode],
+        ),
+    );
+    edge.wait_tunnel_up(Duration::from_secs(10));
+    let mut stream = TcpStream::connect(listen).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    // Incompressible, so the request stays one large datagram through
+    // `reduce`.
+    let (mut first, mut second) = (vec![0u8; 1000], vec![0u8; 1000]);
+    Pattern::new(1).fill(&mut first);
+    Pattern::new(2).fill(&mut second);
+    let mut back = vec![0u8; 1000];
+    stream.write_all(&first).unwrap();
+    stream.read_exact(&mut back).unwrap();
+    assert_eq!(back, first);
+    std::thread::sleep(Duration::from_secs(1));
+    armed.store(true, Ordering::SeqCst);
+    stream.write_all(&second).unwrap();
+    stream.read_exact(&mut back).unwrap();
+    assert_eq!(back, second, "the echo is exact");
+    assert!(
+        !armed.load(Ordering::SeqCst),
+        "the request datagram was dropped"
+    );
+    // Let the copy's or the retransmission's acknowledgement come back.
+    std::thread::sleep(Duration::from_millis(500));
+    edge.status().unwrap()
+}
+
+#[test]
+fn a_lost_request_is_replaced_by_its_tail_copy_and_never_declared_lost() {
+    let status = exchange_with_a_lost_request("tails");
+    let peer = &status["peers"][0];
+    assert_eq!(peer["lost_packets"], 0, "{status}");
+    let dup = &peer["duplication"];
+    assert_eq!(dup["mode"], "tails", "{status}");
+    assert_eq!(dup["active"], true, "{status}");
+    assert!(dup["datagrams"].as_u64().unwrap() >= 1, "{status}");
+}
+
+#[test]
+fn without_duplication_the_same_loss_costs_a_retransmission() {
+    let status = exchange_with_a_lost_request("off");
+    let peer = &status["peers"][0];
+    assert!(peer["lost_packets"].as_u64().unwrap() >= 1, "{status}");
+    assert_eq!(peer["duplication"]["active"], false, "{status}");
+    assert_eq!(peer["duplication"]["datagrams"], 0, "{status}");
 }

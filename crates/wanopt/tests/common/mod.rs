@@ -252,12 +252,13 @@ pub fn eventually(within: Duration, mut pred: impl FnMut() -> bool) -> bool {
 }
 
 /// A UDP relay between the edge and the core that adds a one-way delay and
-/// drops datagrams edge -> core whose sequence number `drop` selects: a long,
-/// lossy path on loopback. Returns the address to give the edge as `--core`.
+/// drops datagrams edge -> core that `drop` selects (by sequence number,
+/// from 1, and contents): a long, lossy path on loopback. Returns the
+/// address to give the edge as `--core`.
 pub fn lossy_path(
     core: SocketAddr,
     delay: Duration,
-    drop: impl Fn(u64) -> bool + Send + 'static,
+    drop: impl Fn(u64, &[u8]) -> bool + Send + 'static,
 ) -> SocketAddr {
     use std::collections::VecDeque;
     use std::sync::{Arc, Mutex};
@@ -307,7 +308,7 @@ pub fn lossy_path(
                 };
                 *edge.lock().unwrap() = Some(from);
                 seq += 1;
-                if drop(seq) {
+                if drop(seq, &buf[..n]) {
                     continue;
                 }
                 up.0.lock()
