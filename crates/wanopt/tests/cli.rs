@@ -145,6 +145,9 @@ fn bad_input_gets_one_clear_line_and_exit_code_2() {
     let (code, _, err) = run(&["core", "--cache-size", "lots"]);
     assert_eq!(code, 2);
     assert!(err.contains("bad size"), "{err}");
+    let (code, _, err) = run(&["edge", "--duplication", "twice"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("expected auto, tails or off"), "{err}");
 
     // A cache directory that cannot be created: one line naming the fixes.
     let file = keys.dir.path().join("a-file");
@@ -210,12 +213,12 @@ fn options_come_from_a_toml_file_and_flags_override_it() {
     std::fs::write(
         &core_file,
         format!(
-            "listen = \"{core_udp}\"\nkey = \"{}\"\npeer-key = [\"{edge_pub}\"]\nallow = [\"127.0.0.1\"]\n",
+            "listen = \"{core_udp}\"\nkey = \"{}\"\npeer-key = [\"{edge_pub}\"]\nallow = [\"127.0.0.1\"]\nduplication = \"tails\"\n",
             core_key.display()
         ),
     )
     .unwrap();
-    let _core = spawn(
+    let core = spawn(
         &keys,
         "core",
         &[
@@ -253,6 +256,12 @@ fn options_come_from_a_toml_file_and_flags_override_it() {
     let mut got = Vec::new();
     c.read_to_end(&mut got).unwrap();
     assert_eq!(got, b"from a file");
+    // The core took `duplication` from its file.
+    let status = core.status().unwrap();
+    assert_eq!(
+        status["peers"][0]["duplication"]["mode"], "tails",
+        "{status}"
+    );
 
     std::fs::write(&edge_file, "no-such-option = 1\n").unwrap();
     let (code, _, err) = run(&["edge", "--config", edge_file.to_str().unwrap()]);

@@ -331,6 +331,11 @@ pub fn markdown(results: &Results) -> String {
     );
     let _ = writeln!(
         out,
+        "- wanopt nodes: their defaults (wanopt's BBR on the tunnel, `--compression auto`, \
+         `--duplication auto`: tail duplication on paths that lose packets)."
+    );
+    let _ = writeln!(
+        out,
         "- Tests: `http-download` (HTTP/1.1 GET, a new connection per file), `download` and \
          `upload` (one connection per file, FTP-like: request then data; an upload ends when the \
          server acknowledges having checked every byte), `edit-save` (download, change 16 bytes in \
