@@ -19,7 +19,7 @@ use quinn::udp::{EcnCodepoint, RecvMeta, Transmit};
 use quinn::{AsyncUdpSocket, UdpPoller};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
-use wanopt_proto::dup::{LossMonitor, TailDup, TailParams, TailStats};
+use wanopt_proto::dup::{LossMonitor, TailDup, TailParams, TailStats, MAX_TAIL_DATAGRAMS};
 
 /// When the tunnel repeats datagrams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -283,8 +283,16 @@ impl DupSocket {
         let mut armed = false;
         {
             let mut policy = self.shared.policy();
-            for datagram in transmit.contents.chunks(size) {
-                armed |= policy.on_send(now, transmit.destination, &meta, datagram);
+            let count = transmit.contents.len().div_ceil(size);
+            // Only the batch's last datagrams can end up in a tail: the
+            // front is counted, not copied.
+            let unheld = count.saturating_sub(MAX_TAIL_DATAGRAMS);
+            for (i, datagram) in transmit.contents.chunks(size).enumerate() {
+                if i < unheld {
+                    policy.on_send_unheld(now, transmit.destination, datagram.len());
+                } else {
+                    armed |= policy.on_send(now, transmit.destination, &meta, datagram);
+                }
             }
         }
         if armed {

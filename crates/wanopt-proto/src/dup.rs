@@ -254,18 +254,49 @@ impl<K: Copy + Eq, M: Clone> TailDup<K, M> {
     /// a timer that was not armed before (the caller's sleeper must learn
     /// the new [`TailDup::poll_timeout`]).
     pub fn on_send(&mut self, now: Instant, key: K, meta: &M, datagram: &[u8]) -> bool {
-        let Some(i) = self.paths.iter().position(|p| p.key == key) else {
+        let Some(i) = self.sent(now, key, datagram.len()) else {
             return false;
         };
         let path = &mut self.paths[i];
-        if path.params.max_datagrams == 0 {
-            return false;
-        }
         let was_armed = !path.tail.is_empty();
-        let stale = path.repeating || path.due().is_some_and(|due| now >= due);
-        if stale {
-            // A new burst: whatever is left of the last tail is stale.
-            if !path.repeating {
+        let mut buf = self.pool.pop().unwrap_or_default();
+        buf.clear();
+        buf.extend_from_slice(datagram);
+        path.tail_bytes += buf.len();
+        path.tail.push_back((meta.clone(), buf));
+        self.trim(i);
+        !was_armed && !self.paths[i].tail.is_empty()
+    }
+
+    /// Records a datagram of `len` bytes sent on `key` that is not kept
+    /// (the caller knows more datagrams follow it at once than a tail
+    /// holds, e.g. the front of a large GSO batch): it counts towards the
+    /// path's recent rate and the tail starts afresh after it.
+    pub fn on_send_unheld(&mut self, now: Instant, key: K, len: usize) {
+        if let Some(i) = self.sent(now, key, len) {
+            let path = &mut self.paths[i];
+            while let Some((_, buf)) = path.tail.pop_front() {
+                self.pool.push(buf);
+            }
+            path.tail_bytes = 0;
+        }
+    }
+
+    /// The bookkeeping of every send on an active path: a new burst (the
+    /// path was quiet, or its last tail is going out) drops what is left
+    /// of the last tail and is judged busy or idle. Returns the path.
+    fn sent(&mut self, now: Instant, key: K, len: usize) -> Option<usize> {
+        let i = self.paths.iter().position(|p| p.key == key)?;
+        let path = &mut self.paths[i];
+        if path.params.max_datagrams == 0 {
+            return None;
+        }
+        let quiet_passed = path
+            .last_send
+            .is_none_or(|last| now >= last + path.params.quiet);
+        if path.repeating || quiet_passed {
+            if !path.repeating && !path.tail.is_empty() {
+                // The caller slept through the deadline.
                 path.stats.late += 1;
             }
             path.repeating = false;
@@ -273,21 +304,13 @@ impl<K: Copy + Eq, M: Clone> TailDup<K, M> {
                 self.pool.push(buf);
             }
             path.tail_bytes = 0;
-        }
-        if stale || path.tail.is_empty() {
-            // The burst starts now: was the path busy before it?
+            // Was the path busy before this burst?
             path.note_sent(now, 0);
             path.burst_on_busy_path = path.busy();
         }
-        path.note_sent(now, datagram.len());
-        let mut buf = self.pool.pop().unwrap_or_default();
-        buf.clear();
-        buf.extend_from_slice(datagram);
-        path.tail_bytes += buf.len();
-        path.tail.push_back((meta.clone(), buf));
+        path.note_sent(now, len);
         path.last_send = Some(now);
-        self.trim(i);
-        !was_armed && !self.paths[i].tail.is_empty()
+        Some(i)
     }
 
     /// When the next copy is due, if any.

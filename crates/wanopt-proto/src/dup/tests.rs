@@ -220,6 +220,33 @@ fn paths_are_independent_and_can_be_switched_off() {
 }
 
 #[test]
+fn unheld_datagrams_end_the_tail_but_count_as_sent() {
+    let t0 = Instant::now();
+    let mut dup = TailDup::new();
+    dup.set_path(t0, 1u8, Some(params()));
+    // A batch: the front is not kept, the back is.
+    dup.on_send(t0, 1, &(), &datagram(1, 1000));
+    dup.on_send_unheld(t0, 1, 1000);
+    dup.on_send(t0, 1, &(), &datagram(3, 1000));
+    dup.on_send(t0, 1, &(), &datagram(4, 1000));
+    assert_eq!(
+        drain(&mut dup, t0 + 10 * MS),
+        vec![datagram(3, 1000), datagram(4, 1000)]
+    );
+    // A burst that ends with an unheld datagram has no tail to repeat, and
+    // it still counts as a burst: quiet is measured from it.
+    dup.on_send(t0 + 100 * MS, 1, &(), &datagram(5, 1000));
+    dup.on_send_unheld(t0 + 105 * MS, 1, 1000);
+    assert_eq!(dup.poll_timeout(), None);
+    dup.on_send(t0 + 109 * MS, 1, &(), &datagram(7, 1000));
+    assert!(
+        dup.poll_transmit(t0 + 115 * MS).is_none(),
+        "quiet counts from the last send"
+    );
+    assert_eq!(drain(&mut dup, t0 + 119 * MS), vec![datagram(7, 1000)]);
+}
+
+#[test]
 fn a_late_poll_drops_the_old_tail_rather_than_mix_bursts() {
     let t0 = Instant::now();
     let mut dup = TailDup::new();
@@ -266,13 +293,15 @@ fn loss_monitor_needs_a_sample_then_follows_the_rate() {
 #[derive(Debug, Clone)]
 enum Op {
     Send { gap_us: u32, len: usize },
+    Unheld { gap_us: u32, len: usize },
     Poll { gap_us: u32 },
 }
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        (0u32..30_000, 1usize..1500).prop_map(|(gap_us, len)| Op::Send { gap_us, len }),
-        (0u32..40_000).prop_map(|gap_us| Op::Poll { gap_us }),
+        4 => (0u32..30_000, 1usize..1500).prop_map(|(gap_us, len)| Op::Send { gap_us, len }),
+        1 => (0u32..30_000, 1usize..1500).prop_map(|(gap_us, len)| Op::Unheld { gap_us, len }),
+        4 => (0u32..40_000).prop_map(|gap_us| Op::Poll { gap_us }),
     ]
 }
 
@@ -287,7 +316,8 @@ proptest! {
         let mut dup = TailDup::new();
         dup.set_path(t0, 1u8, Some(p));
         let mut now = t0;
-        let mut sent: Vec<(Instant, Vec<u8>)> = Vec::new();
+        // Every datagram sent; `None` for the unheld ones.
+        let mut sent: Vec<(Instant, Option<Vec<u8>>)> = Vec::new();
         let mut copies: HashMap<Vec<u8>, u32> = HashMap::new();
         let mut copied_bytes = 0usize;
         for op in ops {
@@ -296,7 +326,12 @@ proptest! {
                     now += Duration::from_micros(gap_us.into());
                     let d = datagram(sent.len() as u32, len);
                     dup.on_send(now, 1, &(), &d);
-                    sent.push((now, d));
+                    sent.push((now, Some(d)));
+                }
+                Op::Unheld { gap_us, len } => {
+                    now += Duration::from_micros(gap_us.into());
+                    dup.on_send_unheld(now, 1, len);
+                    sent.push((now, None));
                 }
                 Op::Poll { gap_us } => {
                     now += Duration::from_micros(gap_us.into());
@@ -306,9 +341,11 @@ proptest! {
                     while let Some(c) = dup.poll_transmit(now) {
                         let (last_at, _) = sent.last().unwrap();
                         prop_assert!(now >= *last_at + p.quiet, "copy before the burst ended");
-                        let pos = sent.iter().position(|(_, d)| *d == c.datagram);
+                        let pos = sent.iter().position(|(_, d)| d.as_ref() == Some(&c.datagram));
                         prop_assert!(pos.is_some(), "a copy of something never sent");
-                        prop_assert!(sent.len() - pos.unwrap() <= p.max_datagrams, "not from the tail");
+                        let pos = pos.unwrap();
+                        prop_assert!(sent.len() - pos <= p.max_datagrams, "not from the tail");
+                        prop_assert!(sent[pos..].iter().all(|(_, d)| d.is_some()), "older than an unheld send");
                         let n = copies.entry(c.datagram.clone()).or_default();
                         *n += 1;
                         prop_assert_eq!(*n, 1, "copied twice");
