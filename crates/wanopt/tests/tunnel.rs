@@ -475,6 +475,30 @@ fn a_malformed_stream_header_resets_that_stream_and_the_core_serves_others() {
     assert!(core.log_text().contains("resetting the stream"));
 }
 
+/// A core on loopback, a [`lossy_path`] with `delay` each way in front of
+/// it, and an edge (with `edge_extra`) forwarding a fresh port to `server`
+/// through the path, tunnel up. Returns the keys (their directory must
+/// outlive the nodes), the core, the edge and the edge's port.
+fn through_a_lossy_path(
+    server: SocketAddr,
+    delay: Duration,
+    drop: impl Fn(u64, &[u8]) -> bool + Send + 'static,
+    edge_extra: &[&str],
+) -> (Keys, Node, Node, SocketAddr) {
+    let keys = Keys::new();
+    let core_addr = free_udp();
+    let core = spawn(&keys, "core", &core_args(&keys, core_addr, &["127.0.0.1"]));
+    let path = lossy_path(core_addr, delay, drop);
+    let listen = free_tcp();
+    let edge = spawn(
+        &keys,
+        "edge",
+        &edge_args(&keys, path, &[(listen, server.to_string())], edge_extra),
+    );
+    edge.wait_tunnel_up(Duration::from_secs(10));
+    (keys, core, edge, listen)
+}
+
 #[test]
 fn a_long_path_losing_every_other_datagram_for_a_while_stays_up_and_exact() {
     // 80 ms RTT; datagrams 3000..=12000 edge -> core: every other one is lost,
@@ -483,24 +507,12 @@ fn a_long_path_losing_every_other_datagram_for_a_while_stays_up_and_exact() {
     // neither close ("too many gaps") nor deliver a wrong byte.
     const LEN: u64 = 64 << 20;
     let (server, results) = hash_server(4, 1 << 20);
-    let keys = Keys::new();
-    let core_addr = free_udp();
-    let core = spawn(&keys, "core", &core_args(&keys, core_addr, &["127.0.0.1"]));
-    let path = lossy_path(core_addr, Duration::from_millis(40), |seq, _| {
-        (3000..=12000).contains(&seq) && seq % 2 == 0
-    });
-    let listen = free_tcp();
-    let edge = spawn(
-        &keys,
-        "edge",
-        &edge_args(
-            &keys,
-            path,
-            &[(listen, server.to_string())],
-            &["--max-mtu", "1452"],
-        ),
+    let (_keys, core, edge, listen) = through_a_lossy_path(
+        server,
+        Duration::from_millis(40),
+        |seq, _| (3000..=12000).contains(&seq) && seq % 2 == 0,
+        &["--max-mtu", "1452"],
     );
-    edge.wait_tunnel_up(Duration::from_secs(10));
     let stream = TcpStream::connect(listen).unwrap();
     let (sent_hash, got_hash, got_len) = hash_both_ways(stream, 3, LEN);
     assert_eq!(got_len, 1 << 20);
@@ -544,25 +556,13 @@ fn a_server_that_pauses_reading_during_heavy_loss_does_not_take_the_tunnel_down(
         let digest: [u8; 32] = hasher.finalize().into();
         let _ = tx.send((digest, n));
     });
-    let keys = Keys::new();
-    let core_addr = free_udp();
-    let core = spawn(&keys, "core", &core_args(&keys, core_addr, &["127.0.0.1"]));
-    let path = lossy_path(core_addr, Duration::from_millis(20), |seq, _| {
+    let (_keys, core, edge, listen) = through_a_lossy_path(
+        server,
+        Duration::from_millis(20),
         // Past what the server's and the core's socket buffers absorb.
-        (20_000..=32_000).contains(&seq) && seq % 2 == 0
-    });
-    let listen = free_tcp();
-    let edge = spawn(
-        &keys,
-        "edge",
-        &edge_args(
-            &keys,
-            path,
-            &[(listen, server.to_string())],
-            &["--max-mtu", "1452", "--no-reduce"],
-        ),
+        |seq, _| (20_000..=32_000).contains(&seq) && seq % 2 == 0,
+        &["--max-mtu", "1452", "--no-reduce"],
     );
-    edge.wait_tunnel_up(Duration::from_secs(10));
     let mut client = TcpStream::connect(listen).unwrap();
     let mut pattern = Pattern::new(9);
     let mut hasher = Sha256::new();
@@ -586,34 +586,20 @@ fn a_server_that_pauses_reading_during_heavy_loss_does_not_take_the_tunnel_down(
 
 /// One echo exchange on a tunnel whose edge runs `--duplication MODE`: a
 /// warm-up exchange, a second of silence, then a 1000-byte request (random
-/// bytes) whose
-/// datagram (the only one edge -> core of 600 bytes or more while armed) the
-/// path drops. Returns the edge's status afterwards.
+/// bytes) whose datagram (the only one edge -> core of 600 bytes or more
+/// while armed) the path drops. Returns the edge's status afterwards.
 fn exchange_with_a_lost_request(mode: &str) -> serde_json::Value {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
-    let echo = echo_server();
-    let keys = Keys::new();
-    let core_addr = free_udp();
-    let _core = spawn(&keys, "core", &core_args(&keys, core_addr, &["127.0.0.1"]));
     let armed = Arc::new(AtomicBool::new(false));
     let trigger = armed.clone();
     // 160 ms round trip.
-    let path = lossy_path(core_addr, Duration::from_millis(80), move |_, datagram| {
-        datagram.len() >= 600 && trigger.swap(false, Ordering::SeqCst)
-    });
-    let listen = free_tcp();
-    let edge = spawn(
-        &keys,
-        "edge",
-        &edge_args(
-            &keys,
-            path,
-            &[(listen, echo.to_string())],
-            &["--duplication", mode],
-        ),
+    let (_keys, _core, edge, listen) = through_a_lossy_path(
+        echo_server(),
+        Duration::from_millis(80),
+        move |_, datagram| datagram.len() >= 600 && trigger.swap(false, Ordering::SeqCst),
+        &["--duplication", mode],
     );
-    edge.wait_tunnel_up(Duration::from_secs(10));
     let mut stream = TcpStream::connect(listen).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(20)))
