@@ -372,6 +372,7 @@ fn flows_and_metrics_show_a_live_flow_with_its_service() {
         "{status}"
     );
     assert!(status.contains("1 active"), "{status}");
+    assert!(status.contains("dup       auto: tails off"), "{status}");
 
     let metrics = http_get(pair.edge.control, "/metrics").unwrap();
     assert!(
@@ -380,6 +381,15 @@ fn flows_and_metrics_show_a_live_flow_with_its_service() {
     );
     assert!(
         metrics.contains("wanopt_tunnel_up{role=\"edge\",peer="),
+        "{metrics}"
+    );
+    // Loopback loses nothing: `auto` keeps tail duplication off.
+    let active = metrics
+        .lines()
+        .find(|l| l.starts_with("wanopt_tunnel_duplication_active{role=\"edge\",peer="));
+    assert!(active.is_some_and(|l| l.ends_with(" 0")), "{metrics}");
+    assert!(
+        metrics.contains("wanopt_tunnel_duplicated_datagrams_total{role=\"edge\",peer="),
         "{metrics}"
     );
     let core_flows = http_get(pair.core.control, "/flows").unwrap();
