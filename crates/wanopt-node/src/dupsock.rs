@@ -19,7 +19,9 @@ use quinn::udp::{EcnCodepoint, RecvMeta, Transmit};
 use quinn::{AsyncUdpSocket, UdpPoller};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
-use wanopt_proto::dup::{LossMonitor, TailDup, TailParams, TailStats, MAX_TAIL_DATAGRAMS};
+use wanopt_proto::dup::{
+    LossMonitor, TailDup, TailParams, TailStats, BUSY_SHARE, MAX_TAIL_DATAGRAMS,
+};
 
 /// When the tunnel repeats datagrams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -73,6 +75,10 @@ pub struct DuplicationStatus {
     pub mode: DuplicationMode,
     /// Whether tails are repeated on this path now.
     pub active: bool,
+    /// Whether the last sample found the path carrying bulk traffic (more
+    /// than half its capacity), which pauses `auto`.
+    #[serde(default)]
+    pub bulk: bool,
     /// The loss monitor's estimate for this path (packets declared lost
     /// over packets sent, recent), percent.
     pub loss_percent: f64,
@@ -120,10 +126,33 @@ pub struct Duplication {
     paths: Arc<Mutex<std::collections::HashMap<SocketAddr, PathMemory>>>,
 }
 
+/// One sample of a tunnel connection, for [`Duplication::update_path`].
+#[derive(Debug, Clone, Copy)]
+pub struct PathSample {
+    /// Packets sent on the path since the connection began.
+    pub sent_packets: u64,
+    /// Packets declared lost since the connection began.
+    pub lost_packets: u64,
+    /// Smoothed round-trip time.
+    pub srtt: Duration,
+    /// The congestion controller's rate estimate, bytes per second (the
+    /// path's capacity is the highest estimate seen, slowly forgotten).
+    pub rate_estimate: Option<f64>,
+    /// UDP bytes sent on the path since the connection began (the send
+    /// rate between two samples tells bulk traffic from sparse).
+    pub udp_tx_bytes: u64,
+    /// The path MTU (UDP payload).
+    pub mtu: u16,
+}
+
 /// What the node remembers of a path between samples.
 #[derive(Debug, Default)]
 struct PathMemory {
     loss: LossMonitor,
+    /// Whether the last sample found the path carrying bulk traffic.
+    bulk: bool,
+    /// The previous sample's time and UDP bytes sent.
+    last_tx: Option<(Instant, u64)>,
     /// The highest rate estimate seen, decayed with a one-minute half-life,
     /// and when it was last updated. BBR's own estimate is a max over about
     /// ten round trips, so it falls as soon as the traffic turns sparse
@@ -131,10 +160,32 @@ struct PathMemory {
     capacity: Option<(f64, Instant)>,
 }
 
+/// How often the node samples its paths for duplication (short, so that
+/// tails come back soon after a bulk transfer ends).
+pub const SAMPLE_INTERVAL: Duration = Duration::from_millis(100);
+
 /// Half-life of a path's remembered capacity.
 const CAPACITY_HALF_LIFE: Duration = Duration::from_secs(60);
 
 impl PathMemory {
+    /// The send rate since the previous sample, bytes per second (0 at the
+    /// first sample or when the counter went back: a new connection).
+    fn send_rate(&mut self, now: Instant, tx_bytes: u64) -> f64 {
+        let rate = match self.last_tx {
+            Some((at, last)) if tx_bytes >= last => {
+                let secs = now.saturating_duration_since(at).as_secs_f64();
+                if secs > 0.0 {
+                    (tx_bytes - last) as f64 / secs
+                } else {
+                    0.0
+                }
+            }
+            _ => 0.0,
+        };
+        self.last_tx = Some((now, tx_bytes));
+        rate
+    }
+
     fn capacity(&mut self, now: Instant, estimate: Option<f64>) -> Option<f64> {
         let estimate = estimate.filter(|r| r.is_finite() && *r > 0.0);
         let remembered = self.capacity.map(|(rate, at)| {
@@ -171,35 +222,32 @@ impl Duplication {
         self.mode
     }
 
-    /// Re-decides the path to `peer` from its connection's counters: the
-    /// totals of packets sent and declared lost, the smoothed RTT, the
-    /// congestion controller's rate estimate (bytes per second; the path's
-    /// capacity is the highest estimate seen, slowly forgotten) and the
-    /// path MTU.
-    pub fn update_path(
-        &self,
-        peer: SocketAddr,
-        sent_packets: u64,
-        lost_packets: u64,
-        srtt: Duration,
-        rate_bytes_per_sec: Option<f64>,
-        mtu: u16,
-    ) {
+    /// Re-decides the path to `peer` from a sample of its connection; call
+    /// it about every [`SAMPLE_INTERVAL`].
+    ///
+    /// `auto` repeats tails while the path is lossy and not carrying bulk
+    /// traffic: while it sends more than half its capacity, no burst ends
+    /// (the rare pause is judged busy anyway), so copying every datagram
+    /// into the tail would be CPU spent for nothing; tails come back within
+    /// a sample of the traffic turning sparse.
+    pub fn update_path(&self, peer: SocketAddr, sample: &PathSample) {
         let now = Instant::now();
-        let (lossy, capacity) = {
+        let (lossy, capacity, bulk) = {
             let mut paths = self.paths.lock().unwrap_or_else(|e| e.into_inner());
             let path = paths.entry(peer).or_default();
-            (
-                path.loss.update(sent_packets, lost_packets),
-                path.capacity(now, rate_bytes_per_sec),
-            )
+            let lossy = path.loss.update(sample.sent_packets, sample.lost_packets);
+            let capacity = path.capacity(now, sample.rate_estimate);
+            let send_rate = path.send_rate(now, sample.udp_tx_bytes);
+            path.bulk = capacity.is_some_and(|c| send_rate > BUSY_SHARE * c);
+            (lossy, capacity, path.bulk)
         };
         let on = match self.mode {
             DuplicationMode::Off => false,
             DuplicationMode::Tails => true,
-            DuplicationMode::Auto => lossy,
+            DuplicationMode::Auto => lossy && !bulk,
         };
-        let params = on.then(|| TailParams::for_path(srtt, capacity, usize::from(mtu)));
+        let params =
+            on.then(|| TailParams::for_path(sample.srtt, capacity, usize::from(sample.mtu)));
         let mut policy = self.shared.policy();
         policy.set_path(now, peer, params);
         self.shared
@@ -222,12 +270,12 @@ impl Duplication {
 
     /// What the path to `peer` does and did.
     pub fn status(&self, peer: SocketAddr) -> DuplicationStatus {
-        let loss = self
+        let (loss, bulk) = self
             .paths
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(&peer)
-            .map_or(0.0, |p| p.loss.loss_rate());
+            .map_or((0.0, false), |p| (p.loss.loss_rate(), p.bulk));
         let policy = self.shared.policy();
         let params = policy.params(peer);
         let stats = policy.stats(peer).unwrap_or_default();
@@ -242,6 +290,7 @@ impl Duplication {
         DuplicationStatus {
             mode: self.mode,
             active: params.is_some(),
+            bulk,
             loss_percent: loss * 100.0,
             quiet_ms: params.map(|p| p.quiet.as_secs_f64() * 1e3),
             tail_bytes: params.map(|p| p.max_bytes),
@@ -418,6 +467,45 @@ mod tests {
             path.capacity(later + CAPACITY_HALF_LIFE, Some(f64::NAN)),
             Some(1e6)
         );
+    }
+
+    #[test]
+    fn auto_repeats_tails_on_a_lossy_path_unless_it_carries_bulk_traffic() {
+        let peer: SocketAddr = "192.0.2.1:4433".parse().unwrap();
+        let dup = Duplication::new(DuplicationMode::Auto);
+        let sample = |sent, lost, tx| PathSample {
+            sent_packets: sent,
+            lost_packets: lost,
+            srtt: Duration::from_millis(150),
+            rate_estimate: Some(250_000.0),
+            udp_tx_bytes: tx,
+            mtu: 1472,
+        };
+        // Clean so far: off.
+        dup.update_path(peer, &sample(1000, 0, 1_000_000));
+        assert!(!dup.status(peer).active);
+        // 1% loss, and the path sent 1.4 MB since the last sample a few
+        // microseconds ago: bulk, so still off.
+        dup.update_path(peer, &sample(2000, 20, 2_400_000));
+        let s = dup.status(peer);
+        assert!(!s.active && s.bulk, "{s:?}");
+        assert!(s.loss_percent > 0.9, "{s:?}");
+        // Nothing sent since: sparse, lossy: on, sized for the path.
+        std::thread::sleep(Duration::from_millis(20));
+        dup.update_path(peer, &sample(2000, 20, 2_400_000));
+        let s = dup.status(peer);
+        assert!(s.active && !s.bulk, "{s:?}");
+        assert_eq!(s.tail_bytes, Some(7_500));
+        assert_eq!(s.quiet_ms, Some(37.5));
+        // `off` never, `tails` always.
+        let off = Duplication::new(DuplicationMode::Off);
+        off.update_path(peer, &sample(2000, 20, 0));
+        assert!(!off.status(peer).active);
+        let tails = Duplication::new(DuplicationMode::Tails);
+        tails.update_path(peer, &sample(10, 0, 0));
+        assert!(tails.status(peer).active);
+        tails.remove_path(peer);
+        assert!(!tails.status(peer).active);
     }
 
     #[test]

@@ -114,6 +114,15 @@ fn spawn_housekeeping(
             sampled.sample_peers();
         }
     });
+    let sampled = state.clone();
+    tasks.spawn(async move {
+        let mut tick = tokio::time::interval(dupsock::SAMPLE_INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            sampled.sample_duplication();
+        }
+    });
     if let Some(listener) = control {
         tasks.spawn(control::serve(listener, state.clone()));
     }

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::dupsock::{Duplication, DuplicationMode, DuplicationStatus};
+use crate::dupsock::{Duplication, DuplicationMode, DuplicationStatus, PathSample};
 use crate::flow::FlowTable;
 use crate::identity::{certificate_key, PublicKey};
 use crate::reduce::Caches;
@@ -275,24 +275,14 @@ impl NodeState {
         }
     }
 
-    /// Refreshes the peers' measured rates and what duplication does on
-    /// each path; call about once a second.
+    /// Refreshes the peers' measured rates; call about once a second.
     pub fn sample_peers(&self) {
         let now = Instant::now();
-        for (address, entry) in self.peers().iter_mut() {
+        for entry in self.peers().values_mut() {
             let Some(conn) = &entry.connection else {
                 continue;
             };
             let stats = conn.stats();
-            let rate = crate::reduce::estimated_rate_bps(conn).map(|bps| bps / 8.0);
-            self.duplication.update_path(
-                *address,
-                stats.path.sent_packets,
-                stats.path.lost_packets,
-                stats.path.rtt,
-                rate,
-                stats.path.current_mtu,
-            );
             let (tx, rx) = (stats.udp_tx.bytes, stats.udp_rx.bytes);
             if let Some((at, last_tx, last_rx)) = entry.last_sample {
                 let secs = now.saturating_duration_since(at).as_secs_f64();
@@ -302,6 +292,28 @@ impl NodeState {
                 }
             }
             entry.last_sample = Some((now, tx, rx));
+        }
+    }
+
+    /// Re-decides tail duplication on each peer's path; call about every
+    /// [`crate::dupsock::SAMPLE_INTERVAL`].
+    pub fn sample_duplication(&self) {
+        for (address, entry) in self.peers().iter() {
+            let Some(conn) = &entry.connection else {
+                continue;
+            };
+            let stats = conn.stats();
+            self.duplication.update_path(
+                *address,
+                &PathSample {
+                    sent_packets: stats.path.sent_packets,
+                    lost_packets: stats.path.lost_packets,
+                    srtt: stats.path.rtt,
+                    rate_estimate: crate::reduce::estimated_rate_bps(conn).map(|bps| bps / 8.0),
+                    udp_tx_bytes: stats.udp_tx.bytes,
+                    mtu: stats.path.current_mtu,
+                },
+            );
         }
     }
 

@@ -40,6 +40,11 @@ pub const MAX_RATE_SHARE: f64 = 0.25;
 /// A burst that starts while the path's recent send rate is above this
 /// share of the estimated rate is not repeated.
 pub const BUSY_SHARE: f64 = 0.5;
+/// Datagrams shorter than this are not repeated (nor do they push others
+/// out of the tail): they are QUIC packets that carry an acknowledgement
+/// alone (about 40 bytes), whose loss costs a transfer nothing, and on a
+/// slow uplink their copies would hold up the next request.
+pub const MIN_HELD_DATAGRAM: usize = 64;
 
 /// How tails are repeated on one path.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -258,6 +263,9 @@ impl<K: Copy + Eq, M: Clone> TailDup<K, M> {
             return false;
         };
         let path = &mut self.paths[i];
+        if datagram.len() < MIN_HELD_DATAGRAM {
+            return false;
+        }
         let was_armed = !path.tail.is_empty();
         let mut buf = self.pool.pop().unwrap_or_default();
         buf.clear();

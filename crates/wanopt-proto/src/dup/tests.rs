@@ -247,6 +247,24 @@ fn unheld_datagrams_end_the_tail_but_count_as_sent() {
 }
 
 #[test]
+fn acknowledgement_sized_datagrams_are_not_held_and_do_not_push_data_out() {
+    let t0 = Instant::now();
+    let mut dup = TailDup::new();
+    dup.set_path(t0, 1u8, Some(params()));
+    // A request, then a run of ACK-only packets in the same burst.
+    dup.on_send(t0, 1, &(), &datagram(1, 400));
+    for n in 2..20 {
+        assert!(!dup.on_send(t0 + MS, 1, &(), &datagram(n, 40)));
+    }
+    // Quiet counts from the last ACK; only the request is repeated.
+    assert!(dup.poll_transmit(t0 + 10 * MS).is_none());
+    assert_eq!(drain(&mut dup, t0 + 11 * MS), vec![datagram(1, 400)]);
+    // A burst of ACKs alone leaves nothing to repeat.
+    dup.on_send(t0 + 100 * MS, 1, &(), &datagram(30, 40));
+    assert_eq!(dup.poll_timeout(), None);
+}
+
+#[test]
 fn a_late_poll_drops_the_old_tail_rather_than_mix_bursts() {
     let t0 = Instant::now();
     let mut dup = TailDup::new();
@@ -318,6 +336,7 @@ proptest! {
         let mut now = t0;
         // Every datagram sent; `None` for the unheld ones.
         let mut sent: Vec<(Instant, Option<Vec<u8>>)> = Vec::new();
+        let held = |d: &Option<Vec<u8>>| d.as_ref().is_some_and(|d| d.len() >= MIN_HELD_DATAGRAM);
         let mut copies: HashMap<Vec<u8>, u32> = HashMap::new();
         let mut copied_bytes = 0usize;
         for op in ops {
@@ -344,7 +363,9 @@ proptest! {
                         let pos = sent.iter().position(|(_, d)| d.as_ref() == Some(&c.datagram));
                         prop_assert!(pos.is_some(), "a copy of something never sent");
                         let pos = pos.unwrap();
-                        prop_assert!(sent.len() - pos <= p.max_datagrams, "not from the tail");
+                        prop_assert!(held(&sent[pos].1), "a datagram too small to hold");
+                        let later = sent[pos..].iter().filter(|(_, d)| held(d)).count();
+                        prop_assert!(later <= p.max_datagrams, "not from the tail");
                         prop_assert!(sent[pos..].iter().all(|(_, d)| d.is_some()), "older than an unheld send");
                         let n = copies.entry(c.datagram.clone()).or_default();
                         *n += 1;

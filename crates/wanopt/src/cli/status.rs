@@ -208,6 +208,10 @@ fn duplication_line(d: &wanopt_node::dupsock::DuplicationStatus) -> String {
             d.quiet_ms.unwrap_or(0.0),
             human_bytes(d.tail_bytes.unwrap_or(0) as u64)
         ),
+        (mode, false) if d.bulk => format!(
+            "{mode}: tails off while the path carries bulk traffic (loss {:.2}%)",
+            d.loss_percent
+        ),
         (mode, false) => format!("{mode}: tails off (loss {:.2}%)", d.loss_percent),
     };
     if d.datagrams == 0 {
