@@ -11,6 +11,7 @@ use std::fmt;
 use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -107,7 +108,7 @@ struct Shared {
     policy: Mutex<TailDup<SocketAddr, Meta>>,
     /// Set while any path repeats tails, so the send path of a node with
     /// duplication off never takes the lock.
-    active: std::sync::atomic::AtomicBool,
+    active: AtomicBool,
     wake: Notify,
 }
 
@@ -210,16 +211,11 @@ impl Duplication {
             mode,
             shared: Arc::new(Shared {
                 policy: Mutex::new(TailDup::new()),
-                active: std::sync::atomic::AtomicBool::new(false),
+                active: AtomicBool::new(false),
                 wake: Notify::new(),
             }),
             paths: Arc::default(),
         }
-    }
-
-    /// The mode.
-    pub fn mode(&self) -> DuplicationMode {
-        self.mode
     }
 
     /// Re-decides the path to `peer` from a sample of its connection; call
@@ -252,7 +248,7 @@ impl Duplication {
         policy.set_path(now, peer, params);
         self.shared
             .active
-            .store(policy.is_active(), std::sync::atomic::Ordering::Relaxed);
+            .store(policy.is_active(), Ordering::Relaxed);
     }
 
     /// Forgets a path whose connection is gone.
@@ -265,7 +261,7 @@ impl Duplication {
         policy.remove(peer);
         self.shared
             .active
-            .store(policy.is_active(), std::sync::atomic::Ordering::Relaxed);
+            .store(policy.is_active(), Ordering::Relaxed);
     }
 
     /// What the path to `peer` does and did.
@@ -357,11 +353,7 @@ impl AsyncUdpSocket for DupSocket {
 
     fn try_send(&self, transmit: &Transmit) -> io::Result<()> {
         self.inner.try_send(transmit)?;
-        if self
-            .shared
-            .active
-            .load(std::sync::atomic::Ordering::Relaxed)
-        {
+        if self.shared.active.load(Ordering::Relaxed) {
             self.record(transmit);
         }
         Ok(())

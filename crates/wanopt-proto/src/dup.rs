@@ -179,6 +179,14 @@ impl<K, M> Path<K, M> {
         self.recent / self.params.window.as_secs_f64().max(1e-3) > BUSY_SHARE * rate
     }
 
+    /// Empties the tail into `pool`; returns how many datagrams it held.
+    fn drop_tail(&mut self, pool: &mut Vec<Vec<u8>>) -> u64 {
+        let dropped = self.tail.len() as u64;
+        pool.extend(self.tail.drain(..).map(|(_, buf)| buf));
+        self.tail_bytes = 0;
+        dropped
+    }
+
     fn refill(&mut self, now: Instant) {
         let secs = now.saturating_duration_since(self.refilled).as_secs_f64();
         self.tokens = (self.tokens + secs * self.params.refill_bytes_per_sec)
@@ -282,11 +290,7 @@ impl<K: Copy + Eq, M: Clone> TailDup<K, M> {
     /// path's recent rate and the tail starts afresh after it.
     pub fn on_send_unheld(&mut self, now: Instant, key: K, len: usize) {
         if let Some(i) = self.sent(now, key, len) {
-            let path = &mut self.paths[i];
-            while let Some((_, buf)) = path.tail.pop_front() {
-                self.pool.push(buf);
-            }
-            path.tail_bytes = 0;
+            self.paths[i].drop_tail(&mut self.pool);
         }
     }
 
@@ -308,10 +312,7 @@ impl<K: Copy + Eq, M: Clone> TailDup<K, M> {
                 path.stats.late += 1;
             }
             path.repeating = false;
-            while let Some((_, buf)) = path.tail.pop_front() {
-                self.pool.push(buf);
-            }
-            path.tail_bytes = 0;
+            path.drop_tail(&mut self.pool);
             // Was the path busy before this burst?
             path.note_sent(now, 0);
             path.burst_on_busy_path = path.busy();
@@ -343,22 +344,14 @@ impl<K: Copy + Eq, M: Clone> TailDup<K, M> {
             if !path.repeating && path.burst_on_busy_path {
                 // The burst came out of a busy path (a pause in a bulk
                 // transfer, say): the link has no idle time to spare.
-                path.stats.busy += 1 + path.tail.len() as u64;
                 self.pool.push(datagram);
-                while let Some((_, buf)) = path.tail.pop_front() {
-                    self.pool.push(buf);
-                }
-                path.tail_bytes = 0;
+                path.stats.busy += 1 + path.drop_tail(&mut self.pool);
                 continue;
             }
             if path.tokens < datagram.len() as f64 {
                 // Out of budget: this tail is not repeated any further.
-                path.stats.over_budget += 1 + path.tail.len() as u64;
                 self.pool.push(datagram);
-                while let Some((_, buf)) = path.tail.pop_front() {
-                    self.pool.push(buf);
-                }
-                path.tail_bytes = 0;
+                path.stats.over_budget += 1 + path.drop_tail(&mut self.pool);
                 path.repeating = false;
                 continue;
             }
