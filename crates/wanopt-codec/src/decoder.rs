@@ -242,19 +242,11 @@ impl Decoder {
             _ => {}
         }
         match repr {
-            DataRepr::Literal(payload) => {
-                self.stats.literals += 1;
-                if self.backlog.is_empty() {
-                    let start = out.len();
-                    payload.decode_into(out)?;
-                    self.store(&out[start..]);
-                } else {
-                    let mut data = Vec::with_capacity(payload.raw_len as usize);
-                    payload.decode_into(&mut data)?;
-                    self.store(&data);
-                    self.enqueue(Pending::Data(data))?;
-                }
-            }
+            DataRepr::Literal(payload) => self.literal(None, payload, out)?,
+            DataRepr::Named {
+                fingerprint,
+                payload,
+            } => self.literal(Some(fingerprint), payload, out)?,
             DataRepr::Run(run) => {
                 self.stats.literals += run.count() as u64;
                 if self.backlog.is_empty() {
@@ -317,6 +309,31 @@ impl Decoder {
                 }
             }
             DataRepr::Preamble { .. } | DataRepr::Repair { .. } => {}
+        }
+        Ok(())
+    }
+
+    /// A literal, stored under `name` when the frame gives one (unhashed:
+    /// every read from the store verifies, so a wrong name costs a repair,
+    /// never a wrong byte) and under its hash otherwise.
+    fn literal(
+        &mut self,
+        name: Option<Fingerprint>,
+        payload: Payload<'_>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), DecodeError> {
+        self.stats.literals += 1;
+        if self.backlog.is_empty() {
+            let start = out.len();
+            payload.decode_into(out)?;
+            let fingerprint = name.unwrap_or_else(|| Fingerprint::of(&out[start..]));
+            self.store_as(fingerprint, &out[start..]);
+        } else {
+            let mut data = Vec::with_capacity(payload.raw_len as usize);
+            payload.decode_into(&mut data)?;
+            let fingerprint = name.unwrap_or_else(|| Fingerprint::of(&data));
+            self.store_as(fingerprint, &data);
+            self.enqueue(Pending::Data(data))?;
         }
         Ok(())
     }
@@ -423,7 +440,11 @@ impl Decoder {
 
     /// Stores a literal (buffered: written when the next `Ack` is built).
     fn store(&mut self, data: &[u8]) {
-        let fingerprint = Fingerprint::of(data);
+        self.store_as(Fingerprint::of(data), data);
+    }
+
+    /// Stores a literal under `fingerprint`.
+    fn store_as(&mut self, fingerprint: Fingerprint, data: &[u8]) {
         match self.cache.lock().store.insert_buffered(fingerprint, data) {
             Ok(position) => self.acks.push((fingerprint, position)),
             Err(_) => self.stats.store_errors += 1,

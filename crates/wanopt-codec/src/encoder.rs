@@ -369,7 +369,7 @@ impl Core {
         };
         self.cursor = base;
         if !base.is_some_and(|base| self.try_delta(fingerprint, base, chunk, out)) {
-            self.literal(chunk, out);
+            self.literal(fingerprint, chunk, out);
         }
         if self.config.store_sent {
             // The literal is in `out`, or in the run that goes out before
@@ -453,14 +453,16 @@ impl Core {
     }
 
     /// Send `chunk` in full: added to the run being gathered while zstd is
-    /// on and paying, else at once as a `Literal`.
-    fn literal(&mut self, chunk: &[u8], out: &mut Vec<u8>) {
-        let gather = self.config.run_len > 0
-            && matches!(self.config.compression, Compression::Zstd { .. })
-            && self.skip_compression == 0;
+    /// on and paying, else at once as a `Literal` (zstd: slow links, where
+    /// each byte counts) or a `Named` literal (LZ4 or none: fast links,
+    /// where the peer's time to hash it would count more than its 16
+    /// bytes).
+    fn literal(&mut self, fingerprint: Fingerprint, chunk: &[u8], out: &mut Vec<u8>) {
+        let zstd = matches!(self.config.compression, Compression::Zstd { .. });
+        let gather = self.config.run_len > 0 && zstd && self.skip_compression == 0;
         if !gather {
             self.flush_run(out);
-            self.single_literal(chunk, out);
+            self.single_literal((!zstd).then_some(fingerprint), chunk, out);
             return;
         }
         if self.run.len() + chunk.len() > MAX_RUN_LEN {
@@ -474,10 +476,17 @@ impl Core {
         }
     }
 
-    fn single_literal(&mut self, chunk: &[u8], out: &mut Vec<u8>) {
+    fn single_literal(&mut self, name: Option<Fingerprint>, chunk: &[u8], out: &mut Vec<u8>) {
         let codec = self.compress(chunk);
         let payload = self.payload(codec, chunk);
-        DataRepr::Literal(payload).emit(out);
+        match name {
+            Some(fingerprint) => DataRepr::Named {
+                fingerprint,
+                payload,
+            }
+            .emit(out),
+            None => DataRepr::Literal(payload).emit(out),
+        }
         match codec {
             Codec::Raw => self.stats.literals_raw += 1,
             Codec::Lz4 | Codec::Zstd => self.stats.literals_compressed += 1,
@@ -496,7 +505,7 @@ impl Core {
         let run = std::mem::take(&mut self.run);
         let lengths = std::mem::take(&mut self.run_lengths);
         if count == 1 {
-            self.single_literal(&run, out);
+            self.single_literal(None, &run, out);
         } else {
             let codec = self.compress_now(&run);
             match codec {

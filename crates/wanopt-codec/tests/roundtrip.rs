@@ -5,8 +5,10 @@ mod common;
 use common::{random, rng, small_config, text, Flow, Pair};
 use proptest::prelude::*;
 use rand::Rng;
+use wanopt_codec::frame::{kind, Codec, DataRepr, Frame, Payload, VERSION};
 use wanopt_codec::{
-    CacheId, Compression, ControlRepr, Decoder, DecoderConfig, EncoderConfig, PeerCache,
+    CacheId, Compression, ControlRepr, Decoder, DecoderConfig, EncoderConfig, Fingerprint,
+    PeerCache,
 };
 
 #[test]
@@ -461,6 +463,100 @@ fn torn_tail_on_core_is_dropped_and_stays_correct() {
     flow.finish();
     assert_eq!(flow.delivered, file);
     assert_eq!(flow.need_chunks, 0, "epoch change must stop references");
+}
+
+/// The frames `encoder` writes for `data` (after the preamble), by type.
+fn frame_types(config: EncoderConfig, data: &[u8]) -> Vec<u8> {
+    let pair = Pair::new(small_config());
+    let mut enc = wanopt_codec::Encoder::new(pair.edge.clone(), config).unwrap();
+    let mut wire = Vec::new();
+    enc.push(data, &mut wire);
+    enc.finish(&mut wire);
+    let mut types = Vec::new();
+    let mut rest = &wire[..];
+    while !rest.is_empty() {
+        let frame = Frame::new_checked(rest).unwrap();
+        types.push(frame.frame_type());
+        rest = &rest[frame.total_len()..];
+    }
+    types
+}
+
+#[test]
+fn literals_are_named_with_lz4_or_none_and_not_with_zstd() {
+    let file = text(256 << 10, 21);
+    let at = |compression| EncoderConfig {
+        compression,
+        ..EncoderConfig::default()
+    };
+    for compression in [Compression::Lz4, Compression::Off] {
+        let types = frame_types(at(compression), &file);
+        assert!(types.iter().filter(|&&t| t == kind::NAMED).count() > 10);
+        assert!(!types.contains(&kind::LITERAL) && !types.contains(&kind::RUN));
+    }
+    let types = frame_types(at(Compression::ZSTD), &file);
+    assert!(types.contains(&kind::RUN));
+    assert!(!types.contains(&kind::NAMED));
+    // Named literals decode like any other, both ways, and are cached.
+    let mut pair = Pair::new(small_config());
+    pair.encoder = at(Compression::Lz4);
+    let (out, _) = pair.transfer(&file, &[100_000]);
+    assert_eq!(out, file);
+    let (back, wan) = pair.transfer_back(&file, &[100_000]);
+    assert_eq!(back, file);
+    assert!((wan as usize) < file.len() / 50, "{wan} WAN bytes back");
+}
+
+#[test]
+fn a_misnamed_literal_is_asked_for_again_and_never_delivered_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = PeerCache::open(dir.path(), small_config(), CacheId([1; 16])).unwrap();
+    let mut dec = Decoder::new(cache, DecoderConfig::default());
+    let real = text(5000, 22);
+    let other = text(5000, 23);
+    let name = Fingerprint::of(&real);
+    let raw = |bytes| Payload {
+        codec: Codec::Raw,
+        raw_len: 5000,
+        bytes,
+    };
+    // A peer (a buggy one) names `other` as if it were `real`, then refers
+    // to `real`.
+    let mut wire = Vec::new();
+    DataRepr::Preamble { version: VERSION }.emit(&mut wire);
+    DataRepr::Named {
+        fingerprint: name,
+        payload: raw(&other),
+    }
+    .emit(&mut wire);
+    let reference = DataRepr::Reference {
+        fingerprint: name,
+        raw_len: 5000,
+    };
+    reference.emit(&mut wire);
+    let mut out = Vec::new();
+    dec.push(&wire, &mut out).unwrap();
+    // The literal is the stream's content whatever its name; the reference
+    // fails the verified read and waits for the chunk itself.
+    assert_eq!(out, other);
+    let mut asked = Vec::new();
+    while let Some(c) = dec.poll_control() {
+        asked.push(c);
+    }
+    assert!(asked.contains(&ControlRepr::NeedChunk { fingerprint: name }));
+    let mut wire = Vec::new();
+    DataRepr::Repair {
+        fingerprint: name,
+        payload: raw(&real),
+    }
+    .emit(&mut wire);
+    // The repair is stored in place of the misnamed chunk: the next
+    // reference resolves at once.
+    reference.emit(&mut wire);
+    DataRepr::End.emit(&mut wire);
+    dec.push(&wire, &mut out).unwrap();
+    assert!(dec.is_finished());
+    assert_eq!(out, [&other[..], &real, &real].concat());
 }
 
 #[test]
