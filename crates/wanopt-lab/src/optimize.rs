@@ -202,9 +202,16 @@ pub fn start(lab: &Lab, exe: &Path, reduce: bool, extra: &[String]) -> Result<()
     Ok(())
 }
 
+/// Wait until `name` listens on `port`; fails at once if either node has
+/// exited (a rejected flag, a bad key), with the last lines of its log.
 fn wait_listening(lab: &Lab, node: Node, port: u16, name: &str) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
+        for daemon in ["wanopt-core", "wanopt-edge"] {
+            if lab.daemon_exited(daemon) {
+                return Err(format!("{daemon} exited: {}", lab.daemon_log(daemon)));
+            }
+        }
         let mut cmd = lab.command(node, "ss");
         cmd.args(["-Hltn", &format!("sport = :{port}")]);
         if output(cmd).map(|o| !o.trim().is_empty()).unwrap_or(false) {

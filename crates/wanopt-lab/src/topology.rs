@@ -327,6 +327,20 @@ impl Lab {
         })
     }
 
+    /// Whether the process recorded under `name` has ended (or none is
+    /// recorded): its pid is gone or a zombie (a daemon's parent does not
+    /// reap it while the lab command runs).
+    pub fn daemon_exited(&self, name: &str) -> bool {
+        let path = self.state_dir().join("pids").join(format!("{name}.pid"));
+        let Some(pid) = fs::read_to_string(path)
+            .ok()
+            .and_then(|text| text.trim().parse::<u32>().ok())
+        else {
+            return true;
+        };
+        process_ended(pid)
+    }
+
     /// Ends the process recorded under `name`, if any.
     pub fn kill_recorded(&self, name: &str) {
         let path = self.state_dir().join("pids").join(format!("{name}.pid"));
@@ -515,9 +529,38 @@ pub(crate) fn kill_and_wait(pid: i32) {
     let _ = nix::sys::wait::waitpid(pid, None);
 }
 
+/// Whether process `pid` is gone or a zombie (`/proc/PID/stat`: the state
+/// follows the parenthesised command name).
+fn process_ended(pid: u32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
+        Err(_) => true,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_zombie_or_missing_process_has_ended_a_running_one_has_not() {
+        let mut running = Command::new("sleep").arg("30").spawn().unwrap();
+        let mut done = Command::new("true").spawn().unwrap();
+        // `true` exits at once; unreaped, it stays a zombie.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !process_ended(done.id()) && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(10));
+        }
+        assert!(process_ended(done.id()));
+        assert!(!process_ended(running.id()));
+        assert!(!process_ended(std::process::id()));
+        running.kill().unwrap();
+        running.wait().unwrap();
+        done.wait().unwrap();
+        assert!(process_ended(running.id()));
+    }
 
     #[test]
     fn node_names_round_trip() {
