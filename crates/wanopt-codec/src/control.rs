@@ -11,6 +11,7 @@
 //! | 0x41 | NeedChunk | fingerprint (16) |
 //! | 0x42 | Ack       | low water u64, count u16, count x (fingerprint (16), position u64) |
 //! | 0x43 | Done      | empty |
+//! | 0x44 | NeedSpan  | check (16) |
 //! | 0x60 | Hello     | magic `"WOPC"`, version u8, cache id (16), epoch u64, low u64, high u64 |
 
 use thiserror::Error;
@@ -41,6 +42,12 @@ pub enum ControlRepr {
     /// The decoder reached `End` and delivered every byte; the encoder's
     /// side may now finish the stream.
     Done,
+    /// The decoder could not resolve a `Span`; send its chunks one by one
+    /// as a `SpanList` frame.
+    NeedSpan {
+        /// The span's check.
+        check: Fingerprint,
+    },
 }
 
 impl ControlRepr {
@@ -83,6 +90,14 @@ impl ControlRepr {
                 }
                 ControlRepr::Done
             }
+            kind::NEED_SPAN => {
+                if body.len() != FINGERPRINT_LEN {
+                    return Err(FrameError::Malformed(t));
+                }
+                ControlRepr::NeedSpan {
+                    check: Fingerprint::from_slice(body).ok_or(FrameError::Malformed(t))?,
+                }
+            }
             0x40..=0x7f => return Err(FrameError::UnknownType(t)),
             _ => return Ok(None),
         };
@@ -112,6 +127,10 @@ impl ControlRepr {
                 }
             }
             ControlRepr::Done => emit_header(out, kind::DONE, 0),
+            ControlRepr::NeedSpan { check } => {
+                emit_header(out, kind::NEED_SPAN, FINGERPRINT_LEN);
+                out.extend_from_slice(check.as_bytes());
+            }
         }
     }
 }
@@ -219,6 +238,7 @@ mod tests {
     fn control_frames_round_trip() {
         let fp = Fingerprint::of(b"chunk");
         round_trip(ControlRepr::NeedChunk { fingerprint: fp });
+        round_trip(ControlRepr::NeedSpan { check: fp });
         round_trip(ControlRepr::Done);
         round_trip(ControlRepr::Ack {
             low_water: 7,

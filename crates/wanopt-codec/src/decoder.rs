@@ -9,7 +9,8 @@ use crate::cache::PeerCache;
 use crate::control::{ControlRepr, MAX_ACK_ENTRIES};
 use crate::fingerprint::Fingerprint;
 use crate::frame::{
-    delta_decompress, split_run, DataRepr, Frame, FrameError, Payload, HEADER_LEN, MAX_FRAME_BODY,
+    delta_decompress, span_check, span_entries, split_run, DataRepr, Frame, FrameError, Payload,
+    HEADER_LEN, MAX_FRAME_BODY,
 };
 use crate::stats::DecoderStats;
 use crate::store::index::FingerprintMap;
@@ -53,7 +54,8 @@ pub enum DecodeError {
     /// A reference's length differs from the chunk it names.
     #[error("reference length does not match the cached chunk")]
     LengthMismatch,
-    /// A repair's data does not match its fingerprint.
+    /// A repair's data does not match its fingerprint (or a span list its
+    /// check).
     #[error("repair data does not match its fingerprint")]
     RepairMismatch,
     /// Too many bytes wait behind unresolved references.
@@ -68,6 +70,7 @@ pub enum DecodeError {
 enum Pending {
     Data(Vec<u8>),
     Missing { fingerprint: Fingerprint, len: u32 },
+    MissingSpan { check: Fingerprint, len: u32 },
     End,
 }
 
@@ -83,6 +86,7 @@ pub struct Decoder {
     backlog: VecDeque<Pending>,
     backlog_bytes: usize,
     missing: FingerprintMap<()>,
+    missing_spans: FingerprintMap<()>,
     control: VecDeque<ControlRepr>,
     acks: Vec<(Fingerprint, u64)>,
     peer_control: VecDeque<ControlRepr>,
@@ -102,6 +106,7 @@ impl Decoder {
             backlog: VecDeque::new(),
             backlog_bytes: 0,
             missing: FingerprintMap::default(),
+            missing_spans: FingerprintMap::default(),
             control: VecDeque::new(),
             acks: Vec::new(),
             peer_control: VecDeque::new(),
@@ -238,6 +243,9 @@ impl Decoder {
                 fingerprint,
                 payload,
             } => return self.handle_repair(fingerprint, payload, out),
+            DataRepr::SpanList { check, entries } => {
+                return self.handle_span_list(check, entries, out)
+            }
             _ if self.end_seen => return Err(DecodeError::DataAfterEnd),
             _ => {}
         }
@@ -280,6 +288,26 @@ impl Decoder {
                     }
                 }
             }
+            DataRepr::Span {
+                first,
+                count,
+                raw_len,
+                check,
+            } => {
+                self.stats.spans += 1;
+                if self.backlog.is_empty() {
+                    if !self.resolve_span(first, count, raw_len, check, out) {
+                        self.enqueue_missing_span(check, raw_len)?;
+                    }
+                } else {
+                    let mut data = Vec::new();
+                    if self.resolve_span(first, count, raw_len, check, &mut data) {
+                        self.enqueue(Pending::Data(data))?;
+                    } else {
+                        self.enqueue_missing_span(check, raw_len)?;
+                    }
+                }
+            }
             DataRepr::Delta {
                 target,
                 base,
@@ -308,7 +336,7 @@ impl Decoder {
                     self.backlog.push_back(Pending::End);
                 }
             }
-            DataRepr::Preamble { .. } | DataRepr::Repair { .. } => {}
+            DataRepr::Preamble { .. } | DataRepr::Repair { .. } | DataRepr::SpanList { .. } => {}
         }
         Ok(())
     }
@@ -398,9 +426,15 @@ impl Decoder {
                 }
             }
         }
+        self.drain_backlog(out);
+        Ok(())
+    }
+
+    /// Deliver the backlog up to its first unresolved entry.
+    fn drain_backlog(&mut self, out: &mut Vec<u8>) {
         while let Some(front) = self.backlog.front() {
             match front {
-                Pending::Missing { .. } => break,
+                Pending::Missing { .. } | Pending::MissingSpan { .. } => break,
                 Pending::Data(d) => {
                     self.backlog_bytes -= d.len();
                     out.extend_from_slice(d);
@@ -409,6 +443,90 @@ impl Decoder {
             }
             self.backlog.pop_front();
         }
+    }
+
+    /// Resolve a span from the store: follow it from `first`, read each
+    /// chunk verified, and compare the check and the length. Appends to
+    /// `out` and returns true, or leaves `out` as it was.
+    fn resolve_span(
+        &mut self,
+        first: Fingerprint,
+        count: u16,
+        raw_len: u32,
+        check: Fingerprint,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        let start = out.len();
+        let mut shared = self.cache.lock();
+        let mut chain = Vec::with_capacity(usize::from(count));
+        chain.push(first);
+        while chain.len() < usize::from(count) {
+            match chain.last().and_then(|last| shared.store.successor(last)) {
+                Some(next) => chain.push(next),
+                None => break,
+            }
+        }
+        let resolved = chain.len() == usize::from(count)
+            && span_check(&chain) == check
+            && chain
+                .iter()
+                .all(|fp| shared.store.get(fp, out).unwrap_or(false))
+            && out.len() - start == raw_len as usize;
+        drop(shared);
+        if resolved {
+            self.stats.cache_hits += u64::from(count);
+        } else {
+            out.truncate(start);
+            self.stats.span_misses += 1;
+        }
+        resolved
+    }
+
+    /// The chunks of a span this decoder could not resolve: each is looked
+    /// up like a reference, the missing ones asked for with `NeedChunk`.
+    fn handle_span_list(
+        &mut self,
+        check: Fingerprint,
+        entries: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(), DecodeError> {
+        if self.missing_spans.remove(&check).is_none() {
+            return Ok(());
+        }
+        let list: Vec<(Fingerprint, u32)> = span_entries(entries).collect();
+        if span_check(list.iter().map(|(fp, _)| fp)) != check {
+            return Err(DecodeError::RepairMismatch);
+        }
+        let total: u64 = list.iter().map(|&(_, len)| u64::from(len)).sum();
+        let mut backlog = std::mem::take(&mut self.backlog);
+        let mut rebuilt = VecDeque::with_capacity(backlog.len() + list.len());
+        for pending in backlog.drain(..) {
+            let Pending::MissingSpan { check: c, len } = pending else {
+                rebuilt.push_back(pending);
+                continue;
+            };
+            if c != check {
+                rebuilt.push_back(pending);
+                continue;
+            }
+            if u64::from(len) != total {
+                return Err(DecodeError::LengthMismatch);
+            }
+            for &(fingerprint, len) in &list {
+                let mut data = Vec::new();
+                if self.lookup(&fingerprint, len, &mut data)? {
+                    rebuilt.push_back(Pending::Data(data));
+                } else {
+                    rebuilt.push_back(Pending::Missing { fingerprint, len });
+                    if self.missing.insert(fingerprint, ()).is_none() {
+                        self.control
+                            .push_back(ControlRepr::NeedChunk { fingerprint });
+                    }
+                }
+            }
+        }
+        self.backlog = rebuilt;
+        self.drain_backlog(out);
         Ok(())
     }
 
@@ -461,7 +579,7 @@ impl Decoder {
     fn enqueue(&mut self, pending: Pending) -> Result<(), DecodeError> {
         let len = match &pending {
             Pending::Data(d) => d.len(),
-            Pending::Missing { len, .. } => *len as usize,
+            Pending::Missing { len, .. } | Pending::MissingSpan { len, .. } => *len as usize,
             Pending::End => 0,
         };
         if self.backlog_bytes + len > self.config.max_backlog {
@@ -477,6 +595,14 @@ impl Decoder {
         if self.missing.insert(fingerprint, ()).is_none() {
             self.control
                 .push_back(ControlRepr::NeedChunk { fingerprint });
+        }
+        Ok(())
+    }
+
+    fn enqueue_missing_span(&mut self, check: Fingerprint, len: u32) -> Result<(), DecodeError> {
+        self.enqueue(Pending::MissingSpan { check, len })?;
+        if self.missing_spans.insert(check, ()).is_none() {
+            self.control.push_back(ControlRepr::NeedSpan { check });
         }
         Ok(())
     }

@@ -9,11 +9,12 @@ use crate::chunker::{Chunker, ChunkerConfig, ChunkerConfigError, StreamChunker};
 use crate::control::ControlRepr;
 use crate::fingerprint::Fingerprint;
 use crate::frame::{
-    delta_compress, run_lengths, split_run, Codec, DataRepr, Payload, Run, MAX_RUN_CHUNKS,
-    MAX_RUN_LEN, VERSION,
+    delta_compress, emit_span_list, run_lengths, span_check, split_run, Codec, DataRepr, Payload,
+    Run, MAX_RUN_CHUNKS, MAX_RUN_LEN, MAX_SPAN_CHUNKS, MAX_SPAN_LEN, VERSION,
 };
 use crate::stats::EncoderStats;
 use crate::store::index::FingerprintMap;
+use crate::store::segment::RECORD_HEADER_LEN;
 
 /// How literals are compressed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -101,6 +102,23 @@ pub enum PeerControlError {
     /// cannot continue correctly: reset the stream.
     #[error("peer needs chunk {0:?} which is no longer retained; reset the flow")]
     ChunkUnavailable(Fingerprint),
+    /// The peer asked for the list of a span that is no longer remembered.
+    #[error("peer needs span {0:?} which is no longer remembered; reset the flow")]
+    SpanUnavailable(Fingerprint),
+}
+
+/// Spans remembered to answer `NeedSpan` (per flow, oldest forgotten
+/// first; a list is at most 256 x 20 bytes).
+const MAX_SENT_SPANS: usize = 1024;
+
+/// References to chunks the peer holds one after the other, gathered into
+/// a `Span` frame.
+#[derive(Debug, Default)]
+struct PendingSpan {
+    chunks: Vec<(Fingerprint, u32)>,
+    len: usize,
+    /// Where the peer's next record starts, after the last chunk's.
+    next_position: u64,
 }
 
 /// A zstd compression context and the level it is set to.
@@ -165,6 +183,9 @@ struct Core {
     run: Vec<u8>,
     run_lengths: Vec<u8>,
     stored: Vec<(Fingerprint, u64)>,
+    span: PendingSpan,
+    sent_spans: FingerprintMap<Vec<(Fingerprint, u32)>>,
+    sent_span_order: VecDeque<Fingerprint>,
     cursor: Option<Fingerprint>,
     base_scratch: Vec<u8>,
     delta_scratch: Vec<u8>,
@@ -205,6 +226,9 @@ impl Encoder {
                 run: Vec::new(),
                 run_lengths: Vec::new(),
                 stored: Vec::new(),
+                span: PendingSpan::default(),
+                sent_spans: FingerprintMap::default(),
+                sent_span_order: VecDeque::new(),
                 cursor: None,
                 base_scratch: Vec::new(),
                 delta_scratch: Vec::new(),
@@ -234,7 +258,7 @@ impl Encoder {
         let core = &mut self.core;
         self.chunker
             .push(input, |chunk| core.encode_chunk(chunk, out));
-        self.core.flush_run(out);
+        self.core.flush_pending(out);
         self.core.emit_stored(out);
         self.core.stats.wan_bytes_out += (out.len() - before) as u64;
     }
@@ -262,7 +286,7 @@ impl Encoder {
         self.core.start(out);
         let core = &mut self.core;
         self.chunker.flush(|chunk| core.encode_chunk(chunk, out));
-        self.core.flush_run(out);
+        self.core.flush_pending(out);
         self.core.emit_stored(out);
         self.core.stats.wan_bytes_out += (out.len() - before) as u64;
     }
@@ -312,6 +336,18 @@ impl Encoder {
                 self.core.cache.lock().peer.handle_ack(*low_water, entries);
             }
             ControlRepr::Done => self.peer_done = true,
+            ControlRepr::NeedSpan { check } => {
+                if !self.core.sent_spans.contains_key(check) {
+                    return Err(PeerControlError::SpanUnavailable(*check));
+                }
+                let before = out.len();
+                self.core.start(out);
+                if let Some(list) = self.core.sent_spans.get(check) {
+                    emit_span_list(check, list, out);
+                }
+                self.core.stats.span_lists_sent += 1;
+                self.core.stats.wan_bytes_out += (out.len() - before) as u64;
+            }
         }
         Ok(())
     }
@@ -345,11 +381,7 @@ impl Core {
             self.flow_sent.contains_key(&fingerprint) || self.cache.lock().peer.holds(&fingerprint);
         if referable {
             self.flush_run(out);
-            DataRepr::Reference {
-                fingerprint,
-                raw_len: chunk.len() as u32,
-            }
-            .emit(out);
+            self.reference(fingerprint, chunk.len(), out);
             self.retained
                 .insert(fingerprint, chunk, self.config.retain_bytes);
             self.stats.references += 1;
@@ -389,6 +421,83 @@ impl Core {
                 }
             }
         }
+    }
+
+    /// Refer to a chunk the decoder holds: gathered into the pending span
+    /// when the peer holds it right after the span's last chunk, else
+    /// (after sending the span) a span of its own or a `Reference`.
+    fn reference(&mut self, fingerprint: Fingerprint, len: usize, out: &mut Vec<u8>) {
+        // A chunk first sent in this flow may not be acknowledged yet.
+        let position = if self.flow_sent.contains_key(&fingerprint) {
+            None
+        } else {
+            self.cache.lock().peer.position(&fingerprint)
+        };
+        let span = &mut self.span;
+        let extends = !span.chunks.is_empty()
+            && position == Some(span.next_position)
+            && span.chunks.len() < MAX_SPAN_CHUNKS
+            && span.len + len <= MAX_SPAN_LEN;
+        if !extends {
+            self.flush_span(out);
+        }
+        match position {
+            Some(position) => {
+                let span = &mut self.span;
+                span.chunks.push((fingerprint, len as u32));
+                span.len += len;
+                span.next_position = position + (RECORD_HEADER_LEN + len) as u64;
+            }
+            None => DataRepr::Reference {
+                fingerprint,
+                raw_len: len as u32,
+            }
+            .emit(out),
+        }
+    }
+
+    /// Send the pending span: a `Span` frame, or a `Reference` for one
+    /// chunk. Remembered for a `NeedSpan`.
+    fn flush_span(&mut self, out: &mut Vec<u8>) {
+        let chunks = std::mem::take(&mut self.span.chunks);
+        let len = std::mem::take(&mut self.span.len);
+        match chunks[..] {
+            [] => {}
+            [(fingerprint, raw_len)] => DataRepr::Reference {
+                fingerprint,
+                raw_len,
+            }
+            .emit(out),
+            _ => {
+                let check = span_check(chunks.iter().map(|(fp, _)| fp));
+                DataRepr::Span {
+                    first: chunks[0].0,
+                    count: chunks.len() as u16,
+                    raw_len: len as u32,
+                    check,
+                }
+                .emit(out);
+                self.stats.spans += 1;
+                if self.sent_spans.insert(check, chunks).is_none() {
+                    self.sent_span_order.push_back(check);
+                    if self.sent_span_order.len() > MAX_SENT_SPANS {
+                        if let Some(old) = self.sent_span_order.pop_front() {
+                            self.sent_spans.remove(&old);
+                        }
+                    }
+                }
+                return;
+            }
+        }
+        // Keep the buffer's capacity.
+        self.span.chunks = chunks;
+        self.span.chunks.clear();
+    }
+
+    /// Send whatever is gathered (a span or a run: never both).
+    fn flush_pending(&mut self, out: &mut Vec<u8>) {
+        self.flush_span(out);
+        self.flush_run(out);
     }
 
     /// Send `chunk` as a delta against `base` if the peer holds `base` and
@@ -433,7 +542,7 @@ impl Core {
             delta_len + 31 < literal_len
         };
         if worth {
-            self.flush_run(out);
+            self.flush_pending(out);
             DataRepr::Delta {
                 target: fingerprint,
                 base,
@@ -460,6 +569,7 @@ impl Core {
     fn literal(&mut self, fingerprint: Fingerprint, chunk: &[u8], out: &mut Vec<u8>) {
         let zstd = matches!(self.config.compression, Compression::Zstd { .. });
         let gather = self.config.run_len > 0 && zstd && self.skip_compression == 0;
+        self.flush_span(out);
         if !gather {
             self.flush_run(out);
             self.single_literal((!zstd).then_some(fingerprint), chunk, out);

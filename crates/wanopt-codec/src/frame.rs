@@ -21,6 +21,22 @@
 //! | 0x06 | Delta     | target fingerprint (16), base fingerprint (16), raw length u32, zstd frame |
 //! | 0x07 | Run       | codec u8 (1 LZ4 block, 2 zstd frame), count u16, count x raw length u32, payload |
 //! | 0x08 | Named     | fingerprint (16), codec u8, raw length u32, payload |
+//! | 0x09 | Span      | first fingerprint (16), count u16, raw length u32, check (16) |
+//! | 0x0a | SpanList  | check (16), count u16, count x (fingerprint (16), raw length u32) |
+//!
+//! A `Span` stands for `count` chunks the decoder holds one after the other
+//! in its store (the encoder knows from the positions in the decoder's
+//! `Ack`s): the first one's fingerprint, the total length and a check, the
+//! fingerprint of the chunks' fingerprints concatenated
+//! ([`span_check`]). A file the peer has seen before crosses as one 42-byte
+//! frame per 256 chunks instead of 24 bytes per chunk: on a 384 kbit/s
+//! uplink, 60 ms less for a 1 MB file. The decoder follows its store from
+//! the first chunk, reads each one verified, and compares the check; when
+//! anything differs (evicted, damaged, another order) it asks with
+//! `NeedSpan` and the encoder answers with a `SpanList`, the span's chunks
+//! one by one, which the decoder resolves like references (asking for the
+//! missing ones with `NeedChunk`). A `SpanList` is not part of the byte
+//! stream at its position, like a `Repair`.
 //!
 //! A `Named` literal is a `Literal` that carries its chunk's fingerprint,
 //! so the decoder stores it without hashing it: a third of the decoder's
@@ -68,11 +84,16 @@ pub const MAX_RUN_LEN: usize = MAX_CHUNK_LEN;
 /// delta frame, whose payload is shorter than its chunk, or a run frame,
 /// whose payload is shorter than its raw bytes).
 pub const MAX_FRAME_BODY: usize = MAX_CHUNK_LEN + 3 + 4 * MAX_RUN_CHUNKS;
+/// Most chunks in one `Span` (and `SpanList`) frame.
+pub const MAX_SPAN_CHUNKS: usize = 256;
+/// Most raw bytes one `Span` stands for.
+pub const MAX_SPAN_LEN: usize = 4 << 20;
+
 /// Magic bytes at the start of the preamble body.
 pub const MAGIC: [u8; 4] = *b"WOPC";
 /// Version of the frame format written by this crate (2: zstd literals,
-/// delta frames; 3: run frames; 4: named literals).
-pub const VERSION: u8 = 4;
+/// delta frames; 3: run frames; 4: named literals; 5: spans).
+pub const VERSION: u8 = 5;
 
 mod field {
     use std::ops::Range;
@@ -98,12 +119,18 @@ pub mod kind {
     pub const RUN: u8 = 0x07;
     /// Literal chunk with its fingerprint.
     pub const NAMED: u8 = 0x08;
+    /// Consecutive chunks the decoder holds, by the first one.
+    pub const SPAN: u8 = 0x09;
+    /// The chunks of a `Span`, one by one (answer to `NeedSpan`).
+    pub const SPAN_LIST: u8 = 0x0a;
     /// Control: the decoder cannot resolve a reference.
     pub const NEED_CHUNK: u8 = 0x41;
     /// Control: the decoder stored chunks in its cache.
     pub const ACK: u8 = 0x42;
     /// Control: the decoder delivered everything up to `End`.
     pub const DONE: u8 = 0x43;
+    /// Control: the decoder cannot resolve a span.
+    pub const NEED_SPAN: u8 = 0x44;
     /// Tunnel handshake.
     pub const HELLO: u8 = 0x60;
 }
@@ -362,6 +389,65 @@ pub enum DataRepr<'a> {
         /// The chunk.
         payload: Payload<'a>,
     },
+    /// Consecutive chunks the decoder holds in its store, by the first.
+    Span {
+        /// Fingerprint of the first chunk.
+        first: Fingerprint,
+        /// How many chunks (2 to [`MAX_SPAN_CHUNKS`]).
+        count: u16,
+        /// Their total length (at most [`MAX_SPAN_LEN`]).
+        raw_len: u32,
+        /// [`span_check`] of their fingerprints.
+        check: Fingerprint,
+    },
+    /// The chunks of the span with `check`, one by one; not part of the
+    /// byte stream at this position.
+    SpanList {
+        /// The span's check.
+        check: Fingerprint,
+        /// `(fingerprint, raw length u32)` entries, 20 bytes each (read
+        /// them with [`span_entries`]).
+        entries: &'a [u8],
+    },
+}
+
+/// Length of one `SpanList` entry.
+pub const SPAN_ENTRY_LEN: usize = FINGERPRINT_LEN + 4;
+
+/// The check of a span: the fingerprint of its chunks' fingerprints, in
+/// order.
+pub fn span_check<'f>(fingerprints: impl IntoIterator<Item = &'f Fingerprint>) -> Fingerprint {
+    let mut hasher = blake3::Hasher::new();
+    for fp in fingerprints {
+        hasher.update(fp.as_bytes());
+    }
+    Fingerprint::from_slice(hasher.finalize().as_bytes())
+        .unwrap_or(Fingerprint([0; FINGERPRINT_LEN]))
+}
+
+/// The `(fingerprint, raw length)` entries of a `SpanList` body.
+pub fn span_entries(entries: &[u8]) -> impl Iterator<Item = (Fingerprint, u32)> + '_ {
+    entries.chunks_exact(SPAN_ENTRY_LEN).map(|e| {
+        let mut fp = [0u8; FINGERPRINT_LEN];
+        fp.copy_from_slice(&e[..FINGERPRINT_LEN]);
+        let len = u32::from_be_bytes([e[16], e[17], e[18], e[19]]);
+        (Fingerprint(fp), len)
+    })
+}
+
+/// Append a `SpanList` frame for `entries` to `out`.
+pub fn emit_span_list(check: &Fingerprint, entries: &[(Fingerprint, u32)], out: &mut Vec<u8>) {
+    emit_header(
+        out,
+        kind::SPAN_LIST,
+        FINGERPRINT_LEN + 2 + entries.len() * SPAN_ENTRY_LEN,
+    );
+    out.extend_from_slice(check.as_bytes());
+    out.extend_from_slice(&(entries.len() as u16).to_be_bytes());
+    for (fp, len) in entries {
+        out.extend_from_slice(fp.as_bytes());
+        out.extend_from_slice(&len.to_be_bytes());
+    }
 }
 
 /// Lengths carried as big-endian u32s (a `Run` frame's), as `usize`s.
@@ -586,6 +672,47 @@ impl<'a> DataRepr<'a> {
                 }
             }
             kind::RUN => DataRepr::Run(Run::parse(body)?),
+            kind::SPAN => {
+                const LEN: usize = 2 * FINGERPRINT_LEN + 6;
+                if body.len() != LEN {
+                    return Err(FrameError::Malformed(t));
+                }
+                let first = Fingerprint::from_slice(body).ok_or(FrameError::Malformed(t))?;
+                let count = u16::from_be_bytes([body[16], body[17]]);
+                let raw_len = read_u32(body, 18..22).ok_or(FrameError::Malformed(t))?;
+                let check = Fingerprint::from_slice(&body[22..]).ok_or(FrameError::Malformed(t))?;
+                if !(2..=MAX_SPAN_CHUNKS).contains(&usize::from(count))
+                    || raw_len < u32::from(count)
+                    || raw_len as usize > MAX_SPAN_LEN
+                {
+                    return Err(FrameError::Malformed(t));
+                }
+                DataRepr::Span {
+                    first,
+                    count,
+                    raw_len,
+                    check,
+                }
+            }
+            kind::SPAN_LIST => {
+                let check = Fingerprint::from_slice(body).ok_or(FrameError::Malformed(t))?;
+                let count = body
+                    .get(FINGERPRINT_LEN..FINGERPRINT_LEN + 2)
+                    .map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))
+                    .ok_or(FrameError::Malformed(t))?;
+                let entries = &body[FINGERPRINT_LEN + 2..];
+                if !(1..=MAX_SPAN_CHUNKS).contains(&count)
+                    || entries.len() != count * SPAN_ENTRY_LEN
+                {
+                    return Err(FrameError::Malformed(t));
+                }
+                if let Some((_, len)) =
+                    span_entries(entries).find(|&(_, len)| len == 0 || len as usize > MAX_CHUNK_LEN)
+                {
+                    return Err(FrameError::ChunkLength(len));
+                }
+                DataRepr::SpanList { check, entries }
+            }
             0x40..=0x7f => return Ok(None),
             other => return Err(FrameError::UnknownType(other)),
         };
@@ -641,6 +768,24 @@ impl<'a> DataRepr<'a> {
                 out.extend_from_slice(&raw_len.to_be_bytes());
                 out.extend_from_slice(bytes);
             }
+            DataRepr::Span {
+                first,
+                count,
+                raw_len,
+                check,
+            } => {
+                emit_header(out, kind::SPAN, 2 * FINGERPRINT_LEN + 6);
+                out.extend_from_slice(first.as_bytes());
+                out.extend_from_slice(&count.to_be_bytes());
+                out.extend_from_slice(&raw_len.to_be_bytes());
+                out.extend_from_slice(check.as_bytes());
+            }
+            DataRepr::SpanList { check, entries } => {
+                emit_header(out, kind::SPAN_LIST, FINGERPRINT_LEN + 2 + entries.len());
+                out.extend_from_slice(check.as_bytes());
+                out.extend_from_slice(&((entries.len() / SPAN_ENTRY_LEN) as u16).to_be_bytes());
+                out.extend_from_slice(entries);
+            }
             DataRepr::Run(run) => {
                 emit_header(out, kind::RUN, run.body_len());
                 out.push(run.codec.to_byte());
@@ -695,6 +840,26 @@ mod tests {
                 bytes: b"x",
             },
         });
+        round_trip(DataRepr::Span {
+            first: fp,
+            count: 3,
+            raw_len: 30_000,
+            check: span_check(&[fp, fp, fp]),
+        });
+        let list = [(fp, 10_000u32), (Fingerprint::of(b"y"), 20_000)];
+        let mut buf = Vec::new();
+        emit_span_list(&fp, &list, &mut buf);
+        let f = Frame::new_checked(&buf[..]).unwrap();
+        let Ok(Some(DataRepr::SpanList { check, entries })) = DataRepr::parse(&f) else {
+            panic!("span list does not parse");
+        };
+        assert_eq!(check, fp);
+        assert_eq!(span_entries(entries).collect::<Vec<_>>(), list);
+        round_trip(DataRepr::SpanList { check, entries });
+        // The check depends on every fingerprint and their order.
+        let (a, b) = (Fingerprint::of(b"a"), Fingerprint::of(b"b"));
+        assert_ne!(span_check(&[a, b]), span_check(&[b, a]));
+        assert_ne!(span_check(&[a, b]), span_check(&[a, b, b]));
         // A named literal too short for its fingerprint.
         let mut short = Vec::new();
         emit_header(&mut short, kind::NAMED, 10);
@@ -783,6 +948,54 @@ mod tests {
             parse(run_frame(9, &[4], &[1])),
             Err(FrameError::UnknownCodec(9))
         );
+    }
+
+    #[test]
+    fn rejects_bad_span_frames() {
+        let span = |count: u16, raw_len: u32| {
+            let mut buf = Vec::new();
+            DataRepr::Span {
+                first: Fingerprint::of(b"a"),
+                count,
+                raw_len,
+                check: Fingerprint::of(b"c"),
+            }
+            .emit(&mut buf);
+            buf
+        };
+        let parse = |buf: &[u8]| {
+            let f = Frame::new_checked(buf).unwrap();
+            DataRepr::parse(&f).map(|_| ())
+        };
+        let malformed = Err(FrameError::Malformed(kind::SPAN));
+        assert_eq!(parse(&span(2, 2)), Ok(()));
+        assert_eq!(parse(&span(1, 100)), malformed);
+        assert_eq!(parse(&span(257, 100_000)), malformed);
+        assert_eq!(parse(&span(3, 2)), malformed);
+        assert_eq!(parse(&span(2, (MAX_SPAN_LEN + 1) as u32)), malformed);
+        let mut long = span(2, 100);
+        long.push(0);
+        long[3] += 1;
+        assert_eq!(parse(&long), malformed);
+        let list = |entries: &[(Fingerprint, u32)]| {
+            let mut buf = Vec::new();
+            emit_span_list(&Fingerprint::of(b"c"), entries, &mut buf);
+            buf
+        };
+        let fp = Fingerprint::of(b"x");
+        assert_eq!(parse(&list(&[(fp, 5)])), Ok(()));
+        assert_eq!(
+            parse(&list(&[])),
+            Err(FrameError::Malformed(kind::SPAN_LIST))
+        );
+        assert_eq!(
+            parse(&list(&[(fp, 5), (fp, 0)])),
+            Err(FrameError::ChunkLength(0))
+        );
+        let mut cut = list(&[(fp, 5), (fp, 6)]);
+        cut.truncate(cut.len() - 1);
+        cut[3] -= 1;
+        assert_eq!(parse(&cut), Err(FrameError::Malformed(kind::SPAN_LIST)));
     }
 
     #[test]

@@ -53,6 +53,13 @@ impl PeerView {
                 .is_some_and(|&pos| pos >= self.low_water)
     }
 
+    /// The store position at which the peer holds `fingerprint`, when it
+    /// does ([`PeerView::holds`]).
+    pub fn position(&self, fingerprint: &Fingerprint) -> Option<u64> {
+        let &pos = self.positions.get(fingerprint)?;
+        (self.confirmed && pos >= self.low_water).then_some(pos)
+    }
+
     /// Whether a `Hello` confirmed the view on this tunnel.
     pub fn is_confirmed(&self) -> bool {
         self.confirmed

@@ -27,6 +27,10 @@ pub struct EncoderStats {
     pub deltas: u64,
     /// Bytes of chunks sent as deltas.
     pub delta_bytes: u64,
+    /// `Span` frames sent (each stands for several references).
+    pub spans: u64,
+    /// `SpanList` frames sent in answer to `NeedSpan`.
+    pub span_lists_sent: u64,
 }
 
 impl EncoderStats {
@@ -62,6 +66,10 @@ pub struct DecoderStats {
     /// Delta frames that did not decode to their fingerprint (asked for in
     /// full instead).
     pub bad_deltas: u64,
+    /// `Span` frames received.
+    pub spans: u64,
+    /// Spans not resolved from the store (asked for with `NeedSpan`).
+    pub span_misses: u64,
 }
 
 /// Counters of a [`crate::store::ChunkStore`].

@@ -5,7 +5,9 @@ mod common;
 use common::{random, rng, small_config, text, Flow, Pair};
 use proptest::prelude::*;
 use rand::Rng;
-use wanopt_codec::frame::{kind, Codec, DataRepr, Frame, Payload, VERSION};
+use wanopt_codec::frame::{
+    emit_span_list, kind, span_check, Codec, DataRepr, Frame, Payload, VERSION,
+};
 use wanopt_codec::{
     CacheId, Compression, ControlRepr, Decoder, DecoderConfig, EncoderConfig, Fingerprint,
     PeerCache,
@@ -24,6 +26,116 @@ fn second_transfer_is_under_two_percent() {
     assert!(ratio < 0.02, "second transfer ratio {ratio}");
     // The text half compressed on the first pass.
     assert!(wan1 < file.len() as u64 * 8 / 10, "first pass {wan1}");
+}
+
+#[test]
+fn a_file_sent_again_crosses_as_spans() {
+    for zstd in [false, true] {
+        let mut pair = Pair::new(small_config());
+        if zstd {
+            pair.encoder.compression = Compression::ZSTD;
+        }
+        let file = text(2 << 20, 31);
+        pair.transfer(&file, &[128 << 10]);
+        let mut flow = Flow::with_config(&pair.edge, &pair.core, pair.encoder);
+        flow.send(&file);
+        flow.finish();
+        assert_eq!(flow.delivered, file);
+        let (enc, dec) = (flow.enc.stats(), flow.dec.stats());
+        // ~250 chunks: one or two spans instead of 24 bytes per chunk.
+        assert_eq!(enc.references, enc.chunks, "{enc:?}");
+        assert!((1..=3).contains(&enc.spans), "{enc:?}");
+        assert_eq!(dec.spans, enc.spans);
+        assert_eq!(dec.span_misses, 0);
+        assert!(enc.wan_bytes_out < 200, "{enc:?}");
+        // Back the other way too (the core holds what it received).
+        let (back, wan) = pair.transfer_back(&file, &[2 << 20]);
+        assert_eq!(back, file);
+        assert!(wan < 200, "{wan} bytes back");
+    }
+}
+
+#[test]
+fn a_span_the_decoder_cannot_follow_is_listed_and_resolved() {
+    // The decoder holds `a` then `b`; the encoder means `a` then `c`.
+    let dir = tempfile::tempdir().unwrap();
+    let cache = PeerCache::open(dir.path(), small_config(), CacheId([1; 16])).unwrap();
+    let mut dec = Decoder::new(cache, DecoderConfig::default());
+    let (a, b, c) = (text(3000, 41), text(4000, 42), text(5000, 43));
+    let (fa, fc) = (Fingerprint::of(&a), Fingerprint::of(&c));
+    let literal = |bytes: &[u8], wire: &mut Vec<u8>| {
+        DataRepr::Literal(Payload {
+            codec: Codec::Raw,
+            raw_len: bytes.len() as u32,
+            bytes,
+        })
+        .emit(wire)
+    };
+    let mut wire = Vec::new();
+    DataRepr::Preamble { version: VERSION }.emit(&mut wire);
+    literal(&a, &mut wire);
+    literal(&b, &mut wire);
+    let check = span_check(&[fa, fc]);
+    DataRepr::Span {
+        first: fa,
+        count: 2,
+        raw_len: 8000,
+        check,
+    }
+    .emit(&mut wire);
+    let mut out = Vec::new();
+    dec.push(&wire, &mut out).unwrap();
+    assert_eq!(out, [&a[..], &b].concat());
+    let asked: Vec<_> = std::iter::from_fn(|| dec.poll_control()).collect();
+    assert!(asked.contains(&ControlRepr::NeedSpan { check }));
+    // The list: `a` is read from the store and delivered, `c` asked for.
+    let mut wire = Vec::new();
+    emit_span_list(&check, &[(fa, 3000), (fc, 5000)], &mut wire);
+    dec.push(&wire, &mut out).unwrap();
+    assert_eq!(out, [&a[..], &b, &a].concat());
+    let asked: Vec<_> = std::iter::from_fn(|| dec.poll_control()).collect();
+    assert!(asked.contains(&ControlRepr::NeedChunk { fingerprint: fc }));
+    let mut wire = Vec::new();
+    DataRepr::Repair {
+        fingerprint: fc,
+        payload: Payload {
+            codec: Codec::Raw,
+            raw_len: 5000,
+            bytes: &c,
+        },
+    }
+    .emit(&mut wire);
+    DataRepr::End.emit(&mut wire);
+    dec.push(&wire, &mut out).unwrap();
+    assert!(dec.is_finished());
+    assert_eq!(out, [&a[..], &b, &a, &c].concat());
+}
+
+#[test]
+fn a_span_list_that_does_not_match_its_check_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = PeerCache::open(dir.path(), small_config(), CacheId([1; 16])).unwrap();
+    let mut dec = Decoder::new(cache, DecoderConfig::default());
+    let (fa, fb) = (Fingerprint::of(b"a"), Fingerprint::of(b"b"));
+    let check = span_check(&[fa, fb]);
+    let mut wire = Vec::new();
+    DataRepr::Preamble { version: VERSION }.emit(&mut wire);
+    DataRepr::Span {
+        first: fa,
+        count: 2,
+        raw_len: 10,
+        check,
+    }
+    .emit(&mut wire);
+    let mut out = Vec::new();
+    dec.push(&wire, &mut out).unwrap();
+    let mut wire = Vec::new();
+    emit_span_list(&check, &[(fb, 5), (fa, 5)], &mut wire);
+    assert_eq!(
+        dec.push(&wire, &mut out),
+        Err(wanopt_codec::DecodeError::RepairMismatch)
+    );
+    assert!(out.is_empty());
 }
 
 #[test]
@@ -164,13 +276,16 @@ fn edit16(file: &[u8], at: usize) -> Vec<u8> {
 }
 
 /// The flow carried an edited file as references plus delta(s): besides
-/// the references, only the preamble, the end, the delta(s) and an ack.
+/// the references (24 bytes each at most: spans of them are smaller), only
+/// the preamble, the end, the delta(s) and an ack.
 fn assert_sent_as_delta(flow: &Flow) {
     let stats = flow.enc.stats();
     assert!(stats.deltas >= 1, "{stats:?}");
     assert_eq!(flow.dec.stats().deltas, stats.deltas);
-    let rest = stats.wan_bytes_out - stats.references * 24;
-    assert!(rest < 400, "{rest} bytes besides references, {stats:?}");
+    assert!(
+        stats.wan_bytes_out < 400 + stats.references * 24,
+        "{stats:?}"
+    );
 }
 
 #[test]
@@ -389,6 +504,10 @@ fn damaged_cache_recovers_via_need_chunk() {
     flow.finish();
     assert_eq!(flow.delivered, file);
     assert!(flow.need_chunks > 0, "no corruption was hit");
+    // The file crossed as spans; the damaged ones were listed, then the
+    // damaged chunks repaired.
+    assert!(flow.dec.stats().span_misses > 0);
+    assert!(flow.enc.stats().span_lists_sent > 0);
     assert!(pair.core.stats().store.corrupt > 0);
     // The repairs were stored again: the next pass is clean.
     let mut again = Flow::new(&pair.edge, &pair.core);
