@@ -457,22 +457,25 @@ impl Decoder {
         out: &mut Vec<u8>,
     ) -> bool {
         let start = out.len();
-        let mut shared = self.cache.lock();
         let mut chain = Vec::with_capacity(usize::from(count));
         chain.push(first);
-        while chain.len() < usize::from(count) {
-            match chain.last().and_then(|last| shared.store.successor(last)) {
-                Some(next) => chain.push(next),
-                None => break,
+        {
+            let shared = self.cache.lock();
+            while chain.len() < usize::from(count) {
+                match chain.last().and_then(|last| shared.store.successor(last)) {
+                    Some(next) => chain.push(next),
+                    None => break,
+                }
             }
         }
+        // One chunk per lock: other flows of this peer are not held up
+        // behind a long span.
         let resolved = chain.len() == usize::from(count)
             && span_check(&chain) == check
             && chain
                 .iter()
-                .all(|fp| shared.store.get(fp, out).unwrap_or(false))
+                .all(|fp| self.cache.lock().store.get(fp, out).unwrap_or(false))
             && out.len() - start == raw_len as usize;
-        drop(shared);
         if resolved {
             self.stats.cache_hits += u64::from(count);
         } else {
