@@ -742,16 +742,17 @@ impl<'a> DataRepr<'a> {
             DataRepr::Repair {
                 fingerprint,
                 payload,
-            } => {
-                emit_header(out, kind::REPAIR, FINGERPRINT_LEN + payload.body_len());
-                out.extend_from_slice(fingerprint.as_bytes());
-                payload.emit_body(out);
             }
-            DataRepr::Named {
+            | DataRepr::Named {
                 fingerprint,
                 payload,
             } => {
-                emit_header(out, kind::NAMED, FINGERPRINT_LEN + payload.body_len());
+                let t = if matches!(self, DataRepr::Repair { .. }) {
+                    kind::REPAIR
+                } else {
+                    kind::NAMED
+                };
+                emit_header(out, t, FINGERPRINT_LEN + payload.body_len());
                 out.extend_from_slice(fingerprint.as_bytes());
                 payload.emit_body(out);
             }
