@@ -249,7 +249,9 @@ impl Encoder {
 
     /// Encode `input`. Frames for every chunk that is now decided are
     /// appended to `out`; up to one maximal chunk stays pending until more
-    /// input, [`Encoder::flush`] or [`Encoder::finish`].
+    /// input, [`Encoder::flush`] or [`Encoder::finish`], and so does a span
+    /// of references that the next push may extend (call `flush` when the
+    /// input goes idle).
     pub fn push(&mut self, input: &[u8], out: &mut Vec<u8>) {
         debug_assert!(!self.finished, "push after finish");
         let before = out.len();
@@ -258,7 +260,10 @@ impl Encoder {
         let core = &mut self.core;
         self.chunker
             .push(input, |chunk| core.encode_chunk(chunk, out));
-        self.core.flush_pending(out);
+        // A pending span waits: a file read in 128 KiB pieces crosses as
+        // one span per 256 chunks, not one per read. It costs no delay the
+        // chunker's held-back chunk does not already cost.
+        self.core.flush_run(out);
         self.core.emit_stored(out);
         self.core.stats.wan_bytes_out += (out.len() - before) as u64;
     }
