@@ -262,6 +262,9 @@ fn acknowledgement_sized_datagrams_are_not_held_and_do_not_push_data_out() {
     // A burst of ACKs alone leaves nothing to repeat.
     dup.on_send(t0 + 100 * MS, 1, &(), &datagram(30, 40));
     assert_eq!(dup.poll_timeout(), None);
+    // A request that is one reference (54 bytes on the wire) is held.
+    dup.on_send(t0 + 200 * MS, 1, &(), &datagram(31, 54));
+    assert_eq!(drain(&mut dup, t0 + 250 * MS), vec![datagram(31, 54)]);
 }
 
 #[test]
