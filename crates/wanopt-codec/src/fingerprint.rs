@@ -19,7 +19,11 @@ pub struct Fingerprint(pub [u8; FINGERPRINT_LEN]);
 impl Fingerprint {
     /// Fingerprint of `data`.
     pub fn of(data: &[u8]) -> Self {
-        let hash = blake3::hash(data);
+        Fingerprint::from_hash(&blake3::hash(data))
+    }
+
+    /// The fingerprint a BLAKE3 hash stands for (its first 128 bits).
+    pub fn from_hash(hash: &blake3::Hash) -> Self {
         let mut out = [0u8; FINGERPRINT_LEN];
         out.copy_from_slice(&hash.as_bytes()[..FINGERPRINT_LEN]);
         Fingerprint(out)

@@ -421,8 +421,7 @@ pub fn span_check<'f>(fingerprints: impl IntoIterator<Item = &'f Fingerprint>) -
     for fp in fingerprints {
         hasher.update(fp.as_bytes());
     }
-    Fingerprint::from_slice(hasher.finalize().as_bytes())
-        .unwrap_or(Fingerprint([0; FINGERPRINT_LEN]))
+    Fingerprint::from_hash(&hasher.finalize())
 }
 
 /// The `(fingerprint, raw length)` entries of a `SpanList` body.
