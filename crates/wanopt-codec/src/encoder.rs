@@ -382,11 +382,17 @@ impl Core {
     fn encode_chunk(&mut self, chunk: &[u8], out: &mut Vec<u8>) {
         let fingerprint = Fingerprint::of(chunk);
         self.stats.chunks += 1;
-        let referable =
-            self.flow_sent.contains_key(&fingerprint) || self.cache.lock().peer.holds(&fingerprint);
-        if referable {
+        // Where the peer holds it (for spans); a chunk first sent in this
+        // flow may not be acknowledged yet, and is referred to on its own.
+        let in_flow = self.flow_sent.contains_key(&fingerprint);
+        let position = if in_flow {
+            None
+        } else {
+            self.cache.lock().peer.position(&fingerprint)
+        };
+        if in_flow || position.is_some() {
             self.flush_run(out);
-            self.reference(fingerprint, chunk.len(), out);
+            self.reference(fingerprint, chunk.len(), position, out);
             self.retained
                 .insert(fingerprint, chunk, self.config.retain_bytes);
             self.stats.references += 1;
@@ -428,16 +434,17 @@ impl Core {
         }
     }
 
-    /// Refer to a chunk the decoder holds: gathered into the pending span
-    /// when the peer holds it right after the span's last chunk, else
-    /// (after sending the span) a span of its own or a `Reference`.
-    fn reference(&mut self, fingerprint: Fingerprint, len: usize, out: &mut Vec<u8>) {
-        // A chunk first sent in this flow may not be acknowledged yet.
-        let position = if self.flow_sent.contains_key(&fingerprint) {
-            None
-        } else {
-            self.cache.lock().peer.position(&fingerprint)
-        };
+    /// Refer to a chunk the decoder holds (at `position` in its store, when
+    /// known): gathered into the pending span when it is right after the
+    /// span's last chunk, else (after sending the span) a span of its own
+    /// or a `Reference`.
+    fn reference(
+        &mut self,
+        fingerprint: Fingerprint,
+        len: usize,
+        position: Option<u64>,
+        out: &mut Vec<u8>,
+    ) {
         let span = &mut self.span;
         let extends = !span.chunks.is_empty()
             && position == Some(span.next_position)

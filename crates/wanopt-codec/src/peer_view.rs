@@ -46,11 +46,7 @@ impl PeerView {
 
     /// True when the peer holds `fingerprint` (as far as we are told).
     pub fn holds(&self, fingerprint: &Fingerprint) -> bool {
-        self.confirmed
-            && self
-                .positions
-                .get(fingerprint)
-                .is_some_and(|&pos| pos >= self.low_water)
+        self.position(fingerprint).is_some()
     }
 
     /// The store position at which the peer holds `fingerprint`, when it
