@@ -342,14 +342,12 @@ impl Encoder {
             }
             ControlRepr::Done => self.peer_done = true,
             ControlRepr::NeedSpan { check } => {
-                if !self.core.sent_spans.contains_key(check) {
-                    return Err(PeerControlError::SpanUnavailable(*check));
-                }
                 let before = out.len();
                 self.core.start(out);
-                if let Some(list) = self.core.sent_spans.get(check) {
-                    emit_span_list(check, list, out);
-                }
+                let Some(list) = self.core.sent_spans.get(check) else {
+                    return Err(PeerControlError::SpanUnavailable(*check));
+                };
+                emit_span_list(check, list, out);
                 self.core.stats.span_lists_sent += 1;
                 self.core.stats.wan_bytes_out += (out.len() - before) as u64;
             }
