@@ -10,7 +10,7 @@ use crate::control::{ControlRepr, MAX_ACK_ENTRIES};
 use crate::fingerprint::Fingerprint;
 use crate::frame::{
     delta_decompress, span_check, span_entries, split_run, DataRepr, Frame, FrameError, Payload,
-    HEADER_LEN, MAX_FRAME_BODY,
+    Run, StreamDecoder, HEADER_LEN, MAX_FRAME_BODY,
 };
 use crate::stats::DecoderStats;
 use crate::store::index::FingerprintMap;
@@ -90,6 +90,7 @@ pub struct Decoder {
     control: VecDeque<ControlRepr>,
     acks: Vec<(Fingerprint, u64)>,
     peer_control: VecDeque<ControlRepr>,
+    stream: StreamDecoder,
     stats: DecoderStats,
 }
 
@@ -110,6 +111,7 @@ impl Decoder {
             control: VecDeque::new(),
             acks: Vec::new(),
             peer_control: VecDeque::new(),
+            stream: StreamDecoder::default(),
             stats: DecoderStats::default(),
         }
     }
@@ -255,19 +257,8 @@ impl Decoder {
                 fingerprint,
                 payload,
             } => self.literal(Some(fingerprint), payload, out)?,
-            DataRepr::Run(run) => {
-                self.stats.literals += run.count() as u64;
-                if self.backlog.is_empty() {
-                    let start = out.len();
-                    run.decode_into(out)?;
-                    self.store_run(&out[start..], run.lengths());
-                } else {
-                    let mut data = Vec::with_capacity(run.raw_len());
-                    run.decode_into(&mut data)?;
-                    self.store_run(&data, run.lengths());
-                    self.enqueue(Pending::Data(data))?;
-                }
-            }
+            DataRepr::Run(run) => self.run(None, run, out)?,
+            DataRepr::StreamRun { fresh, run } => self.run(Some(fresh), run, out)?,
             DataRepr::Reference {
                 fingerprint,
                 raw_len,
@@ -361,6 +352,36 @@ impl Decoder {
             payload.decode_into(&mut data)?;
             let fingerprint = name.unwrap_or_else(|| Fingerprint::of(&data));
             self.store_as(fingerprint, &data);
+            self.enqueue(Pending::Data(data))?;
+        }
+        Ok(())
+    }
+
+    /// A run of literals, continuing the flow's zstd stream when `stream`
+    /// is set (to whether it starts a new one).
+    fn run(
+        &mut self,
+        stream: Option<bool>,
+        run: Run<'_>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), DecodeError> {
+        self.stats.literals += run.count() as u64;
+        let mut data = Vec::new();
+        let sink = if self.backlog.is_empty() {
+            &mut *out
+        } else {
+            data.reserve_exact(run.raw_len());
+            &mut data
+        };
+        let start = sink.len();
+        match stream {
+            Some(fresh) => self.stream.decode_into(fresh, &run, sink)?,
+            None => run.decode_into(sink)?,
+        }
+        if self.backlog.is_empty() {
+            self.store_run(&out[start..], run.lengths());
+        } else {
+            self.store_run(&data, run.lengths());
             self.enqueue(Pending::Data(data))?;
         }
         Ok(())
