@@ -10,7 +10,7 @@ use crate::control::ControlRepr;
 use crate::fingerprint::Fingerprint;
 use crate::frame::{
     delta_compress, emit_span_list, run_lengths, span_check, split_run, Codec, DataRepr, Payload,
-    Run, MAX_RUN_CHUNKS, MAX_RUN_LEN, MAX_SPAN_CHUNKS, MAX_SPAN_LEN, VERSION,
+    Run, MAX_RUN_CHUNKS, MAX_RUN_LEN, MAX_SPAN_CHUNKS, MAX_SPAN_LEN, STREAM_WINDOW_LOG, VERSION,
 };
 use crate::stats::EncoderStats;
 use crate::store::index::FingerprintMap;
@@ -70,10 +70,19 @@ pub struct EncoderConfig {
     /// (a larger match table) for about 6% fewer bytes.
     #[serde(default = "default_run_len")]
     pub run_len: usize,
+    /// With zstd, each run continues one compression stream per flow
+    /// (`StreamRun` frames: 1 MiB of history across runs, about 10 MiB of
+    /// compressor state at levels 9 and up) instead of starting afresh.
+    #[serde(default = "default_stream_runs")]
+    pub stream_runs: bool,
 }
 
 fn default_run_len() -> usize {
     DEFAULT_RUN_LEN
+}
+
+fn default_stream_runs() -> bool {
+    true
 }
 
 /// Default [`EncoderConfig::run_len`]: at 128 KiB a compressor has most of
@@ -91,6 +100,7 @@ impl Default for EncoderConfig {
             retain_bytes: 32 << 20,
             max_flow_chunks: 1 << 16,
             run_len: DEFAULT_RUN_LEN,
+            stream_runs: true,
         }
     }
 }
@@ -132,6 +142,136 @@ impl std::fmt::Debug for ZstdContext {
         f.debug_struct("ZstdContext")
             .field("level", &self.level)
             .finish_non_exhaustive()
+    }
+}
+
+/// The compressing side of a flow's zstd stream (`StreamRun` frames).
+struct ZstdStream {
+    level: i32,
+    context: zstd::zstd_safe::CCtx<'static>,
+    /// The next run starts the stream (anew).
+    fresh: bool,
+    /// Bytes through the stream since it started.
+    fed: u64,
+    /// The chunks in the compressor's window: where each starts in the
+    /// stream, oldest first, and by fingerprint.
+    window: VecDeque<(Fingerprint, u64)>,
+    in_window: FingerprintMap<u64>,
+}
+
+impl std::fmt::Debug for ZstdStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZstdStream")
+            .field("level", &self.level)
+            .field("fresh", &self.fresh)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Log2 of the match tables of a stream at level 9 and up (zstd's own
+/// are 21-24 for large inputs: 50-90 MB per context; 20 keeps one near
+/// 10 MB and nearly all of the gain on office documents).
+const STREAM_TABLE_LOG: u32 = 20;
+
+impl ZstdStream {
+    fn new(level: i32) -> Option<Self> {
+        use zstd::zstd_safe::{CCtx, CParameter};
+        let mut context = CCtx::try_create()?;
+        context
+            .set_parameter(CParameter::CompressionLevel(level))
+            .ok()?;
+        context
+            .set_parameter(CParameter::ChecksumFlag(false))
+            .ok()?;
+        context
+            .set_parameter(CParameter::WindowLog(STREAM_WINDOW_LOG))
+            .ok()?;
+        if level >= 9 {
+            context
+                .set_parameter(CParameter::ChainLog(STREAM_TABLE_LOG))
+                .ok()?;
+            context
+                .set_parameter(CParameter::HashLog(STREAM_TABLE_LOG))
+                .ok()?;
+        }
+        Some(ZstdStream {
+            level,
+            context,
+            fresh: true,
+            fed: 0,
+            window: VecDeque::new(),
+            in_window: FingerprintMap::default(),
+        })
+    }
+
+    /// Whether `fingerprint`'s chunk went through the stream within its
+    /// window (the compressor can still match all of it).
+    fn holds(&self, fingerprint: &Fingerprint) -> bool {
+        self.in_window.contains_key(fingerprint)
+    }
+
+    /// Chunks (fingerprint, length) that went through the stream.
+    fn fed(&mut self, chunks: impl Iterator<Item = (Fingerprint, usize)>) {
+        for (fingerprint, len) in chunks {
+            self.window.push_back((fingerprint, self.fed));
+            self.in_window.insert(fingerprint, self.fed);
+            self.fed += len as u64;
+        }
+        let window = 1u64 << STREAM_WINDOW_LOG;
+        while let Some(&(fingerprint, start)) = self.window.front() {
+            if self.fed - start <= window {
+                break;
+            }
+            self.window.pop_front();
+            // Unless it went through again since.
+            if self.in_window.get(&fingerprint) == Some(&start) {
+                self.in_window.remove(&fingerprint);
+            }
+        }
+    }
+
+    /// Compress `data` into `out` (cleared first), flushed so the peer can
+    /// decode all of it; `None` (and the stream starts anew next time) on
+    /// failure.
+    fn compress(&mut self, data: &[u8], out: &mut Vec<u8>) -> Option<usize> {
+        use zstd::zstd_safe::zstd_sys::ZSTD_EndDirective;
+        use zstd::zstd_safe::{InBuffer, OutBuffer};
+        out.clear();
+        out.reserve(zstd::zstd_safe::compress_bound(data.len()) + 64);
+        let mut input = InBuffer::around(data);
+        let mut output = OutBuffer::around(out);
+        let done = loop {
+            let before = output.pos();
+            match self.context.compress_stream2(
+                &mut output,
+                &mut input,
+                ZSTD_EndDirective::ZSTD_e_flush,
+            ) {
+                Ok(0) => break true,
+                // More to flush but no room made: give up on this run.
+                Ok(_) if output.pos() == before => break false,
+                Ok(_) => {}
+                Err(_) => break false,
+            }
+        };
+        let written = output.pos();
+        if done && input.pos() == data.len() {
+            Some(written)
+        } else {
+            self.restart();
+            None
+        }
+    }
+
+    /// Forget the history: the next run starts a new stream.
+    fn restart(&mut self) {
+        let _ = self
+            .context
+            .reset(zstd::zstd_safe::ResetDirective::SessionOnly);
+        self.fresh = true;
+        self.fed = 0;
+        self.window.clear();
+        self.in_window.clear();
     }
 }
 
@@ -178,10 +318,12 @@ struct Core {
     skip_compression: u32,
     compress_backoff: u32,
     zstd: Option<ZstdContext>,
+    zstd_stream: Option<ZstdStream>,
     /// Literals waiting to be compressed together: their bytes and their
     /// lengths (big-endian u32s, as the `Run` frame carries them).
     run: Vec<u8>,
     run_lengths: Vec<u8>,
+    run_fingerprints: Vec<Fingerprint>,
     stored: Vec<(Fingerprint, u64)>,
     span: PendingSpan,
     sent_spans: FingerprintMap<Vec<(Fingerprint, u32)>>,
@@ -223,8 +365,10 @@ impl Encoder {
                 skip_compression: 0,
                 compress_backoff: 0,
                 zstd: None,
+                zstd_stream: None,
                 run: Vec::new(),
                 run_lengths: Vec::new(),
+                run_fingerprints: Vec::new(),
                 stored: Vec::new(),
                 span: PendingSpan::default(),
                 sent_spans: FingerprintMap::default(),
@@ -304,6 +448,9 @@ impl Encoder {
             return;
         }
         self.flush(out);
+        // No more literals: free the stream's compressor (about 10 MiB at
+        // the slow levels) while the flow waits for the peer's `Done`.
+        self.core.zstd_stream = None;
         let before = out.len();
         DataRepr::End.emit(out);
         self.core.stats.wan_bytes_out += (out.len() - before) as u64;
@@ -524,6 +671,12 @@ impl Core {
             Compression::Lz4 => 1,
             Compression::Zstd { level } => level,
         };
+        if self.stream_holds(&base) {
+            // The next run's compressor sees the base in its history and
+            // everything else sent lately too: a delta (the base alone as
+            // its dictionary) would cost more, and its own context.
+            return false;
+        }
         let mut base_data = std::mem::take(&mut self.base_scratch);
         base_data.clear();
         let usable = {
@@ -591,6 +744,7 @@ impl Core {
         self.run.extend_from_slice(chunk);
         self.run_lengths
             .extend_from_slice(&(chunk.len() as u32).to_be_bytes());
+        self.run_fingerprints.push(fingerprint);
         if self.run.len() >= self.config.run_len || self.run_lengths.len() / 4 >= MAX_RUN_CHUNKS {
             self.flush_run(out);
         }
@@ -624,26 +778,35 @@ impl Core {
         }
         let run = std::mem::take(&mut self.run);
         let lengths = std::mem::take(&mut self.run_lengths);
-        if count == 1 {
+        let stream_level = match self.config.compression {
+            Compression::Zstd { level } if self.config.stream_runs => Some(level),
+            _ => None,
+        };
+        if count == 1 && stream_level.is_none() {
             self.single_literal(None, &run, out);
         } else {
-            let codec = self.compress_now(&run);
-            match codec {
-                Codec::Raw => {
-                    for chunk in split_run(&run, run_lengths(&lengths)) {
-                        DataRepr::Literal(self.payload(Codec::Raw, chunk)).emit(out);
+            let sent = match stream_level {
+                Some(level) => self.stream_run(level, &run, &lengths, out),
+                _ => match self.compress_now(&run) {
+                    Codec::Raw => false,
+                    codec => {
+                        DataRepr::Run(Run {
+                            codec,
+                            lengths: &lengths,
+                            bytes: &self.scratch[..self.compressed_len],
+                        })
+                        .emit(out);
+                        true
                     }
-                    self.stats.literals_raw += count as u64;
+                },
+            };
+            if sent {
+                self.stats.literals_compressed += count as u64;
+            } else {
+                for chunk in split_run(&run, run_lengths(&lengths)) {
+                    DataRepr::Literal(self.payload(Codec::Raw, chunk)).emit(out);
                 }
-                Codec::Lz4 | Codec::Zstd => {
-                    DataRepr::Run(Run {
-                        codec,
-                        lengths: &lengths,
-                        bytes: &self.scratch[..self.compressed_len],
-                    })
-                    .emit(out);
-                    self.stats.literals_compressed += count as u64;
-                }
+                self.stats.literals_raw += count as u64;
             }
         }
         // Keep the buffers' capacity for the next run.
@@ -651,6 +814,71 @@ impl Core {
         self.run.clear();
         self.run_lengths = lengths;
         self.run_lengths.clear();
+        self.run_fingerprints.clear();
+    }
+
+    /// Send `run` as a `StreamRun` continuing the flow's zstd stream at
+    /// `level` if that pays; `false` (and compression backs off) when it
+    /// does not. A run that does not pay has still gone through the
+    /// compressor, so the stream starts anew after it.
+    fn stream_run(&mut self, level: i32, run: &[u8], lengths: &[u8], out: &mut Vec<u8>) -> bool {
+        let limit = run.len() - run.len() * usize::from(self.config.min_saving_percent) / 100;
+        let stream = match &mut self.zstd_stream {
+            Some(stream) if stream.level == level => stream,
+            slot => match ZstdStream::new(level) {
+                Some(stream) => slot.insert(stream),
+                None => return false,
+            },
+        };
+        match stream.compress(run, &mut self.scratch) {
+            Some(n) if n > 0 && n <= limit => {
+                DataRepr::StreamRun {
+                    fresh: stream.fresh,
+                    run: Run {
+                        codec: Codec::Zstd,
+                        lengths,
+                        bytes: &self.scratch[..n],
+                    },
+                }
+                .emit(out);
+                stream.fresh = false;
+                stream.fed(
+                    self.run_fingerprints
+                        .iter()
+                        .copied()
+                        .zip(run_lengths(lengths)),
+                );
+                self.compress_backoff = 0;
+                true
+            }
+            compressed => {
+                if compressed.is_some() {
+                    stream.restart();
+                }
+                self.compress_backoff = (self.compress_backoff * 2).clamp(1, 16);
+                self.skip_compression = self.compress_backoff;
+                false
+            }
+        }
+    }
+
+    /// Whether the next literal goes into a stream run whose compressor
+    /// still has `base` in its window, or in the run itself.
+    fn stream_holds(&self, base: &Fingerprint) -> bool {
+        match self.config.compression {
+            Compression::Zstd { level }
+                if self.config.stream_runs
+                    && self.config.run_len > 0
+                    && self.skip_compression == 0 =>
+            {
+                self.run_fingerprints.contains(base)
+                    || self
+                        .zstd_stream
+                        .as_ref()
+                        .is_some_and(|stream| stream.level == level && stream.holds(base))
+            }
+            _ => false,
+        }
     }
 
     /// Compress `chunk` into `scratch` when that pays; returns the codec.

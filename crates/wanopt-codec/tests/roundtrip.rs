@@ -250,9 +250,11 @@ fn compression_can_change_mid_flow() {
     let file = text(600_000, 14);
     let mut flow = Flow::with_config(&pair.edge, &pair.core, EncoderConfig::default());
     for (i, piece) in file.chunks(50_000).enumerate() {
-        flow.enc.set_compression(match i % 3 {
+        // zstd at two levels: a change of level starts a new stream.
+        flow.enc.set_compression(match i % 4 {
             0 => Compression::Lz4,
             1 => Compression::ZSTD,
+            2 => Compression::Zstd { level: 9 },
             _ => Compression::Off,
         });
         flow.send(piece);
@@ -260,6 +262,137 @@ fn compression_can_change_mid_flow() {
     }
     flow.finish();
     assert_eq!(flow.delivered, file);
+}
+
+/// The `StreamRun` frames in `wire`: (starts a new stream, chunks).
+fn stream_runs(wire: &[u8]) -> Vec<(bool, usize)> {
+    let mut runs = Vec::new();
+    let mut rest = wire;
+    while !rest.is_empty() {
+        let frame = Frame::new_checked(rest).unwrap();
+        if let Ok(Some(DataRepr::StreamRun { fresh, run })) = DataRepr::parse(&frame) {
+            runs.push((fresh, run.count()));
+        }
+        rest = &rest[frame.total_len()..];
+    }
+    runs
+}
+
+/// Encode `pieces` one push each at `compression`; the wire.
+fn encode_pieces(compression: Compression, pieces: &[&[u8]]) -> Vec<u8> {
+    let pair = Pair::new(small_config());
+    let config = EncoderConfig {
+        compression,
+        ..EncoderConfig::default()
+    };
+    let mut enc = wanopt_codec::Encoder::new(pair.edge.clone(), config).unwrap();
+    let mut wire = Vec::new();
+    for piece in pieces {
+        enc.push(piece, &mut wire);
+    }
+    enc.finish(&mut wire);
+    wire
+}
+
+#[test]
+fn zstd_runs_continue_one_stream_and_cross_smaller() {
+    // Read in 64 KiB pieces, as a node reads its LAN side: each piece's
+    // run continues the stream of the runs before it. The file is made of
+    // 40-byte records drawn from a pool of 4000 (160 KB): they recur at
+    // any distance, as an office file's records and styles do, but no two
+    // chunks are alike, not even in their first or last 64 bytes (nothing
+    // for references or deltas).
+    let mut r = rng(17);
+    let pool: Vec<Vec<u8>> = (0..4000)
+        .map(|_| (0..40).map(|_| b'a' + r.random_range(0..26u8)).collect())
+        .collect();
+    let mut file = Vec::new();
+    while file.len() < 1 << 20 {
+        file.extend_from_slice(&pool[r.random_range(0..pool.len())]);
+    }
+    let mut sizes = Vec::new();
+    for stream_runs in [false, true] {
+        let mut pair = Pair::new(small_config());
+        pair.encoder.compression = Compression::Zstd { level: 9 };
+        pair.encoder.stream_runs = stream_runs;
+        let (out, wan) = pair.transfer(&file, &[64 << 10]);
+        assert_eq!(out, file, "stream_runs {stream_runs}");
+        sizes.push(wan);
+        // Every chunk of a stream run was stored on its own.
+        let (again, wan2) = pair.transfer(&file, &[64 << 10]);
+        assert_eq!(again, file);
+        assert!((wan2 as usize) < file.len() / 50, "second pass {wan2}");
+    }
+    let [independent, streamed] = sizes[..] else {
+        unreachable!()
+    };
+    assert!(
+        streamed < independent * 80 / 100,
+        "streamed {streamed} vs independent runs {independent}"
+    );
+    // One stream, started once, for the whole flow.
+    let pieces: Vec<&[u8]> = file.chunks(64 << 10).collect();
+    let runs = stream_runs(&encode_pieces(Compression::Zstd { level: 9 }, &pieces));
+    assert!(runs.len() >= 10, "{runs:?}");
+    assert_eq!(runs.iter().filter(|(fresh, _)| *fresh).count(), 1);
+    assert!(runs[0].0);
+}
+
+#[test]
+fn no_delta_against_a_chunk_the_stream_still_holds() {
+    // 200-byte records from a pool of 1000: chunks often start alike, so
+    // without a stream they cross as deltas against earlier chunks of the
+    // same flow. With one, those chunks are in the compressor's window
+    // and go into the run instead, for fewer bytes.
+    let mut r = rng(21);
+    let pool: Vec<Vec<u8>> = (0..1000)
+        .map(|_| (0..200).map(|_| b'a' + r.random_range(0..26u8)).collect())
+        .collect();
+    let mut file = Vec::new();
+    while file.len() < 1 << 20 {
+        file.extend_from_slice(&pool[r.random_range(0..pool.len())]);
+    }
+    let mut results = Vec::new();
+    for stream_runs in [false, true] {
+        let mut pair = Pair::new(small_config());
+        pair.encoder.compression = Compression::Zstd { level: 9 };
+        pair.encoder.stream_runs = stream_runs;
+        let mut flow = Flow::with_config(&pair.edge, &pair.core, pair.encoder);
+        for piece in file.chunks(64 << 10) {
+            flow.send(piece);
+            flow.pump();
+        }
+        flow.finish();
+        assert_eq!(flow.delivered, file);
+        results.push(flow.enc.stats());
+    }
+    let [alone, streamed] = &results[..] else {
+        unreachable!()
+    };
+    assert!(alone.deltas > 10, "{alone:?}");
+    assert_eq!(streamed.deltas, 0, "{streamed:?}");
+    assert!(
+        streamed.wan_bytes_out < alone.wan_bytes_out * 9 / 10,
+        "{streamed:?} vs {alone:?}"
+    );
+}
+
+#[test]
+fn a_stream_run_after_one_that_did_not_pay_starts_anew() {
+    // Text, then random bytes (the run does not pay: sent raw, and the
+    // compressor's history no longer matches the decoder's), then text.
+    let mut file = text(300 << 10, 18);
+    file.extend(random(200 << 10, 19));
+    file.extend(text(300 << 10, 20));
+    let pieces: Vec<&[u8]> = file.chunks(64 << 10).collect();
+    let runs = stream_runs(&encode_pieces(Compression::ZSTD, &pieces));
+    let fresh = runs.iter().filter(|(fresh, _)| *fresh).count();
+    assert!(fresh >= 2, "{runs:?}");
+    let mut pair = Pair::new(small_config());
+    pair.encoder.compression = Compression::ZSTD;
+    let (out, wan) = pair.transfer(&file, &[64 << 10]);
+    assert_eq!(out, file);
+    assert!((wan as usize) < file.len() * 8 / 10, "{wan}");
 }
 
 /// Send `data` from `from` to `to` on one flow; the flow afterwards.
@@ -619,7 +752,7 @@ fn literals_are_named_with_lz4_or_none_and_not_with_zstd() {
         assert!(!types.contains(&kind::LITERAL) && !types.contains(&kind::RUN));
     }
     let types = frame_types(at(Compression::ZSTD), &file);
-    assert!(types.contains(&kind::RUN));
+    assert!(types.contains(&kind::STREAM_RUN));
     assert!(!types.contains(&kind::NAMED));
     // Named literals decode like any other, both ways, and are cached.
     let mut pair = Pair::new(small_config());

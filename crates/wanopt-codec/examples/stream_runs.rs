@@ -1,0 +1,77 @@
+//! Cold WAN bytes of files with zstd, runs compressed on their own against
+//! runs that continue one stream per flow (`StreamRun`), at the levels
+//! `--compression auto` may use; each file pushed in 64 KiB reads into a
+//! fresh pair of caches, decoded and checked. Encode speed is one core's,
+//! for the whole encoder (chunking, hashing, store), and noisy.
+//!
+//! `wanopt lab waas-files --out /tmp/waas-files` then
+//! `cargo run -p wanopt-codec --release --example stream_runs -- /tmp/waas-files/*.doc`
+
+use std::time::Instant;
+
+use wanopt_codec::{
+    CacheConfig, CacheId, Compression, Decoder, DecoderConfig, Encoder, EncoderConfig, PeerCache,
+};
+
+const READ: usize = 64 << 10;
+
+/// (WAN bytes, encode seconds) of one cold transfer of `data`.
+fn cold(data: &[u8], level: i32, stream_runs: bool) -> (usize, f64) {
+    let a = tempfile::tempdir().expect("temporary directory");
+    let b = tempfile::tempdir().expect("temporary directory");
+    let edge = PeerCache::open(a.path(), CacheConfig::default(), CacheId([1; 16])).expect("cache");
+    let core = PeerCache::open(b.path(), CacheConfig::default(), CacheId([2; 16])).expect("cache");
+    core.handle_hello(&edge.hello());
+    edge.handle_hello(&core.hello());
+    let config = EncoderConfig {
+        compression: Compression::Zstd { level },
+        stream_runs,
+        ..EncoderConfig::default()
+    };
+    let mut enc = Encoder::new(edge, config).expect("encoder");
+    let mut wire = Vec::new();
+    let start = Instant::now();
+    for piece in data.chunks(READ) {
+        enc.push(piece, &mut wire);
+    }
+    enc.finish(&mut wire);
+    let seconds = start.elapsed().as_secs_f64();
+    let mut dec = Decoder::new(core, DecoderConfig::default());
+    let mut out = Vec::new();
+    dec.push(&wire, &mut out).expect("decodes");
+    assert!(out == data, "round trip");
+    (wire.len(), seconds)
+}
+
+fn main() {
+    let paths: Vec<String> = std::env::args().skip(1).collect();
+    if paths.is_empty() {
+        eprintln!("usage: stream_runs FILE...");
+        std::process::exit(2);
+    }
+    println!("| file | level | independent runs | stream runs | stream / independent | encode MB/s (independent, stream) |");
+    println!("|---|---:|---:|---:|---:|---|");
+    for path in &paths {
+        let data = match std::fs::read(path) {
+            Ok(data) => data,
+            Err(e) => {
+                eprintln!("{path}: {e}");
+                std::process::exit(1);
+            }
+        };
+        let name = std::path::Path::new(path)
+            .file_name()
+            .map_or(path.clone(), |n| n.to_string_lossy().into_owned());
+        for level in [3, 9, 14, 16, 18] {
+            let (alone, t1) = cold(&data, level, false);
+            let (streamed, t2) = cold(&data, level, true);
+            let mb = |t: f64| data.len() as f64 / t / 1e6;
+            println!(
+                "| {name} | {level} | {alone} | {streamed} | {:.3} | {:.1}, {:.1} |",
+                streamed as f64 / alone as f64,
+                mb(t1),
+                mb(t2)
+            );
+        }
+    }
+}
