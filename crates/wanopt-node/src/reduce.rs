@@ -42,14 +42,16 @@ pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(10);
 pub const ZSTD_BELOW_BPS: f64 = 100e6;
 
 /// The zstd levels `auto` uses by tunnel rate: (below this rate, level).
-/// A slower link leaves more CPU time per byte to spend: on the Table 1
-/// office files in 128 KiB runs, one core compresses 160-250 MB/s at level
-/// 3, 25-37 MB/s at 9 and 4.7 MB/s at 14 (the zstd tool), and the Word
-/// files come out 5% (9) and 14% (14) smaller than at 3; the whole encoder
-/// (chunking, fingerprints, store) on the bench's text makes 17.7 MB/s at
-/// 9 and 3.4 MB/s at 14. Each step keeps the encoder at least twice as
-/// fast as the link can carry data compressed 4 to 1.
-pub const ZSTD_LEVELS: [(f64, i32); 3] = [(3e6, 14), (10e6, 9), (ZSTD_BELOW_BPS, 3)];
+/// A slower link leaves more CPU time per byte to spend. The whole encoder
+/// (chunking, fingerprints, store, runs continuing one zstd stream per
+/// flow), cold, on the Table 1 Word and Excel files in 64 KiB reads
+/// (`cargo run -p wanopt-codec --release --example stream_runs`), one
+/// core of the lab VM: level 3 at 80-190 MB/s, 9 at 20-45, 16 at 2.4-5.5
+/// and 18 at 2-4 MB/s; against level 3, the files cross 5-18% smaller at
+/// 16 and 6-22% at 18. Each step keeps the encoder at least twice as fast
+/// as the link can carry data compressed 4 to 1 (1 MB/s of input at 2
+/// Mbit/s, 0.5 MB/s at 1 Mbit/s).
+pub const ZSTD_LEVELS: [(f64, i32); 4] = [(1e6, 18), (3e6, 16), (10e6, 9), (ZSTD_BELOW_BPS, 3)];
 
 /// How flows with `reduce` compress their literals.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -621,7 +623,8 @@ mod tests {
         }
         assert!("gzip".parse::<CompressionMode>().is_err());
         let auto = CompressionMode::Auto;
-        assert_eq!(auto.pick(Some(2e6)), Compression::Zstd { level: 14 });
+        assert_eq!(auto.pick(Some(384e3)), Compression::Zstd { level: 18 });
+        assert_eq!(auto.pick(Some(2e6)), Compression::Zstd { level: 16 });
         assert_eq!(auto.pick(Some(5e6)), Compression::Zstd { level: 9 });
         assert_eq!(auto.pick(Some(50e6)), Compression::ZSTD);
         // The slow levels are encoded off the runtime's workers.
