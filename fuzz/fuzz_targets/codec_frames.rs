@@ -9,7 +9,8 @@ use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
 use wanopt_codec::{
-    CacheConfig, CacheId, Decoder, DecoderConfig, Encoder, EncoderConfig, PeerCache, StoreConfig,
+    CacheConfig, CacheId, Compression, Decoder, DecoderConfig, Encoder, EncoderConfig, PeerCache,
+    StoreConfig,
 };
 
 fn caches() -> &'static (PeerCache, PeerCache) {
@@ -36,7 +37,20 @@ fuzz_target!(|data: &[u8]| {
 
     // 1. Arbitrary bytes, with and without a preamble, split in two pieces.
     let split = data.first().map(|&b| usize::from(b)).unwrap_or(0);
-    for prefix in [&b""[..], &[1, 0, 0, 5, b'W', b'O', b'P', b'C', wanopt_codec::frame::VERSION][..]] {
+    for prefix in [
+        &b""[..],
+        &[
+            1,
+            0,
+            0,
+            5,
+            b'W',
+            b'O',
+            b'P',
+            b'C',
+            wanopt_codec::frame::VERSION,
+        ][..],
+    ] {
         let mut wire = prefix.to_vec();
         wire.extend_from_slice(data);
         let split = split.min(wire.len());
@@ -49,16 +63,23 @@ fuzz_target!(|data: &[u8]| {
         while dec.poll_peer_control().is_some() {}
     }
 
-    // 2. Round trip: encode `data` in pieces, decode, compare.
-    let mut enc = Encoder::new(edge.clone(), EncoderConfig::default()).unwrap();
-    let mut wire = Vec::new();
-    for piece in data.chunks(split.max(1)) {
-        enc.push(piece, &mut wire);
+    // 2. Round trip: encode `data` in pieces, decode, compare; with LZ4
+    //    (the default) and with zstd (runs continuing one stream).
+    for compression in [Compression::Lz4, Compression::ZSTD] {
+        let config = EncoderConfig {
+            compression,
+            ..EncoderConfig::default()
+        };
+        let mut enc = Encoder::new(edge.clone(), config).unwrap();
+        let mut wire = Vec::new();
+        for piece in data.chunks(split.max(1)) {
+            enc.push(piece, &mut wire);
+        }
+        enc.finish(&mut wire);
+        let mut dec = Decoder::new(core.clone(), DecoderConfig::default());
+        let mut out = Vec::new();
+        dec.push(&wire, &mut out).expect("own frames decode");
+        assert_eq!(out, data);
+        assert!(dec.is_finished());
     }
-    enc.finish(&mut wire);
-    let mut dec = Decoder::new(core.clone(), DecoderConfig::default());
-    let mut out = Vec::new();
-    dec.push(&wire, &mut out).expect("own frames decode");
-    assert_eq!(out, data);
-    assert!(dec.is_finished());
 });
