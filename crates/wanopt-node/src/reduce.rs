@@ -53,6 +53,12 @@ pub const ZSTD_BELOW_BPS: f64 = 100e6;
 /// Mbit/s, 0.5 MB/s at 1 Mbit/s).
 pub const ZSTD_LEVELS: [(f64, i32); 4] = [(1e6, 18), (3e6, 16), (10e6, 9), (ZSTD_BELOW_BPS, 3)];
 
+/// How far (a fraction) the rate must leave the band of `auto`'s current
+/// choice before the choice changes: a change of zstd level restarts the
+/// flow's stream (its 1 MiB of history, and a new compressor of up to
+/// 10 MiB), so a rate wavering around a threshold must not flip it.
+pub const RATE_MARGIN: f64 = 0.2;
+
 /// How flows with `reduce` compress their literals.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -108,6 +114,38 @@ impl CompressionMode {
                 .and_then(|rate| ZSTD_LEVELS.iter().find(|(below, _)| rate < *below))
                 .map_or(Compression::Lz4, |&(_, level)| Compression::Zstd { level }),
         }
+    }
+
+    /// Like [`CompressionMode::pick`], for a flow that uses `current`:
+    /// `auto` keeps it while the rate stays within [`RATE_MARGIN`] of the
+    /// band it picks `current` for.
+    pub fn repick(self, rate_bps: Option<f64>, current: Compression) -> Compression {
+        let next = self.pick(rate_bps);
+        if self != CompressionMode::Auto || next == current {
+            return next;
+        }
+        match (rate_bps, auto_band(current)) {
+            (Some(rate), Some((low, high)))
+                if rate >= low * (1.0 - RATE_MARGIN) && rate < high * (1.0 + RATE_MARGIN) =>
+            {
+                current
+            }
+            _ => next,
+        }
+    }
+}
+
+/// The rates (bits per second, from and below) for which `auto` picks
+/// `compression`; `None` for a choice it never makes.
+fn auto_band(compression: Compression) -> Option<(f64, f64)> {
+    match compression {
+        Compression::Lz4 => Some((ZSTD_BELOW_BPS, f64::INFINITY)),
+        Compression::Zstd { level } => {
+            let i = ZSTD_LEVELS.iter().position(|&(_, l)| l == level)?;
+            let low = i.checked_sub(1).map_or(0.0, |j| ZSTD_LEVELS[j].0);
+            Some((low, ZSTD_LEVELS[i].0))
+        }
+        Compression::Off => None,
     }
 }
 
@@ -635,6 +673,40 @@ mod tests {
         assert_eq!(CompressionMode::Off.pick(Some(2e6)), Compression::Off);
         assert_eq!(CompressionMode::Lz4.pick(Some(2e6)), Compression::Lz4);
         assert_eq!(CompressionMode::Zstd.pick(Some(1e9)), Compression::ZSTD);
+    }
+
+    #[test]
+    fn auto_keeps_its_choice_while_the_rate_wavers_near_a_threshold() {
+        let auto = CompressionMode::Auto;
+        let z = |level| Compression::Zstd { level };
+        // Around 1 Mbit/s (18 below, 16 above): no flip within 20%.
+        assert_eq!(auto.repick(Some(1.1e6), z(18)), z(18));
+        assert_eq!(auto.repick(Some(0.9e6), z(16)), z(16));
+        // Beyond the margin it changes, both ways.
+        assert_eq!(auto.repick(Some(1.3e6), z(18)), z(16));
+        assert_eq!(auto.repick(Some(0.7e6), z(16)), z(18));
+        // Far from the band it jumps straight to the rate's level.
+        assert_eq!(auto.repick(Some(50e6), z(18)), Compression::ZSTD);
+        assert_eq!(auto.repick(Some(2e6), Compression::Lz4), z(16));
+        // Around 100 Mbit/s, LZ4 and zstd 3 hold each other off.
+        assert_eq!(auto.repick(Some(90e6), Compression::Lz4), Compression::Lz4);
+        assert_eq!(
+            auto.repick(Some(110e6), Compression::ZSTD),
+            Compression::ZSTD
+        );
+        assert_eq!(
+            auto.repick(Some(130e6), Compression::ZSTD),
+            Compression::Lz4
+        );
+        // A level auto never picks, or no rate, gives the plain choice.
+        assert_eq!(auto.repick(Some(2e6), z(5)), z(16));
+        assert_eq!(auto.repick(None, z(16)), Compression::Lz4);
+        assert_eq!(auto.repick(Some(2e6), Compression::Off), z(16));
+        // Fixed modes ignore the current choice.
+        assert_eq!(
+            CompressionMode::Lz4.repick(Some(2e6), z(16)),
+            Compression::Lz4
+        );
     }
 
     #[test]

@@ -32,7 +32,7 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tracing::debug;
 
-use wanopt_codec::{Decoder, DecoderConfig, Encoder, EncoderConfig, PeerCache};
+use wanopt_codec::{Compression, Decoder, DecoderConfig, Encoder, EncoderConfig, PeerCache};
 
 use crate::reduce::{estimated_rate_bps, CompressionMode};
 
@@ -97,6 +97,8 @@ struct CodecChoice {
     mode: CompressionMode,
     connection: quinn::Connection,
     checked: Option<tokio::time::Instant>,
+    /// The last choice made from a rate.
+    current: Option<Compression>,
 }
 
 impl CodecChoice {
@@ -113,7 +115,12 @@ impl CodecChoice {
             CompressionMode::Auto => estimated_rate_bps(&self.connection),
             _ => None,
         };
-        encoder.set_compression(self.mode.pick(rate));
+        let next = match self.current {
+            Some(current) => self.mode.repick(rate, current),
+            None => self.mode.pick(rate),
+        };
+        self.current = Some(next);
+        encoder.set_compression(next);
     }
 }
 
@@ -146,6 +153,7 @@ pub async fn splice_reduced(
         mode: compression,
         connection,
         checked: None,
+        current: None,
     };
     let config = EncoderConfig {
         retain_bytes: RETAIN_BYTES,
