@@ -57,7 +57,8 @@ pub struct EncoderConfig {
     /// Send a literal compressed only if that saves at least this many
     /// percent of its size.
     pub min_saving_percent: u8,
-    /// Bytes of referenced chunks kept to answer `NeedChunk` (FIFO).
+    /// Bytes of referenced chunks kept in memory to answer `NeedChunk`
+    /// (FIFO); beyond them, a repair is read from the local store.
     pub retain_bytes: usize,
     /// Fingerprints of this flow's literals remembered for in-flow
     /// references.
@@ -108,9 +109,12 @@ impl Default for EncoderConfig {
 /// Error handling a control frame from the peer's decoder.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum PeerControlError {
-    /// The peer asked for a chunk that is no longer retained. The flow
-    /// cannot continue correctly: reset the stream.
-    #[error("peer needs chunk {0:?} which is no longer retained; reset the flow")]
+    /// The peer asked for a chunk that is neither retained nor readable
+    /// from the local store. The flow cannot continue correctly: reset
+    /// the stream.
+    #[error(
+        "peer needs chunk {0:?} which is neither retained nor in the local store; reset the flow"
+    )]
     ChunkUnavailable(Fingerprint),
     /// The peer asked for the list of a span that is no longer remembered.
     #[error("peer needs span {0:?} which is no longer remembered; reset the flow")]
@@ -468,10 +472,25 @@ impl Encoder {
             ControlRepr::NeedChunk { fingerprint } => {
                 let before = out.len();
                 self.core.start(out);
-                let Some(data) = self.core.retained.data.remove(fingerprint) else {
-                    return Err(PeerControlError::ChunkUnavailable(*fingerprint));
-                };
                 let core = &mut self.core;
+                let (data, retained) = match core.retained.data.remove(fingerprint) {
+                    Some(data) => (data, true),
+                    None => {
+                        // Beyond the retained bytes (a fast warm flow
+                        // references far more than it retains in a round
+                        // trip): the local store usually still holds it,
+                        // and its reads are verified.
+                        let mut data = std::mem::take(&mut core.base_scratch);
+                        data.clear();
+                        let found = core.cache.lock().store.get(fingerprint, &mut data);
+                        if !matches!(found, Ok(true)) {
+                            core.base_scratch = data;
+                            return Err(PeerControlError::ChunkUnavailable(*fingerprint));
+                        }
+                        core.stats.repairs_from_store += 1;
+                        (data, false)
+                    }
+                };
                 let codec = core.compress(&data);
                 let payload = core.payload(codec, &data);
                 DataRepr::Repair {
@@ -481,8 +500,12 @@ impl Encoder {
                 .emit(out);
                 core.stats.repairs_sent += 1;
                 core.stats.wan_bytes_out += (out.len() - before) as u64;
-                // Keep it: the peer may need it again on another miss.
-                core.retained.data.insert(*fingerprint, data);
+                if retained {
+                    // Keep it: the peer may need it again on another miss.
+                    core.retained.data.insert(*fingerprint, data);
+                } else {
+                    core.base_scratch = data;
+                }
             }
             ControlRepr::Ack { low_water, entries } => {
                 self.core.cache.lock().peer.handle_ack(*low_water, entries);

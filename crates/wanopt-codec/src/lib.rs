@@ -47,9 +47,10 @@
 //! the decoder holds back the bytes after it (bounded by
 //! [`DecoderConfig::max_backlog`]), sends `NeedChunk` on the reverse
 //! direction of the same flow, and the encoder answers with a `Repair`
-//! frame carrying the chunk (it retains referenced chunks,
-//! [`EncoderConfig::retain_bytes`]). The stream goes on; a repair is
-//! verified against its fingerprint before use.
+//! frame carrying the chunk (it retains the last referenced chunks,
+//! [`EncoderConfig::retain_bytes`], and reads older ones from its own
+//! store, verified). The stream goes on; a repair is verified against its
+//! fingerprint before use.
 //!
 //! **End.** [`Encoder::finish`] writes `End`; the decoder answers `Done`
 //! when every byte before it is delivered. Finish a side's QUIC send

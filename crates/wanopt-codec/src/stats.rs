@@ -21,6 +21,9 @@ pub struct EncoderStats {
     pub referenced_bytes: u64,
     /// `NeedChunk` requests answered with a repair.
     pub repairs_sent: u64,
+    /// Of those, repairs read from the local store: the chunk was no
+    /// longer among the retained ones.
+    pub repairs_from_store: u64,
     /// Sent literals that could not be kept in the local store.
     pub store_errors: u64,
     /// Chunks sent as deltas against a chunk the peer holds.

@@ -10,7 +10,7 @@ use wanopt_codec::frame::{
 };
 use wanopt_codec::{
     CacheId, Compression, ControlRepr, Decoder, DecoderConfig, EncoderConfig, Fingerprint,
-    PeerCache,
+    PeerCache, PeerControlError,
 };
 
 #[test]
@@ -653,6 +653,68 @@ fn damaged_cache_recovers_via_need_chunk() {
     again.finish();
     assert_eq!(again.delivered, file);
     assert_eq!(again.need_chunks, 0);
+}
+
+#[test]
+fn repairs_beyond_the_retained_bytes_are_read_from_the_local_store() {
+    // A warm flow referencing more than it retains: the core's damaged
+    // records are repaired from the edge's own store.
+    let pair = Pair::new(small_config());
+    let file = text(1 << 20, 5);
+    pair.transfer(&file, &[128 << 10]);
+    for path in pair.core.segment_paths() {
+        let mut bytes = std::fs::read(&path).unwrap();
+        for b in bytes.iter_mut().skip(100).step_by(20_011) {
+            *b ^= 0x5a;
+        }
+        std::fs::write(&path, bytes).unwrap();
+    }
+    let config = EncoderConfig {
+        retain_bytes: 0,
+        ..EncoderConfig::default()
+    };
+    let mut flow = Flow::with_config(&pair.edge, &pair.core, config);
+    flow.send(&file);
+    flow.finish();
+    assert_eq!(flow.delivered, file);
+    let stats = flow.enc.stats();
+    assert!(flow.need_chunks > 0, "no corruption was hit");
+    assert!(stats.repairs_sent > 0);
+    assert_eq!(stats.repairs_from_store, stats.repairs_sent);
+
+    // Neither retained nor in the edge's store (wiped behind its back):
+    // the flow is told it cannot go on, it never delivers a wrong byte.
+    let pair = Pair::new(small_config());
+    pair.transfer(&file, &[128 << 10]);
+    for cache in [&pair.core, &pair.edge] {
+        for path in cache.segment_paths() {
+            let mut bytes = std::fs::read(&path).unwrap();
+            for b in bytes.iter_mut().skip(100).step_by(20_011) {
+                *b ^= 0x5a;
+            }
+            std::fs::write(&path, bytes).unwrap();
+        }
+    }
+    let mut flow = Flow::with_config(&pair.edge, &pair.core, config);
+    flow.send(&file);
+    flow.enc.finish(&mut flow.wire);
+    let mut errors = 0;
+    // Spans first (`NeedSpan`, answered with lists), then `NeedChunk`.
+    for _ in 0..4 {
+        flow.deliver_forward();
+        let back = std::mem::take(&mut flow.back);
+        let mut sink = Vec::new();
+        flow.edge_dec.push(&back, &mut sink).unwrap();
+        while let Some(m) = flow.edge_dec.poll_peer_control() {
+            if let Err(e) = flow.enc.handle_peer(&m, &mut flow.wire) {
+                assert!(matches!(e, PeerControlError::ChunkUnavailable(_)), "{e}");
+                errors += 1;
+            }
+        }
+    }
+    assert!(errors > 0);
+    assert!(!flow.dec.is_finished());
+    assert!(file.starts_with(&flow.delivered) && flow.delivered.len() < file.len());
 }
 
 #[test]

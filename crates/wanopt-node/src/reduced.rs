@@ -50,8 +50,9 @@ const DECODE_SLICE: usize = 16 * 1024;
 
 /// Referenced chunk bytes each flow keeps to answer the peer's repair
 /// requests (a damaged or just-evicted record at the peer). Bounds memory:
-/// 200 flows hold at most 1.6 GB; a request for a chunk no longer retained
-/// resets that flow, never delivers a wrong byte.
+/// 200 flows hold at most 1.6 GB. Older chunks are read back from the
+/// local store; a request for one that is not there either (evicted,
+/// damaged) resets that flow, never delivers a wrong byte.
 const RETAIN_BYTES: usize = 8 << 20;
 
 /// Encoded messages queued for the writer.
