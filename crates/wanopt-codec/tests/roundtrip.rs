@@ -9,8 +9,8 @@ use wanopt_codec::frame::{
     emit_span_list, kind, span_check, Codec, DataRepr, Frame, Payload, VERSION,
 };
 use wanopt_codec::{
-    CacheId, Compression, ControlRepr, Decoder, DecoderConfig, EncoderConfig, Fingerprint,
-    PeerCache, PeerControlError,
+    CacheConfig, CacheId, Compression, ControlRepr, Decoder, DecoderConfig, EncoderConfig,
+    Fingerprint, PeerCache, PeerControlError, StoreConfig,
 };
 
 #[test]
@@ -655,6 +655,17 @@ fn damaged_cache_recovers_via_need_chunk() {
     assert_eq!(again.need_chunks, 0);
 }
 
+/// Flip a byte every 20 KB in `cache`'s segment files.
+fn damage(cache: &PeerCache) {
+    for path in cache.segment_paths() {
+        let mut bytes = std::fs::read(&path).unwrap();
+        for b in bytes.iter_mut().skip(100).step_by(20_011) {
+            *b ^= 0x5a;
+        }
+        std::fs::write(&path, bytes).unwrap();
+    }
+}
+
 #[test]
 fn repairs_beyond_the_retained_bytes_are_read_from_the_local_store() {
     // A warm flow referencing more than it retains: the core's damaged
@@ -662,13 +673,7 @@ fn repairs_beyond_the_retained_bytes_are_read_from_the_local_store() {
     let pair = Pair::new(small_config());
     let file = text(1 << 20, 5);
     pair.transfer(&file, &[128 << 10]);
-    for path in pair.core.segment_paths() {
-        let mut bytes = std::fs::read(&path).unwrap();
-        for b in bytes.iter_mut().skip(100).step_by(20_011) {
-            *b ^= 0x5a;
-        }
-        std::fs::write(&path, bytes).unwrap();
-    }
+    damage(&pair.core);
     let config = EncoderConfig {
         retain_bytes: 0,
         ..EncoderConfig::default()
@@ -682,19 +687,33 @@ fn repairs_beyond_the_retained_bytes_are_read_from_the_local_store() {
     assert!(stats.repairs_sent > 0);
     assert_eq!(stats.repairs_from_store, stats.repairs_sent);
 
+    // With room in the edge's store, referenced chunks are not even
+    // copied (default retain_bytes, far more than the file): every repair
+    // is read from the store.
+    let big = CacheConfig {
+        store: StoreConfig {
+            capacity: 1 << 30,
+            segment_size: 64 << 20,
+        },
+        ..small_config()
+    };
+    let pair = Pair::new(big);
+    pair.transfer(&file, &[128 << 10]);
+    damage(&pair.core);
+    let mut flow = Flow::new(&pair.edge, &pair.core);
+    flow.send(&file);
+    flow.finish();
+    assert_eq!(flow.delivered, file);
+    let stats = flow.enc.stats();
+    assert!(flow.need_chunks > 0 && stats.repairs_sent > 0);
+    assert_eq!(stats.repairs_from_store, stats.repairs_sent);
+
     // Neither retained nor in the edge's store (wiped behind its back):
     // the flow is told it cannot go on, it never delivers a wrong byte.
     let pair = Pair::new(small_config());
     pair.transfer(&file, &[128 << 10]);
-    for cache in [&pair.core, &pair.edge] {
-        for path in cache.segment_paths() {
-            let mut bytes = std::fs::read(&path).unwrap();
-            for b in bytes.iter_mut().skip(100).step_by(20_011) {
-                *b ^= 0x5a;
-            }
-            std::fs::write(&path, bytes).unwrap();
-        }
-    }
+    damage(&pair.core);
+    damage(&pair.edge);
     let mut flow = Flow::with_config(&pair.edge, &pair.core, config);
     flow.send(&file);
     flow.enc.finish(&mut flow.wire);

@@ -396,6 +396,34 @@ impl ChunkStore {
         self.index.get(fingerprint).is_some()
     }
 
+    /// True when `fingerprint` is indexed in a segment that at least
+    /// `margin` more bytes of appends cannot evict (the free capacity
+    /// plus the segments older than it): it can be read back a while
+    /// later, barring damage or [`ChunkStore::clear`].
+    pub fn holds_for(&self, fingerprint: &Fingerprint, margin: u64) -> bool {
+        let Some(location) = self.index.get(fingerprint) else {
+            return false;
+        };
+        // Segment numbers are consecutive, oldest first.
+        let (Some(first), Some(last)) = (self.segments.front(), self.segments.back()) else {
+            return false;
+        };
+        if !(first.number..=last.number).contains(&location.segment) {
+            return false;
+        }
+        let mut room = self.config.capacity.saturating_sub(self.total_bytes);
+        for segment in &self.segments {
+            if room >= margin {
+                return true;
+            }
+            if segment.number == location.segment {
+                return false;
+            }
+            room += segment.len;
+        }
+        room >= margin
+    }
+
     /// Write buffered records ([`ChunkStore::flush`]) and flush every
     /// segment to stable storage.
     pub fn sync(&mut self) -> io::Result<()> {

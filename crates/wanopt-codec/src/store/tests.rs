@@ -187,6 +187,54 @@ fn damaged_record_is_a_miss_not_wrong_bytes() {
 }
 
 #[test]
+fn holds_for_keeps_its_promise_over_that_many_appended_bytes() {
+    for margin in [SEGMENT / 2, SEGMENT, 2 * SEGMENT] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = ChunkStore::open(dir.path(), config(), CacheId([1; 16])).unwrap();
+        // Past capacity, so segments are being evicted.
+        let mut present = Vec::new();
+        for id in 0..=255 {
+            let c = chunk(id);
+            store.insert(Fingerprint::of(&c), &c).unwrap();
+            present.push(c);
+        }
+        assert!(store.stats().evicted_segments >= 2);
+        present.retain(|c| store.contains(&Fingerprint::of(c)));
+        let held: Vec<_> = present
+            .iter()
+            .filter(|c| store.holds_for(&Fingerprint::of(c), margin))
+            .collect();
+        assert!(!held.is_empty(), "margin {margin}");
+        assert!(
+            held.len() < present.len(),
+            "margin {margin}: the oldest are not held"
+        );
+        assert!(!store.holds_for(&Fingerprint::of(b"never stored"), 1));
+        // Append just under `margin` bytes of new records.
+        let mut appended = 0;
+        for k in 0u32.. {
+            let data: Vec<u8> = (0..20_000u32)
+                .map(|i| (i.wrapping_mul(2_654_435_761) ^ k.wrapping_mul(97)) as u8)
+                .collect();
+            let record = (RECORD_HEADER_LEN + data.len()) as u64;
+            if appended + record > margin {
+                break;
+            }
+            store.insert(Fingerprint::of(&data), &data).unwrap();
+            appended += record;
+        }
+        for c in held {
+            let mut out = Vec::new();
+            assert!(
+                store.get(&Fingerprint::of(c), &mut out).unwrap(),
+                "margin {margin}"
+            );
+            assert_eq!(&out, c);
+        }
+    }
+}
+
+#[test]
 fn missing_meta_starts_a_new_cache() {
     let dir = tempfile::tempdir().unwrap();
     let mut store = ChunkStore::open(dir.path(), config(), CacheId([1; 16])).unwrap();
