@@ -11,8 +11,6 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use rand::{Rng, RngCore, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use wanopt_codec::{
     CacheConfig, CacheId, ChunkerConfig, Compression, Decoder, DecoderConfig, Encoder,
     EncoderConfig, PeerCache, StoreConfig,
@@ -21,57 +19,10 @@ use wanopt_codec::{
 const LEN: usize = 8 << 20;
 const READ: usize = 128 << 10;
 
-fn text(len: usize, seed: u64) -> Vec<u8> {
-    const WORDS: &[&str] = &[
-        "the",
-        "quick",
-        "brown",
-        "fox",
-        "jumps",
-        "over",
-        "lazy",
-        "dog",
-        "wanopt",
-        "cache",
-        "chunk",
-        "stream",
-        "report",
-        "quarterly",
-        "revenue",
-        "budget",
-        "table",
-        "figure",
-        "network",
-        "latency",
-        "server",
-        "client",
-        "office",
-        "document",
-        "value",
-        "total",
-    ];
-    let mut r = ChaCha8Rng::seed_from_u64(seed);
-    let mut out = Vec::with_capacity(len + 16);
-    while out.len() < len {
-        out.extend_from_slice(WORDS[r.random_range(0..WORDS.len())].as_bytes());
-        if r.random_range(0..12) == 0 {
-            out.extend_from_slice(format!(" {} ", r.next_u32()).as_bytes());
-        }
-        out.push(if r.random_range(0..10) == 0 {
-            b'\n'
-        } else {
-            b' '
-        });
-    }
-    out.truncate(len);
-    out
-}
+#[path = "../tests/common/data.rs"]
+mod data;
 
-fn random(len: usize, seed: u64) -> Vec<u8> {
-    let mut out = vec![0u8; len];
-    ChaCha8Rng::seed_from_u64(seed).fill_bytes(&mut out);
-    out
-}
+use data::{random, text};
 
 fn config() -> CacheConfig {
     CacheConfig {

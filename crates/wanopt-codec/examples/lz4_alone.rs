@@ -9,55 +9,12 @@
 
 use std::time::Instant;
 
-use rand::{Rng, RngCore, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+#[path = "../tests/common/data.rs"]
+mod data;
 
 /// The criterion bench's `text` (benches/codec.rs), 8 MiB.
 fn bench_text() -> Vec<u8> {
-    const WORDS: &[&str] = &[
-        "the",
-        "quick",
-        "brown",
-        "fox",
-        "jumps",
-        "over",
-        "lazy",
-        "dog",
-        "wanopt",
-        "cache",
-        "chunk",
-        "stream",
-        "report",
-        "quarterly",
-        "revenue",
-        "budget",
-        "table",
-        "figure",
-        "network",
-        "latency",
-        "server",
-        "client",
-        "office",
-        "document",
-        "value",
-        "total",
-    ];
-    let len = 8 << 20;
-    let mut r = ChaCha8Rng::seed_from_u64(1);
-    let mut out = Vec::with_capacity(len + 16);
-    while out.len() < len {
-        out.extend_from_slice(WORDS[r.random_range(0..WORDS.len())].as_bytes());
-        if r.random_range(0..12) == 0 {
-            out.extend_from_slice(format!(" {} ", r.next_u32()).as_bytes());
-        }
-        out.push(if r.random_range(0..10) == 0 {
-            b'\n'
-        } else {
-            b' '
-        });
-    }
-    out.truncate(len);
-    out
+    data::text(8 << 20, 1)
 }
 
 fn measure(name: &str, data: &[u8]) {

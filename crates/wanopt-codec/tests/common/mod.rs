@@ -3,8 +3,9 @@
 
 #![allow(dead_code)]
 
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+mod data;
+
+pub use data::{random, rng, text};
 use tempfile::TempDir;
 use wanopt_codec::{
     CacheConfig, CacheId, Decoder, DecoderConfig, Encoder, EncoderConfig, PeerCache, StoreConfig,
@@ -184,64 +185,4 @@ impl Flow {
         assert!(self.dec.is_finished(), "decoder did not finish");
         assert!(self.enc.is_done(), "encoder not told done");
     }
-}
-
-pub fn rng(seed: u64) -> ChaCha8Rng {
-    ChaCha8Rng::seed_from_u64(seed)
-}
-
-/// Deterministic text-like data (words from a small vocabulary, lines).
-pub fn text(len: usize, seed: u64) -> Vec<u8> {
-    const WORDS: &[&str] = &[
-        "the",
-        "quick",
-        "brown",
-        "fox",
-        "jumps",
-        "over",
-        "lazy",
-        "dog",
-        "wanopt",
-        "cache",
-        "chunk",
-        "stream",
-        "report",
-        "quarterly",
-        "revenue",
-        "budget",
-        "table",
-        "figure",
-        "network",
-        "latency",
-        "server",
-        "client",
-        "office",
-        "document",
-        "value",
-        "total",
-    ];
-    let mut r = rng(seed);
-    let mut out = Vec::with_capacity(len + 16);
-    while out.len() < len {
-        let w = WORDS[r.random_range(0..WORDS.len())];
-        out.extend_from_slice(w.as_bytes());
-        if r.random_range(0..12) == 0 {
-            out.extend_from_slice(format!(" {} ", r.random::<u32>()).as_bytes());
-        }
-        out.push(if r.random_range(0..10) == 0 {
-            b'\n'
-        } else {
-            b' '
-        });
-    }
-    out.truncate(len);
-    out
-}
-
-/// Random (incompressible) bytes.
-pub fn random(len: usize, seed: u64) -> Vec<u8> {
-    let mut r = rng(seed);
-    let mut out = vec![0u8; len];
-    r.fill(&mut out[..]);
-    out
 }
