@@ -294,6 +294,20 @@ fn encode_pieces(compression: Compression, pieces: &[&[u8]]) -> Vec<u8> {
     wire
 }
 
+/// 1 MiB of `len`-byte records of random letters drawn from a pool of
+/// `pool` of them.
+fn pooled_records(seed: u64, pool: usize, len: usize) -> Vec<u8> {
+    let mut r = rng(seed);
+    let pool: Vec<Vec<u8>> = (0..pool)
+        .map(|_| (0..len).map(|_| b'a' + r.random_range(0..26u8)).collect())
+        .collect();
+    let mut file = Vec::new();
+    while file.len() < 1 << 20 {
+        file.extend_from_slice(&pool[r.random_range(0..pool.len())]);
+    }
+    file
+}
+
 #[test]
 fn zstd_runs_continue_one_stream_and_cross_smaller() {
     // Read in 64 KiB pieces, as a node reads its LAN side: each piece's
@@ -302,14 +316,7 @@ fn zstd_runs_continue_one_stream_and_cross_smaller() {
     // any distance, as an office file's records and styles do, but no two
     // chunks are alike, not even in their first or last 64 bytes (nothing
     // for references or deltas).
-    let mut r = rng(17);
-    let pool: Vec<Vec<u8>> = (0..4000)
-        .map(|_| (0..40).map(|_| b'a' + r.random_range(0..26u8)).collect())
-        .collect();
-    let mut file = Vec::new();
-    while file.len() < 1 << 20 {
-        file.extend_from_slice(&pool[r.random_range(0..pool.len())]);
-    }
+    let file = pooled_records(17, 4000, 40);
     let mut sizes = Vec::new();
     for stream_runs in [false, true] {
         let mut pair = Pair::new(small_config());
@@ -344,14 +351,7 @@ fn no_delta_against_a_chunk_the_stream_still_holds() {
     // without a stream they cross as deltas against earlier chunks of the
     // same flow. With one, those chunks are in the compressor's window
     // and go into the run instead, for fewer bytes.
-    let mut r = rng(21);
-    let pool: Vec<Vec<u8>> = (0..1000)
-        .map(|_| (0..200).map(|_| b'a' + r.random_range(0..26u8)).collect())
-        .collect();
-    let mut file = Vec::new();
-    while file.len() < 1 << 20 {
-        file.extend_from_slice(&pool[r.random_range(0..pool.len())]);
-    }
+    let file = pooled_records(21, 1000, 200);
     let mut results = Vec::new();
     for stream_runs in [false, true] {
         let mut pair = Pair::new(small_config());
