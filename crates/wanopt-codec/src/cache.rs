@@ -48,6 +48,8 @@ pub(crate) struct Shared {
 #[derive(Debug, Clone)]
 pub struct PeerCache {
     shared: Arc<Mutex<Shared>>,
+    /// One checkpoint (or clear) at a time; taken before `shared`.
+    checkpointing: Arc<Mutex<()>>,
     peer_view_path: PathBuf,
     max_peer_entries: usize,
 }
@@ -62,6 +64,7 @@ impl PeerCache {
         let peer = PeerView::load(&peer_view_path, config.max_peer_entries);
         Ok(PeerCache {
             shared: Arc::new(Mutex::new(Shared { store, peer })),
+            checkpointing: Arc::new(Mutex::new(())),
             peer_view_path,
             max_peer_entries: config.max_peer_entries,
         })
@@ -98,15 +101,27 @@ impl PeerCache {
     /// Flush the store and save the peer view (call periodically and on
     /// shutdown; a crash loses at most the acks since the last call, which
     /// costs dedup, never correctness).
+    ///
+    /// The disk syncs happen outside the lock the flows use: the store's
+    /// buffered records are written and the peer view is serialized under
+    /// it, then the files are synced and the view written without it.
     pub fn checkpoint(&self) -> std::io::Result<()> {
-        let mut shared = self.lock();
-        shared.store.sync()?;
-        shared.peer.save(&self.peer_view_path)
+        let _one = self.checkpointing.lock().unwrap_or_else(|e| e.into_inner());
+        let (files, view) = {
+            let mut shared = self.lock();
+            (shared.store.prepare_sync()?, shared.peer.encode())
+        };
+        for file in files {
+            file.sync_data()?;
+        }
+        PeerView::write(&self.peer_view_path, view.as_deref())
     }
 
     /// Delete the store and the peer view; the cache gets identity `new_id`
     /// (the peer forgets its assumptions at the next `Hello`).
     pub fn clear(&self, new_id: CacheId) -> std::io::Result<()> {
+        // Not while a checkpoint writes the view it took before.
+        let _one = self.checkpointing.lock().unwrap_or_else(|e| e.into_inner());
         let mut shared = self.lock();
         shared.store.clear(new_id)?;
         shared.peer = PeerView::new(self.max_peer_entries);

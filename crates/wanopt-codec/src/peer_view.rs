@@ -118,10 +118,27 @@ impl PeerView {
 
     /// Save to `path` (atomically, via a temporary file).
     pub fn save(&self, path: &Path) -> io::Result<()> {
-        let Some((id, epoch)) = self.peer else {
+        Self::write(path, self.encode().as_deref())
+    }
+
+    /// Write what [`PeerView::encode`] returned to `path` (atomically: a
+    /// temporary file synced, then renamed); `None` removes the file.
+    pub fn write(path: &Path, bytes: Option<&[u8]>) -> io::Result<()> {
+        let Some(bytes) = bytes else {
             let _ = fs::remove_file(path);
             return Ok(());
         };
+        let tmp = path.with_extension("tmp");
+        let mut file = fs::File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        fs::rename(&tmp, path)
+    }
+
+    /// The file [`PeerView::save`] writes; `None` when there is no
+    /// confirmed peer to describe.
+    pub fn encode(&self) -> Option<Vec<u8>> {
+        let (id, epoch) = self.peer?;
         let mut bytes = Vec::with_capacity(40 + self.order.len() * 24);
         bytes.extend_from_slice(&FILE_MAGIC);
         bytes.extend_from_slice(&id.0);
@@ -135,11 +152,7 @@ impl PeerView {
         }
         let crc = crc32fast::hash(&bytes);
         bytes.extend_from_slice(&crc.to_be_bytes());
-        let tmp = path.with_extension("tmp");
-        let mut file = fs::File::create(&tmp)?;
-        file.write_all(&bytes)?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)
+        Some(bytes)
     }
 
     /// Load a view saved by [`PeerView::save`]; a missing or damaged file

@@ -425,13 +425,25 @@ impl ChunkStore {
     }
 
     /// Write buffered records ([`ChunkStore::flush`]) and flush every
-    /// segment to stable storage.
+    /// segment written since the last sync to stable storage.
     pub fn sync(&mut self) -> io::Result<()> {
-        self.flush()?;
-        for s in &self.segments {
-            s.sync()?;
+        for file in self.prepare_sync()? {
+            file.sync_data()?;
         }
         Ok(())
+    }
+
+    /// Write buffered records and return handles to the segment files
+    /// written since the last call, for the caller to flush to stable
+    /// storage (`sync_data`) without holding the store: an fsync can take
+    /// long on a busy disk, and every flow of the peer waits for the store.
+    pub fn prepare_sync(&mut self) -> io::Result<Vec<std::fs::File>> {
+        self.flush()?;
+        let mut files = Vec::new();
+        for s in &mut self.segments {
+            files.extend(s.sync_handle()?);
+        }
+        Ok(files)
     }
 
     /// Delete everything and start over as a new cache `new_id`.

@@ -58,6 +58,8 @@ pub struct Segment {
     buffer: Vec<u8>,
     /// Number of records in `buffer` (the last entries of `fingerprints`).
     buffered_records: usize,
+    /// Written since the last [`Segment::sync_handle`].
+    unsynced: bool,
 }
 
 /// A [`Segment::flush`] that failed: the buffered records are gone.
@@ -108,6 +110,7 @@ impl Segment {
             file,
             buffer: Vec::new(),
             buffered_records: 0,
+            unsynced: true,
         })
     }
 
@@ -141,6 +144,7 @@ impl Segment {
                 file,
                 buffer: Vec::new(),
                 buffered_records: 0,
+                unsynced: false,
             },
             records,
             dropped,
@@ -181,6 +185,7 @@ impl Segment {
         }
         let written = self.len - self.buffer.len() as u64;
         let result = self.file.write_all_at(&self.buffer, written);
+        self.unsynced = true;
         self.buffer.clear();
         let buffered = std::mem::take(&mut self.buffered_records);
         match result {
@@ -253,9 +258,16 @@ impl Segment {
         Some((len, fingerprint))
     }
 
-    /// Flush to stable storage (what [`Segment::flush`] wrote).
-    pub fn sync(&self) -> io::Result<()> {
-        self.file.sync_data()
+    /// A handle to flush to stable storage what [`Segment::flush`] wrote
+    /// since the last call (`None`: nothing), so the caller can sync it
+    /// without holding the store.
+    pub fn sync_handle(&mut self) -> io::Result<Option<File>> {
+        if !self.unsynced {
+            return Ok(None);
+        }
+        let file = self.file.try_clone()?;
+        self.unsynced = false;
+        Ok(Some(file))
     }
 
     /// Delete the file (buffered records are discarded).

@@ -235,6 +235,37 @@ fn holds_for_keeps_its_promise_over_that_many_appended_bytes() {
 }
 
 #[test]
+fn prepare_sync_hands_out_only_segments_written_since_the_last_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = ChunkStore::open(dir.path(), config(), CacheId([1; 16])).unwrap();
+    let a = chunk(1);
+    store.insert_buffered(Fingerprint::of(&a), &a).unwrap();
+    // Written by the call (it was buffered), and handed out to be synced.
+    assert_eq!(store.prepare_sync().unwrap().len(), 1);
+    assert_eq!(file_bytes(&store), store.stats().bytes);
+    assert!(store.prepare_sync().unwrap().is_empty());
+    // Enough to start more segments: each one written is handed out once.
+    for id in 2..40 {
+        let c = chunk(id);
+        store.insert(Fingerprint::of(&c), &c).unwrap();
+    }
+    let written = store.segment_paths().len();
+    assert!(written >= 2);
+    let files = store.prepare_sync().unwrap();
+    assert!(!files.is_empty() && files.len() <= written);
+    for file in files {
+        file.sync_data().unwrap();
+    }
+    assert!(store.prepare_sync().unwrap().is_empty());
+    // What was synced is there after a reopen.
+    drop(store);
+    let mut store = ChunkStore::open(dir.path(), config(), CacheId([1; 16])).unwrap();
+    let mut out = Vec::new();
+    assert!(store.get(&Fingerprint::of(&chunk(39)), &mut out).unwrap());
+    assert_eq!(out, chunk(39));
+}
+
+#[test]
 fn missing_meta_starts_a_new_cache() {
     let dir = tempfile::tempdir().unwrap();
     let mut store = ChunkStore::open(dir.path(), config(), CacheId([1; 16])).unwrap();
