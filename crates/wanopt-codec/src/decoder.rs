@@ -321,6 +321,9 @@ impl Decoder {
             }
             DataRepr::End => {
                 self.end_seen = true;
+                // No run can follow: free the zstd window (1 MiB) now,
+                // not when the flow's other direction ends too.
+                self.stream = StreamDecoder::default();
                 if self.backlog.is_empty() {
                     self.finish();
                 } else {
