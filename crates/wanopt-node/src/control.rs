@@ -264,6 +264,18 @@ pub fn render_metrics(state: &NodeState) -> String {
         "References resolved from this node's byte cache.",
         &[(String::new(), s.cache_hits as f64)],
     );
+    metric(
+        "cache_misses_total",
+        "counter",
+        "References and spans this node's byte cache could not resolve (the chunks were asked of the peer).",
+        &[(String::new(), s.cache_misses as f64)],
+    );
+    metric(
+        "repairs_total",
+        "counter",
+        "Chunks and chunk lists this node sent again at its peer's request.",
+        &[(String::new(), s.repairs as f64)],
+    );
     let cache = cache_report(state);
     let per_peer = |value: fn(&crate::reduce::PeerCacheStats) -> u64| {
         cache

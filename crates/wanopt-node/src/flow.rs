@@ -18,6 +18,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Semaphore};
 
+use wanopt_codec::{DecoderStats, Encoder};
 use wanopt_proto::codes;
 
 use crate::reassembly::Reassembler;
@@ -79,10 +80,8 @@ pub struct Flow {
     pub wan_to_server: AtomicU64,
     /// WAN bytes from server to client.
     pub wan_to_client: AtomicU64,
-    /// Chunks this node's encoder sent as references to the peer's cache.
-    pub references: AtomicU64,
-    /// References this node's decoder resolved from its cache.
-    pub cache_hits: AtomicU64,
+    /// Data-reduction counters (zero without `reduce`).
+    pub reduce: ReduceCounters,
     started: Instant,
     rate: Mutex<RateSample>,
 }
@@ -138,6 +137,7 @@ impl Flow {
     /// A serializable snapshot.
     pub fn info(&self, now: Instant) -> FlowInfo {
         let rate = *self.rate.lock().unwrap_or_else(|e| e.into_inner());
+        let reduce = self.reduce.load();
         FlowInfo {
             id: self.id,
             source: self.source.to_string(),
@@ -152,8 +152,10 @@ impl Flow {
                 self.wan_to_server.load(Ordering::Relaxed)
                     + self.wan_to_client.load(Ordering::Relaxed),
             ),
-            references: self.references.load(Ordering::Relaxed),
-            cache_hits: self.cache_hits.load(Ordering::Relaxed),
+            references: reduce.references,
+            cache_hits: reduce.cache_hits,
+            cache_misses: reduce.cache_misses,
+            repairs: reduce.repairs,
             rate_to_server_bps: rate.bps_to_server.round() as u64,
             rate_to_client_bps: rate.bps_to_client.round() as u64,
             age_secs: now.saturating_duration_since(self.started).as_secs_f64(),
@@ -194,6 +196,13 @@ pub struct FlowInfo {
     /// References resolved by this node from its cache.
     #[serde(default)]
     pub cache_hits: u64,
+    /// References and spans this node's cache could not resolve; it asked
+    /// the peer for the chunks.
+    #[serde(default)]
+    pub cache_misses: u64,
+    /// Chunks and chunk lists this node sent again at the peer's request.
+    #[serde(default)]
+    pub repairs: u64,
     /// Recent rate client to server, bits per second.
     pub rate_to_server_bps: u64,
     /// Recent rate server to client, bits per second.
@@ -236,10 +245,8 @@ pub struct Totals {
     pub wan_to_server: AtomicU64,
     /// WAN bytes server to client of finished flows.
     pub wan_to_client: AtomicU64,
-    /// References sent by finished flows.
-    pub references: AtomicU64,
-    /// Cache hits of finished flows.
-    pub cache_hits: AtomicU64,
+    /// Data-reduction counters of finished flows.
+    pub reduce: ReduceCounters,
 }
 
 /// Byte counters over all flows, live and finished.
@@ -253,10 +260,83 @@ pub struct ByteTotals {
     pub wan_to_server: u64,
     /// WAN bytes server to client.
     pub wan_to_client: u64,
-    /// Chunks sent as references.
+    /// Data-reduction counters.
+    pub reduce: ReduceTotals,
+}
+
+/// A flow's data-reduction counters, or those of a node's finished flows.
+/// The flow's pumps copy them from its encoder's and decoder's stats.
+#[derive(Debug, Default)]
+pub struct ReduceCounters {
+    references: AtomicU64,
+    cache_hits: AtomicU64,
+    cache_misses: AtomicU64,
+    repairs: AtomicU64,
+}
+
+/// A snapshot of [`ReduceCounters`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReduceTotals {
+    /// Chunks this node's encoders sent as references to the peer's cache.
     pub references: u64,
-    /// References resolved from the cache.
+    /// References this node's decoders resolved from its cache.
     pub cache_hits: u64,
+    /// References and spans this node's decoders could not resolve from its
+    /// cache and asked the peer for (`NeedChunk`, `NeedSpan`).
+    pub cache_misses: u64,
+    /// Chunks and chunk lists this node's encoders sent again at the peer's
+    /// request (`Repair`, `SpanList`).
+    pub repairs: u64,
+}
+
+impl ReduceTotals {
+    fn plus(self, other: ReduceTotals) -> ReduceTotals {
+        ReduceTotals {
+            references: self.references + other.references,
+            cache_hits: self.cache_hits + other.cache_hits,
+            cache_misses: self.cache_misses + other.cache_misses,
+            repairs: self.repairs + other.repairs,
+        }
+    }
+}
+
+impl ReduceCounters {
+    /// The current values.
+    pub fn load(&self) -> ReduceTotals {
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        ReduceTotals {
+            references: load(&self.references),
+            cache_hits: load(&self.cache_hits),
+            cache_misses: load(&self.cache_misses),
+            repairs: load(&self.repairs),
+        }
+    }
+
+    /// Adds a finished flow's counters.
+    fn add(&self, t: ReduceTotals) {
+        self.references.fetch_add(t.references, Ordering::Relaxed);
+        self.cache_hits.fetch_add(t.cache_hits, Ordering::Relaxed);
+        self.cache_misses
+            .fetch_add(t.cache_misses, Ordering::Relaxed);
+        self.repairs.fetch_add(t.repairs, Ordering::Relaxed);
+    }
+
+    /// Takes the encoder side's counters from the flow's encoder.
+    pub fn record_encoder(&self, encoder: &Encoder) {
+        let stats = encoder.stats();
+        self.references.store(stats.references, Ordering::Relaxed);
+        self.repairs.store(
+            stats.repairs_sent + stats.span_lists_sent,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Takes the decoder side's counters from the flow's decoder.
+    pub fn record_decoder(&self, stats: &DecoderStats) {
+        self.cache_hits.store(stats.cache_hits, Ordering::Relaxed);
+        self.cache_misses
+            .store(stats.cache_misses + stats.span_misses, Ordering::Relaxed);
+    }
 }
 
 /// Fraction of `lan` bytes saved on the WAN.
@@ -296,11 +376,10 @@ impl Drop for FlowGuard {
             (&flow.to_client, &totals.to_client),
             (&flow.wan_to_server, &totals.wan_to_server),
             (&flow.wan_to_client, &totals.wan_to_client),
-            (&flow.references, &totals.references),
-            (&flow.cache_hits, &totals.cache_hits),
         ] {
             to.fetch_add(from.load(Ordering::Relaxed), Ordering::Relaxed);
         }
+        totals.reduce.add(flow.reduce.load());
     }
 }
 
@@ -334,8 +413,7 @@ impl FlowTable {
             to_client: AtomicU64::new(0),
             wan_to_server: AtomicU64::new(0),
             wan_to_client: AtomicU64::new(0),
-            references: AtomicU64::new(0),
-            cache_hits: AtomicU64::new(0),
+            reduce: ReduceCounters::default(),
             started: Instant::now(),
             rate: Mutex::new(RateSample::default()),
         });
@@ -381,16 +459,14 @@ impl FlowTable {
             to_client: load(&t.to_client),
             wan_to_server: load(&t.wan_to_server),
             wan_to_client: load(&t.wan_to_client),
-            references: load(&t.references),
-            cache_hits: load(&t.cache_hits),
+            reduce: t.reduce.load(),
         };
         for f in flows.values() {
             sum.to_server += load(&f.to_server);
             sum.to_client += load(&f.to_client);
             sum.wan_to_server += load(&f.wan_to_server);
             sum.wan_to_client += load(&f.wan_to_client);
-            sum.references += load(&f.references);
-            sum.cache_hits += load(&f.cache_hits);
+            sum.reduce = sum.reduce.plus(f.reduce.load());
         }
         sum
     }

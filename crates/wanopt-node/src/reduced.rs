@@ -209,7 +209,11 @@ async fn uplink(
                 Ok(read) => read,
                 Err(_) => {
                     let mut out = Vec::new();
-                    lock(encoder).flush(&mut out);
+                    {
+                        let mut encoder = lock(encoder);
+                        encoder.flush(&mut out);
+                        flow.reduce.record_encoder(&encoder);
+                    }
                     pending = false;
                     if !out.is_empty() {
                         tx.send(out).await.map_err(|_| writer_gone())?;
@@ -223,7 +227,11 @@ async fn uplink(
         match read {
             Ok(0) => {
                 let mut out = Vec::new();
-                lock(encoder).finish(&mut out);
+                {
+                    let mut encoder = lock(encoder);
+                    encoder.finish(&mut out);
+                    flow.reduce.record_encoder(&encoder);
+                }
                 tx.send(out).await.map_err(|_| writer_gone())?;
                 flow.set_state(dir.done);
                 return Ok(());
@@ -235,8 +243,7 @@ async fn uplink(
                     let mut encoder = lock(encoder);
                     choice.update(&mut encoder);
                     encoder.push(&buf[..n], &mut out);
-                    flow.references
-                        .store(encoder.stats().references, Ordering::Relaxed);
+                    flow.reduce.record_encoder(&encoder);
                 };
                 // The slow zstd levels spend tens of milliseconds on a
                 // read: off the runtime's worker, so the tunnel's other
@@ -298,6 +305,8 @@ async fn downlink(
                             .handle_peer(&message, &mut control)
                             .map_err(|e| Abort::Remote(e.to_string()))?;
                     }
+                    // Repairs go out here, in answer to the peer.
+                    flow.reduce.record_encoder(&encoder);
                 }
                 decoder.emit_control(&mut control);
                 if !control.is_empty() {
@@ -318,8 +327,7 @@ async fn downlink(
                     plain.clear();
                 }
             }
-            flow.cache_hits
-                .store(decoder.stats().cache_hits, Ordering::Relaxed);
+            flow.reduce.record_decoder(&decoder.stats());
             if decoder.is_finished() && !shut {
                 let _ = wr.shutdown().await;
                 flow.set_state(dir.done);

@@ -187,6 +187,13 @@ pub struct Status {
     /// References resolved from this node's cache.
     #[serde(default)]
     pub cache_hits: u64,
+    /// References and spans this node's cache could not resolve (it asked
+    /// the peer for the chunks: a damaged or lost record).
+    #[serde(default)]
+    pub cache_misses: u64,
+    /// Chunks and chunk lists this node sent again at the peer's request.
+    #[serde(default)]
+    pub repairs: u64,
 }
 
 impl NodeState {
@@ -387,8 +394,10 @@ impl NodeState {
                 bytes.to_server + bytes.to_client,
                 bytes.wan_to_server + bytes.wan_to_client,
             ),
-            references: bytes.references,
-            cache_hits: bytes.cache_hits,
+            references: bytes.reduce.references,
+            cache_hits: bytes.reduce.cache_hits,
+            cache_misses: bytes.reduce.cache_misses,
+            repairs: bytes.reduce.repairs,
         }
     }
 }

@@ -268,6 +268,9 @@ fn a_file_sent_twice_crosses_the_wan_the_second_time_as_references() {
     assert!(status["references"].as_u64().unwrap() > 0);
     let core = lab.core.status().unwrap();
     assert!(core["cache_hits"].as_u64().unwrap() > 0, "{core}");
+    // An undamaged cache needs no repair.
+    assert_eq!(core["cache_misses"], 0, "{core}");
+    assert_eq!(status["repairs"], 0, "{status}");
     let metrics = http_get(lab.edge.control, "/metrics").unwrap();
     assert!(metrics.contains("wanopt_wan_bytes_total"), "{metrics}");
     assert!(metrics.contains("wanopt_cache_hits_total"), "{metrics}");
@@ -383,6 +386,19 @@ fn a_damaged_cache_is_repaired_from_the_peer_and_never_delivers_a_wrong_byte() {
     lab.download_cost(); // byte-exact, or it panics
     let peer = lab.cache(&lab.edge)["peers"][0].clone();
     assert!(peer["corrupt"].as_u64().unwrap() > 0, "{peer}");
+    // Both nodes count the recovery: the edge's misses, the core's repairs.
+    let edge = lab.edge.status().unwrap();
+    let misses = edge["cache_misses"].as_u64().unwrap();
+    assert!(misses > 0, "{edge}");
+    let core = lab.core.status().unwrap();
+    assert!(core["repairs"].as_u64().unwrap() > 0, "{core}");
+    let metrics = http_get(lab.edge.control, "/metrics").unwrap();
+    assert!(
+        metrics.contains(&format!(
+            "wanopt_cache_misses_total{{role=\"edge\"}} {misses}\n"
+        )),
+        "{metrics}"
+    );
     let log = lab.edge.log_text();
     assert!(!log.contains("panicked"), "{log}");
 

@@ -190,6 +190,12 @@ pub fn status(args: &QueryArgs) -> anyhow::Result<()> {
             s.references,
             s.cache_hits
         );
+        if s.cache_misses + s.repairs > 0 {
+            println!(
+                "            {} cache misses asked of the peer, {} repairs sent",
+                s.cache_misses, s.repairs
+            );
+        }
     } else {
         println!("reduce      off (--no-reduce)");
     }
