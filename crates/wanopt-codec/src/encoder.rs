@@ -73,7 +73,8 @@ pub struct EncoderConfig {
     pub run_len: usize,
     /// With zstd, each run continues one compression stream per flow
     /// (`StreamRun` frames: 1 MiB of history across runs, about 10 MiB of
-    /// compressor state at levels 9 and up) instead of starting afresh.
+    /// compressor state at levels 9 and up, until [`Encoder::finish`] or
+    /// [`Encoder::release_compressor`]) instead of starting afresh.
     #[serde(default = "default_stream_runs")]
     pub stream_runs: bool,
 }
@@ -539,6 +540,24 @@ impl Encoder {
     /// Counters.
     pub fn stats(&self) -> EncoderStats {
         self.core.stats
+    }
+
+    /// Bytes held by the flow's zstd stream compressor (0 when it has
+    /// none): about 10 MiB at levels 9 and up, 1-2 MiB below.
+    pub fn compressor_bytes(&self) -> usize {
+        self.core
+            .zstd_stream
+            .as_ref()
+            .map_or(0, |stream| stream.context.sizeof())
+    }
+
+    /// Frees the flow's zstd stream compressor, for a flow that went idle:
+    /// the next literals start a new stream (they no longer match against
+    /// what the flow sent before, which the byte cache still covers).
+    /// Literals held for a run not yet sent go into the new stream. Nothing
+    /// is written: the peer learns of it from the next run.
+    pub fn release_compressor(&mut self) {
+        self.core.zstd_stream = None;
     }
 }
 

@@ -395,6 +395,44 @@ fn a_stream_run_after_one_that_did_not_pay_starts_anew() {
     assert!((wan as usize) < file.len() * 8 / 10, "{wan}");
 }
 
+#[test]
+fn a_released_compressor_is_freed_and_the_next_run_starts_a_new_stream() {
+    // A node frees an idle flow's compressor; the flow then goes on.
+    let file = pooled_records(23, 4000, 40);
+    let (first, second) = file.split_at(file.len() / 2);
+    let pair = Pair::new(small_config());
+    let config = EncoderConfig {
+        compression: Compression::Zstd { level: 9 },
+        ..EncoderConfig::default()
+    };
+    let mut enc = wanopt_codec::Encoder::new(pair.edge.clone(), config).unwrap();
+    assert_eq!(enc.compressor_bytes(), 0);
+    let mut wire = Vec::new();
+    for piece in first.chunks(64 << 10) {
+        enc.push(piece, &mut wire);
+    }
+    enc.flush(&mut wire);
+    // Level 9: match tables of 2^20 entries.
+    let held = enc.compressor_bytes();
+    assert!(held > 4 << 20, "{held} bytes");
+    enc.release_compressor();
+    assert_eq!(enc.compressor_bytes(), 0);
+    for piece in second.chunks(64 << 10) {
+        enc.push(piece, &mut wire);
+    }
+    assert!(enc.compressor_bytes() > 4 << 20);
+    enc.finish(&mut wire);
+    assert_eq!(enc.compressor_bytes(), 0, "finish frees it too");
+    let runs = stream_runs(&wire);
+    let fresh: Vec<usize> = (0..runs.len()).filter(|&i| runs[i].0).collect();
+    assert_eq!(fresh.len(), 2, "{runs:?}");
+    assert_eq!(fresh[0], 0);
+    let mut dec = Decoder::new(pair.core.clone(), DecoderConfig::default());
+    let mut out = Vec::new();
+    dec.push(&wire, &mut out).unwrap();
+    assert!(out == file, "round trip");
+}
+
 /// Send `data` from `from` to `to` on one flow; the flow afterwards.
 fn send_flow(pair: &Pair, from: &PeerCache, to: &PeerCache, data: &[u8]) -> Flow {
     let mut flow = Flow::with_config(from, to, pair.encoder);

@@ -276,6 +276,12 @@ pub fn render_metrics(state: &NodeState) -> String {
         "Chunks and chunk lists this node sent again at its peer's request.",
         &[(String::new(), s.repairs as f64)],
     );
+    metric(
+        "compressor_bytes",
+        "gauge",
+        "Memory held by the zstd stream compressors of flows sending now (freed after 1 s idle).",
+        &[(String::new(), s.compressor_bytes as f64)],
+    );
     let cache = cache_report(state);
     let per_peer = |value: fn(&crate::reduce::PeerCacheStats) -> u64| {
         cache

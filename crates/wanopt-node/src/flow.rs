@@ -272,6 +272,7 @@ pub struct ReduceCounters {
     cache_hits: AtomicU64,
     cache_misses: AtomicU64,
     repairs: AtomicU64,
+    compressor_bytes: AtomicU64,
 }
 
 /// A snapshot of [`ReduceCounters`].
@@ -287,6 +288,9 @@ pub struct ReduceTotals {
     /// Chunks and chunk lists this node's encoders sent again at the peer's
     /// request (`Repair`, `SpanList`).
     pub repairs: u64,
+    /// Memory held now by the zstd stream compressors of live flows (a
+    /// gauge: finished flows hold none).
+    pub compressor_bytes: u64,
 }
 
 impl ReduceTotals {
@@ -296,6 +300,7 @@ impl ReduceTotals {
             cache_hits: self.cache_hits + other.cache_hits,
             cache_misses: self.cache_misses + other.cache_misses,
             repairs: self.repairs + other.repairs,
+            compressor_bytes: self.compressor_bytes + other.compressor_bytes,
         }
     }
 }
@@ -309,10 +314,11 @@ impl ReduceCounters {
             cache_hits: load(&self.cache_hits),
             cache_misses: load(&self.cache_misses),
             repairs: load(&self.repairs),
+            compressor_bytes: load(&self.compressor_bytes),
         }
     }
 
-    /// Adds a finished flow's counters.
+    /// Adds a finished flow's counters (not its gauge).
     fn add(&self, t: ReduceTotals) {
         self.references.fetch_add(t.references, Ordering::Relaxed);
         self.cache_hits.fetch_add(t.cache_hits, Ordering::Relaxed);
@@ -324,6 +330,8 @@ impl ReduceCounters {
     /// Takes the encoder side's counters from the flow's encoder.
     pub fn record_encoder(&self, encoder: &Encoder) {
         let stats = encoder.stats();
+        self.compressor_bytes
+            .store(encoder.compressor_bytes() as u64, Ordering::Relaxed);
         self.references.store(stats.references, Ordering::Relaxed);
         self.repairs.store(
             stats.repairs_sent + stats.span_lists_sent,

@@ -44,6 +44,11 @@ use crate::flow::{
 /// How long a partial chunk may wait for more bytes from a quiet socket.
 pub const IDLE_FLUSH: Duration = Duration::from_millis(2);
 
+/// How long a flow keeps its zstd stream compressor (about 10 MiB at the
+/// slow levels) once its socket went quiet: an idle keep-alive connection
+/// holds none, and a flow sending again starts a new stream.
+pub const COMPRESSOR_IDLE: Duration = Duration::from_secs(1);
+
 /// Wire bytes decoded at a time (references expand: this bounds the plain
 /// bytes produced by one call to a few MB).
 const DECODE_SLICE: usize = 16 * 1024;
@@ -203,6 +208,7 @@ async fn uplink(
 ) -> Result<(), Abort> {
     let mut buf = vec![0u8; CHUNK];
     let mut pending = false;
+    let mut holds_compressor = false;
     loop {
         let read = if pending {
             match tokio::time::timeout(IDLE_FLUSH, rd.read(&mut buf)).await {
@@ -213,11 +219,23 @@ async fn uplink(
                         let mut encoder = lock(encoder);
                         encoder.flush(&mut out);
                         flow.reduce.record_encoder(&encoder);
+                        holds_compressor = encoder.compressor_bytes() > 0;
                     }
                     pending = false;
                     if !out.is_empty() {
                         tx.send(out).await.map_err(|_| writer_gone())?;
                     }
+                    continue;
+                }
+            }
+        } else if holds_compressor {
+            match tokio::time::timeout(COMPRESSOR_IDLE, rd.read(&mut buf)).await {
+                Ok(read) => read,
+                Err(_) => {
+                    let mut encoder = lock(encoder);
+                    encoder.release_compressor();
+                    flow.reduce.record_encoder(&encoder);
+                    holds_compressor = false;
                     continue;
                 }
             }
@@ -244,6 +262,7 @@ async fn uplink(
                     choice.update(&mut encoder);
                     encoder.push(&buf[..n], &mut out);
                     flow.reduce.record_encoder(&encoder);
+                    holds_compressor = encoder.compressor_bytes() > 0;
                 };
                 // The slow zstd levels spend tens of milliseconds on a
                 // read: off the runtime's worker, so the tunnel's other

@@ -194,6 +194,9 @@ pub struct Status {
     /// Chunks and chunk lists this node sent again at the peer's request.
     #[serde(default)]
     pub repairs: u64,
+    /// Memory held now by the zstd stream compressors of sending flows.
+    #[serde(default)]
+    pub compressor_bytes: u64,
 }
 
 impl NodeState {
@@ -398,6 +401,7 @@ impl NodeState {
             cache_hits: bytes.reduce.cache_hits,
             cache_misses: bytes.reduce.cache_misses,
             repairs: bytes.reduce.repairs,
+            compressor_bytes: bytes.reduce.compressor_bytes,
         }
     }
 }

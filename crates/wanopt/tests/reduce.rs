@@ -421,6 +421,45 @@ fn a_damaged_cache_is_repaired_from_the_peer_and_never_delivers_a_wrong_byte() {
 }
 
 #[test]
+fn an_idle_flow_frees_its_compressor_and_goes_on() {
+    let file = office_file(7, LEN);
+    let (first, second) = file.split_at(LEN / 2);
+    // zstd, whose stream compressor a sending flow holds (`auto` picks
+    // LZ4 on loopback).
+    let lab = Lab::start(Vec::new(), &[], &["--compression", "zstd"]);
+    let held = |node: &Node| {
+        node.status()
+            .map_or(0, |s| s["compressor_bytes"].as_u64().unwrap())
+    };
+    let mut c = TcpStream::connect(lab.listen).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    c.write_all(b"P").unwrap();
+    c.write_all(first).unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || held(&lab.edge) > 0),
+        "the sending flow never held a compressor"
+    );
+    // Quiet for a second: freed, with the flow still open.
+    assert!(
+        eventually(Duration::from_secs(10), || held(&lab.edge) == 0),
+        "the idle flow kept its compressor"
+    );
+    let status = lab.edge.status().unwrap();
+    assert_eq!(status["flows_active"], 1, "{status}");
+    let metrics = http_get(lab.edge.control, "/metrics").unwrap();
+    assert!(
+        metrics.contains("wanopt_compressor_bytes{role=\"edge\"} 0\n"),
+        "{metrics}"
+    );
+    // The flow goes on with a new stream; every byte arrives.
+    c.write_all(second).unwrap();
+    c.shutdown(Shutdown::Write).unwrap();
+    let mut digest = [0u8; 32];
+    c.read_exact(&mut digest).unwrap();
+    assert_eq!(digest, sha(&file), "upload corrupted");
+}
+
+#[test]
 fn no_reduce_on_either_end_carries_flows_unreduced() {
     let file = office_file(6, 1 << 20);
     for (core_extra, edge_extra, why) in [

@@ -196,6 +196,12 @@ pub fn status(args: &QueryArgs) -> anyhow::Result<()> {
                 s.cache_misses, s.repairs
             );
         }
+        if s.compressor_bytes > 0 {
+            println!(
+                "            {} of zstd stream compressors (sending flows)",
+                human_bytes(s.compressor_bytes)
+            );
+        }
     } else {
         println!("reduce      off (--no-reduce)");
     }
