@@ -296,6 +296,9 @@ impl Caches {
                 dir.display()
             ))
         };
+        if dir.exists() && !dir.is_dir() {
+            return Err(fail(std::io::Error::other("not a directory")));
+        }
         std::fs::create_dir_all(dir).map_err(fail)?;
         let probe = dir.join(format!(".probe-{}", std::process::id()));
         std::fs::write(&probe, b"").map_err(fail)?;

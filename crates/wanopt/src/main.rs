@@ -69,10 +69,25 @@ fn init_logging(default: &str) {
 }
 
 fn fail(code: u8, error: &anyhow::Error) -> ExitCode {
-    // One line: the chain of causes joined, never a backtrace.
-    let line = format!("{error:#}").replace('\n', " ");
-    eprintln!("wanopt: {line}");
+    eprintln!("wanopt: {}", one_line(error));
     ExitCode::from(code)
+}
+
+/// The chain of causes joined on one line, never a backtrace; a cause that
+/// an error's own message already quotes is not repeated.
+fn one_line(error: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in error.chain() {
+        let cause = cause.to_string();
+        if line.contains(&cause) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&cause);
+    }
+    line.replace('\n', " ")
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -162,5 +177,36 @@ fn main() -> ExitCode {
                 Err(e) => fail(EXIT_FAILURE, &e),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    /// An error whose message quotes its source, as `thiserror`'s
+    /// `#[error("...: {source}")]` does.
+    #[derive(Debug)]
+    struct Quoting(std::io::Error);
+
+    impl std::fmt::Display for Quoting {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "cannot read key file k: {}", self.0)
+        }
+    }
+
+    impl std::error::Error for Quoting {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn causes_are_joined_once_on_one_line() {
+        let io = || std::io::Error::other("disk\non fire");
+        let quoted = anyhow::Error::new(Quoting(io()));
+        assert_eq!(one_line(&quoted), "cannot read key file k: disk on fire");
+        let context = anyhow::Error::new(io()).context("starting the core");
+        assert_eq!(one_line(&context), "starting the core: disk on fire");
     }
 }

@@ -24,6 +24,10 @@ fn assert_one_line_error(stderr: &str, needle: &str) {
     assert!(stderr.starts_with("wanopt: "), "{stderr}");
     assert!(stderr.contains(needle), "{needle:?} not in {stderr}");
     assert!(!stderr.contains("panicked"));
+    assert!(
+        stderr.matches("(os error").count() <= 1,
+        "a cause repeated: {stderr}"
+    );
 }
 
 #[test]
@@ -172,6 +176,28 @@ fn bad_input_gets_one_clear_line_and_exit_code_2() {
     );
     assert!(last.contains("--no-reduce"), "{err}");
     assert!(!err.contains("panicked"));
+
+    // A file where the directory should be.
+    let (code, _, err) = run(&[
+        "core",
+        "--listen",
+        "127.0.0.1:0",
+        "--key",
+        key,
+        "--peer-key",
+        &public,
+        "--cache-dir",
+        file.to_str().unwrap(),
+    ]);
+    assert_ne!(code, 0);
+    let last = err.trim_end().lines().last().unwrap_or_default().to_owned();
+    assert!(
+        last.ends_with(&format!(
+            "cannot use cache directory {}: not a directory (give --cache-dir DIR, or --no-reduce)",
+            file.display()
+        )),
+        "{err}"
+    );
 }
 
 #[test]
