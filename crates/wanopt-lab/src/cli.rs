@@ -3,6 +3,7 @@
 //! Exit codes: 0 success, 1 a runtime failure, 2 a usage error (bad option
 //! value, unknown node or profile). `lab exec` returns the command's own code.
 
+use anyhow::Context as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -435,11 +436,13 @@ pub fn run(command: LabCommand) -> anyhow::Result<i32> {
 /// LZ ratio.
 fn waas_files(out: &std::path::Path, seed: u64) -> anyhow::Result<i32> {
     use crate::waas::files;
-    std::fs::create_dir_all(out)?;
+    std::fs::create_dir_all(out)
+        .with_context(|| format!("cannot create output directory {}", out.display()))?;
     let mut text = String::new();
     for spec in files::FILE_SET {
         let data = files::generate(&spec, seed);
-        std::fs::write(out.join(spec.name), &data)?;
+        let path = out.join(spec.name);
+        std::fs::write(&path, &data).with_context(|| format!("cannot write {}", path.display()))?;
         let ratio = data.len() as f64 / files::lz_estimate(&data).max(1) as f64;
         text.push_str(&format!(
             "{:<9} {:>9} {:<10} LZ ratio {ratio:.2}\n",

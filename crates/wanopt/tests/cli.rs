@@ -138,6 +138,10 @@ fn bad_input_gets_one_clear_line_and_exit_code_2() {
             vec!["cache", "clear", "--control", "127.0.0.1:1"],
             "cannot reach the control API",
         ),
+        (
+            vec!["lab", "waas-files", "--out", "/proc/no/such/dir"],
+            "cannot create output directory /proc/no/such/dir: ",
+        ),
     ];
     for (args, needle) in cases {
         let (code, _, err) = run(&args);
@@ -424,4 +428,31 @@ fn flows_and_metrics_show_a_live_flow_with_its_service() {
         "{core_flows}"
     );
     tx.send(()).unwrap();
+}
+
+#[test]
+fn a_control_address_answering_an_empty_error_is_named() {
+    // Something other than a node (a proxy, another service) answers 502
+    // with no body: the line says who answered what.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let mut conn = conn;
+            let mut request = [0u8; 1024];
+            let _ = conn.read(&mut request);
+            let _ = conn.write_all(
+                b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+        }
+    });
+    for args in [
+        vec!["status", "--control", &addr],
+        vec!["cache", "clear", "--control", &addr],
+    ] {
+        let (code, _, err) = run(&args);
+        assert_eq!(code, 1, "{args:?}");
+        assert_one_line_error(&err, &format!("http://{addr}/"));
+        assert!(err.contains("502"), "{err}");
+    }
 }

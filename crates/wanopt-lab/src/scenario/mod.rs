@@ -4,6 +4,7 @@
 
 pub mod spec;
 
+use anyhow::Context as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -178,7 +179,8 @@ pub fn run(lab: &Lab, args: RunArgs) -> anyhow::Result<i32> {
             }
         }
     }
-    std::fs::create_dir_all(&args.out)?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("cannot create output directory {}", args.out.display()))?;
     let exe = bringup::private_exe()?;
     let result = run_points(lab, &args, spec, points, bytes, &exe);
     let _ = std::fs::remove_file(&exe);

@@ -4,6 +4,7 @@
 //! warm (the same transfer again). WAN bytes come from the emulator's
 //! counters, read before and after each transfer.
 
+use anyhow::Context as _;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::thread;
@@ -117,7 +118,8 @@ pub fn run(lab: &Lab, args: &RunArgs) -> anyhow::Result<i32> {
         None if args.quick => 1,
         None => 3,
     };
-    std::fs::create_dir_all(&args.out)?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("cannot create output directory {}", args.out.display()))?;
     let options = Options {
         out: args.out.clone(),
         quick: args.quick,

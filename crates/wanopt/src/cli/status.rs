@@ -57,7 +57,13 @@ fn call(control: SocketAddr, path: &str, post: bool) -> anyhow::Result<String> {
         .read_to_string()
         .with_context(|| format!("bad answer from {url}"))?;
     if !status.is_success() {
-        anyhow::bail!("{}", body.trim());
+        let message = body.trim();
+        if message.is_empty() {
+            anyhow::bail!(
+                "{url} answered HTTP {status} with no message (is a node's --control there?)"
+            );
+        }
+        anyhow::bail!("{message}");
     }
     Ok(body)
 }
