@@ -215,6 +215,12 @@ impl Decoder {
         self.backlog_bytes
     }
 
+    /// Bytes held by the flow's zstd stream decompression context (0 when
+    /// it has none): about 1.1 MiB while the peer's encoder keeps a stream.
+    pub fn decompressor_bytes(&self) -> usize {
+        self.stream.context_bytes()
+    }
+
     /// Counters.
     pub fn stats(&self) -> DecoderStats {
         self.stats
@@ -318,6 +324,12 @@ impl Decoder {
                     // Base missing or damaged: ask for the chunk itself.
                     None => self.enqueue_missing(target, raw_len)?,
                 }
+            }
+            DataRepr::StreamEnd => {
+                // The encoder freed its compressor: free the context, the
+                // next run starts a new stream (a run that does not is an
+                // error, as before any stream).
+                self.stream = StreamDecoder::default();
             }
             DataRepr::End => {
                 self.end_seen = true;

@@ -554,10 +554,18 @@ impl Encoder {
     /// Frees the flow's zstd stream compressor, for a flow that went idle:
     /// the next literals start a new stream (they no longer match against
     /// what the flow sent before, which the byte cache still covers).
-    /// Literals held for a run not yet sent go into the new stream. Nothing
-    /// is written: the peer learns of it from the next run.
-    pub fn release_compressor(&mut self) {
-        self.core.zstd_stream = None;
+    /// Literals held for a run not yet sent go into the new stream. When
+    /// runs of the stream were sent, a `StreamEnd` frame (4 bytes) is
+    /// written to `out` so that the peer's decoder frees its context too.
+    pub fn release_compressor(&mut self, out: &mut Vec<u8>) {
+        let Some(stream) = self.core.zstd_stream.take() else {
+            return;
+        };
+        if !stream.fresh {
+            let before = out.len();
+            DataRepr::StreamEnd.emit(out);
+            self.core.stats.wan_bytes_out += (out.len() - before) as u64;
+        }
     }
 }
 

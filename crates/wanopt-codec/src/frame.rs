@@ -24,6 +24,7 @@
 //! | 0x09 | Span      | first fingerprint (16), count u16, raw length u32, check (16) |
 //! | 0x0a | SpanList  | check (16), count u16, count x (fingerprint (16), raw length u32) |
 //! | 0x0b | StreamRun | flags u8 (bit 0: new stream), count u16, count x raw length u32, zstd stream bytes |
+//! | 0x0c | StreamEnd | empty |
 //!
 //! A `Span` stands for `count` chunks the decoder holds one after the other
 //! in its store (the encoder knows from the positions in the decoder's
@@ -66,6 +67,9 @@
 //! matches the decoder's). The decoder keeps one zstd decompression
 //! context per flow ([`StreamDecoder`]) whose window is capped at
 //! [`STREAM_WINDOW_LOG`]; a run must decode to exactly its raw length.
+//! A `StreamEnd` says the encoder freed its compressor (the flow went
+//! idle): the decoder frees its context too (about 1.1 MiB), and the next
+//! `StreamRun` must start a new stream.
 //!
 //! A `Delta` carries a chunk compressed by zstd with another chunk, the
 //! *base*, as its prefix (single-use dictionary): an edited chunk crosses
@@ -107,8 +111,8 @@ pub const MAX_SPAN_LEN: usize = 4 << 20;
 pub const MAGIC: [u8; 4] = *b"WOPC";
 /// Version of the frame format written by this crate (2: zstd literals,
 /// delta frames; 3: run frames; 4: named literals; 5: spans; 6: stream
-/// runs).
-pub const VERSION: u8 = 6;
+/// runs; 7: stream end).
+pub const VERSION: u8 = 7;
 /// Window of the zstd stream that `StreamRun` frames continue (log2 of
 /// bytes): the encoder's setting and the decoder's cap, 1 MiB per flow.
 pub const STREAM_WINDOW_LOG: u32 = 20;
@@ -143,6 +147,8 @@ pub mod kind {
     pub const SPAN_LIST: u8 = 0x0a;
     /// Consecutive literal chunks continuing the flow's zstd stream.
     pub const STREAM_RUN: u8 = 0x0b;
+    /// The encoder freed its zstd stream: the decoder frees its context.
+    pub const STREAM_END: u8 = 0x0c;
     /// Control: the decoder cannot resolve a reference.
     pub const NEED_CHUNK: u8 = 0x41;
     /// Control: the decoder stored chunks in its cache.
@@ -409,6 +415,9 @@ pub enum DataRepr<'a> {
         /// The chunks' lengths and the stream's bytes.
         run: Run<'a>,
     },
+    /// The encoder freed its zstd stream (the flow went idle): the next
+    /// `StreamRun` starts a new one.
+    StreamEnd,
     /// A chunk carried in full with its fingerprint (stored under it
     /// unhashed; see the module documentation).
     Named {
@@ -602,6 +611,11 @@ impl std::fmt::Debug for StreamDecoder {
 }
 
 impl StreamDecoder {
+    /// Bytes held by the decompression context (0 before a stream starts).
+    pub fn context_bytes(&self) -> usize {
+        self.context.as_ref().map_or(0, |context| context.sizeof())
+    }
+
     /// Decode a stream run into `out` (appended): `out` grows by exactly
     /// the run's raw length on success and is unchanged on error. A run
     /// that does not start a stream needs one started before it; after an
@@ -774,6 +788,12 @@ impl<'a> DataRepr<'a> {
                 }
                 DataRepr::End
             }
+            kind::STREAM_END => {
+                if !body.is_empty() {
+                    return Err(FrameError::Malformed(t));
+                }
+                DataRepr::StreamEnd
+            }
             kind::DELTA => {
                 const FIXED: usize = 2 * FINGERPRINT_LEN + 4;
                 let target = Fingerprint::from_slice(body).ok_or(FrameError::Malformed(t))?;
@@ -893,6 +913,7 @@ impl<'a> DataRepr<'a> {
                 payload.emit_body(out);
             }
             DataRepr::End => emit_header(out, kind::END, 0),
+            DataRepr::StreamEnd => emit_header(out, kind::STREAM_END, 0),
             DataRepr::Delta {
                 target,
                 base,
@@ -967,6 +988,7 @@ mod tests {
             },
         });
         round_trip(DataRepr::End);
+        round_trip(DataRepr::StreamEnd);
         round_trip(DataRepr::Named {
             fingerprint: fp,
             payload: Payload {
@@ -1171,6 +1193,11 @@ mod tests {
             parse(frame(1, &[big + 1], &[1; 2])),
             Err(FrameError::ChunkLength(big + 1))
         );
+        // A stream end carries nothing.
+        let mut end = Vec::new();
+        emit_header(&mut end, kind::STREAM_END, 1);
+        end.push(0);
+        assert_eq!(parse(end), Err(FrameError::Malformed(kind::STREAM_END)));
     }
 
     #[test]

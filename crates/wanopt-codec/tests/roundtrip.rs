@@ -397,7 +397,8 @@ fn a_stream_run_after_one_that_did_not_pay_starts_anew() {
 
 #[test]
 fn a_released_compressor_is_freed_and_the_next_run_starts_a_new_stream() {
-    // A node frees an idle flow's compressor; the flow then goes on.
+    // A node frees an idle flow's compressor; the flow then goes on, and
+    // the peer's decoder frees its context when told.
     let file = pooled_records(23, 4000, 40);
     let (first, second) = file.split_at(file.len() / 2);
     let pair = Pair::new(small_config());
@@ -406,6 +407,8 @@ fn a_released_compressor_is_freed_and_the_next_run_starts_a_new_stream() {
         ..EncoderConfig::default()
     };
     let mut enc = wanopt_codec::Encoder::new(pair.edge.clone(), config).unwrap();
+    let mut dec = Decoder::new(pair.core.clone(), DecoderConfig::default());
+    let mut out = Vec::new();
     assert_eq!(enc.compressor_bytes(), 0);
     let mut wire = Vec::new();
     for piece in first.chunks(64 << 10) {
@@ -415,8 +418,24 @@ fn a_released_compressor_is_freed_and_the_next_run_starts_a_new_stream() {
     // Level 9: match tables of 2^20 entries.
     let held = enc.compressor_bytes();
     assert!(held > 4 << 20, "{held} bytes");
-    enc.release_compressor();
+    dec.push(&wire, &mut out).unwrap();
+    assert!(out == first, "first half");
+    // The 1 MiB window and the context around it.
+    let window = dec.decompressor_bytes();
+    assert!(window > 1 << 20, "{window} bytes");
+    let sent = enc.stats().wan_bytes_out;
+    let mut end = Vec::new();
+    enc.release_compressor(&mut end);
     assert_eq!(enc.compressor_bytes(), 0);
+    assert_eq!(end, [kind::STREAM_END, 0, 0, 0], "one StreamEnd frame");
+    assert_eq!(enc.stats().wan_bytes_out, sent + 4);
+    dec.push(&end, &mut out).unwrap();
+    assert_eq!(dec.decompressor_bytes(), 0, "the decoder frees its context");
+    // A second release (no stream) writes nothing.
+    enc.release_compressor(&mut end);
+    assert_eq!(end.len(), 4);
+    wire.extend_from_slice(&end);
+    let resumed = wire.len();
     for piece in second.chunks(64 << 10) {
         enc.push(piece, &mut wire);
     }
@@ -427,10 +446,50 @@ fn a_released_compressor_is_freed_and_the_next_run_starts_a_new_stream() {
     let fresh: Vec<usize> = (0..runs.len()).filter(|&i| runs[i].0).collect();
     assert_eq!(fresh.len(), 2, "{runs:?}");
     assert_eq!(fresh[0], 0);
+    dec.push(&wire[resumed..], &mut out).unwrap();
+    assert!(dec.is_finished());
+    assert!(out == file, "round trip");
+    assert_eq!(dec.decompressor_bytes(), 0, "End frees it");
+    // From the start, through a fresh decoder, the same bytes.
+    let mut again = Decoder::new(Pair::new(small_config()).core, DecoderConfig::default());
+    let mut out = Vec::new();
+    again.push(&wire, &mut out).unwrap();
+    assert!(out == file, "round trip from the start");
+}
+
+#[test]
+fn a_run_that_continues_a_stream_after_its_end_is_an_error() {
+    // After StreamEnd the decoder has no context: a run that claims to
+    // continue the old stream cannot be decoded and fails the flow (never
+    // a wrong byte).
+    let file = pooled_records(24, 2000, 40);
+    let (first, second) = file.split_at(file.len() / 2);
+    let pair = Pair::new(small_config());
+    let config = EncoderConfig {
+        compression: Compression::Zstd { level: 3 },
+        ..EncoderConfig::default()
+    };
+    let mut enc = wanopt_codec::Encoder::new(pair.edge.clone(), config).unwrap();
+    let mut wire = Vec::new();
+    enc.push(first, &mut wire);
+    enc.flush(&mut wire);
+    let cut = wire.len();
+    enc.push(second, &mut wire);
+    enc.flush(&mut wire);
+    assert!(
+        stream_runs(&wire[cut..]).iter().any(|run| !run.0),
+        "the second half continues the stream"
+    );
     let mut dec = Decoder::new(pair.core.clone(), DecoderConfig::default());
     let mut out = Vec::new();
-    dec.push(&wire, &mut out).unwrap();
-    assert!(out == file, "round trip");
+    dec.push(&wire[..cut], &mut out).unwrap();
+    let delivered = out.len();
+    let mut end = Vec::new();
+    DataRepr::StreamEnd.emit(&mut end);
+    dec.push(&end, &mut out).unwrap();
+    assert!(dec.push(&wire[cut..], &mut out).is_err());
+    assert!(out.len() <= file.len() && out[..] == file[..out.len()]);
+    assert!(out.len() >= delivered);
 }
 
 /// Send `data` from `from` to `to` on one flow; the flow afterwards.

@@ -282,6 +282,12 @@ pub fn render_metrics(state: &NodeState) -> String {
         "Memory held by the zstd stream compressors of flows sending now (freed after 1 s idle).",
         &[(String::new(), s.compressor_bytes as f64)],
     );
+    metric(
+        "decompressor_bytes",
+        "gauge",
+        "Memory held by the zstd stream decompression contexts of flows receiving now (freed when the peer's compressor is).",
+        &[(String::new(), s.decompressor_bytes as f64)],
+    );
     let cache = cache_report(state);
     let per_peer = |value: fn(&crate::reduce::PeerCacheStats) -> u64| {
         cache

@@ -18,7 +18,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Semaphore};
 
-use wanopt_codec::{DecoderStats, Encoder};
+use wanopt_codec::{Decoder, Encoder};
 use wanopt_proto::codes;
 
 use crate::reassembly::Reassembler;
@@ -273,6 +273,7 @@ pub struct ReduceCounters {
     cache_misses: AtomicU64,
     repairs: AtomicU64,
     compressor_bytes: AtomicU64,
+    decompressor_bytes: AtomicU64,
 }
 
 /// A snapshot of [`ReduceCounters`].
@@ -291,6 +292,9 @@ pub struct ReduceTotals {
     /// Memory held now by the zstd stream compressors of live flows (a
     /// gauge: finished flows hold none).
     pub compressor_bytes: u64,
+    /// Memory held now by the zstd stream decompression contexts of live
+    /// flows (a gauge, freed when the peer's encoder frees its compressor).
+    pub decompressor_bytes: u64,
 }
 
 impl ReduceTotals {
@@ -301,6 +305,7 @@ impl ReduceTotals {
             cache_misses: self.cache_misses + other.cache_misses,
             repairs: self.repairs + other.repairs,
             compressor_bytes: self.compressor_bytes + other.compressor_bytes,
+            decompressor_bytes: self.decompressor_bytes + other.decompressor_bytes,
         }
     }
 }
@@ -315,6 +320,7 @@ impl ReduceCounters {
             cache_misses: load(&self.cache_misses),
             repairs: load(&self.repairs),
             compressor_bytes: load(&self.compressor_bytes),
+            decompressor_bytes: load(&self.decompressor_bytes),
         }
     }
 
@@ -340,7 +346,10 @@ impl ReduceCounters {
     }
 
     /// Takes the decoder side's counters from the flow's decoder.
-    pub fn record_decoder(&self, stats: &DecoderStats) {
+    pub fn record_decoder(&self, decoder: &Decoder) {
+        let stats = decoder.stats();
+        self.decompressor_bytes
+            .store(decoder.decompressor_bytes() as u64, Ordering::Relaxed);
         self.cache_hits.store(stats.cache_hits, Ordering::Relaxed);
         self.cache_misses
             .store(stats.cache_misses + stats.span_misses, Ordering::Relaxed);

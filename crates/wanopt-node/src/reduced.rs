@@ -232,10 +232,18 @@ async fn uplink(
             match tokio::time::timeout(COMPRESSOR_IDLE, rd.read(&mut buf)).await {
                 Ok(read) => read,
                 Err(_) => {
-                    let mut encoder = lock(encoder);
-                    encoder.release_compressor();
-                    flow.reduce.record_encoder(&encoder);
+                    // A StreamEnd tells the peer's decoder to free its
+                    // context (1.1 MiB) too.
+                    let mut out = Vec::new();
+                    {
+                        let mut encoder = lock(encoder);
+                        encoder.release_compressor(&mut out);
+                        flow.reduce.record_encoder(&encoder);
+                    }
                     holds_compressor = false;
+                    if !out.is_empty() {
+                        tx.send(out).await.map_err(|_| writer_gone())?;
+                    }
                     continue;
                 }
             }
@@ -346,7 +354,7 @@ async fn downlink(
                     plain.clear();
                 }
             }
-            flow.reduce.record_decoder(&decoder.stats());
+            flow.reduce.record_decoder(&decoder);
             if decoder.is_finished() && !shut {
                 let _ = wr.shutdown().await;
                 flow.set_state(dir.done);

@@ -197,6 +197,10 @@ pub struct Status {
     /// Memory held now by the zstd stream compressors of sending flows.
     #[serde(default)]
     pub compressor_bytes: u64,
+    /// Memory held now by the zstd stream decompression contexts of
+    /// receiving flows.
+    #[serde(default)]
+    pub decompressor_bytes: u64,
 }
 
 impl NodeState {
@@ -402,6 +406,7 @@ impl NodeState {
             cache_misses: bytes.reduce.cache_misses,
             repairs: bytes.reduce.repairs,
             compressor_bytes: bytes.reduce.compressor_bytes,
+            decompressor_bytes: bytes.reduce.decompressor_bytes,
         }
     }
 }

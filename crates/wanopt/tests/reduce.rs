@@ -427,28 +427,45 @@ fn an_idle_flow_frees_its_compressor_and_goes_on() {
     // zstd, whose stream compressor a sending flow holds (`auto` picks
     // LZ4 on loopback).
     let lab = Lab::start(Vec::new(), &[], &["--compression", "zstd"]);
-    let held = |node: &Node| {
-        node.status()
-            .map_or(0, |s| s["compressor_bytes"].as_u64().unwrap())
-    };
+    let gauge = |node: &Node, name: &str| node.status().map_or(0, |s| s[name].as_u64().unwrap());
+    let held = |node: &Node| gauge(node, "compressor_bytes");
     let mut c = TcpStream::connect(lab.listen).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     c.write_all(b"P").unwrap();
     c.write_all(first).unwrap();
-    assert!(
-        eventually(Duration::from_secs(10), || held(&lab.edge) > 0),
-        "the sending flow never held a compressor"
-    );
-    // Quiet for a second: freed, with the flow still open.
+    // The edge compresses, the core decompresses (1 MiB window): both
+    // are seen holding their context while the flow sends.
+    let mut seen = (false, false);
+    eventually(Duration::from_secs(10), || {
+        seen.0 |= held(&lab.edge) > 0;
+        seen.1 |= gauge(&lab.core, "decompressor_bytes") > 1 << 20;
+        seen.0 && seen.1
+    });
+    assert!(seen.0, "the sending flow never held a compressor");
+    assert!(seen.1, "the receiving flow never held a decompressor");
+    // Quiet for a second: both freed (the edge tells the core with a
+    // StreamEnd), with the flow still open.
     assert!(
         eventually(Duration::from_secs(10), || held(&lab.edge) == 0),
         "the idle flow kept its compressor"
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || gauge(
+            &lab.core,
+            "decompressor_bytes"
+        ) == 0),
+        "the core kept the idle flow's decompressor"
     );
     let status = lab.edge.status().unwrap();
     assert_eq!(status["flows_active"], 1, "{status}");
     let metrics = http_get(lab.edge.control, "/metrics").unwrap();
     assert!(
         metrics.contains("wanopt_compressor_bytes{role=\"edge\"} 0\n"),
+        "{metrics}"
+    );
+    let metrics = http_get(lab.core.control, "/metrics").unwrap();
+    assert!(
+        metrics.contains("wanopt_decompressor_bytes{role=\"core\"} 0\n"),
         "{metrics}"
     );
     // The flow goes on with a new stream; every byte arrives.

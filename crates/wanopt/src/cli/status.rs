@@ -202,10 +202,11 @@ pub fn status(args: &QueryArgs) -> anyhow::Result<()> {
                 s.cache_misses, s.repairs
             );
         }
-        if s.compressor_bytes > 0 {
+        if s.compressor_bytes + s.decompressor_bytes > 0 {
             println!(
-                "            {} of zstd stream compressors (sending flows)",
-                human_bytes(s.compressor_bytes)
+                "            {} of zstd stream compressors (sending flows), {} of decompressors (receiving)",
+                human_bytes(s.compressor_bytes),
+                human_bytes(s.decompressor_bytes)
             );
         }
     } else {
