@@ -3,7 +3,8 @@
 //! `--compression auto` may use; each file pushed in 64 KiB reads into a
 //! fresh pair of caches, decoded and checked. Encode speed is one core's,
 //! for the whole encoder (chunking, hashing, store), and noisy; the last
-//! column is the memory of the flow's stream compressor while it sends.
+//! columns are the memory of the flow's stream compressor while it sends
+//! and of the receiving side's decompression context before the end.
 //!
 //! `wanopt lab waas-files --out /tmp/waas-files` then
 //! `cargo run -p wanopt-codec --release --example stream_runs -- /tmp/waas-files/*.doc`
@@ -16,9 +17,10 @@ use wanopt_codec::{
 
 const READ: usize = 64 << 10;
 
-/// (WAN bytes, encode seconds, bytes held by the stream compressor before
-/// the end) of one cold transfer of `data`.
-fn cold(data: &[u8], level: i32, stream_runs: bool) -> (usize, f64, usize) {
+/// (WAN bytes, encode seconds, bytes held by the stream compressor and by
+/// the decompression context before the end) of one cold transfer of
+/// `data`.
+fn cold(data: &[u8], level: i32, stream_runs: bool) -> (usize, f64, usize, usize) {
     let a = tempfile::tempdir().expect("temporary directory");
     let b = tempfile::tempdir().expect("temporary directory");
     let edge = PeerCache::open(a.path(), CacheConfig::default(), CacheId([1; 16])).expect("cache");
@@ -41,9 +43,14 @@ fn cold(data: &[u8], level: i32, stream_runs: bool) -> (usize, f64, usize) {
     let seconds = start.elapsed().as_secs_f64();
     let mut dec = Decoder::new(core, DecoderConfig::default());
     let mut out = Vec::new();
-    dec.push(&wire, &mut out).expect("decodes");
+    // The End frame (4 bytes, last) frees the decoder's context.
+    let (body, end) = wire.split_at(wire.len() - 4);
+    assert_eq!(end, [wanopt_codec::frame::kind::END, 0, 0, 0]);
+    dec.push(body, &mut out).expect("decodes");
+    let decompressor = dec.decompressor_bytes();
+    dec.push(end, &mut out).expect("decodes");
     assert!(out == data, "round trip");
-    (wire.len(), seconds, held)
+    (wire.len(), seconds, held, decompressor)
 }
 
 fn main() {
@@ -52,8 +59,8 @@ fn main() {
         eprintln!("usage: stream_runs FILE...");
         std::process::exit(2);
     }
-    println!("| file | level | independent runs | stream runs | stream / independent | encode MB/s (independent, stream) | compressor MiB |");
-    println!("|---|---:|---:|---:|---:|---|---:|");
+    println!("| file | level | independent runs | stream runs | stream / independent | encode MB/s (independent, stream) | compressor MiB | decompressor MiB |");
+    println!("|---|---:|---:|---:|---:|---|---:|---:|");
     for path in &paths {
         let data = match std::fs::read(path) {
             Ok(data) => data,
@@ -66,15 +73,16 @@ fn main() {
             .file_name()
             .map_or(path.clone(), |n| n.to_string_lossy().into_owned());
         for level in [3, 9, 14, 16, 18] {
-            let (alone, t1, _) = cold(&data, level, false);
-            let (streamed, t2, held) = cold(&data, level, true);
+            let (alone, t1, _, _) = cold(&data, level, false);
+            let (streamed, t2, held, decompressor) = cold(&data, level, true);
             let mb = |t: f64| data.len() as f64 / t / 1e6;
             println!(
-                "| {name} | {level} | {alone} | {streamed} | {:.3} | {:.1}, {:.1} | {:.1} |",
+                "| {name} | {level} | {alone} | {streamed} | {:.3} | {:.1}, {:.1} | {:.1} | {:.2} |",
                 streamed as f64 / alone as f64,
                 mb(t1),
                 mb(t2),
-                held as f64 / f64::from(1 << 20)
+                held as f64 / f64::from(1 << 20),
+                decompressor as f64 / f64::from(1 << 20)
             );
         }
     }

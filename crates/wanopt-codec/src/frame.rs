@@ -68,7 +68,7 @@
 //! context per flow ([`StreamDecoder`]) whose window is capped at
 //! [`STREAM_WINDOW_LOG`]; a run must decode to exactly its raw length.
 //! A `StreamEnd` says the encoder freed its compressor (the flow went
-//! idle): the decoder frees its context too (about 1.1 MiB), and the next
+//! idle): the decoder frees its context too (about 1.5 MiB), and the next
 //! `StreamRun` must start a new stream.
 //!
 //! A `Delta` carries a chunk compressed by zstd with another chunk, the
