@@ -278,14 +278,18 @@ fn stream_runs(wire: &[u8]) -> Vec<(bool, usize)> {
     runs
 }
 
-/// Encode `pieces` one push each at `compression`; the wire.
-fn encode_pieces(compression: Compression, pieces: &[&[u8]]) -> Vec<u8> {
-    let pair = Pair::new(small_config());
+/// An encoder on `pair`'s edge cache at `compression`.
+fn encoder_at(pair: &Pair, compression: Compression) -> wanopt_codec::Encoder {
     let config = EncoderConfig {
         compression,
         ..EncoderConfig::default()
     };
-    let mut enc = wanopt_codec::Encoder::new(pair.edge.clone(), config).unwrap();
+    wanopt_codec::Encoder::new(pair.edge.clone(), config).unwrap()
+}
+
+/// Encode `pieces` one push each at `compression`; the wire.
+fn encode_pieces(compression: Compression, pieces: &[&[u8]]) -> Vec<u8> {
+    let mut enc = encoder_at(&Pair::new(small_config()), compression);
     let mut wire = Vec::new();
     for piece in pieces {
         enc.push(piece, &mut wire);
@@ -402,11 +406,7 @@ fn a_released_compressor_is_freed_and_the_next_run_starts_a_new_stream() {
     let file = pooled_records(23, 4000, 40);
     let (first, second) = file.split_at(file.len() / 2);
     let pair = Pair::new(small_config());
-    let config = EncoderConfig {
-        compression: Compression::Zstd { level: 9 },
-        ..EncoderConfig::default()
-    };
-    let mut enc = wanopt_codec::Encoder::new(pair.edge.clone(), config).unwrap();
+    let mut enc = encoder_at(&pair, Compression::Zstd { level: 9 });
     let mut dec = Decoder::new(pair.core.clone(), DecoderConfig::default());
     let mut out = Vec::new();
     assert_eq!(enc.compressor_bytes(), 0);
@@ -465,11 +465,7 @@ fn a_run_that_continues_a_stream_after_its_end_is_an_error() {
     let file = pooled_records(24, 2000, 40);
     let (first, second) = file.split_at(file.len() / 2);
     let pair = Pair::new(small_config());
-    let config = EncoderConfig {
-        compression: Compression::Zstd { level: 3 },
-        ..EncoderConfig::default()
-    };
-    let mut enc = wanopt_codec::Encoder::new(pair.edge.clone(), config).unwrap();
+    let mut enc = encoder_at(&pair, Compression::Zstd { level: 3 });
     let mut wire = Vec::new();
     enc.push(first, &mut wire);
     enc.flush(&mut wire);

@@ -199,30 +199,6 @@ pub fn render_metrics(state: &NodeState) -> String {
         &per_peer(&|p| Some(p.reconnects as f64)),
     );
     metric(
-        "flows_active",
-        "gauge",
-        "Live flows.",
-        &[(String::new(), s.flows_active as f64)],
-    );
-    metric(
-        "flows_total",
-        "counter",
-        "Flows since start.",
-        &[(String::new(), s.flows_total as f64)],
-    );
-    metric(
-        "flows_refused_total",
-        "counter",
-        "Flows refused or reset before data flowed end to end.",
-        &[(String::new(), s.flows_refused as f64)],
-    );
-    metric(
-        "flows_passed_through_total",
-        "counter",
-        "Flows passed straight through, unoptimized.",
-        &[(String::new(), s.flows_passed_through as f64)],
-    );
-    metric(
         "lan_bytes_total",
         "counter",
         "Payload bytes carried, by direction.",
@@ -246,48 +222,78 @@ pub fn render_metrics(state: &NodeState) -> String {
             ),
         ],
     );
-    metric(
-        "reduction_ratio",
-        "gauge",
-        "Fraction of LAN bytes that did not cross the WAN, since start.",
-        &[(String::new(), s.reduction)],
-    );
-    metric(
-        "references_total",
-        "counter",
-        "Chunks sent as references to the peer's byte cache.",
-        &[(String::new(), s.references as f64)],
-    );
-    metric(
-        "cache_hits_total",
-        "counter",
-        "References resolved from this node's byte cache.",
-        &[(String::new(), s.cache_hits as f64)],
-    );
-    metric(
-        "cache_misses_total",
-        "counter",
-        "References and spans this node's byte cache could not resolve (the chunks were asked of the peer).",
-        &[(String::new(), s.cache_misses as f64)],
-    );
-    metric(
-        "repairs_total",
-        "counter",
-        "Chunks and chunk lists this node sent again at its peer's request.",
-        &[(String::new(), s.repairs as f64)],
-    );
-    metric(
-        "compressor_bytes",
-        "gauge",
-        "Memory held by the zstd stream compressors of flows sending now (freed after 1 s idle).",
-        &[(String::new(), s.compressor_bytes as f64)],
-    );
-    metric(
-        "decompressor_bytes",
-        "gauge",
-        "Memory held by the zstd stream decompression contexts of flows receiving now (freed when the peer's compressor is).",
-        &[(String::new(), s.decompressor_bytes as f64)],
-    );
+    // One sample for the node.
+    let node: [(&str, &str, &str, f64); 11] = [
+        (
+            "flows_active",
+            "gauge",
+            "Live flows.",
+            s.flows_active as f64,
+        ),
+        (
+            "flows_total",
+            "counter",
+            "Flows since start.",
+            s.flows_total as f64,
+        ),
+        (
+            "flows_refused_total",
+            "counter",
+            "Flows refused or reset before data flowed end to end.",
+            s.flows_refused as f64,
+        ),
+        (
+            "flows_passed_through_total",
+            "counter",
+            "Flows passed straight through, unoptimized.",
+            s.flows_passed_through as f64,
+        ),
+        (
+            "reduction_ratio",
+            "gauge",
+            "Fraction of LAN bytes that did not cross the WAN, since start.",
+            s.reduction,
+        ),
+        (
+            "references_total",
+            "counter",
+            "Chunks sent as references to the peer's byte cache.",
+            s.references as f64,
+        ),
+        (
+            "cache_hits_total",
+            "counter",
+            "References resolved from this node's byte cache.",
+            s.cache_hits as f64,
+        ),
+        (
+            "cache_misses_total",
+            "counter",
+            "References and spans this node's byte cache could not resolve (the chunks were asked of the peer).",
+            s.cache_misses as f64,
+        ),
+        (
+            "repairs_total",
+            "counter",
+            "Chunks and chunk lists this node sent again at its peer's request.",
+            s.repairs as f64,
+        ),
+        (
+            "compressor_bytes",
+            "gauge",
+            "Memory held by the zstd stream compressors of flows sending now (freed after 1 s idle).",
+            s.compressor_bytes as f64,
+        ),
+        (
+            "decompressor_bytes",
+            "gauge",
+            "Memory held by the zstd stream decompression contexts of flows receiving now (freed when the peer's compressor is).",
+            s.decompressor_bytes as f64,
+        ),
+    ];
+    for (name, kind, help, value) in node {
+        metric(name, kind, help, &[(String::new(), value)]);
+    }
     let cache = cache_report(state);
     let per_peer = |value: fn(&crate::reduce::PeerCacheStats) -> u64| {
         cache

@@ -210,14 +210,29 @@ async fn uplink(
     let mut pending = false;
     let mut holds_compressor = false;
     loop {
-        let read = if pending {
-            match tokio::time::timeout(IDLE_FLUSH, rd.read(&mut buf)).await {
+        // Quiet for IDLE_FLUSH with bytes held back: flush them. Quiet for
+        // COMPRESSOR_IDLE after that: free the zstd stream compressor (a
+        // StreamEnd tells the peer's decoder to free its context too).
+        let idle = if pending {
+            Some(IDLE_FLUSH)
+        } else if holds_compressor {
+            Some(COMPRESSOR_IDLE)
+        } else {
+            None
+        };
+        let read = match idle {
+            None => rd.read(&mut buf).await,
+            Some(idle) => match tokio::time::timeout(idle, rd.read(&mut buf)).await {
                 Ok(read) => read,
                 Err(_) => {
                     let mut out = Vec::new();
                     {
                         let mut encoder = lock(encoder);
-                        encoder.flush(&mut out);
+                        if pending {
+                            encoder.flush(&mut out);
+                        } else {
+                            encoder.release_compressor(&mut out);
+                        }
                         flow.reduce.record_encoder(&encoder);
                         holds_compressor = encoder.compressor_bytes() > 0;
                     }
@@ -227,28 +242,7 @@ async fn uplink(
                     }
                     continue;
                 }
-            }
-        } else if holds_compressor {
-            match tokio::time::timeout(COMPRESSOR_IDLE, rd.read(&mut buf)).await {
-                Ok(read) => read,
-                Err(_) => {
-                    // A StreamEnd tells the peer's decoder to free its
-                    // context (1.1 MiB) too.
-                    let mut out = Vec::new();
-                    {
-                        let mut encoder = lock(encoder);
-                        encoder.release_compressor(&mut out);
-                        flow.reduce.record_encoder(&encoder);
-                    }
-                    holds_compressor = false;
-                    if !out.is_empty() {
-                        tx.send(out).await.map_err(|_| writer_gone())?;
-                    }
-                    continue;
-                }
-            }
-        } else {
-            rd.read(&mut buf).await
+            },
         };
         match read {
             Ok(0) => {

@@ -157,44 +157,36 @@ fn bad_input_gets_one_clear_line_and_exit_code_2() {
     assert_eq!(code, 2);
     assert!(err.contains("expected auto, tails or off"), "{err}");
 
+    // A core whose --cache-dir cannot be used: its exit code, the last
+    // line of its stderr, and the whole stderr.
+    let core_with_cache = |dir: &std::path::Path| {
+        let (code, _, err) = run(&[
+            "core",
+            "--listen",
+            "127.0.0.1:0",
+            "--key",
+            key,
+            "--peer-key",
+            &public,
+            "--cache-dir",
+            dir.to_str().unwrap(),
+        ]);
+        assert_ne!(code, 0, "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+        let last = err.trim_end().lines().last().unwrap_or_default().to_owned();
+        (last, err)
+    };
     // A cache directory that cannot be created: one line naming the fixes.
     let file = keys.dir.path().join("a-file");
     std::fs::write(&file, b"").unwrap();
-    let cache_dir = file.join("cache");
-    let (code, _, err) = run(&[
-        "core",
-        "--listen",
-        "127.0.0.1:0",
-        "--key",
-        key,
-        "--peer-key",
-        &public,
-        "--cache-dir",
-        cache_dir.to_str().unwrap(),
-    ]);
-    assert_ne!(code, 0);
-    let last = err.trim_end().lines().last().unwrap_or_default().to_owned();
+    let (last, err) = core_with_cache(&file.join("cache"));
     assert!(
         last.starts_with("wanopt: cannot use cache directory"),
         "{err}"
     );
     assert!(last.contains("--no-reduce"), "{err}");
-    assert!(!err.contains("panicked"));
-
     // A file where the directory should be.
-    let (code, _, err) = run(&[
-        "core",
-        "--listen",
-        "127.0.0.1:0",
-        "--key",
-        key,
-        "--peer-key",
-        &public,
-        "--cache-dir",
-        file.to_str().unwrap(),
-    ]);
-    assert_ne!(code, 0);
-    let last = err.trim_end().lines().last().unwrap_or_default().to_owned();
+    let (last, err) = core_with_cache(&file);
     assert!(
         last.ends_with(&format!(
             "cannot use cache directory {}: not a directory (give --cache-dir DIR, or --no-reduce)",
