@@ -1,7 +1,8 @@
 //! Fuzz the codec's frame decoder: arbitrary bytes (after a valid preamble,
 //! and without one) must give an error or plain bytes, never a panic or an
 //! unbounded allocation; and any input split by the first byte round-trips
-//! through encoder and decoder.
+//! through encoder and decoder, with the stream compressor freed between
+//! pieces or not.
 
 #![no_main]
 
@@ -64,7 +65,11 @@ fuzz_target!(|data: &[u8]| {
     }
 
     // 2. Round trip: encode `data` in pieces, decode, compare; with LZ4
-    //    (the default) and with zstd (runs continuing one stream).
+    //    (the default) and with zstd (runs continuing one stream), the
+    //    stream's compressor freed after every `release`-th piece (as a
+    //    node does for an idle flow: a flush, then a StreamEnd) when the
+    //    second byte says so.
+    let release = data.get(1).map_or(0, |&b| usize::from(b % 4));
     for compression in [Compression::Lz4, Compression::ZSTD] {
         let config = EncoderConfig {
             compression,
@@ -72,8 +77,12 @@ fuzz_target!(|data: &[u8]| {
         };
         let mut enc = Encoder::new(edge.clone(), config).unwrap();
         let mut wire = Vec::new();
-        for piece in data.chunks(split.max(1)) {
+        for (i, piece) in data.chunks(split.max(1)).enumerate() {
             enc.push(piece, &mut wire);
+            if release > 0 && i % release == 0 {
+                enc.flush(&mut wire);
+                enc.release_compressor(&mut wire);
+            }
         }
         enc.finish(&mut wire);
         let mut dec = Decoder::new(core.clone(), DecoderConfig::default());
