@@ -216,7 +216,8 @@ impl Decoder {
     }
 
     /// Bytes held by the flow's zstd stream decompression context (0 when
-    /// it has none): about 1.5 MiB (the 1 MiB window and its buffers) while the peer's encoder keeps a stream.
+    /// it has none): about 1.5 MiB (the 1 MiB window and its buffers)
+    /// while the peer's encoder keeps a stream.
     pub fn decompressor_bytes(&self) -> usize {
         self.stream.context_bytes()
     }

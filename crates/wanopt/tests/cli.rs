@@ -157,8 +157,8 @@ fn bad_input_gets_one_clear_line_and_exit_code_2() {
     assert_eq!(code, 2);
     assert!(err.contains("expected auto, tails or off"), "{err}");
 
-    // A core whose --cache-dir cannot be used: its exit code, the last
-    // line of its stderr, and the whole stderr.
+    // A core whose --cache-dir cannot be used exits non-zero without a
+    // panic; the last line of its stderr, and the whole stderr.
     let core_with_cache = |dir: &std::path::Path| {
         let (code, _, err) = run(&[
             "core",
