@@ -20,7 +20,7 @@ use clap::{Parser, Subcommand};
 use wanopt_lab::cli::LabCommand;
 use wanopt_lab::topology::{Lab, Node, SERVER_ADDR};
 use wanopt_lab::waas::files::find;
-use wanopt_lab::waas::results::Results;
+use wanopt_lab::waas::results::{Results, Row};
 use wanopt_lab::waas::run::{run_with, Options};
 use wanopt_lab::waas::transfer::{Test, EXIT_MISMATCH};
 
@@ -82,6 +82,20 @@ fn check(results: &Results, optimized: bool) -> Result<(), String> {
             if base.wan_bytes < moved || base.seconds <= 0.0 {
                 return Err(format!("baseline {} {file}: {base:?}", test.name()));
             }
+            // An upload's last byte is acknowledged before the server's OK
+            // (the times are rounded to 0.1 ms and 1 ms: on the direct path
+            // the two are the same but for the rounding).
+            let uploads = matches!(test, Test::Upload | Test::EditSave);
+            let acknowledged = |r: &Row| match (r.sent_seconds, uploads) {
+                (Some(sent), true) => {
+                    sent >= 0.0 && sent <= r.save_seconds.unwrap_or(r.seconds) + 0.001
+                }
+                (None, false) => true,
+                _ => false,
+            };
+            if !acknowledged(base) {
+                return Err(format!("baseline {} {file}: sent {base:?}", test.name()));
+            }
             if !optimized {
                 continue;
             }
@@ -101,6 +115,20 @@ fn check(results: &Results, optimized: bool) -> Result<(), String> {
                 cold.wan_bytes,
                 warm.wan_bytes
             );
+            if !acknowledged(cold) || !acknowledged(warm) {
+                return Err(format!("{} {file}: sent {cold:?} {warm:?}", test.name()));
+            }
+            // Through wanopt the edge acknowledges a warm upload on the LAN:
+            // the client is done sending a round trip (150 ms) before the OK.
+            if test == Test::Upload {
+                let sent = warm.sent_seconds.unwrap_or(f64::MAX);
+                if sent + 0.1 > warm.seconds {
+                    return Err(format!(
+                        "warm upload {file}: sent after {sent} s of {} s",
+                        warm.seconds
+                    ));
+                }
+            }
             // A warm transfer crosses the WAN as references: far less than
             // the file, which the baseline carried whole.
             if warm.wan_bytes * 4 > base.wan_bytes {

@@ -10,7 +10,9 @@ use super::transfer::Test;
 
 /// Seconds for a table cell.
 fn secs(v: f64) -> String {
-    if v < 10.0 {
+    if v < 0.1 {
+        format!("{v:.3}")
+    } else if v < 10.0 {
         format!("{v:.2}")
     } else {
         format!("{v:.1}")
@@ -62,7 +64,25 @@ fn row<'a>(results: &'a Results, test: Test, file: &str, mode: &str) -> Option<&
     results.find(test, file, mode)
 }
 
-fn seconds_table(out: &mut String, results: &Results, test: Test) {
+/// A row's time as the goal or table at hand reads it.
+type Time = fn(&Row) -> Option<f64>;
+
+/// The client's time to the last byte or the server's `OK`.
+fn confirmed(r: &Row) -> Option<f64> {
+    Some(r.seconds)
+}
+
+/// An upload's time until the client's TCP peer acknowledged its last
+/// byte (the reference's FTP client's figure); other tests as [`confirmed`].
+fn sent(r: &Row) -> Option<f64> {
+    if r.test == Test::Upload.name() {
+        r.sent_seconds
+    } else {
+        Some(r.seconds)
+    }
+}
+
+fn seconds_table(out: &mut String, results: &Results, test: Test, time: Time) {
     let _ = writeln!(
         out,
         "| file | size | baseline s | cold s | warm s | ref. baseline s | ref. cold s | ref. warm s | cold speed-up | ref. cold speed-up | warm speed-up | ref. warm speed-up |"
@@ -72,7 +92,7 @@ fn seconds_table(out: &mut String, results: &Results, test: Test) {
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     for file in files_of(results, test) {
-        let ours = |m: &str| row(results, test, &file, m).map(|r| r.seconds);
+        let ours = |m: &str| row(results, test, &file, m).and_then(time);
         let theirs = |m: &str| reference::seconds(test, &file, m);
         let size = row(results, test, &file, "baseline")
             .or_else(|| row(results, test, &file, "cold"))
@@ -172,36 +192,16 @@ fn goals(out: &mut String, results: &Results) {
         / 1000.0;
     let _ = writeln!(out, "## The issue's goals, checked\n");
     // 1. Cold at least as good as the reference's cold on compressible files.
-    let mut better = Vec::new();
-    let mut worse = Vec::new();
-    for r in results.rows.iter().filter(|r| r.mode == "cold") {
-        let compressible = r.file.ends_with(".doc") || r.file.ends_with(".xls");
-        if let (true, Some(theirs)) = (compressible, r.reference_seconds) {
-            let line = format!(
-                "{} {}: {} s vs {} s",
-                r.test,
-                r.file,
-                secs(r.seconds),
-                secs(theirs)
-            );
-            if r.seconds <= theirs {
-                better.push(line);
-            } else {
-                worse.push(line);
-            }
-        }
+    for (time, how) in [
+        (confirmed as Time, " (uploads until the server's OK)"),
+        (
+            sent as Time,
+            " (uploads timed as the reference's FTP client timed them: until the client's TCP \
+             peer acknowledged the last byte)",
+        ),
+    ] {
+        cold_goal(out, results, time, how);
     }
-    let _ = writeln!(
-        out,
-        "- Cold at least as fast as the reference's cold, Word and Excel files: {} of {}{}",
-        better.len(),
-        better.len() + worse.len(),
-        if worse.is_empty() {
-            String::new()
-        } else {
-            format!("; slower: {}", worse.join(", "))
-        }
-    );
     // 2. Warm within 2x of the round trips plus LAN time.
     let mut within = 0;
     let mut outside = Vec::new();
@@ -237,6 +237,54 @@ fn goals(out: &mut String, results: &Results) {
         }
     );
     // 3. Warm upload at least 100x faster than baseline.
+    for (time, how) in [
+        (confirmed as Time, " (until the server's OK)"),
+        (
+            sent as Time,
+            " (as the sender sees it: until the client's TCP peer acknowledged the last byte)",
+        ),
+    ] {
+        upload_goal(out, results, time, how);
+    }
+    out.push('\n');
+}
+
+/// Goal 1 with the rows' times read by `time`.
+fn cold_goal(out: &mut String, results: &Results, time: Time, how: &str) {
+    let mut better = Vec::new();
+    let mut worse = Vec::new();
+    for r in results.rows.iter().filter(|r| r.mode == "cold") {
+        let compressible = r.file.ends_with(".doc") || r.file.ends_with(".xls");
+        if let (true, Some(ours), Some(theirs)) = (compressible, time(r), r.reference_seconds) {
+            let line = format!(
+                "{} {}: {} s vs {} s",
+                r.test,
+                r.file,
+                secs(ours),
+                secs(theirs)
+            );
+            if ours <= theirs {
+                better.push(line);
+            } else {
+                worse.push(line);
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "- Cold at least as fast as the reference's cold, Word and Excel files{how}: {} of {}{}",
+        better.len(),
+        better.len() + worse.len(),
+        if worse.is_empty() {
+            String::new()
+        } else {
+            format!("; slower: {}", worse.join(", "))
+        }
+    );
+}
+
+/// Goal 3 with the upload rows' times read by `time`.
+fn upload_goal(out: &mut String, results: &Results, time: Time, how: &str) {
     let mut fast = 0;
     let mut slow = Vec::new();
     for r in results
@@ -244,8 +292,9 @@ fn goals(out: &mut String, results: &Results) {
         .iter()
         .filter(|r| r.mode == "warm" && r.test == Test::Upload.name())
     {
-        if let Some(base) = results.find(Test::Upload, &r.file, "baseline") {
-            let speedup = base.seconds / r.seconds.max(1e-9);
+        let base = results.find(Test::Upload, &r.file, "baseline");
+        if let (Some(base), Some(warm)) = (base.and_then(time), time(r)) {
+            let speedup = base / warm.max(1e-9);
             if speedup >= 100.0 {
                 fast += 1;
             } else {
@@ -255,7 +304,7 @@ fn goals(out: &mut String, results: &Results) {
     }
     let _ = writeln!(
         out,
-        "- Warm upload at least 100x faster than baseline: {fast} of {}{}\n",
+        "- Warm upload at least 100x faster than baseline{how}: {fast} of {}{}",
         fast + slow.len(),
         if slow.is_empty() {
             String::new()
@@ -272,7 +321,18 @@ fn note(test: Test) -> Option<&'static str> {
             "The reference timed a browser and published whole seconds (its warm 1 s is \
              \"under a second\").",
         ),
-        Test::Download | Test::Upload => None,
+        Test::Download => None,
+        Test::Upload => Some(
+            "The reference's times are its FTP client's, which reports a file sent once its TCP \
+             peer has acknowledged the last byte: through Cisco WAAS that peer is the local \
+             optimizer, so its cold 200 KB uploads took 0.03 s, less than a fifth of a round \
+             trip. We report two times: until the server's `OK` (every byte arrived and checked: \
+             at least one round trip), and as the sender sees it (the client's last byte \
+             acknowledged by its TCP peer: the server on the direct path, the edge through \
+             wanopt, which from then on carries the bytes; the client's socket is polled every \
+             2 ms or less). The first is what an application that waits for the server's answer \
+             feels; the second is the reference's figure.",
+        ),
         Test::EditSave => Some(
             "The reference opened and saved with Office over CIFS (Cisco's WAFS benchmark tool): \
              its times include the application and many CIFS round trips (locks, security \
@@ -345,7 +405,8 @@ pub fn markdown(results: &Results) -> String {
     let _ = writeln!(
         out,
         "- Time: the client's wall time from just before its first connect to the last byte (or \
-         the server's acknowledgement of an upload). edit-save is open plus save."
+         the server's acknowledgement of an upload). edit-save is open plus save. Uploads also \
+         report the time until the client's TCP peer acknowledged the last byte (see `upload`)."
     );
     let _ = writeln!(
         out,
@@ -385,7 +446,15 @@ pub fn markdown(results: &Results) -> String {
             let _ = writeln!(out, "{note}\n");
         }
         let _ = writeln!(out, "Seconds, ours and the reference's:\n");
-        seconds_table(&mut out, results, test);
+        seconds_table(&mut out, results, test, confirmed);
+        if test == Test::Upload {
+            let _ = writeln!(
+                out,
+                "\nSeconds as the sender sees them (until the client's TCP peer acknowledged the \
+                 last byte, before the server's OK), ours and the reference's:\n"
+            );
+            seconds_table(&mut out, results, test, sent);
+        }
         if test == Test::EditSave {
             let _ = writeln!(out, "\nOpen (download) and save (upload), seconds:\n");
             open_save_table(&mut out, results);
@@ -490,14 +559,17 @@ pub fn summary(results: &Results) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::waas::results::{row as make_row, sample, sample_results};
+    use crate::waas::results::{row as make_row, sample, sample_results, Sample};
 
     fn results() -> Results {
-        let s = |seconds: f64, wan: u64| sample(seconds, wan / 10, wan - wan / 10);
+        let s = |seconds: f64, sent: f64, wan: u64| Sample {
+            sent_seconds: Some(sent),
+            ..sample(seconds, wan / 10, wan - wan / 10)
+        };
         let rows = [
-            ("baseline", s(45.0, 2_300_000)),
-            ("cold", s(20.0, 1_100_000)),
-            ("warm", s(0.3, 20_000)),
+            ("baseline", s(45.0, 44.8, 2_300_000)),
+            ("cold", s(30.0, 0.02, 1_100_000)),
+            ("warm", s(0.5, 0.01, 20_000)),
         ]
         .into_iter()
         .filter_map(|(m, x)| make_row(Test::Upload, "2M.xls", 2_108_928, m, &[x], vec![]))
@@ -510,17 +582,51 @@ mod tests {
         let r = results();
         let md = markdown(&r);
         assert!(
-            md.contains("| 2M.xls | 2.11 MB | 45.0 | 20.0 | 0.30 | 146.2 | 27.4 | 0.19 | 2.2x | 5.3x | 150x | 770x |"),
+            md.contains("| 2M.xls | 2.11 MB | 45.0 | 30.0 | 0.50 | 146.2 | 27.4 | 0.19 | 1.5x | 5.3x | 90.0x | 770x |"),
             "{md}"
         );
         assert!(md.contains("| 2M.xls | 2.11 MB | 2.30 MB | 1.10 MB | 20.0 KB | 47.8% | 0.9% |"));
         assert!(md.contains(
-            "Cold at least as fast as the reference's cold, Word and Excel files: 1 of 1"
+            "Warm within 2x of (round trips x RTT + LAN time at 1 Gbit/s): 0 of 1; outside: upload 2M.xls: 0.50 s > 0.33 s"
         ));
-        assert!(md.contains("Warm upload at least 100x faster than baseline: 1 of 1"));
-        assert!(md.contains("Warm within 2x of (round trips x RTT + LAN time at 1 Gbit/s): 1 of 1"));
         let table = summary(&r);
-        assert!(table.contains("| upload | 2M.xls | 45.0 | 20.0 | 0.30 | 146.2 / 27.4 / 0.19 |"));
+        assert!(table.contains("| upload | 2M.xls | 45.0 | 30.0 | 0.50 | 146.2 / 27.4 / 0.19 |"));
+    }
+
+    /// Uploads have two times, and each goal is checked with both: until
+    /// the server's OK, and as the sender sees it (the reference's figure).
+    #[test]
+    fn uploads_are_checked_until_the_ok_and_as_the_sender_sees_them() {
+        let md = markdown(&results());
+        // The sender's table: the same layout, the sent times.
+        assert!(
+            md.contains("| 2M.xls | 2.11 MB | 44.8 | 0.020 | 0.010 | 146.2 | 27.4 | 0.19 | 2240x | 5.3x | 4480x | 770x |"),
+            "{md}"
+        );
+        assert!(md.contains(
+            "Cold at least as fast as the reference's cold, Word and Excel files (uploads until the server's OK): 0 of 1; slower: upload 2M.xls: 30.0 s vs 27.4 s"
+        ));
+        assert!(md.contains(
+            "Cold at least as fast as the reference's cold, Word and Excel files (uploads timed as the reference's FTP client timed them: until the client's TCP peer acknowledged the last byte): 1 of 1\n"
+        ));
+        assert!(md.contains(
+            "Warm upload at least 100x faster than baseline (until the server's OK): 0 of 1; below: 2M.xls: 90x"
+        ));
+        assert!(md.contains(
+            "Warm upload at least 100x faster than baseline (as the sender sees it: until the client's TCP peer acknowledged the last byte): 1 of 1\n"
+        ));
+        // A results.json without sent times (an older run) counts nothing
+        // for the sender's goals and shows n/a.
+        let mut old = results();
+        for r in &mut old.rows {
+            r.sent_seconds = None;
+        }
+        let md = markdown(&old);
+        assert!(md.contains("acknowledged the last byte): 0 of 0"), "{md}");
+        assert!(
+            md.contains("| 2M.xls | 2.11 MB | n/a | n/a | n/a | 146.2 |"),
+            "{md}"
+        );
     }
 
     #[test]

@@ -19,6 +19,10 @@ pub struct Sample {
     pub open_seconds: Option<f64>,
     /// edit-save: the save (upload) part, seconds.
     pub save_seconds: Option<f64>,
+    /// upload and edit-save: until the client's TCP peer acknowledged the
+    /// upload's last byte (what an FTP client reports), seconds.
+    #[serde(default)]
+    pub sent_seconds: Option<f64>,
 }
 
 impl Sample {
@@ -54,6 +58,13 @@ pub struct Row {
     /// edit-save: median save (upload) time, seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub save_seconds: Option<f64>,
+    /// upload and edit-save: median time until the client's TCP peer (the
+    /// server on the direct path, the edge through wanopt) acknowledged the
+    /// upload's last byte, before the server's `OK` (for edit-save, from
+    /// the start of the save): the time an FTP client reports, and what the
+    /// reference's upload table shows, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_seconds: Option<f64>,
     /// The reference's seconds for the same test, file and mode (edit-save:
     /// open plus save), if it published them.
     #[serde(default)]
@@ -160,6 +171,12 @@ fn round3(v: f64) -> f64 {
     (v * 1000.0).round() / 1000.0
 }
 
+/// To 0.1 ms: a warm upload is acknowledged on the LAN within a
+/// millisecond or two.
+fn round4(v: f64) -> f64 {
+    (v * 10_000.0).round() / 10_000.0
+}
+
 /// Summarizes the samples (and failures) of one test, file and mode.
 pub fn row(
     test: Test,
@@ -191,6 +208,10 @@ pub fn row(
         wan_bytes_down: median_u64(&down),
         open_seconds: part(|s| s.open_seconds),
         save_seconds: part(|s| s.save_seconds),
+        sent_seconds: {
+            let v: Vec<f64> = samples.iter().filter_map(|s| s.sent_seconds).collect();
+            (!v.is_empty()).then(|| round4(median(&v)))
+        },
         reference_seconds: reference::seconds(test, file, mode),
         runs: samples.len(),
         samples_seconds: secs.iter().map(|v| round3(*v)).collect(),
@@ -217,6 +238,7 @@ pub(crate) fn sample(seconds: f64, up: u64, down: u64) -> Sample {
         wan_bytes_down: down,
         open_seconds: None,
         save_seconds: None,
+        sent_seconds: None,
     }
 }
 

@@ -489,8 +489,12 @@ fn measure(
             if ctx.bar.is_hidden() {
                 // No terminal (a log file, CI): a line per transfer instead
                 // of the bar.
+                let sent = sample
+                    .sent_seconds
+                    .map(|s| format!(" (last byte acknowledged at {s:.3} s)"))
+                    .unwrap_or_default();
                 eprintln!(
-                    "[{}/{}] {} run {} {} {} {}: {:.2} s, {} WAN bytes",
+                    "[{}/{}] {} run {} {} {} {}: {:.2} s{sent}, {} WAN bytes",
                     ctx.bar.position(),
                     ctx.bar.length().unwrap_or(0),
                     crate::scenario::humantime(ctx.bar.elapsed()),
@@ -580,6 +584,7 @@ fn transfer(
         wan_bytes_down: after.down.saturating_sub(before.down),
         open_seconds: report.open_seconds,
         save_seconds: report.save_seconds,
+        sent_seconds: report.sent_seconds,
     })
 }
 

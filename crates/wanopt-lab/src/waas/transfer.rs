@@ -410,6 +410,12 @@ pub struct TransferReport {
     /// edit-save: the upload ("save") part, seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub save_seconds: Option<f64>,
+    /// upload and edit-save: from the start of the upload (for edit-save,
+    /// of the save) until the client's TCP peer acknowledged its last byte,
+    /// before the server's `OK`: what an FTP client reports as the time to
+    /// send the file, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_seconds: Option<f64>,
 }
 
 /// What the client is asked to do.
@@ -490,16 +496,71 @@ fn file_get(config: &ClientConfig) -> Result<Vec<u8>, TransferError> {
     Ok(body)
 }
 
-fn file_put(config: &ClientConfig, data: &[u8], generation: u64) -> Result<(), TransferError> {
+/// Bytes the socket has not had acknowledged yet, sent or not
+/// (`SIOCOUTQ`).
+fn unacknowledged(stream: &TcpStream) -> std::io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    let mut queued: libc::c_int = 0;
+    // SAFETY: SIOCOUTQ (TIOCOUTQ) writes one c_int through the pointer,
+    // which is valid for the call.
+    let ret = unsafe { libc::ioctl(stream.as_raw_fd(), libc::TIOCOUTQ, &mut queued) };
+    if ret < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(usize::try_from(queued).unwrap_or(0))
+}
+
+/// Waits until the TCP peer the client talks to has acknowledged every
+/// byte written: the moment an FTP client reports the file sent. On the
+/// direct path that peer is the server; through wanopt it is the edge,
+/// which from then on carries the bytes. Polls, finer at first (a warm
+/// upload is acknowledged within milliseconds); gives up when the queue
+/// does not shrink for `stall`.
+fn wait_acknowledged(stream: &TcpStream, stall: Duration) -> Result<(), TransferError> {
+    let start = Instant::now();
+    let mut last = (usize::MAX, Instant::now());
+    loop {
+        let queued = unacknowledged(stream).map_err(io("read the send queue"))?;
+        if queued == 0 {
+            return Ok(());
+        }
+        if queued < last.0 {
+            last = (queued, Instant::now());
+        } else if last.1.elapsed() > stall {
+            return Err(TransferError::Io {
+                what: "wait for the upload's acknowledgement".into(),
+                cause: std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("{queued} bytes unacknowledged for {stall:?}"),
+                ),
+            });
+        }
+        let pause =
+            (start.elapsed() / 200).clamp(Duration::from_micros(50), Duration::from_millis(2));
+        thread::sleep(pause);
+    }
+}
+
+/// Uploads `data` as edit generation `generation`; returns the time from
+/// `start` until the client's TCP peer acknowledged the last byte (see
+/// [`wait_acknowledged`]). Ends when the server says `OK`.
+fn file_put(
+    config: &ClientConfig,
+    data: &[u8],
+    generation: u64,
+    start: Instant,
+) -> Result<f64, TransferError> {
     let mut stream = connect(config, config.file_port)?;
     stream
         .write_all(format!("PUT {} {generation} {}\n", config.file, data.len()).as_bytes())
         .and_then(|()| stream.write_all(data))
         .map_err(io(format!("send {}", config.file)))?;
+    wait_acknowledged(&stream, config.stall)?;
+    let sent = start.elapsed().as_secs_f64();
     let (head, _) = read_head(&mut stream, b"\n")?;
     let line = String::from_utf8_lossy(&head).trim().to_string();
     if line == "OK" {
-        return Ok(());
+        return Ok(sent);
     }
     if let Some(detail) = line.strip_prefix("ERR MISMATCH ") {
         return Err(TransferError::Mismatch {
@@ -521,18 +582,18 @@ pub fn run_client(config: &ClientConfig) -> Result<TransferReport, TransferError
         })
     };
     let start = Instant::now();
-    let (open_seconds, save_seconds) = match config.test {
+    let (open_seconds, save_seconds, sent_seconds) = match config.test {
         Test::HttpDownload => {
             check(&http_get(config)?)?;
-            (None, None)
+            (None, None, None)
         }
         Test::Download => {
             check(&file_get(config)?)?;
-            (None, None)
+            (None, None, None)
         }
         Test::Upload => {
-            file_put(config, &original, 0)?;
-            (None, None)
+            let sent = file_put(config, &original, 0, start)?;
+            (None, None, Some(sent))
         }
         Test::EditSave => {
             let got = file_get(config)?;
@@ -540,8 +601,12 @@ pub fn run_client(config: &ClientConfig) -> Result<TransferReport, TransferError
             check(&got)?;
             let edited = files::edit(&got, config.generation.max(1));
             let save_start = Instant::now();
-            file_put(config, &edited, config.generation.max(1))?;
-            (Some(opened), Some(save_start.elapsed().as_secs_f64()))
+            let sent = file_put(config, &edited, config.generation.max(1), save_start)?;
+            (
+                Some(opened),
+                Some(save_start.elapsed().as_secs_f64()),
+                Some(sent),
+            )
         }
     };
     let seconds = match (open_seconds, save_seconds) {
@@ -555,6 +620,7 @@ pub fn run_client(config: &ClientConfig) -> Result<TransferReport, TransferError
         seconds,
         open_seconds,
         save_seconds,
+        sent_seconds,
     })
 }
 
@@ -613,6 +679,50 @@ mod tests {
         }
     }
 
+    /// The sender's time ends when the last byte is acknowledged, neither
+    /// when the client's kernel took it nor at the server's answer: a
+    /// server with a 4 KB receive buffer that starts reading after 300 ms
+    /// and holds its `OK` for 400 ms.
+    #[test]
+    fn an_upload_is_sent_when_its_peer_acknowledged_it() -> Result<(), TransferError> {
+        let listener = TcpListener::bind("127.0.0.1:0").map_err(io("bind"))?;
+        nix::sys::socket::setsockopt(&listener, nix::sys::socket::sockopt::RcvBuf, &4096)
+            .map_err(|e| io("SO_RCVBUF")(e.into()))?;
+        let port = listener.local_addr().map_err(io("local address"))?.port();
+        let size = files::find("50K.doc").map(|f| f.size).unwrap_or(0);
+        let server = thread::spawn(move || -> std::io::Result<()> {
+            let (mut stream, _) = listener.accept()?;
+            thread::sleep(Duration::from_millis(300));
+            let mut line = Vec::new();
+            let mut byte = [0u8; 1];
+            while byte[0] != b'\n' {
+                stream.read_exact(&mut byte)?;
+                line.push(byte[0]);
+            }
+            let mut body = vec![0u8; size];
+            stream.read_exact(&mut body)?;
+            thread::sleep(Duration::from_millis(400));
+            stream.write_all(b"OK\n")
+        });
+        let config = ClientConfig {
+            server: IpAddr::from([127, 0, 0, 1]),
+            http_port: port,
+            file_port: port,
+            test: Test::Upload,
+            file: "50K.doc".into(),
+            seed: 9,
+            generation: 0,
+            congestion: None,
+            stall: Duration::from_secs(10),
+        };
+        let report = run_client(&config)?;
+        assert!(matches!(server.join(), Ok(Ok(()))));
+        let sent = report.sent_seconds.unwrap_or(f64::NAN);
+        assert!((0.3..0.6).contains(&sent), "{report:?}");
+        assert!(report.seconds >= 0.7, "{report:?}");
+        Ok(())
+    }
+
     /// Every test over loopback, on ephemeral ports.
     #[test]
     fn every_test_round_trips_and_a_wrong_upload_is_refused() -> Result<(), TransferError> {
@@ -633,6 +743,12 @@ mod tests {
             assert_eq!(report.bytes, 57_344);
             assert!(report.seconds > 0.0);
             assert_eq!(report.open_seconds.is_some(), test == Test::EditSave);
+            let uploads = matches!(test, Test::Upload | Test::EditSave);
+            assert_eq!(report.sent_seconds.is_some(), uploads);
+            if let Some(sent) = report.sent_seconds {
+                let upload = report.save_seconds.unwrap_or(report.seconds);
+                assert!(sent > 0.0 && sent <= upload, "{report:?}");
+            }
         }
         // A client with another seed holds other bytes: its upload is refused
         // as a mismatch, and its download does not match what it expects.
