@@ -489,10 +489,13 @@ fn measure(
             if ctx.bar.is_hidden() {
                 // No terminal (a log file, CI): a line per transfer instead
                 // of the bar.
-                let sent = sample
-                    .sent_seconds
-                    .map(|s| format!(" (last byte acknowledged at {s:.3} s)"))
-                    .unwrap_or_default();
+                let sent = match (sample.sent_seconds, sample.save_seconds) {
+                    (Some(s), Some(_)) => {
+                        format!(" (the save's last byte acknowledged {s:.3} s into the save)")
+                    }
+                    (Some(s), None) => format!(" (last byte acknowledged at {s:.3} s)"),
+                    _ => String::new(),
+                };
                 eprintln!(
                     "[{}/{}] {} run {} {} {} {}: {:.2} s{sent}, {} WAN bytes",
                     ctx.bar.position(),
