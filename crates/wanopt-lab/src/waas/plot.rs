@@ -1,7 +1,8 @@
 //! Plots of `waas-3g`, one figure per test (`waas-3g-<test>.svg` and
 //! `.png`): on top, seconds per file as bars for baseline, cold and warm
-//! (log scale) with the reference's figures as rings; below, the bytes
-//! that crossed the WAN as a share of the file's size.
+//! (log scale) with the reference's figures as rings (for uploads, the
+//! time the client's last byte was acknowledged as triangles); below, the
+//! bytes that crossed the WAN as a share of the file's size.
 
 use std::path::Path;
 
@@ -61,14 +62,15 @@ where
         .rows
         .iter()
         .filter(|r| r.test == test.name())
-        .map(|r| r.seconds)
+        .flat_map(|r| [Some(r.seconds), r.sent_seconds].into_iter().flatten())
         .collect();
     all.extend(names.iter().flat_map(|f| {
         MODES
             .iter()
             .filter_map(|(m, _)| reference::seconds(test, f, m))
     }));
-    let max = all.iter().copied().fold(1.0, f64::max) * 2.0;
+    // Room above the tallest bar for the legend (log scale: 1.5 decades).
+    let max = all.iter().copied().fold(1.0, f64::max) * 30.0;
     let min = all.iter().copied().filter(|v| *v > 0.0).fold(max, f64::min) / 2.0;
     let min = min.clamp(0.001, 0.1);
     let mut chart = ChartBuilder::on(&top)
@@ -126,6 +128,32 @@ where
         .map_err(|e| e.to_string())?
         .label("reference")
         .legend(|(x, y)| Circle::new((x + 6, y), 4, BLACK.stroke_width(2)));
+    // Uploads: when the client's last byte was acknowledged (the
+    // reference's FTP-client figure), as triangles over the bars.
+    if test == Test::Upload {
+        let marks: Vec<TriangleMarker<(f64, f64), i32>> = names
+            .iter()
+            .enumerate()
+            .flat_map(|(i, f)| {
+                MODES.iter().enumerate().filter_map(move |(m, (mode, _))| {
+                    let v = results.find(test, f, mode)?.sent_seconds?;
+                    let (x0, x1) = bar_x(i, m);
+                    Some(TriangleMarker::new(
+                        ((x0 + x1) / 2.0, v.max(min)),
+                        5,
+                        BLACK.filled(),
+                    ))
+                })
+            })
+            .collect();
+        if !marks.is_empty() {
+            chart
+                .draw_series(marks)
+                .map_err(|e| e.to_string())?
+                .label("sent: last byte acknowledged (ours)")
+                .legend(|(x, y)| TriangleMarker::new((x + 6, y), 5, BLACK.filled()));
+        }
+    }
     chart
         .configure_series_labels()
         .background_style(WHITE.mix(0.85))
@@ -141,17 +169,19 @@ where
             .filter(|r| r.file_bytes > 0)
             .map(|r| r.wan_bytes as f64 * 100.0 / r.file_bytes as f64)
     };
-    let top_share = names
+    let shares: Vec<f64> = names
         .iter()
         .flat_map(|f| MODES.iter().filter_map(|(m, _)| share(f, m)))
-        .fold(100.0, f64::max)
-        * 2.0;
+        .collect();
+    let top_share = shares.iter().copied().fold(100.0, f64::max) * 2.0;
+    // Down to the smallest share (a warm 2 MB file crosses as 0.05%).
+    let floor = (shares.iter().copied().fold(0.1, f64::min) / 2.0).max(0.001);
     let mut chart = ChartBuilder::on(&bottom)
         .caption("bytes across the WAN, % of the file", ("sans-serif", 16))
         .margin(10)
         .x_label_area_size(30)
         .y_label_area_size(60)
-        .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), (0.1f64..top_share).log_scale())
+        .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), (floor..top_share).log_scale())
         .map_err(|e| e.to_string())?;
     chart
         .configure_mesh()
@@ -169,7 +199,7 @@ where
                 let v = share(f, mode)?;
                 let (x0, x1) = bar_x(i, m);
                 Some(Rectangle::new(
-                    [(x0, 0.1), (x1, v.max(0.1))],
+                    [(x0, floor), (x1, v.max(floor))],
                     color.filled(),
                 ))
             })
@@ -231,7 +261,10 @@ mod tests {
         let mut rows = Vec::new();
         for test in Test::ALL {
             for (mode, seconds) in [("baseline", 45.0), ("cold", 20.0), ("warm", 0.2)] {
-                let measured = sample(seconds, 1_000, (seconds * 50_000.0) as u64);
+                let measured = crate::waas::results::Sample {
+                    sent_seconds: (test == Test::Upload).then_some(seconds / 100.0),
+                    ..sample(seconds, 1_000, (seconds * 50_000.0) as u64)
+                };
                 rows.extend(row(test, "2M.xls", 2_108_928, mode, &[measured], vec![]));
             }
         }
@@ -245,6 +278,15 @@ mod tests {
                 let len = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
                 assert!(len > 1000, "{}", file.display());
             }
+            // Only the upload figure carries the sender's times.
+            let svg = std::fs::read_to_string(dir.join(format!("waas-3g-{}.svg", test.name())))
+                .unwrap_or_default();
+            assert_eq!(
+                svg.contains("sent: last byte acknowledged"),
+                test == Test::Upload,
+                "{}",
+                test.name()
+            );
         }
         let _ = std::fs::remove_dir_all(&dir);
         Ok(())
