@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 
 use wanopt_node::reduce::CacheReport;
 
-use super::status::{fetch, human_bytes, post, QueryArgs, DEFAULT_CONTROL};
+use super::status::{counted, fetch, human_bytes, post, QueryArgs, DEFAULT_CONTROL};
 
 /// `wanopt cache ...`.
 #[derive(Debug, Subcommand)]
@@ -52,7 +52,10 @@ fn stats(args: &QueryArgs) -> anyhow::Result<()> {
         bail!("data reduction is off on this node (--no-reduce): it has no byte cache");
     }
     println!("cache dir   {}", report.dir.as_deref().unwrap_or("?"));
-    println!("cleared     {} time(s) since start", report.clears);
+    println!(
+        "cleared     {} since start",
+        counted(report.clears, "time", "times")
+    );
     if report.peers.is_empty() {
         println!("(no peer has connected yet)");
     }

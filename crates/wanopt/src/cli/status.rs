@@ -83,6 +83,11 @@ pub(crate) fn human_bytes(n: u64) -> String {
     }
 }
 
+/// `n` and the noun that goes with it: `1 reference`, `2 references`.
+pub fn counted(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 fn human_rate(bps: f64) -> String {
     if bps >= 1e9 {
         format!("{:.2} Gbit/s", bps / 1e9)
@@ -191,15 +196,16 @@ pub fn status(args: &QueryArgs) -> anyhow::Result<()> {
     );
     if s.reduce {
         println!(
-            "reduce      on: {:.1}% less on the WAN, {} references sent, {} cache hits",
+            "reduce      on: {:.1}% less on the WAN, {} sent, {}",
             s.reduction * 100.0,
-            s.references,
-            s.cache_hits
+            counted(s.references, "reference", "references"),
+            counted(s.cache_hits, "cache hit", "cache hits")
         );
         if s.cache_misses + s.repairs > 0 {
             println!(
-                "            {} cache misses asked of the peer, {} repairs sent",
-                s.cache_misses, s.repairs
+                "            {} asked of the peer, {} sent",
+                counted(s.cache_misses, "cache miss", "cache misses"),
+                counted(s.repairs, "repair", "repairs")
             );
         }
         if s.compressor_bytes + s.decompressor_bytes > 0 {
@@ -297,4 +303,16 @@ pub fn flows(args: &QueryArgs) -> anyhow::Result<()> {
         println!("(no live flows)");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_take_the_noun_that_goes_with_them() {
+        assert_eq!(counted(0, "time", "times"), "0 times");
+        assert_eq!(counted(1, "cache miss", "cache misses"), "1 cache miss");
+        assert_eq!(counted(207, "cache hit", "cache hits"), "207 cache hits");
+    }
 }
