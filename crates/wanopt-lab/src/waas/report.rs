@@ -202,6 +202,7 @@ fn goals(out: &mut String, results: &Results) {
     ] {
         cold_goal(out, results, time, how);
     }
+    cold_floors(out, results);
     // 2. Warm within 2x of the round trips plus LAN time.
     let mut within = 0;
     let mut outside = Vec::new();
@@ -281,6 +282,114 @@ fn cold_goal(out: &mut String, results: &Results, time: Time, how: &str) {
             format!("; slower: {}", worse.join(", "))
         }
     );
+}
+
+/// One direction of the emulated link as a run's spec set it.
+#[derive(Debug, Clone, Copy)]
+struct Leg {
+    /// Bits per second.
+    rate: f64,
+    /// One-way delay, seconds.
+    delay: f64,
+}
+
+fn leg(spec: &str) -> Option<Leg> {
+    let config = crate::model::config(spec).ok()?;
+    Some(Leg {
+        rate: config.rate?.0 as f64,
+        delay: config.delay.as_secs_f64(),
+    })
+}
+
+/// What the bytes that crossed the link cost at its rate, for each
+/// Word and Excel cell whose cold time (until the server's OK) is slower
+/// than the reference's: the request's round trip(s) plus the bytes of
+/// the direction the file moves at that direction's rate, and how many
+/// bytes the reference's time leaves room for. Nothing when the run's
+/// link specs have no rate (an older results.json).
+fn cold_floors(out: &mut String, results: &Results) {
+    let (Some(up), Some(down)) = (leg(&results.link.up), leg(&results.link.down)) else {
+        return;
+    };
+    let rtt = up.delay + down.delay;
+    let mut lines = Vec::new();
+    for r in results.rows.iter().filter(|r| r.mode == "cold") {
+        let compressible = r.file.ends_with(".doc") || r.file.ends_with(".xls");
+        let Some(theirs) = r.reference_seconds else {
+            continue;
+        };
+        if !compressible || r.seconds <= theirs {
+            continue;
+        }
+        let line_time = |bytes: u64, leg: Leg| bytes as f64 * 8.0 / leg.rate;
+        let (moved, floor, budget) = if r.test == Test::EditSave.name() {
+            let floor =
+                2.0 * rtt + line_time(r.wan_bytes_down, down) + line_time(r.wan_bytes_up, up);
+            let moved = format!(
+                "{} down and {} up",
+                bytes(r.wan_bytes_down),
+                bytes(r.wan_bytes_up)
+            );
+            (moved, floor, None)
+        } else {
+            let (wan, leg, way) = if r.test == Test::Upload.name() {
+                (r.wan_bytes_up, up, "up")
+            } else {
+                (r.wan_bytes_down, down, "down")
+            };
+            let budget = if theirs > rtt {
+                format!(
+                    "leaves room for {} {way} after one round trip",
+                    bytes(((theirs - rtt) * leg.rate / 8.0) as u64)
+                )
+            } else {
+                "is less than one round trip".into()
+            };
+            (
+                format!("{} {way} at {}", bytes(wan), rate_text(leg.rate)),
+                rtt + line_time(wan, leg),
+                Some(budget),
+            )
+        };
+        let mut line = format!(
+            "  - {} {}: {moved} take {} s with the round trip{} (measured {} s)",
+            r.test,
+            r.file,
+            secs(floor),
+            if r.test == Test::EditSave.name() {
+                "s"
+            } else {
+                ""
+            },
+            secs(r.seconds),
+        );
+        if let Some(budget) = budget {
+            let _ = write!(line, "; the reference's {} s {budget}", secs(theirs));
+        }
+        lines.push(line);
+    }
+    if lines.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "- Where cold is slower (until the server's OK), the link's rate explains it: \
+         the bytes that crossed (Ethernet frames, from the emulator's counters) at the rate of the \
+         direction the file moves, plus the request's round trip ({} s); the emulator's rate counts \
+         IP bytes, about 1% fewer:",
+        secs(rtt)
+    );
+    for line in lines {
+        let _ = writeln!(out, "{line}.");
+    }
+}
+
+fn rate_text(bps: f64) -> String {
+    if bps >= 1e6 {
+        format!("{} Mbit/s", bps / 1e6)
+    } else {
+        format!("{} kbit/s", bps / 1e3)
+    }
 }
 
 /// Goal 3 with the upload rows' times read by `time`.
@@ -627,6 +736,47 @@ mod tests {
             md.contains("| 2M.xls | 2.11 MB | n/a | n/a | n/a | 146.2 |"),
             "{md}"
         );
+    }
+
+    /// A cold cell slower than the reference's is explained by its bytes
+    /// at the link's rate; cells at least as fast, and a results.json
+    /// whose link has no rate, get no such line.
+    #[test]
+    fn slower_cold_cells_are_explained_by_their_bytes_at_the_line_rate() {
+        let rows = [
+            (Test::HttpDownload, "1M.doc", sample(1.32, 20_000, 259_600)),
+            (Test::HttpDownload, "1M.xls", sample(0.95, 20_000, 200_000)),
+            (Test::Upload, "200K.doc", sample(1.76, 60_000, 10_000)),
+        ]
+        .into_iter()
+        .filter_map(|(test, file, s)| make_row(test, file, 1_000_000, "cold", &[s], vec![]))
+        .collect();
+        let mut r = sample_results(rows);
+        let md = markdown(&r);
+        assert!(!md.contains("the link's rate explains it"), "{md}");
+        r.link.up = "rtt 150ms loss 0.5% rate 384kbit queue 32kb".into();
+        r.link.down = "rtt 150ms loss 0.5% rate 2mbit queue 64kb".into();
+        let md = markdown(&r);
+        assert!(
+            md.contains("the request's round trip (0.15 s); the emulator's rate counts IP bytes"),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "  - http-download 1M.doc: 259.6 KB down at 2 Mbit/s take 1.19 s with the round \
+                 trip (measured 1.32 s); the reference's 1.00 s leaves room for 212.5 KB down \
+                 after one round trip.\n"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "  - upload 200K.doc: 60.0 KB up at 384 kbit/s take 1.40 s with the round trip \
+                 (measured 1.76 s); the reference's 0.030 s is less than one round trip.\n"
+            ),
+            "{md}"
+        );
+        assert!(!md.contains("  - http-download 1M.xls"), "{md}");
     }
 
     #[test]
