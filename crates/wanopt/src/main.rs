@@ -2,7 +2,8 @@
 //!
 //! Exit codes: 0 success; 1 runtime failure (a node stopped on an error, a
 //! control API unreachable); 2 bad usage or configuration (flags, config file,
-//! keys). Errors are one line on stderr.
+//! keys); 3 `host-check` found a setting that falls short (and `lab run` a
+//! content mismatch). Errors are one line on stderr.
 
 mod cli;
 
@@ -49,12 +50,21 @@ enum Command {
     /// The WAN lab: namespaces, emulator, scenarios.
     #[command(subcommand)]
     Lab(wanopt_lab::cli::LabCommand),
+    /// The TCP window and buffers a path needs (rate x RTT), and what
+    /// 64 KB windows, slow start and loss cost on it.
+    Window(cli::path::PathArgs),
+    /// This host's TCP settings (window scaling, SACK, buffers, congestion
+    /// control), checked against a path when given; exit code 3 when
+    /// something falls short.
+    HostCheck(cli::path::HostCheckArgs),
 }
 
 /// Exit code of a usage or configuration error.
 const EXIT_USAGE: u8 = 2;
 /// Exit code of a runtime failure.
 const EXIT_FAILURE: u8 = 1;
+/// Exit code of `host-check` when a setting falls short.
+const EXIT_SHORT: u8 = 3;
 
 fn init_logging(default: &str) {
     let filter = EnvFilter::try_from_env("WANOPT_LOG")
@@ -170,6 +180,30 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail(EXIT_FAILURE, &e),
         },
+        Command::Window(args) => match cli::path::window(&args) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(EXIT_USAGE, &e),
+        },
+        Command::HostCheck(args) => {
+            let need = match cli::path::host_need(&args) {
+                Ok(need) => need,
+                Err(e) => return fail(EXIT_USAGE, &e),
+            };
+            match cli::path::host_check(need.as_ref()) {
+                Ok((text, short)) => {
+                    print!("{text}");
+                    if short {
+                        ExitCode::from(EXIT_SHORT)
+                    } else {
+                        ExitCode::SUCCESS
+                    }
+                }
+                Err(e) => fail(EXIT_FAILURE, &e),
+            }
+        }
         Command::Lab(cmd) => {
             init_logging("warn");
             match wanopt_lab::cli::run(cmd) {

@@ -448,3 +448,132 @@ fn a_control_address_answering_an_empty_error_is_named() {
         assert!(err.contains("502"), "{err}");
     }
 }
+
+/// `wanopt window` does the reference's arithmetic for its 250 Mbit/s,
+/// 150 ms experiment; bad paths are usage errors.
+#[test]
+fn window_computes_what_a_path_needs() {
+    let (code, out, err) = run(&[
+        "window", "--rate", "250mbit", "--rtt", "150ms", "--loss", "1%",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("bandwidth-delay product: 4687500 bytes"),
+        "{out}"
+    );
+    assert!(out.contains("shift at least 7"), "{out}");
+    assert!(out.contains("at least 9375000 bytes"), "{out}");
+    assert!(out.contains("reaches about 945.83 kbit/s"), "{out}");
+    for (args, needle) in [
+        (
+            &["window", "--rate", "10mbps", "--rtt", "1ms"][..],
+            "--rate",
+        ),
+        (
+            &["window", "--rate", "1mbit", "--rtt", "0ms"][..],
+            "above zero",
+        ),
+        (
+            &["window", "--rate", "1mbit", "--rtt", "1ms", "--mss", "9"][..],
+            "minimum",
+        ),
+        (
+            &[
+                "host-check",
+                "--rate",
+                "1mbit",
+                "--rtt",
+                "1ms",
+                "--loss",
+                "2",
+            ][..],
+            "--loss",
+        ),
+        (
+            &["host-check", "--rate", "1mbit", "--rtt", "soon"][..],
+            "--rtt",
+        ),
+    ] {
+        let (code, _, err) = run(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_one_line_error(&err, needle);
+    }
+    // --rtt without --rate is refused by the parser, also exit code 2.
+    assert_eq!(run(&["host-check", "--rtt", "1ms"]).0, 2);
+}
+
+/// The value of a sysctl as `/proc/sys` holds it, whitespace collapsed.
+fn sysctl(name: &str) -> String {
+    let raw = std::fs::read_to_string(format!("/proc/sys/{}", name.replace('.', "/")))
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    raw.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// `host-check` reports this host's own settings (read here independently
+/// from `/proc/sys`), judges the buffers against the path, and exits 3
+/// exactly when a line says SHORT. In a network namespace with SACK
+/// switched off it says so.
+#[test]
+fn host_check_reports_the_hosts_settings() {
+    let (code, out, err) = run(&["host-check", "--rate", "250mbit", "--rtt", "150ms"]);
+    assert!(code == 0 || code == 3, "{code}: {err}");
+    assert_eq!(
+        code == 3,
+        out.lines().any(|l| l.starts_with("SHORT")),
+        "{out}"
+    );
+    let line = |out: &str, name: &str| -> String {
+        out.lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(name))
+            .unwrap_or_else(|| panic!("{name} missing: {out}"))
+            .to_string()
+    };
+    for name in [
+        "net.ipv4.tcp_window_scaling",
+        "net.ipv4.tcp_sack",
+        "net.ipv4.tcp_rmem",
+        "net.ipv4.tcp_wmem",
+        "net.ipv4.tcp_congestion_control",
+    ] {
+        let l = line(&out, name);
+        assert!(l.contains(&format!(" {} ", sysctl(name))), "{l}");
+    }
+    // The receive buffer's maximum against twice 4,687,500 bytes.
+    let rmem_max: u64 = sysctl("net.ipv4.tcp_rmem")
+        .split(' ')
+        .nth(2)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let rmem = line(&out, "net.ipv4.tcp_rmem");
+    assert_eq!(rmem.starts_with("ok "), rmem_max >= 9_375_000, "{rmem}");
+    assert_eq!(rmem.starts_with("SHORT "), rmem_max < 9_375_000, "{rmem}");
+
+    // A namespace of our own with SACK off: found short, exit code 3.
+    let ns = format!("wanopt-hc-{}", std::process::id());
+    let ip = |args: &[&str]| {
+        let status = Command::new("ip").args(args).status().unwrap();
+        assert!(status.success(), "ip {args:?}");
+    };
+    ip(&["netns", "add", &ns]);
+    let sack_off = Command::new("ip")
+        .args(["netns", "exec", &ns, "sh", "-c"])
+        .arg("echo 0 > /proc/sys/net/ipv4/tcp_sack")
+        .status()
+        .unwrap();
+    let checked = Command::new("ip")
+        .args(["netns", "exec", &ns, BIN, "host-check"])
+        .output()
+        .unwrap();
+    ip(&["netns", "del", &ns]);
+    assert!(sack_off.success());
+    let out = String::from_utf8_lossy(&checked.stdout);
+    assert_eq!(checked.status.code(), Some(3), "{out}");
+    assert!(
+        line(&out, "net.ipv4.tcp_sack").starts_with("SHORT "),
+        "{out}"
+    );
+    assert!(
+        line(&out, "net.ipv4.tcp_window_scaling").starts_with("ok "),
+        "{out}"
+    );
+}

@@ -2,4 +2,5 @@
 
 pub mod cache;
 pub mod node;
+pub mod path;
 pub mod status;

@@ -1,0 +1,699 @@
+//! Path tools: `wanopt window` (the TCP window and buffers a path needs,
+//! and what it costs to go without them) and `wanopt host-check` (this
+//! host's TCP settings against that need).
+//!
+//! The arithmetic is the first two reference documents': a single TCP
+//! connection moves at most one window per round trip, so filling a path
+//! takes a window of rate x RTT (the bandwidth-delay product); beyond 64 KB
+//! that needs window scaling; Linux advertises about half of a socket's
+//! buffer as window (the rest pays for the kernel's per-packet overhead),
+//! so the buffers' maximum must be twice the product; and on a lossy path
+//! a loss-based TCP is held to about `MSS / RTT x 1.22 / sqrt(loss)`
+//! (Mathis, Semke, Mahdavi and Ott, 1997) whatever its window.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use wanopt_netem::units::{parse_duration, parse_percent, parse_rate};
+
+/// TCP's largest window without scaling.
+const UNSCALED: u64 = 65_535;
+/// The largest window-scale shift (RFC 7323).
+const MAX_SHIFT: u32 = 14;
+/// Linux's initial congestion window, segments.
+const INITIAL_WINDOW: f64 = 10.0;
+
+/// A path: its bottleneck rate, round-trip time, segment size and loss.
+#[derive(Debug, Args)]
+pub struct PathArgs {
+    /// The path's bottleneck rate (`250mbit`, `2mbit`, `1gbit`).
+    #[arg(long, value_name = "RATE")]
+    pub rate: String,
+    /// The path's round-trip time (`150ms`).
+    #[arg(long, value_name = "TIME")]
+    pub rtt: String,
+    /// Random packet loss on the path (`0.5%`): adds what a loss-based TCP
+    /// can reach there.
+    #[arg(long, value_name = "PERCENT")]
+    pub loss: Option<String>,
+    /// TCP payload bytes per segment (1448: a 1500-byte MTU with timestamps).
+    #[arg(long, default_value_t = 1448, value_name = "BYTES")]
+    pub mss: u32,
+}
+
+/// Arguments of `wanopt host-check`.
+#[derive(Debug, Args)]
+pub struct HostCheckArgs {
+    /// The path to check the buffers against (`--rate` and `--rtt`
+    /// together); without it only the switches are checked.
+    #[arg(long, value_name = "RATE", requires = "rtt")]
+    pub rate: Option<String>,
+    /// The path's round-trip time (`150ms`).
+    #[arg(long, value_name = "TIME", requires = "rate")]
+    pub rtt: Option<String>,
+    /// Random packet loss on the path (`0.5%`): weighs the congestion
+    /// control.
+    #[arg(long, value_name = "PERCENT", requires = "rate")]
+    pub loss: Option<String>,
+}
+
+/// What a path needs from TCP.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Need {
+    /// Bits per second.
+    pub rate_bps: u64,
+    /// Round-trip time.
+    pub rtt: Duration,
+    /// Payload bytes per segment.
+    pub mss: u32,
+    /// Bandwidth-delay product, bytes.
+    pub bdp: u64,
+    /// The smallest window-scale shift whose largest window holds the
+    /// product; `None` beyond TCP's largest window (shift 14, about 1 GiB).
+    pub shift: Option<u32>,
+    /// What the buffers' maximum should be: twice the product.
+    pub buffer: u64,
+    /// The fastest one connection goes with a 64 KB window.
+    pub unscaled_bps: f64,
+    /// Round trips slow start takes from 10 segments to the product.
+    pub slow_start_rtts: u32,
+    /// The loss rate, and the Mathis bound of a loss-based TCP under it.
+    pub loss: Option<(f64, f64)>,
+}
+
+/// The need of a path at `rate_bps` with round trip `rtt`.
+pub fn need(rate_bps: u64, rtt: Duration, mss: u32, loss: Option<f64>) -> Need {
+    let secs = rtt.as_secs_f64();
+    let bdp = (rate_bps as f64 * secs / 8.0).ceil() as u64;
+    let shift = (0..=MAX_SHIFT).find(|s| UNSCALED << s >= bdp);
+    let segments = bdp as f64 / f64::from(mss.max(1));
+    let slow_start_rtts = if segments > INITIAL_WINDOW {
+        (segments / INITIAL_WINDOW).log2().ceil() as u32
+    } else {
+        0
+    };
+    Need {
+        rate_bps,
+        rtt,
+        mss,
+        bdp,
+        shift,
+        buffer: bdp.saturating_mul(2),
+        unscaled_bps: UNSCALED as f64 * 8.0 / secs,
+        slow_start_rtts,
+        loss: loss
+            .filter(|p| *p > 0.0)
+            .map(|p| (p, f64::from(mss) * 8.0 / secs * 1.5f64.sqrt() / p.sqrt())),
+    }
+}
+
+fn parse_path(rate: &str, rtt: &str) -> Result<(u64, Duration)> {
+    let rate = parse_rate(rate).context("--rate")?.0;
+    let rtt = parse_duration(rtt).context("--rtt")?;
+    if rtt.is_zero() {
+        bail!("--rtt: a round-trip time must be above zero");
+    }
+    Ok((rate, rtt))
+}
+
+/// `wanopt window`.
+pub fn window(args: &PathArgs) -> Result<String> {
+    let (rate, rtt) = parse_path(&args.rate, &args.rtt)?;
+    if args.mss < 88 {
+        bail!("--mss: {} bytes is below TCP's minimum of 88", args.mss);
+    }
+    if args.mss > 65_535 {
+        bail!(
+            "--mss: {} bytes does not fit TCP's 16-bit MSS option",
+            args.mss
+        );
+    }
+    let loss = parse_loss(args.loss.as_ref())?;
+    Ok(window_text(&need(rate, rtt, args.mss, loss)))
+}
+
+/// Bits per second for people: at most two decimals, none that are zero
+/// (`250 Mbit/s`, `3.5 Mbit/s`, `945.83 kbit/s`).
+pub fn rate_text(bps: f64) -> String {
+    let (value, unit) = if bps >= 1e9 {
+        (bps / 1e9, "Gbit/s")
+    } else if bps >= 1e6 {
+        (bps / 1e6, "Mbit/s")
+    } else if bps >= 1e3 {
+        (bps / 1e3, "kbit/s")
+    } else {
+        (bps, "bit/s")
+    };
+    let text = format!("{value:.2}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    format!("{text} {unit}")
+}
+
+/// Bytes for people, binary units as buffer sizes are written.
+pub fn size_text(bytes: u64) -> String {
+    let b = bytes as f64;
+    if b >= 1024.0 * 1024.0 {
+        format!("{:.2} MiB", b / 1024.0 / 1024.0)
+    } else if b >= 1024.0 {
+        format!("{:.1} KiB", b / 1024.0)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
+fn ms(d: Duration) -> String {
+    let v = d.as_secs_f64() * 1000.0;
+    if v.fract() == 0.0 {
+        format!("{v:.0} ms")
+    } else {
+        format!("{v:.1} ms")
+    }
+}
+
+fn window_text(n: &Need) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "path: {}, RTT {}, MSS {} bytes",
+        rate_text(n.rate_bps as f64),
+        ms(n.rtt),
+        n.mss
+    );
+    let _ = writeln!(
+        out,
+        "bandwidth-delay product: {} bytes ({}, {}): the window one TCP connection needs to fill the path",
+        n.bdp,
+        size_text(n.bdp),
+        match (n.bdp as f64 / f64::from(n.mss)).ceil() {
+            x if x <= 1.0 => "1 segment".to_string(),
+            x => format!("{x:.0} segments"),
+        }
+    );
+    match n.shift {
+        Some(0) => {
+            let _ = writeln!(
+                out,
+                "window scaling: not needed (the product fits in 64 KB)"
+            );
+        }
+        Some(s) => {
+            let _ = writeln!(
+                out,
+                "window scaling: needed, shift at least {s} (largest window {} bytes); \
+                 a middlebox that strips or lowers it caps the window",
+                UNSCALED << s
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "window scaling: the product is beyond TCP's largest window ({} bytes at shift 14): \
+                 no single connection fills this path; use parallel connections or a tunnel",
+                UNSCALED << MAX_SHIFT
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "without window scaling (64 KB): at most {} ({:.1}% of the path)",
+        rate_text(n.unscaled_bps.min(n.rate_bps as f64)),
+        (n.unscaled_bps / n.rate_bps as f64 * 100.0).min(100.0)
+    );
+    let _ = writeln!(
+        out,
+        "buffers (Linux): the maximum of net.ipv4.tcp_rmem and net.ipv4.tcp_wmem at least {} bytes ({}), \
+         twice the product: the kernel advertises about half a buffer as window",
+        n.buffer,
+        size_text(n.buffer)
+    );
+    let _ = writeln!(
+        out,
+        "slow start: {} round trips ({:.2} s) from a 10-segment initial window to the product",
+        n.slow_start_rtts,
+        f64::from(n.slow_start_rtts) * n.rtt.as_secs_f64()
+    );
+    if let Some((p, bound)) = n.loss {
+        let _ = writeln!(
+            out,
+            "with {}% random loss: a loss-based TCP (Reno; CUBIC does somewhat better) reaches about {} \
+             whatever its window (Mathis et al.: MSS / RTT x 1.22 / sqrt(loss)){}",
+            p * 100.0,
+            rate_text(bound.min(n.rate_bps as f64)),
+            if bound < n.rate_bps as f64 {
+                format!(", {:.1}% of the path", bound / n.rate_bps as f64 * 100.0)
+            } else {
+                String::new()
+            }
+        );
+    }
+    out
+}
+
+/// The settings `host-check` reads, by sysctl name.
+pub const SETTINGS: [&str; 13] = [
+    "net.ipv4.tcp_window_scaling",
+    "net.ipv4.tcp_sack",
+    "net.ipv4.tcp_timestamps",
+    "net.ipv4.tcp_moderate_rcvbuf",
+    "net.ipv4.tcp_rmem",
+    "net.ipv4.tcp_wmem",
+    "net.core.rmem_max",
+    "net.core.wmem_max",
+    "net.ipv4.tcp_congestion_control",
+    "net.ipv4.tcp_available_congestion_control",
+    "net.ipv4.tcp_slow_start_after_idle",
+    "net.ipv4.tcp_ecn",
+    "net.ipv4.tcp_mtu_probing",
+];
+
+/// How a setting fares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// As wanted.
+    Ok,
+    /// Falls short: it costs throughput on the path (exit code 3).
+    Short,
+    /// Worth changing for some applications; does not fail the check.
+    Advice,
+    /// Shown for the record.
+    Info,
+}
+
+impl Verdict {
+    fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Ok => "ok",
+            Verdict::Short => "SHORT",
+            Verdict::Advice => "advice",
+            Verdict::Info => "info",
+        }
+    }
+}
+
+/// One line of `host-check`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finding {
+    /// The sysctl.
+    pub setting: &'static str,
+    /// Its value on this host (whitespace collapsed), or `absent`.
+    pub value: String,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// What is wanted and why.
+    pub why: String,
+}
+
+/// Reads [`SETTINGS`] from `/proc/sys` (this network namespace's).
+pub fn read_settings() -> BTreeMap<&'static str, String> {
+    SETTINGS
+        .iter()
+        .filter_map(|name| {
+            let path = format!("/proc/sys/{}", name.replace('.', "/"));
+            let text = std::fs::read_to_string(path).ok()?;
+            Some((*name, text.split_whitespace().collect::<Vec<_>>().join(" ")))
+        })
+        .collect()
+}
+
+/// Judges `settings` (sysctl name to value), against `need` when given.
+pub fn check(settings: &BTreeMap<&'static str, String>, need: Option<&Need>) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for setting in SETTINGS {
+        let Some(value) = settings.get(setting) else {
+            out.push(Finding {
+                setting,
+                value: "absent".into(),
+                verdict: Verdict::Info,
+                why: "not on this kernel".into(),
+            });
+            continue;
+        };
+        let num = |i: usize| value.split(' ').nth(i).and_then(|v| v.parse::<u64>().ok());
+        let switch = |want_on: bool, why_off: &str, why_on: &str| {
+            let on = num(0).is_some_and(|v| v != 0);
+            if on == want_on {
+                (Verdict::Ok, why_on.to_string())
+            } else {
+                (Verdict::Short, why_off.to_string())
+            }
+        };
+        let buffer = |max: Option<u64>, what: &str, short: Verdict| match (max, need) {
+            (Some(max), Some(n)) if max >= n.buffer => (
+                Verdict::Ok,
+                format!(
+                    "{what} {} >= {} (twice the product)",
+                    size_text(max),
+                    size_text(n.buffer)
+                ),
+            ),
+            (Some(max), Some(n)) => (
+                short,
+                format!(
+                    "{what} {} < {} (twice the product): one connection reaches about {}",
+                    size_text(max),
+                    size_text(n.buffer),
+                    rate_text(
+                        (max as f64 / 2.0 * 8.0 / n.rtt.as_secs_f64()).min(n.rate_bps as f64)
+                    )
+                ),
+            ),
+            (Some(max), None) => (
+                Verdict::Info,
+                format!(
+                    "{what} {}: windows up to about {}",
+                    size_text(max),
+                    size_text(max / 2)
+                ),
+            ),
+            (None, _) => (Verdict::Info, "not a number".into()),
+        };
+        let (verdict, why) = match setting {
+            "net.ipv4.tcp_window_scaling" => switch(
+                true,
+                "off: every window is capped at 64 KB",
+                "on: windows beyond 64 KB",
+            ),
+            "net.ipv4.tcp_sack" => switch(
+                true,
+                "off: a loss costs a window of retransmissions or a timeout",
+                "on: several losses per round trip are repaired at once",
+            ),
+            "net.ipv4.tcp_timestamps" => switch(
+                true,
+                "off: no RTT measurement per ACK and no PAWS at large windows",
+                "on: RTT per ACK, PAWS",
+            ),
+            "net.ipv4.tcp_moderate_rcvbuf" => switch(
+                true,
+                "off: receive buffers stay at tcp_rmem's default instead of growing to its maximum",
+                "on: receive buffers grow toward tcp_rmem's maximum",
+            ),
+            "net.ipv4.tcp_rmem" => buffer(num(2), "maximum", Verdict::Short),
+            "net.ipv4.tcp_wmem" => buffer(num(2), "maximum", Verdict::Short),
+            "net.core.rmem_max" | "net.core.wmem_max" => {
+                let (v, why) = buffer(num(0), "limit", Verdict::Advice);
+                (v, format!("{why} (only for applications that set SO_RCVBUF/SO_SNDBUF themselves)"))
+            }
+            "net.ipv4.tcp_slow_start_after_idle" => {
+                if num(0) == Some(0) {
+                    (Verdict::Ok, "off: an idle connection keeps its window".into())
+                } else {
+                    (
+                        Verdict::Advice,
+                        "on: a connection idle for one retransmission timeout starts again from the initial window"
+                            .into(),
+                    )
+                }
+            }
+            "net.ipv4.tcp_congestion_control" => {
+                let available = settings
+                    .get("net.ipv4.tcp_available_congestion_control")
+                    .map(String::as_str)
+                    .unwrap_or("");
+                let has_bbr = available.split(' ').any(|c| c == "bbr");
+                if value != "bbr" && has_bbr && need.is_some_and(|n| n.loss.is_some()) {
+                    (
+                        Verdict::Advice,
+                        "loss-based; bbr is available and is not held back by random loss".into(),
+                    )
+                } else {
+                    (Verdict::Info, "the default for new connections".into())
+                }
+            }
+            "net.ipv4.tcp_available_congestion_control" => {
+                (Verdict::Info, "what applications may choose".into())
+            }
+            "net.ipv4.tcp_ecn" => (
+                Verdict::Info,
+                match num(0) {
+                    Some(1) => "ECN requested and accepted",
+                    Some(2) => "ECN accepted when the peer asks, not requested",
+                    _ => "ECN off",
+                }
+                .into(),
+            ),
+            "net.ipv4.tcp_mtu_probing" => (
+                Verdict::Info,
+                match num(0) {
+                    Some(0) => "off: a path that drops ICMP 'fragmentation needed' can black-hole large segments",
+                    Some(1) => "after an ICMP black hole is detected",
+                    _ => "always",
+                }
+                .into(),
+            ),
+            _ => (Verdict::Info, String::new()),
+        };
+        out.push(Finding {
+            setting,
+            value: value.clone(),
+            verdict,
+            why,
+        });
+    }
+    out
+}
+
+fn parse_loss(loss: Option<&String>) -> Result<Option<f64>> {
+    loss.map(|l| parse_percent(l).context("--loss").map(|p| p.value()))
+        .transpose()
+}
+
+/// The path `host-check` is asked to check against, if any (bad flags
+/// are usage errors).
+pub fn host_need(args: &HostCheckArgs) -> Result<Option<Need>> {
+    match (&args.rate, &args.rtt) {
+        (Some(rate), Some(rtt)) => {
+            let (rate, rtt) = parse_path(rate, rtt)?;
+            Ok(Some(need(rate, rtt, 1448, parse_loss(args.loss.as_ref())?)))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// `wanopt host-check`: the report and whether something falls short.
+pub fn host_check(need: Option<&Need>) -> Result<(String, bool)> {
+    let settings = read_settings();
+    if settings.is_empty() {
+        bail!("cannot read /proc/sys/net (is /proc mounted?)");
+    }
+    let findings = check(&settings, need);
+    let mut out = String::new();
+    match need {
+        Some(n) => {
+            let _ = writeln!(
+                out,
+                "this host's TCP settings against {} at RTT {} (bandwidth-delay product {})",
+                rate_text(n.rate_bps as f64),
+                ms(n.rtt),
+                size_text(n.bdp)
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "this host's TCP settings (add --rate and --rtt to check the buffers against a path)"
+            );
+        }
+    }
+    let width = findings.iter().map(|f| f.setting.len()).max().unwrap_or(0);
+    let vwidth = findings.iter().map(|f| f.value.len()).max().unwrap_or(0);
+    for f in &findings {
+        let _ = writeln!(
+            out,
+            "{:<6}  {:<width$}  {:<vwidth$}  {}",
+            f.verdict.as_str(),
+            f.setting,
+            f.value,
+            f.why
+        );
+    }
+    let short = findings.iter().any(|f| f.verdict == Verdict::Short);
+    Ok((out, short))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(pairs: &[(&'static str, &str)]) -> BTreeMap<&'static str, String> {
+        pairs.iter().map(|(k, v)| (*k, v.to_string())).collect()
+    }
+
+    /// A Debian 12 host's defaults.
+    fn debian() -> BTreeMap<&'static str, String> {
+        host(&[
+            ("net.ipv4.tcp_window_scaling", "1"),
+            ("net.ipv4.tcp_sack", "1"),
+            ("net.ipv4.tcp_timestamps", "1"),
+            ("net.ipv4.tcp_moderate_rcvbuf", "1"),
+            ("net.ipv4.tcp_rmem", "4096 131072 6291456"),
+            ("net.ipv4.tcp_wmem", "4096 16384 4194304"),
+            ("net.core.rmem_max", "212992"),
+            ("net.core.wmem_max", "212992"),
+            ("net.ipv4.tcp_congestion_control", "cubic"),
+            (
+                "net.ipv4.tcp_available_congestion_control",
+                "reno cubic bbr",
+            ),
+            ("net.ipv4.tcp_slow_start_after_idle", "1"),
+            ("net.ipv4.tcp_ecn", "2"),
+            ("net.ipv4.tcp_mtu_probing", "0"),
+        ])
+    }
+
+    fn verdict(findings: &[Finding], setting: &str) -> Verdict {
+        findings
+            .iter()
+            .find(|f| f.setting == setting)
+            .map(|f| f.verdict)
+            .unwrap_or_else(|| panic!("{setting} missing"))
+    }
+
+    /// The reference's first experiment: 250 Mbit/s at 150 ms.
+    #[test]
+    fn the_need_of_a_long_fat_path() {
+        let n = need(250_000_000, Duration::from_millis(150), 1448, Some(0.01));
+        assert_eq!(n.bdp, 4_687_500);
+        // 65535 << 6 = 4,194,240 is short of it; << 7 = 8,388,480 holds it.
+        assert_eq!(n.shift, Some(7));
+        assert_eq!(n.buffer, 9_375_000);
+        assert!(
+            (n.unscaled_bps - 3_495_200.0).abs() < 1.0,
+            "{}",
+            n.unscaled_bps
+        );
+        // 3238 segments from 10: 2^9 = 512 > 323.8 > 2^8.
+        assert_eq!(n.slow_start_rtts, 9);
+        // 1448 B x 8 / 0.15 s x sqrt(1.5) / sqrt(0.01) = 945.83 kbit/s.
+        let (p, bound) = n.loss.unwrap_or_default();
+        assert_eq!(p, 0.01);
+        assert!((bound - 945_830.0).abs() < 1.0, "{bound}");
+        let text = window_text(&n);
+        assert!(
+            text.contains("bandwidth-delay product: 4687500 bytes (4.47 MiB, 3238 segments)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("shift at least 7 (largest window 8388480 bytes)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("without window scaling (64 KB): at most 3.5 Mbit/s (1.4% of the path)"),
+            "{text}"
+        );
+        assert!(text.contains("at least 9375000 bytes (8.94 MiB)"), "{text}");
+        assert!(
+            text.contains("slow start: 9 round trips (1.35 s)"),
+            "{text}"
+        );
+        assert!(text.contains("reaches about 945.83 kbit/s"), "{text}");
+    }
+
+    #[test]
+    fn rates_read_like_their_flags() {
+        assert_eq!(rate_text(250e6), "250 Mbit/s");
+        assert_eq!(rate_text(3_495_200.0), "3.5 Mbit/s");
+        assert_eq!(rate_text(167_772_160.0), "167.77 Mbit/s");
+        assert_eq!(rate_text(384e3), "384 kbit/s");
+        assert_eq!(rate_text(1e10), "10 Gbit/s");
+        assert_eq!(rate_text(500.0), "500 bit/s");
+    }
+
+    #[test]
+    fn small_and_huge_products() {
+        // 2 Mbit/s at 150 ms: 37.5 KB, no scaling, no slow start to speak of.
+        let n = need(2_000_000, Duration::from_millis(150), 1448, None);
+        assert_eq!((n.bdp, n.shift, n.slow_start_rtts), (37_500, Some(0), 2));
+        assert!(window_text(&n).contains("window scaling: not needed"));
+        assert!(window_text(&n).contains("at most 2 Mbit/s (100.0% of the path)"));
+        // 100 Gbit/s at 800 ms: 10 GB, beyond shift 14.
+        let n = need(100_000_000_000, Duration::from_millis(800), 1448, None);
+        assert_eq!(n.shift, None);
+        assert!(window_text(&n).contains("beyond TCP's largest window (1073725440 bytes"));
+        // 10 Gbit/s at 800 ms (the path-brokenness paper's far end): 1 GB, shift 14.
+        let n = need(10_000_000_000, Duration::from_millis(800), 1448, None);
+        assert_eq!(n.shift, Some(14));
+    }
+
+    #[test]
+    fn bad_paths_are_one_line_errors() {
+        let args = |rate: &str, rtt: &str, loss: Option<&str>, mss: u32| PathArgs {
+            rate: rate.into(),
+            rtt: rtt.into(),
+            loss: loss.map(Into::into),
+            mss,
+        };
+        for (a, needle) in [
+            (args("10mbps", "100ms", None, 1448), "--rate"),
+            (args("10mbit", "0ms", None, 1448), "above zero"),
+            (args("10mbit", "fast", None, 1448), "--rtt"),
+            (args("10mbit", "100ms", Some("150%"), 1448), "--loss"),
+            (args("10mbit", "100ms", None, 10), "below TCP's minimum"),
+            (args("10mbit", "100ms", None, 70_000), "16-bit"),
+        ] {
+            let e = window(&a)
+                .err()
+                .map(|e| format!("{e:#}"))
+                .unwrap_or_default();
+            assert!(e.contains(needle), "{needle:?} not in {e:?}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_default_host_against_the_long_fat_path() {
+        let n = need(250_000_000, Duration::from_millis(150), 1448, Some(0.001));
+        let f = check(&debian(), Some(&n));
+        assert_eq!(f.len(), SETTINGS.len());
+        assert_eq!(verdict(&f, "net.ipv4.tcp_window_scaling"), Verdict::Ok);
+        assert_eq!(verdict(&f, "net.ipv4.tcp_sack"), Verdict::Ok);
+        // 6 MiB and 4 MiB against 8.94 MiB.
+        assert_eq!(verdict(&f, "net.ipv4.tcp_rmem"), Verdict::Short);
+        assert_eq!(verdict(&f, "net.ipv4.tcp_wmem"), Verdict::Short);
+        let rmem = f
+            .iter()
+            .find(|x| x.setting == "net.ipv4.tcp_rmem")
+            .map(|x| x.why.clone());
+        // 3 MiB of window per 150 ms: 167.77 Mbit/s.
+        assert_eq!(
+            rmem.as_deref(),
+            Some("maximum 6.00 MiB < 8.94 MiB (twice the product): one connection reaches about 167.77 Mbit/s")
+        );
+        assert_eq!(verdict(&f, "net.core.rmem_max"), Verdict::Advice);
+        assert_eq!(
+            verdict(&f, "net.ipv4.tcp_slow_start_after_idle"),
+            Verdict::Advice
+        );
+        assert_eq!(
+            verdict(&f, "net.ipv4.tcp_congestion_control"),
+            Verdict::Advice
+        );
+        // A 2 Mbit/s path: the same host is fine.
+        let n = need(2_000_000, Duration::from_millis(150), 1448, None);
+        let f = check(&debian(), Some(&n));
+        assert_eq!(verdict(&f, "net.ipv4.tcp_rmem"), Verdict::Ok);
+        assert_eq!(
+            verdict(&f, "net.ipv4.tcp_congestion_control"),
+            Verdict::Info
+        );
+        assert!(!f.iter().any(|x| x.verdict == Verdict::Short));
+    }
+
+    #[test]
+    fn switches_off_fall_short_and_missing_settings_are_named() {
+        let mut h = debian();
+        h.insert("net.ipv4.tcp_window_scaling", "0".into());
+        h.insert("net.ipv4.tcp_sack", "0".into());
+        h.remove("net.ipv4.tcp_mtu_probing");
+        let f = check(&h, None);
+        assert_eq!(verdict(&f, "net.ipv4.tcp_window_scaling"), Verdict::Short);
+        assert_eq!(verdict(&f, "net.ipv4.tcp_sack"), Verdict::Short);
+        // Without a path the buffers are only shown.
+        assert_eq!(verdict(&f, "net.ipv4.tcp_rmem"), Verdict::Info);
+        let probing = f.iter().find(|x| x.setting == "net.ipv4.tcp_mtu_probing");
+        assert_eq!(probing.map(|x| x.value.as_str()), Some("absent"));
+    }
+}
