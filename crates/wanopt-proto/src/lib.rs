@@ -13,10 +13,13 @@
 //!   and when) and the loss monitor that turns it on.
 //! - [`codes`]: QUIC application error codes carried by stream resets and
 //!   connection closes.
+//! - [`probe`]: the datagrams of `wanopt probe` (RTT, and loss, reordering
+//!   and duplication per direction) and the reflector that answers them.
 
 pub mod codes;
 pub mod control;
 pub mod dup;
+pub mod probe;
 pub mod stream;
 
 pub use control::{control_len, Control, ControlRepr};

@@ -57,6 +57,10 @@ enum Command {
     /// control), checked against a path when given; exit code 3 when
     /// something falls short.
     HostCheck(cli::path::HostCheckArgs),
+    /// Probe a path with numbered UDP datagrams: round-trip time, and loss,
+    /// reordering and duplication in each direction (`--listen` at the far
+    /// end answers them).
+    Probe(cli::probe::ProbeArgs),
 }
 
 /// Exit code of a usage or configuration error.
@@ -200,6 +204,32 @@ fn main() -> ExitCode {
                     } else {
                         ExitCode::SUCCESS
                     }
+                }
+                Err(e) => fail(EXIT_FAILURE, &e),
+            }
+        }
+        Command::Probe(args) => {
+            if let Some(addr) = args.listen {
+                return match cli::probe::listen(addr) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => fail(EXIT_FAILURE, &e),
+                };
+            }
+            let (addr, interval) = match cli::probe::parse(&args) {
+                Ok(x) => x,
+                Err(e) => return fail(EXIT_USAGE, &e),
+            };
+            match cli::probe::probe(&args, addr, interval) {
+                Ok(report) => {
+                    if args.json {
+                        println!(
+                            "{}",
+                            serde_json::to_string_pretty(&report).unwrap_or_default()
+                        );
+                    } else {
+                        print!("{}", cli::probe::text(&report));
+                    }
+                    ExitCode::SUCCESS
                 }
                 Err(e) => fail(EXIT_FAILURE, &e),
             }

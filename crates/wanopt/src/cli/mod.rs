@@ -3,4 +3,5 @@
 pub mod cache;
 pub mod node;
 pub mod path;
+pub mod probe;
 pub mod status;

@@ -1,0 +1,430 @@
+//! `wanopt probe`: numbered UDP datagrams sent to a reflector and echoed
+//! back, to measure a path's round-trip time and, separately for each
+//! direction, its loss, reordering and duplication.
+//!
+//! Every datagram starts with a 44-byte header (big-endian), then padding
+//! up to the size the prober chose:
+//!
+//! ```text
+//! magic "WOPR" | version 1 | kind | 2 reserved (0) | seq u32 | echo_seq u32
+//! | sent_ns u64 | received u32 | duplicates u32 | reordered u32 | session u64
+//! ```
+//!
+//! - `Probe` (prober to reflector): `seq` numbers the probes from 0,
+//!   `sent_ns` is the prober's clock, `session` a random number per run.
+//! - `Echo` (reflector to prober), one per probe received: `seq` and
+//!   `sent_ns` copied, `echo_seq` numbers the echoes of the session from 0,
+//!   the counters are the reflector's so far.
+//! - `Report?` (prober) asks for the reflector's final counters; `Report`
+//!   carries them, with `echo_seq` = echoes sent.
+//!
+//! Forward loss is probes sent minus distinct probes the reflector
+//! received; reverse loss is echoes sent minus distinct echoes received.
+//! A packet "reordered" arrived after one with a higher number.
+
+use std::collections::HashMap;
+
+use thiserror::Error;
+
+/// The first bytes of every probe datagram.
+pub const MAGIC: [u8; 4] = *b"WOPR";
+/// The format's version.
+pub const VERSION: u8 = 1;
+/// Header bytes; a datagram may carry padding after them.
+pub const HEADER_LEN: usize = 44;
+/// The highest probe number a reflector tracks (a run of a million
+/// probes); higher numbers are ignored.
+pub const MAX_SEQ: u32 = 1 << 20;
+/// Sessions a reflector keeps counters for; the least recently heard
+/// one is forgotten first.
+pub const MAX_SESSIONS: usize = 64;
+
+/// What a datagram is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Prober to reflector.
+    Probe = 0,
+    /// Reflector to prober, one per probe received.
+    Echo = 1,
+    /// Prober to reflector: send the final counters.
+    ReportRequest = 2,
+    /// Reflector to prober: the final counters.
+    Report = 3,
+}
+
+/// One datagram's header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Packet {
+    /// What it is.
+    pub kind: Kind,
+    /// The probe's number.
+    pub seq: u32,
+    /// The echo's number (echoes sent, in a report).
+    pub echo_seq: u32,
+    /// The prober's send time, nanoseconds on its own clock.
+    pub sent_ns: u64,
+    /// Distinct probes the reflector received.
+    pub received: u32,
+    /// Probes the reflector received more than once.
+    pub duplicates: u32,
+    /// Probes that reached the reflector after a higher-numbered one.
+    pub reordered: u32,
+    /// The prober's run.
+    pub session: u64,
+}
+
+/// Why bytes are not a probe datagram.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ProbeError {
+    /// Fewer bytes than the header.
+    #[error("probe datagram of {0} bytes is shorter than the {HEADER_LEN}-byte header")]
+    Short(usize),
+    /// Not our magic.
+    #[error("not a wanopt probe datagram (bad magic)")]
+    Magic,
+    /// Another version.
+    #[error("probe format version {0} (this wanopt speaks {VERSION})")]
+    Version(u8),
+    /// An unknown kind.
+    #[error("unknown probe datagram kind {0}")]
+    Kind(u8),
+    /// Reserved bytes not zero.
+    #[error("probe datagram reserved bytes are not zero")]
+    Reserved,
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    let mut x = [0u8; 4];
+    x.copy_from_slice(&b[at..at + 4]);
+    u32::from_be_bytes(x)
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut x = [0u8; 8];
+    x.copy_from_slice(&b[at..at + 8]);
+    u64::from_be_bytes(x)
+}
+
+impl Packet {
+    /// Reads a datagram (padding after the header is ignored).
+    pub fn parse(b: &[u8]) -> Result<Packet, ProbeError> {
+        if b.len() < HEADER_LEN {
+            return Err(ProbeError::Short(b.len()));
+        }
+        if b[0..4] != MAGIC {
+            return Err(ProbeError::Magic);
+        }
+        if b[4] != VERSION {
+            return Err(ProbeError::Version(b[4]));
+        }
+        let kind = match b[5] {
+            0 => Kind::Probe,
+            1 => Kind::Echo,
+            2 => Kind::ReportRequest,
+            3 => Kind::Report,
+            k => return Err(ProbeError::Kind(k)),
+        };
+        if b[6] != 0 || b[7] != 0 {
+            return Err(ProbeError::Reserved);
+        }
+        Ok(Packet {
+            kind,
+            seq: u32_at(b, 8),
+            echo_seq: u32_at(b, 12),
+            sent_ns: u64_at(b, 16),
+            received: u32_at(b, 24),
+            duplicates: u32_at(b, 28),
+            reordered: u32_at(b, 32),
+            session: u64_at(b, 36),
+        })
+    }
+
+    /// The datagram, padded with zeros to `size` bytes (at least the header).
+    pub fn encode(&self, size: usize) -> Vec<u8> {
+        let mut b = Vec::with_capacity(size.max(HEADER_LEN));
+        b.extend_from_slice(&MAGIC);
+        b.push(VERSION);
+        b.push(self.kind as u8);
+        b.extend_from_slice(&[0, 0]);
+        b.extend_from_slice(&self.seq.to_be_bytes());
+        b.extend_from_slice(&self.echo_seq.to_be_bytes());
+        b.extend_from_slice(&self.sent_ns.to_be_bytes());
+        b.extend_from_slice(&self.received.to_be_bytes());
+        b.extend_from_slice(&self.duplicates.to_be_bytes());
+        b.extend_from_slice(&self.reordered.to_be_bytes());
+        b.extend_from_slice(&self.session.to_be_bytes());
+        b.resize(size.max(HEADER_LEN), 0);
+        b
+    }
+}
+
+/// Arrival bookkeeping of one numbered sequence: distinct, duplicate and
+/// late (after a higher number) arrivals.
+#[derive(Debug, Clone, Default)]
+pub struct Arrivals {
+    seen: Vec<u64>,
+    highest: Option<u32>,
+    /// Distinct numbers received.
+    pub received: u32,
+    /// Numbers received again.
+    pub duplicates: u32,
+    /// Arrivals after a higher number.
+    pub reordered: u32,
+}
+
+impl Arrivals {
+    /// Records number `n`; false when it is above [`MAX_SEQ`] (ignored).
+    pub fn record(&mut self, n: u32) -> bool {
+        if n >= MAX_SEQ {
+            return false;
+        }
+        let (word, bit) = ((n / 64) as usize, n % 64);
+        if self.seen.len() <= word {
+            self.seen.resize(word + 1, 0);
+        }
+        if self.seen[word] & (1 << bit) != 0 {
+            self.duplicates += 1;
+            return true;
+        }
+        self.seen[word] |= 1 << bit;
+        self.received += 1;
+        match self.highest {
+            Some(h) if n < h => self.reordered += 1,
+            _ => self.highest = Some(n),
+        }
+        true
+    }
+
+    /// Whether `n` arrived.
+    pub fn has(&self, n: u32) -> bool {
+        let word = (n / 64) as usize;
+        self.seen
+            .get(word)
+            .is_some_and(|w| w & (1 << (n % 64)) != 0)
+    }
+}
+
+#[derive(Debug, Default)]
+struct Session {
+    probes: Arrivals,
+    echoes_sent: u32,
+    last_heard: u64,
+}
+
+/// The reflector's side, sans-IO: a datagram in, the answer out.
+#[derive(Debug, Default)]
+pub struct Reflector {
+    sessions: HashMap<u64, Session>,
+    /// A logical clock for forgetting the least recently heard session.
+    tick: u64,
+}
+
+impl Reflector {
+    /// A reflector with no sessions.
+    pub fn new() -> Reflector {
+        Reflector::default()
+    }
+
+    /// Sessions it keeps counters for.
+    pub fn sessions(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// The answer to datagram `b`, if any (echoes and reports are not
+    /// answered; bytes that are not a probe datagram are an error).
+    pub fn handle(&mut self, b: &[u8]) -> Result<Option<Vec<u8>>, ProbeError> {
+        let p = Packet::parse(b)?;
+        if !matches!(p.kind, Kind::Probe | Kind::ReportRequest) {
+            return Ok(None);
+        }
+        self.tick += 1;
+        if !self.sessions.contains_key(&p.session) && self.sessions.len() >= MAX_SESSIONS {
+            if let Some(oldest) = self
+                .sessions
+                .iter()
+                .min_by_key(|(_, s)| s.last_heard)
+                .map(|(k, _)| *k)
+            {
+                self.sessions.remove(&oldest);
+            }
+        }
+        let s = self.sessions.entry(p.session).or_default();
+        s.last_heard = self.tick;
+        let mut answer = Packet {
+            kind: Kind::Echo,
+            echo_seq: s.echoes_sent,
+            ..p
+        };
+        match p.kind {
+            Kind::Probe => {
+                if !s.probes.record(p.seq) {
+                    return Ok(None);
+                }
+                s.echoes_sent += 1;
+            }
+            _ => {
+                answer.kind = Kind::Report;
+            }
+        }
+        answer.received = s.probes.received;
+        answer.duplicates = s.probes.duplicates;
+        answer.reordered = s.probes.reordered;
+        // An echo is as long as its probe, so both directions carry the
+        // same sizes; a report is a bare header.
+        let size = if p.kind == Kind::Probe {
+            b.len()
+        } else {
+            HEADER_LEN
+        };
+        Ok(Some(answer.encode(size)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn probe(seq: u32, session: u64) -> Packet {
+        Packet {
+            kind: Kind::Probe,
+            seq,
+            echo_seq: 0,
+            sent_ns: 1_000 + u64::from(seq),
+            received: 0,
+            duplicates: 0,
+            reordered: 0,
+            session,
+        }
+    }
+
+    #[test]
+    fn rejects_what_is_not_a_probe() {
+        let good = probe(7, 9).encode(100);
+        assert_eq!(good.len(), 100);
+        assert_eq!(Packet::parse(&good), Ok(probe(7, 9)));
+        assert_eq!(Packet::parse(&good[..43]), Err(ProbeError::Short(43)));
+        let mut bad = good.clone();
+        bad[0] = b'X';
+        assert_eq!(Packet::parse(&bad), Err(ProbeError::Magic));
+        let mut bad = good.clone();
+        bad[4] = 2;
+        assert_eq!(Packet::parse(&bad), Err(ProbeError::Version(2)));
+        let mut bad = good.clone();
+        bad[5] = 4;
+        assert_eq!(Packet::parse(&bad), Err(ProbeError::Kind(4)));
+        let mut bad = good;
+        bad[7] = 1;
+        assert_eq!(Packet::parse(&bad), Err(ProbeError::Reserved));
+    }
+
+    #[test]
+    fn the_reflector_counts_each_direction_of_arrivals() {
+        let mut r = Reflector::new();
+        let mut echoes = Vec::new();
+        // 0, 2, 1 (late), 2 again (duplicate), 5.
+        for seq in [0, 2, 1, 2, 5] {
+            let out = r.handle(&probe(seq, 1).encode(64)).ok().flatten();
+            let out = out.unwrap_or_default();
+            assert_eq!(out.len(), 64, "an echo is as long as its probe");
+            echoes.push(Packet::parse(&out).unwrap_or(probe(0, 0)));
+        }
+        assert_eq!(
+            echoes
+                .iter()
+                .map(|e| (e.kind, e.seq, e.echo_seq))
+                .collect::<Vec<_>>(),
+            vec![
+                (Kind::Echo, 0, 0),
+                (Kind::Echo, 2, 1),
+                (Kind::Echo, 1, 2),
+                (Kind::Echo, 2, 3),
+                (Kind::Echo, 5, 4),
+            ]
+        );
+        assert_eq!(echoes[4].sent_ns, 1_005, "the prober's time comes back");
+        let ask = Packet {
+            kind: Kind::ReportRequest,
+            ..probe(0, 1)
+        };
+        let report = r
+            .handle(&ask.encode(HEADER_LEN))
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        let report = Packet::parse(&report).unwrap_or(probe(0, 0));
+        assert_eq!(report.kind, Kind::Report);
+        assert_eq!(
+            (
+                report.echo_seq,
+                report.received,
+                report.duplicates,
+                report.reordered
+            ),
+            (5, 4, 1, 1)
+        );
+        // Another session has its own counters; echoes are not answered;
+        // garbage is an error, not an answer.
+        let other = r
+            .handle(&probe(0, 2).encode(44))
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        assert_eq!(Packet::parse(&other).map(|p| p.received), Ok(1));
+        assert_eq!(r.handle(&echoes[0].encode(44)), Ok(None));
+        assert!(r.handle(b"hello").is_err());
+        // Numbers beyond MAX_SEQ are ignored.
+        assert_eq!(r.handle(&probe(MAX_SEQ, 1).encode(44)), Ok(None));
+    }
+
+    #[test]
+    fn sessions_are_bounded() {
+        let mut r = Reflector::new();
+        for session in 0..(MAX_SESSIONS as u64 + 10) {
+            let _ = r.handle(&probe(0, session).encode(44));
+        }
+        assert_eq!(r.sessions(), MAX_SESSIONS);
+        // The oldest went first: session 0 starts again from nothing.
+        let out = r
+            .handle(&probe(1, 0).encode(44))
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        assert_eq!(Packet::parse(&out).map(|p| p.received), Ok(1));
+    }
+
+    proptest! {
+        #[test]
+        fn round_trip(seq: u32, echo_seq: u32, sent_ns: u64, received: u32, duplicates: u32,
+                      reordered: u32, session: u64, kind in 0u8..4, pad in 0usize..200) {
+            let kind = [Kind::Probe, Kind::Echo, Kind::ReportRequest, Kind::Report][kind as usize];
+            let p = Packet { kind, seq, echo_seq, sent_ns, received, duplicates, reordered, session };
+            let bytes = p.encode(HEADER_LEN + pad);
+            prop_assert_eq!(bytes.len(), HEADER_LEN + pad);
+            prop_assert_eq!(Packet::parse(&bytes), Ok(p));
+        }
+
+        #[test]
+        fn arrivals_match_a_naive_model(seq in proptest::collection::vec(0u32..300, 0..400)) {
+            let mut a = Arrivals::default();
+            let mut seen = std::collections::BTreeSet::new();
+            let (mut dups, mut late, mut highest) = (0, 0, None::<u32>);
+            for n in &seq {
+                a.record(*n);
+                if !seen.insert(*n) {
+                    dups += 1;
+                } else if highest.is_some_and(|h| *n < h) {
+                    late += 1;
+                } else {
+                    highest = Some(*n);
+                }
+            }
+            prop_assert_eq!(a.received as usize, seen.len());
+            prop_assert_eq!(a.duplicates, dups);
+            prop_assert_eq!(a.reordered, late);
+            for n in 0..300 {
+                prop_assert_eq!(a.has(n), seen.contains(&n));
+            }
+        }
+    }
+}

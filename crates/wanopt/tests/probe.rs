@@ -1,0 +1,166 @@
+//! `wanopt probe` against the lab's emulator: the round-trip time it
+//! measures is the emulated one, and what it counts per direction (loss,
+//! duplication, reordering) is what the emulator's own counters say it
+//! did. Needs root (network namespaces); the lab's prefix is `wpt-`.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::process::{Child, Command, Output};
+use std::time::Duration;
+
+use common::BIN;
+
+const PREFIX: &str = "wpt-";
+
+fn wanopt(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .env("WANOPT_LAB_PREFIX", PREFIX)
+        .output()
+        .unwrap()
+}
+
+/// A lab with a reflector in `server`; both gone when dropped.
+struct Lab {
+    reflector: Child,
+    server: String,
+}
+
+impl Lab {
+    fn up(link: &[&str]) -> Lab {
+        let _ = wanopt(&["lab", "down"]);
+        let mut args = vec!["lab", "up"];
+        args.extend_from_slice(link);
+        let out = wanopt(&args);
+        assert!(out.status.success(), "{out:?}");
+        let addr = wanopt(&["lab", "addr", "server"]);
+        let server = String::from_utf8_lossy(&addr.stdout).trim().to_string();
+        let reflector = Command::new("ip")
+            .args(["netns", "exec", &format!("{PREFIX}server"), BIN])
+            .args(["probe", "--listen", "0.0.0.0:7009"])
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        Lab { reflector, server }
+    }
+
+    /// Probes the server from the client; the JSON report.
+    fn probe(&self) -> serde_json::Value {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &format!("{PREFIX}client"), BIN, "probe"])
+            .arg(format!("{}:7009", self.server))
+            .args(["--count", "1000", "--interval", "2ms", "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// The emulator's counters: (direction, name) to value.
+    fn counters(&self) -> BTreeMap<(String, String), u64> {
+        let out = wanopt(&["lab", "status"]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut section = String::new();
+        let mut map = BTreeMap::new();
+        for line in text.lines() {
+            let line = line.trim();
+            if let Some(s) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+                section = s.to_string();
+            } else if let [name, value] = line.split_whitespace().collect::<Vec<_>>()[..] {
+                if let Ok(v) = value.parse() {
+                    map.insert((section.clone(), name.to_string()), v);
+                }
+            }
+        }
+        map
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = self.reflector.kill();
+        let _ = self.reflector.wait();
+        let _ = wanopt(&["lab", "down"]);
+    }
+}
+
+fn root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+fn u(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+/// Probe datagrams lost, duplicated or reordered per direction within the
+/// emulator's counts of the same; the report exchange at the end (up to
+/// five requests and answers) may add to the emulator's.
+fn within(probe: u64, emulator: u64, what: &str) {
+    assert!(
+        probe <= emulator && emulator <= probe + 5,
+        "{what}: probe {probe}, emulator {emulator}"
+    );
+}
+
+#[test]
+fn probe_measures_what_the_emulator_does() {
+    if !root() {
+        eprintln!("skipped: needs root for network namespaces");
+        return;
+    }
+    // Loss: 3% each way on a 60 ms round trip.
+    let lab = Lab::up(&["--rtt", "60ms", "--loss", "3%", "--seed", "7"]);
+    let r = lab.probe();
+    let c = lab.counters();
+    let rtt = &r["rtt"];
+    let min = rtt["min_ms"].as_f64().unwrap_or(0.0);
+    assert!((60.0..61.5).contains(&min), "{rtt}");
+    assert!(rtt["median_ms"].as_f64().unwrap_or(0.0) < 62.0, "{rtt}");
+    for (dir, way) in [("forward", "up"), ("reverse", "down")] {
+        let d = &r[dir];
+        let lost = u(&d["lost"]);
+        assert!(lost > 0, "{dir}: {d}");
+        within(lost, c[&(way.into(), "link.dropped_loss".into())], dir);
+        assert_eq!((u(&d["reordered"]), u(&d["duplicated"])), (0, 0), "{d}");
+    }
+    assert_eq!(u(&r["forward"]["sent"]), 1000);
+    drop(lab);
+
+    // Reordering and duplication, no loss.
+    let lab = Lab::up(&[
+        "--rtt",
+        "60ms",
+        "--reorder",
+        "5%",
+        "--duplicate",
+        "2%",
+        "--seed",
+        "7",
+    ]);
+    let r = lab.probe();
+    let c = lab.counters();
+    for (dir, way) in [("forward", "up"), ("reverse", "down")] {
+        let d = &r[dir];
+        assert_eq!(u(&d["lost"]), 0, "{d}");
+        let dups = u(&d["duplicated"]);
+        assert!(dups > 0, "{d}");
+        within(dups, c[&(way.into(), "link.duplicated".into())], dir);
+        // A held-back datagram is seen late only when the next one passed
+        // it: at most as many as the emulator held back.
+        let late = u(&d["reordered"]);
+        assert!(
+            late > 0 && late <= c[&(way.into(), "link.reordered".into())],
+            "{dir}: {d}"
+        );
+    }
+    // Each duplicated probe was echoed once more.
+    assert_eq!(
+        u(&r["reverse"]["sent"]),
+        1000 + u(&r["forward"]["duplicated"])
+    );
+}
