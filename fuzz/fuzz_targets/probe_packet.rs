@@ -8,7 +8,7 @@ use wanopt_proto::probe::{Packet, Reflector, HEADER_LEN};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(p) = Packet::parse(data) {
-        let emitted = p.encode(data.len());
+        let emitted = p.emit(data.len());
         assert_eq!(&emitted[..HEADER_LEN], &data[..HEADER_LEN]);
         assert_eq!(Packet::parse(&emitted), Ok(p));
     }

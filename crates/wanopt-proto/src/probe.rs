@@ -140,7 +140,7 @@ impl Packet {
     }
 
     /// The datagram, padded with zeros to `size` bytes (at least the header).
-    pub fn encode(&self, size: usize) -> Vec<u8> {
+    pub fn emit(&self, size: usize) -> Vec<u8> {
         let mut b = Vec::with_capacity(size.max(HEADER_LEN));
         b.extend_from_slice(&MAGIC);
         b.push(VERSION);
@@ -276,7 +276,7 @@ impl Reflector {
         } else {
             HEADER_LEN
         };
-        Ok(Some(answer.encode(size)))
+        Ok(Some(answer.emit(size)))
     }
 }
 
@@ -300,7 +300,7 @@ mod tests {
 
     #[test]
     fn rejects_what_is_not_a_probe() {
-        let good = probe(7, 9).encode(100);
+        let good = probe(7, 9).emit(100);
         assert_eq!(good.len(), 100);
         assert_eq!(Packet::parse(&good), Ok(probe(7, 9)));
         assert_eq!(Packet::parse(&good[..43]), Err(ProbeError::Short(43)));
@@ -324,7 +324,7 @@ mod tests {
         let mut echoes = Vec::new();
         // 0, 2, 1 (late), 2 again (duplicate), 5.
         for seq in [0, 2, 1, 2, 5] {
-            let out = r.handle(&probe(seq, 1).encode(64)).ok().flatten();
+            let out = r.handle(&probe(seq, 1).emit(64)).ok().flatten();
             let out = out.unwrap_or_default();
             assert_eq!(out.len(), 64, "an echo is as long as its probe");
             echoes.push(Packet::parse(&out).unwrap_or(probe(0, 0)));
@@ -348,7 +348,7 @@ mod tests {
             ..probe(0, 1)
         };
         let report = r
-            .handle(&ask.encode(HEADER_LEN))
+            .handle(&ask.emit(HEADER_LEN))
             .ok()
             .flatten()
             .unwrap_or_default();
@@ -366,27 +366,27 @@ mod tests {
         // Another session has its own counters; echoes are not answered;
         // garbage is an error, not an answer.
         let other = r
-            .handle(&probe(0, 2).encode(44))
+            .handle(&probe(0, 2).emit(44))
             .ok()
             .flatten()
             .unwrap_or_default();
         assert_eq!(Packet::parse(&other).map(|p| p.received), Ok(1));
-        assert_eq!(r.handle(&echoes[0].encode(44)), Ok(None));
+        assert_eq!(r.handle(&echoes[0].emit(44)), Ok(None));
         assert!(r.handle(b"hello").is_err());
         // Numbers beyond MAX_SEQ are ignored.
-        assert_eq!(r.handle(&probe(MAX_SEQ, 1).encode(44)), Ok(None));
+        assert_eq!(r.handle(&probe(MAX_SEQ, 1).emit(44)), Ok(None));
     }
 
     #[test]
     fn sessions_are_bounded() {
         let mut r = Reflector::new();
         for session in 0..(MAX_SESSIONS as u64 + 10) {
-            let _ = r.handle(&probe(0, session).encode(44));
+            let _ = r.handle(&probe(0, session).emit(44));
         }
         assert_eq!(r.sessions(), MAX_SESSIONS);
         // The oldest went first: session 0 starts again from nothing.
         let out = r
-            .handle(&probe(1, 0).encode(44))
+            .handle(&probe(1, 0).emit(44))
             .ok()
             .flatten()
             .unwrap_or_default();
@@ -399,7 +399,7 @@ mod tests {
                       reordered: u32, session: u64, kind in 0u8..4, pad in 0usize..200) {
             let kind = [Kind::Probe, Kind::Echo, Kind::ReportRequest, Kind::Report][kind as usize];
             let p = Packet { kind, seq, echo_seq, sent_ns, received, duplicates, reordered, session };
-            let bytes = p.encode(HEADER_LEN + pad);
+            let bytes = p.emit(HEADER_LEN + pad);
             prop_assert_eq!(bytes.len(), HEADER_LEN + pad);
             prop_assert_eq!(Packet::parse(&bytes), Ok(p));
         }

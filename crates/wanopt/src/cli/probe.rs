@@ -250,7 +250,7 @@ pub fn probe(args: &ProbeArgs, addr: SocketAddr, interval: Duration) -> Result<R
         if seq < count && now >= next {
             let t = now - start;
             let p = packet(Kind::Probe, seq, t.as_nanos() as u64);
-            match sock.send(&p.encode(args.size)) {
+            match sock.send(&p.emit(args.size)) {
                 Ok(_) => {}
                 Err(e) if e.kind() == ErrorKind::ConnectionRefused => refused = true,
                 Err(e) => return Err(e).context("sending a probe"),
@@ -307,7 +307,7 @@ pub fn probe(args: &ProbeArgs, addr: SocketAddr, interval: Duration) -> Result<R
     let wait = (max_rtt * 3).max(Duration::from_millis(500));
     let mut report = None;
     'ask: for _ in 0..5 {
-        let _ = sock.send(&packet(Kind::ReportRequest, 0, 0).encode(HEADER_LEN));
+        let _ = sock.send(&packet(Kind::ReportRequest, 0, 0).emit(HEADER_LEN));
         let until = Instant::now() + wait;
         while let Some(left) = until.checked_duration_since(Instant::now()) {
             sock.set_read_timeout(Some(left.max(Duration::from_micros(50))))?;
