@@ -182,8 +182,10 @@ impl Arrivals {
         if self.seen.len() <= word {
             self.seen.resize(word + 1, 0);
         }
+        // A peer may repeat a number without end: duplicates saturate.
+        // `received` and `reordered` count distinct numbers below MAX_SEQ.
         if self.seen[word] & (1 << bit) != 0 {
-            self.duplicates += 1;
+            self.duplicates = self.duplicates.saturating_add(1);
             return true;
         }
         self.seen[word] |= 1 << bit;
@@ -260,7 +262,7 @@ impl Reflector {
                 if !s.probes.record(p.seq) {
                     return Ok(None);
                 }
-                s.echoes_sent += 1;
+                s.echoes_sent = s.echoes_sent.saturating_add(1);
             }
             _ => {
                 answer.kind = Kind::Report;
