@@ -98,6 +98,8 @@ pub struct Rtt {
 pub struct Report {
     /// The reflector.
     pub target: String,
+    /// Probes sent.
+    pub probes: u32,
     /// Payload bytes per datagram.
     pub size: usize,
     /// Time between probes, milliseconds.
@@ -335,6 +337,7 @@ pub fn probe(args: &ProbeArgs, addr: SocketAddr, interval: Duration) -> Result<R
     };
     Ok(Report {
         target: addr.to_string(),
+        probes: count,
         size: args.size,
         interval_ms: interval.as_secs_f64() * 1000.0,
         rtt: rtt_stats(&rtts),
@@ -356,10 +359,7 @@ pub fn text(r: &Report) -> String {
     let _ = writeln!(
         out,
         "probe {}: {} probes of {} bytes every {} ms",
-        r.target,
-        r.forward.as_ref().map(|f| f.sent).unwrap_or_default(),
-        r.size,
-        r.interval_ms
+        r.target, r.probes, r.size, r.interval_ms
     );
     if let Some(t) = &r.rtt {
         let _ = writeln!(
@@ -408,6 +408,27 @@ mod tests {
             direction_line(&d),
             "30 of 1000 lost (3.00%), 2 reordered, 1 duplicated"
         );
+    }
+
+    /// Without the reflector's counters the report still says what was
+    /// sent, and that the per-direction loss is unknown.
+    #[test]
+    fn a_report_without_the_reflectors_counters() {
+        let r = Report {
+            target: "192.0.2.1:7009".into(),
+            probes: 1000,
+            size: 200,
+            interval_ms: 10.0,
+            rtt: rtt_stats(&[Some(60.0)]),
+            forward: None,
+            reverse: None,
+        };
+        let t = text(&r);
+        assert!(
+            t.starts_with("probe 192.0.2.1:7009: 1000 probes of 200 bytes every 10 ms\n"),
+            "{t}"
+        );
+        assert!(t.contains("loss per direction: unknown"), "{t}");
     }
 
     #[test]
