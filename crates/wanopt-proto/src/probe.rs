@@ -300,6 +300,11 @@ mod tests {
         }
     }
 
+    /// The reflector's answer to `datagram` (empty when none).
+    fn answer(r: &mut Reflector, datagram: &[u8]) -> Vec<u8> {
+        r.handle(datagram).ok().flatten().unwrap_or_default()
+    }
+
     #[test]
     fn rejects_what_is_not_a_probe() {
         let good = probe(7, 9).emit(100);
@@ -326,8 +331,7 @@ mod tests {
         let mut echoes = Vec::new();
         // 0, 2, 1 (late), 2 again (duplicate), 5.
         for seq in [0, 2, 1, 2, 5] {
-            let out = r.handle(&probe(seq, 1).emit(64)).ok().flatten();
-            let out = out.unwrap_or_default();
+            let out = answer(&mut r, &probe(seq, 1).emit(64));
             assert_eq!(out.len(), 64, "an echo is as long as its probe");
             echoes.push(Packet::parse(&out).unwrap_or(probe(0, 0)));
         }
@@ -349,11 +353,7 @@ mod tests {
             kind: Kind::ReportRequest,
             ..probe(0, 1)
         };
-        let report = r
-            .handle(&ask.emit(HEADER_LEN))
-            .ok()
-            .flatten()
-            .unwrap_or_default();
+        let report = answer(&mut r, &ask.emit(HEADER_LEN));
         let report = Packet::parse(&report).unwrap_or(probe(0, 0));
         assert_eq!(report.kind, Kind::Report);
         assert_eq!(
@@ -367,11 +367,7 @@ mod tests {
         );
         // Another session has its own counters; echoes are not answered;
         // garbage is an error, not an answer.
-        let other = r
-            .handle(&probe(0, 2).emit(44))
-            .ok()
-            .flatten()
-            .unwrap_or_default();
+        let other = answer(&mut r, &probe(0, 2).emit(44));
         assert_eq!(Packet::parse(&other).map(|p| p.received), Ok(1));
         assert_eq!(r.handle(&echoes[0].emit(44)), Ok(None));
         assert!(r.handle(b"hello").is_err());
@@ -387,11 +383,7 @@ mod tests {
         }
         assert_eq!(r.sessions(), MAX_SESSIONS);
         // The oldest went first: session 0 starts again from nothing.
-        let out = r
-            .handle(&probe(1, 0).emit(44))
-            .ok()
-            .flatten()
-            .unwrap_or_default();
+        let out = answer(&mut r, &probe(1, 0).emit(44));
         assert_eq!(Packet::parse(&out).map(|p| p.received), Ok(1));
     }
 

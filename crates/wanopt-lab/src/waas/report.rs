@@ -250,13 +250,17 @@ fn goals(out: &mut String, results: &Results) {
     out.push('\n');
 }
 
+/// The files the cold goal covers: Word and Excel ("on compressible files").
+fn compressible(r: &Row) -> bool {
+    r.file.ends_with(".doc") || r.file.ends_with(".xls")
+}
+
 /// Goal 1 with the rows' times read by `time`.
 fn cold_goal(out: &mut String, results: &Results, time: Time, how: &str) {
     let mut better = Vec::new();
     let mut worse = Vec::new();
     for r in results.rows.iter().filter(|r| r.mode == "cold") {
-        let compressible = r.file.ends_with(".doc") || r.file.ends_with(".xls");
-        if let (true, Some(ours), Some(theirs)) = (compressible, time(r), r.reference_seconds) {
+        if let (true, Some(ours), Some(theirs)) = (compressible(r), time(r), r.reference_seconds) {
             let line = format!(
                 "{} {}: {} s vs {} s",
                 r.test,
@@ -314,11 +318,10 @@ fn cold_floors(out: &mut String, results: &Results) {
     let rtt = up.delay + down.delay;
     let mut lines = Vec::new();
     for r in results.rows.iter().filter(|r| r.mode == "cold") {
-        let compressible = r.file.ends_with(".doc") || r.file.ends_with(".xls");
         let Some(theirs) = r.reference_seconds else {
             continue;
         };
-        if !compressible || r.seconds <= theirs {
+        if !compressible(r) || r.seconds <= theirs {
             continue;
         }
         let line_time = |bytes: u64, leg: Leg| bytes as f64 * 8.0 / leg.rate;

@@ -218,7 +218,8 @@ pub fn probe(args: &ProbeArgs, addr: SocketAddr, interval: Duration) -> Result<R
     let session = random_session();
     let count = args.count;
     let start = Instant::now();
-    let mut sent_at: Vec<Option<Duration>> = vec![None; count as usize];
+    // Send times of the probes sent so far, by number.
+    let mut sent_at: Vec<Duration> = Vec::with_capacity(count as usize);
     let mut rtts: Vec<Option<f64>> = vec![None; count as usize];
     let mut echoes = Arrivals::default();
     let mut buf = vec![0u8; 65_536];
@@ -257,7 +258,7 @@ pub fn probe(args: &ProbeArgs, addr: SocketAddr, interval: Duration) -> Result<R
                 Err(e) if e.kind() == ErrorKind::ConnectionRefused => refused = true,
                 Err(e) => return Err(e).context("sending a probe"),
             }
-            sent_at[seq as usize] = Some(t);
+            sent_at.push(t);
             seq += 1;
             next += interval;
             last_send = now;
@@ -287,7 +288,7 @@ pub fn probe(args: &ProbeArgs, addr: SocketAddr, interval: Duration) -> Result<R
                 }
                 echoes.record(p.echo_seq);
                 let i = p.seq as usize;
-                if let (Some(Some(at)), Some(None)) = (sent_at.get(i), rtts.get(i)) {
+                if let (Some(at), Some(None)) = (sent_at.get(i), rtts.get(i)) {
                     let rtt = start.elapsed().saturating_sub(*at);
                     max_rtt = max_rtt.max(rtt);
                     rtts[i] = Some(rtt.as_secs_f64() * 1000.0);
@@ -431,16 +432,25 @@ mod tests {
         assert!(t.contains("loss per direction: unknown"), "{t}");
     }
 
-    #[test]
-    fn bad_flags_are_errors() {
-        let args = |target: &str, interval: &str, size: usize, count: u32| ProbeArgs {
+    fn args(target: &str, interval: &str, size: usize, count: u32) -> ProbeArgs {
+        ProbeArgs {
             target: Some(target.into()),
             listen: None,
             count,
             interval: interval.into(),
             size,
             json: false,
-        };
+        }
+    }
+
+    /// A loopback UDP address nothing listens on (bound, then released).
+    fn free_addr() -> SocketAddr {
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+        sock.local_addr().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn bad_flags_are_errors() {
         for (a, needle) in [
             (args("nowhere", "10ms", 200, 10), "expected HOST:PORT"),
             (args("127.0.0.1:9", "often", 200, 10), "--interval"),
@@ -460,19 +470,10 @@ mod tests {
     /// counter agrees.
     #[test]
     fn probing_a_reflector_on_loopback() {
-        let sock = UdpSocket::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
-        let addr = sock.local_addr().unwrap_or_else(|e| panic!("{e}"));
-        drop(sock);
+        let addr = free_addr();
         std::thread::spawn(move || listen(addr));
         std::thread::sleep(Duration::from_millis(100));
-        let args = ProbeArgs {
-            target: Some(addr.to_string()),
-            listen: None,
-            count: 200,
-            interval: "1ms".into(),
-            size: 100,
-            json: false,
-        };
+        let args = args(&addr.to_string(), "1ms", 100, 200);
         let (addr, interval) = parse(&args).unwrap_or_else(|e| panic!("{e}"));
         let r = probe(&args, addr, interval).unwrap_or_else(|e| panic!("{e}"));
         let f = r.forward.clone().unwrap_or_else(|| panic!("no report"));
@@ -490,17 +491,8 @@ mod tests {
 
     #[test]
     fn no_reflector_is_a_clear_error() {
-        let sock = UdpSocket::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
-        let addr = sock.local_addr().unwrap_or_else(|e| panic!("{e}"));
-        drop(sock);
-        let args = ProbeArgs {
-            target: Some(addr.to_string()),
-            listen: None,
-            count: 5,
-            interval: "1ms".into(),
-            size: 100,
-            json: false,
-        };
+        let addr = free_addr();
+        let args = args(&addr.to_string(), "1ms", 100, 5);
         let e = probe(&args, addr, Duration::from_millis(1))
             .err()
             .map(|e| e.to_string())
