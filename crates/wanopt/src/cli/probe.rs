@@ -188,6 +188,12 @@ pub fn listen(addr: SocketAddr) -> Result<()> {
         "wanopt probe: answering probes on {}",
         sock.local_addr().unwrap_or(addr)
     );
+    reflect(&sock)
+}
+
+/// Answers probes arriving on `sock` until an error other than an
+/// interruption or a stale ICMP error.
+fn reflect(sock: &UdpSocket) -> Result<()> {
     let mut reflector = Reflector::new();
     let mut buf = vec![0u8; 65_536];
     loop {
@@ -470,9 +476,10 @@ mod tests {
     /// counter agrees.
     #[test]
     fn probing_a_reflector_on_loopback() {
-        let addr = free_addr();
-        std::thread::spawn(move || listen(addr));
-        std::thread::sleep(Duration::from_millis(100));
+        // Bound here, so nothing else can take the port before it answers.
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+        let addr = sock.local_addr().unwrap_or_else(|e| panic!("{e}"));
+        std::thread::spawn(move || reflect(&sock));
         let args = args(&addr.to_string(), "1ms", 100, 200);
         let (addr, interval) = parse(&args).unwrap_or_else(|e| panic!("{e}"));
         let r = probe(&args, addr, interval).unwrap_or_else(|e| panic!("{e}"));

@@ -10,20 +10,61 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_wanopt");
 
-/// A free loopback TCP port (bound, then released).
-pub fn free_tcp() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
+/// A loopback address on which both a TCP and a UDP bind succeed now, for a
+/// node started next to listen on.
+///
+/// Ports come from below the kernel's ephemeral range and from a counter
+/// shared by the process's tests. A port the kernel handed out for `:0` and
+/// released can be taken by any outgoing connection before the node binds it
+/// (it happened: `Address already in use` for a forward listener while
+/// another test opened two hundred connections); outside the ephemeral range
+/// no connection is given one, and the counter keeps this binary's tests off
+/// each other's ports.
+fn free_port() -> SocketAddr {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let (low, span) = test_port_range();
+    // Binaries (or clones) running at once start at different places.
+    let start = std::process::id() % span;
+    for _ in 0..span {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = u16::try_from(low + (start + n) % span).expect("port range");
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        if TcpListener::bind(addr).is_ok() && UdpSocket::bind(addr).is_ok() {
+            return addr;
+        }
+    }
+    panic!("no free loopback port in {low}..{}", low + span);
 }
 
-/// A free loopback UDP port.
+/// The ports tests may use: up to 10,000 below the kernel's ephemeral range
+/// (or above it when it starts too low), never under 1024.
+fn test_port_range() -> (u32, u32) {
+    let range =
+        std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default();
+    let mut it = range
+        .split_whitespace()
+        .filter_map(|v| v.parse::<u32>().ok());
+    let (lo, hi) = (it.next().unwrap_or(32768), it.next().unwrap_or(60999));
+    if lo >= 1024 + 2000 {
+        let span = (lo - 1024).min(10_000);
+        (lo - span, span)
+    } else if hi < 65_535 - 2000 {
+        (hi + 1, (65_535 - hi).min(10_000))
+    } else {
+        // The ephemeral range covers nearly every port: share it.
+        (1024, 10_000)
+    }
+}
+
+/// A free loopback TCP port (see [`free_port`]).
+pub fn free_tcp() -> SocketAddr {
+    free_port()
+}
+
+/// A free loopback UDP port (see [`free_port`]).
 pub fn free_udp() -> SocketAddr {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
+    free_port()
 }
 
 pub struct Keys {
