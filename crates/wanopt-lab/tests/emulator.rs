@@ -172,44 +172,66 @@ fn sys_counter(lab: &Lab, node: Node, dev: &str, name: &str) -> Result<u64, Stri
 /// wake-up from idle adds a millisecond to some pings, and CI saw averages
 /// 0.8 ms high on an otherwise idle machine), while an emulator that is
 /// systematically late, or early, moves the minimum too. Average and maximum
-/// are printed beside it.
+/// are printed beside it. Early fails at once; late is measured again, up to
+/// three times in all, since a busy machine can hold every ping of one
+/// attempt back (CI saw a minimum 0.504 ms late at 100 ms while a compiler
+/// ran beside it).
 fn rtt_matches_setting() -> TestResult {
+    const ATTEMPTS: u32 = 3;
     for rtt_ms in [0u64, 10, 100, 800] {
-        let guard = up(LinkOptions {
-            rtt: Some(format!("{rtt_ms}ms")),
-            ..LinkOptions::default()
-        })?;
-        let out = run_in(
-            &guard.0,
-            Node::Client,
-            "ping",
-            &["-n", "-c", "10", "-i", "0.2", SERVER_ADDR],
-        )?;
-        let text = stdout_of(&out);
-        let stats = text
-            .lines()
-            .find(|l| l.contains("min/avg/max"))
-            .ok_or_else(|| format!("no ping summary: {text}"))?;
-        let numbers: Vec<f64> = stats
-            .split('=')
-            .nth(1)
-            .unwrap_or("")
-            .trim()
-            .trim_end_matches(" ms")
-            .split('/')
-            .filter_map(|v| v.parse().ok())
-            .collect();
-        let min = *numbers.first().ok_or("bad ping summary")?;
-        let avg = *numbers.get(1).ok_or("bad ping summary")?;
-        let max = *numbers.get(2).ok_or("bad ping summary")?;
-        println!("  rtt {rtt_ms} ms: ping min {min:.3} ms avg {avg:.3} ms max {max:.3} ms");
-        if (min - rtt_ms as f64).abs() > 0.5 {
-            return Err(format!(
-                "rtt {rtt_ms} ms: ping minimum {min} ms is off by more than 0.5 ms"
-            ));
+        for attempt in 1..=ATTEMPTS {
+            let min = ping_min(rtt_ms)?;
+            let off = min - rtt_ms as f64;
+            if off < -0.5 {
+                return Err(format!(
+                    "rtt {rtt_ms} ms: ping minimum {min} ms is more than 0.5 ms early"
+                ));
+            }
+            if off <= 0.5 {
+                break;
+            }
+            if attempt == ATTEMPTS {
+                return Err(format!(
+                    "rtt {rtt_ms} ms: ping minimum {min} ms is more than 0.5 ms late in each of {ATTEMPTS} attempts"
+                ));
+            }
+            println!("  rtt {rtt_ms} ms: {off:.3} ms late, measuring again");
         }
     }
     Ok(())
+}
+
+/// Ping's minimum of 10 across a fresh lab whose link has `rtt_ms`.
+fn ping_min(rtt_ms: u64) -> Result<f64, String> {
+    let guard = up(LinkOptions {
+        rtt: Some(format!("{rtt_ms}ms")),
+        ..LinkOptions::default()
+    })?;
+    let out = run_in(
+        &guard.0,
+        Node::Client,
+        "ping",
+        &["-n", "-c", "10", "-i", "0.2", SERVER_ADDR],
+    )?;
+    let text = stdout_of(&out);
+    let stats = text
+        .lines()
+        .find(|l| l.contains("min/avg/max"))
+        .ok_or_else(|| format!("no ping summary: {text}"))?;
+    let numbers: Vec<f64> = stats
+        .split('=')
+        .nth(1)
+        .unwrap_or("")
+        .trim()
+        .trim_end_matches(" ms")
+        .split('/')
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    let min = *numbers.first().ok_or("bad ping summary")?;
+    let avg = *numbers.get(1).ok_or("bad ping summary")?;
+    let max = *numbers.get(2).ok_or("bad ping summary")?;
+    println!("  rtt {rtt_ms} ms: ping min {min:.3} ms avg {avg:.3} ms max {max:.3} ms");
+    Ok(min)
 }
 
 /// Delivered rate within 2% of the setting from 1 Mbit/s to 1 Gbit/s: an
