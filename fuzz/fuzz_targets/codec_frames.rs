@@ -3,6 +3,9 @@
 //! unbounded allocation; and any input split by the first byte round-trips
 //! through encoder and decoder, with the stream compressor freed between
 //! pieces or not.
+//!
+//! `CFLAGS=-fno-sanitize-address-use-after-scope cargo fuzz run
+//! codec_frames` (see the README's note on zstd's slowest levels).
 
 #![no_main]
 
@@ -65,12 +68,17 @@ fuzz_target!(|data: &[u8]| {
     }
 
     // 2. Round trip: encode `data` in pieces, decode, compare; with LZ4
-    //    (the default) and with zstd (runs continuing one stream), the
+    //    (the default), with zstd and with LZMA2 (runs continuing one
+    //    stream), the
     //    stream's compressor freed after every `release`-th piece (as a
     //    node does for an idle flow: a flush, then a StreamEnd) when the
     //    second byte says so.
     let release = data.get(1).map_or(0, |&b| usize::from(b % 4));
-    for compression in [Compression::Lz4, Compression::ZSTD] {
+    for compression in [
+        Compression::Lz4,
+        Compression::ZSTD,
+        Compression::Lzma { preset: 5 },
+    ] {
         let config = EncoderConfig {
             compression,
             ..EncoderConfig::default()

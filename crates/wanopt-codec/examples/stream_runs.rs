@@ -5,6 +5,8 @@
 //! for the whole encoder (chunking, hashing, store), and noisy; the last
 //! columns are the memory of the flow's stream compressor while it sends
 //! and of the receiving side's decompression context before the end.
+//! A second table sets the slow settings `auto` picks below 3 Mbit/s,
+//! LZMA2 stream runs, beside zstd's slowest levels (all as stream runs).
 //!
 //! `wanopt lab waas-files --out /tmp/waas-files` then
 //! `cargo run -p wanopt-codec --release --example stream_runs -- /tmp/waas-files/*.doc`
@@ -20,7 +22,7 @@ const READ: usize = 64 << 10;
 /// (WAN bytes, encode seconds, bytes held by the stream compressor and by
 /// the decompression context before the end) of one cold transfer of
 /// `data`.
-fn cold(data: &[u8], level: i32, stream_runs: bool) -> (usize, f64, usize, usize) {
+fn cold(data: &[u8], compression: Compression, stream_runs: bool) -> (usize, f64, usize, usize) {
     let a = tempfile::tempdir().expect("temporary directory");
     let b = tempfile::tempdir().expect("temporary directory");
     let edge = PeerCache::open(a.path(), CacheConfig::default(), CacheId([1; 16])).expect("cache");
@@ -28,7 +30,7 @@ fn cold(data: &[u8], level: i32, stream_runs: bool) -> (usize, f64, usize, usize
     core.handle_hello(&edge.hello());
     edge.handle_hello(&core.hello());
     let config = EncoderConfig {
-        compression: Compression::Zstd { level },
+        compression,
         stream_runs,
         ..EncoderConfig::default()
     };
@@ -61,6 +63,7 @@ fn main() {
     }
     println!("| file | level | independent runs | stream runs | stream / independent | encode MB/s (independent, stream) | compressor MiB | decompressor MiB |");
     println!("|---|---:|---:|---:|---:|---|---:|---:|");
+    let mut files = Vec::new();
     for path in &paths {
         let data = match std::fs::read(path) {
             Ok(data) => data,
@@ -72,15 +75,43 @@ fn main() {
         let name = std::path::Path::new(path)
             .file_name()
             .map_or(path.clone(), |n| n.to_string_lossy().into_owned());
+        files.push((name.clone(), data.clone()));
         for level in [3, 9, 14, 16, 18] {
-            let (alone, t1, _, _) = cold(&data, level, false);
-            let (streamed, t2, held, decompressor) = cold(&data, level, true);
+            let zstd = Compression::Zstd { level };
+            let (alone, t1, _, _) = cold(&data, zstd, false);
+            let (streamed, t2, held, decompressor) = cold(&data, zstd, true);
             let mb = |t: f64| data.len() as f64 / t / 1e6;
             println!(
                 "| {name} | {level} | {alone} | {streamed} | {:.3} | {:.1}, {:.1} | {:.1} | {:.2} |",
                 streamed as f64 / alone as f64,
                 mb(t1),
                 mb(t2),
+                held as f64 / f64::from(1 << 20),
+                decompressor as f64 / f64::from(1 << 20)
+            );
+        }
+    }
+    println!();
+    println!("| file | compression | WAN bytes | / zstd 18 | encode MB/s | compressor MiB | decompressor MiB |");
+    println!("|---|---|---:|---:|---:|---:|---:|");
+    for (name, data) in &files {
+        let (base, _, _, _) = cold(data, Compression::Zstd { level: 18 }, true);
+        for compression in [
+            Compression::Zstd { level: 16 },
+            Compression::Zstd { level: 18 },
+            Compression::Lzma { preset: 5 },
+            Compression::Lzma { preset: 6 },
+        ] {
+            let (wan, t, held, decompressor) = cold(data, compression, true);
+            let setting = match compression {
+                Compression::Zstd { level } => format!("zstd {level}"),
+                Compression::Lzma { preset } => format!("lzma {preset}"),
+                other => format!("{other:?}"),
+            };
+            println!(
+                "| {name} | {setting} | {wan} | {:.3} | {:.1} | {:.1} | {:.2} |",
+                wan as f64 / base as f64,
+                data.len() as f64 / t / 1e6,
                 held as f64 / f64::from(1 << 20),
                 decompressor as f64 / f64::from(1 << 20)
             );

@@ -9,8 +9,9 @@ use crate::chunker::{Chunker, ChunkerConfig, ChunkerConfigError, StreamChunker};
 use crate::control::ControlRepr;
 use crate::fingerprint::Fingerprint;
 use crate::frame::{
-    delta_compress, emit_span_list, run_lengths, span_check, split_run, Codec, DataRepr, Payload,
-    Run, MAX_RUN_CHUNKS, MAX_RUN_LEN, MAX_SPAN_CHUNKS, MAX_SPAN_LEN, STREAM_WINDOW_LOG, VERSION,
+    delta_compress, emit_span_list, lzma_options, run_lengths, span_check, split_run, Codec,
+    DataRepr, Payload, Run, MAX_RUN_CHUNKS, MAX_RUN_LEN, MAX_SPAN_CHUNKS, MAX_SPAN_LEN,
+    STREAM_WINDOW_LOG, VERSION,
 };
 use crate::stats::EncoderStats;
 use crate::store::index::FingerprintMap;
@@ -29,7 +30,23 @@ pub enum Compression {
         /// zstd compression level.
         level: i32,
     },
+    /// LZMA2 at `preset` (0-9) in stream runs: 7-20% smaller than zstd at
+    /// level 18 on office documents, at 2-4 MB/s per core; for links of a
+    /// few Mbit/s and less. Literals that go alone (deltas, repairs, no
+    /// stream runs) use zstd at [`LZMA_ALONE_ZSTD_LEVEL`].
+    Lzma {
+        /// LZMA2 preset (the dictionary is the stream format's, 1 MiB).
+        preset: u32,
+    },
 }
+
+/// The zstd level of [`Compression::Lzma`]'s literals outside stream runs.
+pub const LZMA_ALONE_ZSTD_LEVEL: i32 = 18;
+
+/// Memory of an LZMA2 stream's compressor at presets 4-9 (binary-tree
+/// match finder, 1 MiB dictionary), as `xz -vv` reports it (rounded up to
+/// a MiB; the binding does not report a raw encoder's use).
+pub const LZMA_ENCODER_BYTES: usize = 13 << 20;
 
 impl Compression {
     /// zstd at its default level (3).
@@ -38,7 +55,27 @@ impl Compression {
     /// Whether this setting compresses slower than about 100 MB/s per core
     /// (zstd above level 5): tens of milliseconds per 128 KiB pushed.
     pub fn is_slow(self) -> bool {
-        matches!(self, Compression::Zstd { level } if level > 5)
+        match self {
+            Compression::Zstd { level } => level > 5,
+            Compression::Lzma { .. } => true,
+            Compression::Off | Compression::Lz4 => false,
+        }
+    }
+
+    /// The zstd level used for literals that go alone (`None` without
+    /// zstd or LZMA2).
+    pub fn zstd_level(self) -> Option<i32> {
+        match self {
+            Compression::Zstd { level } => Some(level),
+            Compression::Lzma { .. } => Some(LZMA_ALONE_ZSTD_LEVEL),
+            Compression::Off | Compression::Lz4 => None,
+        }
+    }
+
+    /// Whether literals are gathered into runs (zstd or LZMA2: slow links,
+    /// where each byte counts).
+    fn gathers(self) -> bool {
+        self.zstd_level().is_some()
     }
 }
 
@@ -150,10 +187,11 @@ impl std::fmt::Debug for ZstdContext {
     }
 }
 
-/// The compressing side of a flow's zstd stream (`StreamRun` frames).
-struct ZstdStream {
-    level: i32,
-    context: zstd::zstd_safe::CCtx<'static>,
+/// The compressing side of a flow's stream (`StreamRun` frames).
+struct LiteralStream {
+    /// The setting the stream was started for (zstd or LZMA2).
+    compression: Compression,
+    engine: Engine,
     /// The next run starts the stream (anew).
     fresh: bool,
     /// Bytes through the stream since it started.
@@ -164,22 +202,44 @@ struct ZstdStream {
     in_window: FingerprintMap<u64>,
 }
 
-impl std::fmt::Debug for ZstdStream {
+/// A stream's compression context.
+enum Engine {
+    Zstd(zstd::zstd_safe::CCtx<'static>),
+    Lzma(liblzma::stream::Stream),
+}
+
+impl std::fmt::Debug for LiteralStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ZstdStream")
-            .field("level", &self.level)
+        f.debug_struct("LiteralStream")
+            .field("compression", &self.compression)
             .field("fresh", &self.fresh)
             .finish_non_exhaustive()
     }
 }
 
-/// Log2 of the match tables of a stream at level 9 and up (zstd's own
+/// Log2 of the zstd match tables of a stream at level 9 and up (zstd's own
 /// are 21-24 for large inputs: 50-90 MB per context; 20 keeps one near
 /// 10 MB and nearly all of the gain on office documents).
 const STREAM_TABLE_LOG: u32 = 20;
 
-impl ZstdStream {
-    fn new(level: i32) -> Option<Self> {
+impl LiteralStream {
+    fn new(compression: Compression) -> Option<Self> {
+        let engine = match compression {
+            Compression::Zstd { level } => Engine::Zstd(Self::zstd(level)?),
+            Compression::Lzma { preset } => Engine::Lzma(Self::lzma(preset)?),
+            Compression::Off | Compression::Lz4 => return None,
+        };
+        Some(LiteralStream {
+            compression,
+            engine,
+            fresh: true,
+            fed: 0,
+            window: VecDeque::new(),
+            in_window: FingerprintMap::default(),
+        })
+    }
+
+    fn zstd(level: i32) -> Option<zstd::zstd_safe::CCtx<'static>> {
         use zstd::zstd_safe::{CCtx, CParameter};
         let mut context = CCtx::try_create()?;
         context
@@ -199,14 +259,27 @@ impl ZstdStream {
                 .set_parameter(CParameter::HashLog(STREAM_TABLE_LOG))
                 .ok()?;
         }
-        Some(ZstdStream {
-            level,
-            context,
-            fresh: true,
-            fed: 0,
-            window: VecDeque::new(),
-            in_window: FingerprintMap::default(),
-        })
+        Some(context)
+    }
+
+    fn lzma(preset: u32) -> Option<liblzma::stream::Stream> {
+        liblzma::stream::Stream::new_raw_encoder(&lzma_options(preset)?).ok()
+    }
+
+    /// Bytes the compression context holds.
+    fn context_bytes(&self) -> usize {
+        match &self.engine {
+            Engine::Zstd(context) => context.sizeof(),
+            Engine::Lzma(_) => LZMA_ENCODER_BYTES,
+        }
+    }
+
+    /// The codec of the stream's runs.
+    fn codec(&self) -> Codec {
+        match self.engine {
+            Engine::Zstd(_) => Codec::Zstd,
+            Engine::Lzma(_) => Codec::Lzma,
+        }
     }
 
     /// Whether `fingerprint`'s chunk went through the stream within its
@@ -236,47 +309,91 @@ impl ZstdStream {
     }
 
     /// Compress `data` into `out` (cleared first), flushed so the peer can
-    /// decode all of it; `None` (and the stream starts anew next time) on
-    /// failure.
+    /// decode all of it; `None` on failure (then [`LiteralStream::restart`]).
     fn compress(&mut self, data: &[u8], out: &mut Vec<u8>) -> Option<usize> {
-        use zstd::zstd_safe::zstd_sys::ZSTD_EndDirective;
-        use zstd::zstd_safe::{InBuffer, OutBuffer};
         out.clear();
-        out.reserve(zstd::zstd_safe::compress_bound(data.len()) + 64);
-        let mut input = InBuffer::around(data);
-        let mut output = OutBuffer::around(out);
-        let done = loop {
-            let before = output.pos();
-            match self.context.compress_stream2(
-                &mut output,
-                &mut input,
-                ZSTD_EndDirective::ZSTD_e_flush,
-            ) {
-                Ok(0) => break true,
-                // More to flush but no room made: give up on this run.
-                Ok(_) if output.pos() == before => break false,
-                Ok(_) => {}
-                Err(_) => break false,
-            }
+        let done = match &mut self.engine {
+            Engine::Zstd(context) => zstd_flushed(context, data, out),
+            Engine::Lzma(stream) => lzma_flushed(stream, data, out),
         };
-        let written = output.pos();
-        if done && input.pos() == data.len() {
-            Some(written)
-        } else {
-            self.restart();
-            None
-        }
+        done.then_some(out.len())
     }
 
-    /// Forget the history: the next run starts a new stream.
-    fn restart(&mut self) {
-        let _ = self
-            .context
-            .reset(zstd::zstd_safe::ResetDirective::SessionOnly);
+    /// Forget the history: the next run starts a new stream. `false` when
+    /// no new context could be made (drop the stream).
+    fn restart(&mut self) -> bool {
         self.fresh = true;
         self.fed = 0;
         self.window.clear();
         self.in_window.clear();
+        match (&mut self.engine, self.compression) {
+            (Engine::Zstd(context), _) => context
+                .reset(zstd::zstd_safe::ResetDirective::SessionOnly)
+                .is_ok(),
+            // A raw LZMA2 encoder cannot be reset: make a new one.
+            (Engine::Lzma(stream), Compression::Lzma { preset }) => match Self::lzma(preset) {
+                Some(fresh) => {
+                    *stream = fresh;
+                    true
+                }
+                None => false,
+            },
+            (Engine::Lzma(_), _) => false,
+        }
+    }
+}
+
+/// Feed all of `data` through a zstd stream and flush it into `out`
+/// (appended); whether that worked.
+fn zstd_flushed(
+    context: &mut zstd::zstd_safe::CCtx<'static>,
+    data: &[u8],
+    out: &mut Vec<u8>,
+) -> bool {
+    use zstd::zstd_safe::zstd_sys::ZSTD_EndDirective;
+    use zstd::zstd_safe::{InBuffer, OutBuffer};
+    out.reserve(zstd::zstd_safe::compress_bound(data.len()) + 64);
+    let mut input = InBuffer::around(data);
+    let mut output = OutBuffer::around(out);
+    let done = loop {
+        let before = output.pos();
+        match context.compress_stream2(&mut output, &mut input, ZSTD_EndDirective::ZSTD_e_flush) {
+            Ok(0) => break true,
+            // More to flush but no room made: give up on this run.
+            Ok(_) if output.pos() == before => break false,
+            Ok(_) => {}
+            Err(_) => break false,
+        }
+    };
+    done && input.pos() == data.len()
+}
+
+/// Feed all of `data` through an LZMA2 stream and sync-flush it into
+/// `out` (appended): liblzma says the flush is complete with
+/// `StreamEnd`, and the stream goes on after it.
+pub(crate) fn lzma_flushed(
+    stream: &mut liblzma::stream::Stream,
+    data: &[u8],
+    out: &mut Vec<u8>,
+) -> bool {
+    use liblzma::stream::{Action, Status};
+    let start = stream.total_in();
+    // LZMA2 stores an incompressible chunk with 3 bytes per 64 KiB.
+    out.reserve(data.len() + data.len() / 1024 + 64);
+    loop {
+        let consumed = (stream.total_in() - start) as usize;
+        let (read, written) = (stream.total_in(), out.len());
+        match stream.process_vec(&data[consumed..], out, Action::SyncFlush) {
+            Ok(Status::StreamEnd) => return stream.total_in() - start == data.len() as u64,
+            Ok(_) => {}
+            Err(_) => return false,
+        }
+        if out.len() == out.capacity() {
+            out.reserve(64 << 10);
+        } else if (stream.total_in(), out.len()) == (read, written) {
+            // Room to write and still no progress.
+            return false;
+        }
     }
 }
 
@@ -328,7 +445,7 @@ struct Core {
     skip_compression: u32,
     compress_backoff: u32,
     zstd: Option<ZstdContext>,
-    zstd_stream: Option<ZstdStream>,
+    stream: Option<LiteralStream>,
     /// Literals waiting to be compressed together: their bytes and their
     /// lengths (big-endian u32s, as the `Run` frame carries them).
     run: Vec<u8>,
@@ -375,7 +492,7 @@ impl Encoder {
                 skip_compression: 0,
                 compress_backoff: 0,
                 zstd: None,
-                zstd_stream: None,
+                stream: None,
                 run: Vec::new(),
                 run_lengths: Vec::new(),
                 run_fingerprints: Vec::new(),
@@ -460,7 +577,7 @@ impl Encoder {
         self.flush(out);
         // No more literals: free the stream's compressor (about 10 MiB at
         // the slow levels) while the flow waits for the peer's `Done`.
-        self.core.zstd_stream = None;
+        self.core.stream = None;
         let before = out.len();
         DataRepr::End.emit(out);
         self.core.stats.wan_bytes_out += (out.len() - before) as u64;
@@ -542,23 +659,23 @@ impl Encoder {
         self.core.stats
     }
 
-    /// Bytes held by the flow's zstd stream compressor (0 when it has
-    /// none): about 10 MiB at levels 9 and up, 1-2 MiB below.
+    /// Bytes held by the flow's stream compressor (0 when it has none):
+    /// zstd about 10 MiB at levels 9 and up, 1-2 MiB below; LZMA2 13 MiB.
     pub fn compressor_bytes(&self) -> usize {
         self.core
-            .zstd_stream
+            .stream
             .as_ref()
-            .map_or(0, |stream| stream.context.sizeof())
+            .map_or(0, LiteralStream::context_bytes)
     }
 
-    /// Frees the flow's zstd stream compressor, for a flow that went idle:
+    /// Frees the flow's stream compressor, for a flow that went idle:
     /// the next literals start a new stream (they no longer match against
     /// what the flow sent before, which the byte cache still covers).
     /// Literals held for a run not yet sent go into the new stream. When
     /// runs of the stream were sent, a `StreamEnd` frame (4 bytes) is
     /// written to `out` so that the peer's decoder frees its context too.
     pub fn release_compressor(&mut self, out: &mut Vec<u8>) {
-        let Some(stream) = self.core.zstd_stream.take() else {
+        let Some(stream) = self.core.stream.take() else {
             return;
         };
         if !stream.fresh {
@@ -736,7 +853,7 @@ impl Core {
         let level = match self.config.compression {
             Compression::Off => return false,
             Compression::Lz4 => 1,
-            Compression::Zstd { level } => level,
+            other => other.zstd_level().unwrap_or(1),
         };
         if self.stream_holds(&base) {
             // The next run's compressor sees the base in its history and
@@ -767,7 +884,7 @@ impl Core {
         let worth = delta_len < chunk.len() / 16 || {
             let literal_len = match self.compress(chunk) {
                 Codec::Raw => chunk.len(),
-                Codec::Lz4 | Codec::Zstd => self.compressed_len,
+                Codec::Lz4 | Codec::Zstd | Codec::Lzma => self.compressed_len,
             };
             delta_len + 31 < literal_len
         };
@@ -791,13 +908,13 @@ impl Core {
         worth
     }
 
-    /// Send `chunk` in full: added to the run being gathered while zstd is
-    /// on and paying, else at once as a `Literal` (zstd: slow links, where
-    /// each byte counts) or a `Named` literal (LZ4 or none: fast links,
-    /// where the peer's time to hash it would count more than its 16
-    /// bytes).
+    /// Send `chunk` in full: added to the run being gathered while zstd or
+    /// LZMA2 is on and paying, else at once as a `Literal` (zstd or LZMA2:
+    /// slow links, where each byte counts) or a `Named` literal (LZ4 or
+    /// none: fast links, where the peer's time to hash it would count more
+    /// than its 16 bytes).
     fn literal(&mut self, fingerprint: Fingerprint, chunk: &[u8], out: &mut Vec<u8>) {
-        let zstd = matches!(self.config.compression, Compression::Zstd { .. });
+        let zstd = self.config.compression.gathers();
         let gather = self.config.run_len > 0 && zstd && self.skip_compression == 0;
         self.flush_span(out);
         if !gather {
@@ -830,7 +947,7 @@ impl Core {
         }
         match codec {
             Codec::Raw => self.stats.literals_raw += 1,
-            Codec::Lz4 | Codec::Zstd => self.stats.literals_compressed += 1,
+            Codec::Lz4 | Codec::Zstd | Codec::Lzma => self.stats.literals_compressed += 1,
         }
     }
 
@@ -845,15 +962,12 @@ impl Core {
         }
         let run = std::mem::take(&mut self.run);
         let lengths = std::mem::take(&mut self.run_lengths);
-        let stream_level = match self.config.compression {
-            Compression::Zstd { level } if self.config.stream_runs => Some(level),
-            _ => None,
-        };
-        if count == 1 && stream_level.is_none() {
+        let streamed = self.config.stream_runs && self.config.compression.gathers();
+        if count == 1 && !streamed {
             self.single_literal(None, &run, out);
         } else {
-            let sent = match stream_level {
-                Some(level) => self.stream_run(level, &run, &lengths, out),
+            let sent = match streamed {
+                true => self.stream_run(&run, &lengths, out),
                 _ => match self.compress_now(&run) {
                     Codec::Raw => false,
                     codec => {
@@ -884,15 +998,16 @@ impl Core {
         self.run_fingerprints.clear();
     }
 
-    /// Send `run` as a `StreamRun` continuing the flow's zstd stream at
-    /// `level` if that pays; `false` (and compression backs off) when it
-    /// does not. A run that does not pay has still gone through the
-    /// compressor, so the stream starts anew after it.
-    fn stream_run(&mut self, level: i32, run: &[u8], lengths: &[u8], out: &mut Vec<u8>) -> bool {
+    /// Send `run` as a `StreamRun` continuing the flow's stream (zstd or
+    /// LZMA2, as set) if that pays; `false` (and compression backs off)
+    /// when it does not. A run that does not pay has still gone through
+    /// the compressor, so the stream starts anew after it.
+    fn stream_run(&mut self, run: &[u8], lengths: &[u8], out: &mut Vec<u8>) -> bool {
         let limit = run.len() - run.len() * usize::from(self.config.min_saving_percent) / 100;
-        let stream = match &mut self.zstd_stream {
-            Some(stream) if stream.level == level => stream,
-            slot => match ZstdStream::new(level) {
+        let compression = self.config.compression;
+        let stream = match &mut self.stream {
+            Some(stream) if stream.compression == compression => stream,
+            slot => match LiteralStream::new(compression) {
                 Some(stream) => slot.insert(stream),
                 None => return false,
             },
@@ -902,7 +1017,7 @@ impl Core {
                 DataRepr::StreamRun {
                     fresh: stream.fresh,
                     run: Run {
-                        codec: Codec::Zstd,
+                        codec: stream.codec(),
                         lengths,
                         bytes: &self.scratch[..n],
                     },
@@ -919,8 +1034,11 @@ impl Core {
                 true
             }
             compressed => {
-                if compressed.is_some() {
-                    stream.restart();
+                // A failed run may have left the compressor mid-stream;
+                // one that did not pay went through it: start anew.
+                let _ = compressed;
+                if !stream.restart() {
+                    self.stream = None;
                 }
                 self.compress_backoff = (self.compress_backoff * 2).clamp(1, 16);
                 self.skip_compression = self.compress_backoff;
@@ -932,20 +1050,16 @@ impl Core {
     /// Whether the next literal goes into a stream run whose compressor
     /// still has `base` in its window, or in the run itself.
     fn stream_holds(&self, base: &Fingerprint) -> bool {
-        match self.config.compression {
-            Compression::Zstd { level }
-                if self.config.stream_runs
-                    && self.config.run_len > 0
-                    && self.skip_compression == 0 =>
-            {
-                self.run_fingerprints.contains(base)
-                    || self
-                        .zstd_stream
-                        .as_ref()
-                        .is_some_and(|stream| stream.level == level && stream.holds(base))
-            }
-            _ => false,
-        }
+        let compression = self.config.compression;
+        compression.gathers()
+            && self.config.stream_runs
+            && self.config.run_len > 0
+            && self.skip_compression == 0
+            && (self.run_fingerprints.contains(base)
+                || self
+                    .stream
+                    .as_ref()
+                    .is_some_and(|stream| stream.compression == compression && stream.holds(base)))
     }
 
     /// Compress `chunk` into `scratch` when that pays; returns the codec.
@@ -971,7 +1085,10 @@ impl Core {
         let packed = match compression {
             Compression::Off => None,
             Compression::Lz4 => self.lz4(chunk).map(|n| (n, Codec::Lz4)),
-            Compression::Zstd { level } => self.zstd(chunk, level).map(|n| (n, Codec::Zstd)),
+            other => other
+                .zstd_level()
+                .and_then(|level| self.zstd(chunk, level))
+                .map(|n| (n, Codec::Zstd)),
         };
         match packed {
             Some((n, codec)) if n > 0 && n <= limit => {
@@ -1052,7 +1169,7 @@ impl Core {
                 raw_len: chunk.len() as u32,
                 bytes: chunk,
             },
-            Codec::Lz4 | Codec::Zstd => Payload {
+            Codec::Lz4 | Codec::Zstd | Codec::Lzma => Payload {
                 codec,
                 raw_len: chunk.len() as u32,
                 bytes: &self.scratch[..self.compressed_len],

@@ -1,7 +1,7 @@
 //! Sans-IO data reduction for wanopt: content-defined chunking, BLAKE3
-//! fingerprints, LZ4 or zstd for literals, and a persistent per-peer byte cache with
-//! a resynchronisation protocol that never stalls and never delivers a
-//! wrong byte.
+//! fingerprints, LZ4, zstd or LZMA2 for literals, and a persistent
+//! per-peer byte cache with a resynchronisation protocol that never stalls
+//! and never delivers a wrong byte.
 //!
 //! No sockets, no clock, no threads, no global randomness: the node feeds
 //! bytes in and writes bytes out. The only I/O is the cache's own files
