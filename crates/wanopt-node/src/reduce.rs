@@ -36,42 +36,52 @@ pub const DEFAULT_CACHE_SIZE: u64 = 4 << 30;
 pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(10);
 
 /// Below this estimated tunnel rate, `auto` compresses literals with zstd
-/// (about a third fewer bytes than LZ4 on office documents, at a quarter of
-/// its speed: a core still compresses several hundred Mbit/s, so the WAN,
-/// not the CPU, stays the bottleneck); above it, LZ4.
+/// or LZMA2 (about a third fewer bytes than LZ4 on office documents, at a
+/// quarter of its speed and less: a core still compresses several hundred
+/// Mbit/s, so the WAN, not the CPU, stays the bottleneck); above it, LZ4.
 pub const ZSTD_BELOW_BPS: f64 = 100e6;
 
-/// The zstd levels `auto` uses by tunnel rate: (below this rate, level).
-/// A slower link leaves more CPU time per byte to spend. The whole encoder
-/// (chunking, fingerprints, store, runs continuing one zstd stream per
-/// flow), cold, on the Table 1 Word and Excel files in 64 KiB reads
-/// (`cargo run -p wanopt-codec --release --example stream_runs`), one
-/// core of the lab VM: level 3 at 80-190 MB/s, 9 at 20-45, 16 at 2.4-5.5
-/// and 18 at 2-4 MB/s; against level 3, the files cross 5-18% smaller at
-/// 16 and 6-22% at 18. Each step keeps the encoder at least twice as fast
-/// as the link can carry data compressed 4 to 1 (1 MB/s of input at 2
+/// What `auto` uses by tunnel rate: (below this rate, compression). A
+/// slower link leaves more CPU time per byte to spend. The whole encoder
+/// (chunking, fingerprints, store, runs continuing one stream per flow),
+/// cold, on the Table 1 Word and Excel files in 64 KiB reads (`cargo run
+/// -p wanopt-codec --release --example stream_runs`), one core of the lab
+/// VM: zstd level 3 at 80-190 MB/s, 9 at 20-45, 16 at 2.4-5.5 and 18 at
+/// 2-4 MB/s; LZMA2 preset 5 at 3.5-4 and 6 at 3-3.5 MB/s, 7-20% smaller
+/// than zstd 18 (most on spreadsheets: LZMA2 models a byte's position in
+/// fixed-size records). Each step keeps the encoder at least twice as fast
+/// as the link can carry data compressed 4 to 1 (1.5 MB/s of input at 3
 /// Mbit/s, 0.5 MB/s at 1 Mbit/s).
-pub const ZSTD_LEVELS: [(f64, i32); 4] = [(1e6, 18), (3e6, 16), (10e6, 9), (ZSTD_BELOW_BPS, 3)];
+pub const AUTO_STEPS: [(f64, Compression); 4] = [
+    (1e6, Compression::Lzma { preset: 6 }),
+    (3e6, Compression::Lzma { preset: 5 }),
+    (10e6, Compression::Zstd { level: 9 }),
+    (ZSTD_BELOW_BPS, Compression::Zstd { level: 3 }),
+];
 
 /// How far (a fraction) the rate must leave the band of `auto`'s current
 /// choice before the choice changes: a change of zstd level restarts the
 /// flow's stream (its 1 MiB of history, and a new compressor of up to
-/// 10 MiB), so a rate wavering around a threshold must not flip it.
+/// 13 MiB), so a rate wavering around a threshold must not flip it.
 pub const RATE_MARGIN: f64 = 0.2;
 
 /// How flows with `reduce` compress their literals.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CompressionMode {
-    /// zstd while the tunnel's estimated rate ([`estimated_rate_bps`]) is
-    /// below [`ZSTD_BELOW_BPS`], at a higher level the slower the link
-    /// ([`ZSTD_LEVELS`]); LZ4 above; re-checked as the flow runs.
+    /// zstd or LZMA2 while the tunnel's estimated rate
+    /// ([`estimated_rate_bps`]) is below [`ZSTD_BELOW_BPS`], slower and
+    /// smaller the slower the link ([`AUTO_STEPS`]); LZ4 above; re-checked
+    /// as the flow runs.
     #[default]
     Auto,
     /// Always LZ4.
     Lz4,
     /// Always zstd (level 3).
     Zstd,
+    /// Always LZMA2 (preset 6: 3-3.5 MB/s per core; for links of a few
+    /// Mbit/s at most).
+    Lzma,
     /// No compression (deduplication only).
     Off,
 }
@@ -83,9 +93,10 @@ impl std::str::FromStr for CompressionMode {
             "auto" => Ok(CompressionMode::Auto),
             "lz4" => Ok(CompressionMode::Lz4),
             "zstd" => Ok(CompressionMode::Zstd),
+            "lzma" => Ok(CompressionMode::Lzma),
             "off" => Ok(CompressionMode::Off),
             other => Err(format!(
-                "unknown compression {other:?} (expected auto, lz4, zstd or off)"
+                "unknown compression {other:?} (expected auto, lz4, zstd, lzma or off)"
             )),
         }
     }
@@ -97,6 +108,7 @@ impl std::fmt::Display for CompressionMode {
             CompressionMode::Auto => "auto",
             CompressionMode::Lz4 => "lz4",
             CompressionMode::Zstd => "zstd",
+            CompressionMode::Lzma => "lzma",
             CompressionMode::Off => "off",
         })
     }
@@ -109,10 +121,11 @@ impl CompressionMode {
         match self {
             CompressionMode::Lz4 => Compression::Lz4,
             CompressionMode::Zstd => Compression::ZSTD,
+            CompressionMode::Lzma => Compression::Lzma { preset: 6 },
             CompressionMode::Off => Compression::Off,
             CompressionMode::Auto => rate_bps
-                .and_then(|rate| ZSTD_LEVELS.iter().find(|(below, _)| rate < *below))
-                .map_or(Compression::Lz4, |&(_, level)| Compression::Zstd { level }),
+                .and_then(|rate| AUTO_STEPS.iter().find(|(below, _)| rate < *below))
+                .map_or(Compression::Lz4, |&(_, compression)| compression),
         }
     }
 
@@ -138,15 +151,12 @@ impl CompressionMode {
 /// The rates (bits per second, from and below) for which `auto` picks
 /// `compression`; `None` for a choice it never makes.
 fn auto_band(compression: Compression) -> Option<(f64, f64)> {
-    match compression {
-        Compression::Lz4 => Some((ZSTD_BELOW_BPS, f64::INFINITY)),
-        Compression::Zstd { level } => {
-            let i = ZSTD_LEVELS.iter().position(|&(_, l)| l == level)?;
-            let low = i.checked_sub(1).map_or(0.0, |j| ZSTD_LEVELS[j].0);
-            Some((low, ZSTD_LEVELS[i].0))
-        }
-        Compression::Off => None,
+    if compression == Compression::Lz4 {
+        return Some((ZSTD_BELOW_BPS, f64::INFINITY));
     }
+    let i = AUTO_STEPS.iter().position(|&(_, c)| c == compression)?;
+    let low = i.checked_sub(1).map_or(0.0, |j| AUTO_STEPS[j].0);
+    Some((low, AUTO_STEPS[i].0))
 }
 
 /// The tunnel's rate as its congestion controller sees it: BBR's
@@ -659,13 +669,13 @@ mod tests {
 
     #[test]
     fn compression_modes_parse_and_auto_picks_by_rate() {
-        for mode in ["auto", "lz4", "zstd", "off"] {
+        for mode in ["auto", "lz4", "zstd", "lzma", "off"] {
             assert_eq!(mode.parse::<CompressionMode>().unwrap().to_string(), mode);
         }
         assert!("gzip".parse::<CompressionMode>().is_err());
         let auto = CompressionMode::Auto;
-        assert_eq!(auto.pick(Some(384e3)), Compression::Zstd { level: 18 });
-        assert_eq!(auto.pick(Some(2e6)), Compression::Zstd { level: 16 });
+        assert_eq!(auto.pick(Some(384e3)), Compression::Lzma { preset: 6 });
+        assert_eq!(auto.pick(Some(2e6)), Compression::Lzma { preset: 5 });
         assert_eq!(auto.pick(Some(5e6)), Compression::Zstd { level: 9 });
         assert_eq!(auto.pick(Some(50e6)), Compression::ZSTD);
         // The slow levels are encoded off the runtime's workers.
@@ -676,21 +686,30 @@ mod tests {
         assert_eq!(CompressionMode::Off.pick(Some(2e6)), Compression::Off);
         assert_eq!(CompressionMode::Lz4.pick(Some(2e6)), Compression::Lz4);
         assert_eq!(CompressionMode::Zstd.pick(Some(1e9)), Compression::ZSTD);
+        assert_eq!(
+            CompressionMode::Lzma.pick(Some(1e9)),
+            Compression::Lzma { preset: 6 }
+        );
     }
 
     #[test]
     fn auto_keeps_its_choice_while_the_rate_wavers_near_a_threshold() {
         let auto = CompressionMode::Auto;
         let z = |level| Compression::Zstd { level };
-        // Around 1 Mbit/s (18 below, 16 above): no flip within 20%.
-        assert_eq!(auto.repick(Some(1.1e6), z(18)), z(18));
-        assert_eq!(auto.repick(Some(0.9e6), z(16)), z(16));
+        let x = |preset| Compression::Lzma { preset };
+        // Around 1 Mbit/s (preset 6 below, 5 above): no flip within 20%.
+        assert_eq!(auto.repick(Some(1.1e6), x(6)), x(6));
+        assert_eq!(auto.repick(Some(0.9e6), x(5)), x(5));
         // Beyond the margin it changes, both ways.
-        assert_eq!(auto.repick(Some(1.3e6), z(18)), z(16));
-        assert_eq!(auto.repick(Some(0.7e6), z(16)), z(18));
-        // Far from the band it jumps straight to the rate's level.
-        assert_eq!(auto.repick(Some(50e6), z(18)), Compression::ZSTD);
-        assert_eq!(auto.repick(Some(2e6), Compression::Lz4), z(16));
+        assert_eq!(auto.repick(Some(1.3e6), x(6)), x(5));
+        assert_eq!(auto.repick(Some(0.7e6), x(5)), x(6));
+        // Around 3 Mbit/s, LZMA2 and zstd 9 likewise.
+        assert_eq!(auto.repick(Some(3.3e6), x(5)), x(5));
+        assert_eq!(auto.repick(Some(2.7e6), z(9)), z(9));
+        assert_eq!(auto.repick(Some(4e6), x(5)), z(9));
+        // Far from the band it jumps straight to the rate's choice.
+        assert_eq!(auto.repick(Some(50e6), x(6)), Compression::ZSTD);
+        assert_eq!(auto.repick(Some(2e6), Compression::Lz4), x(5));
         // Around 100 Mbit/s, LZ4 and zstd 3 hold each other off.
         assert_eq!(auto.repick(Some(90e6), Compression::Lz4), Compression::Lz4);
         assert_eq!(
@@ -702,12 +721,13 @@ mod tests {
             Compression::Lz4
         );
         // A level auto never picks, or no rate, gives the plain choice.
-        assert_eq!(auto.repick(Some(2e6), z(5)), z(16));
-        assert_eq!(auto.repick(None, z(16)), Compression::Lz4);
-        assert_eq!(auto.repick(Some(2e6), Compression::Off), z(16));
+        assert_eq!(auto.repick(Some(2e6), z(5)), x(5));
+        assert_eq!(auto.repick(Some(2e6), z(16)), x(5));
+        assert_eq!(auto.repick(None, x(5)), Compression::Lz4);
+        assert_eq!(auto.repick(Some(2e6), Compression::Off), x(5));
         // Fixed modes ignore the current choice.
         assert_eq!(
-            CompressionMode::Lz4.repick(Some(2e6), z(16)),
+            CompressionMode::Lz4.repick(Some(2e6), x(5)),
             Compression::Lz4
         );
     }

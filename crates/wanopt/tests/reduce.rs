@@ -421,6 +421,40 @@ fn a_damaged_cache_is_repaired_from_the_peer_and_never_delivers_a_wrong_byte() {
 }
 
 #[test]
+fn lzma_on_both_ends_carries_files_exact_and_smaller_than_zstd() {
+    // `auto` picks LZMA2 below 3 Mbit/s; loopback is faster, so it is
+    // asked for: each node compresses what it sends (the core downloads,
+    // the edge uploads).
+    let file = office_file(9, LEN);
+    let upload_file = office_file(10, LEN);
+    let mut costs = Vec::new();
+    for mode in ["zstd", "lzma"] {
+        let flags = ["--compression", mode];
+        let lab = Lab::start(file.clone(), &flags, &flags);
+        let down = lab.download_cost();
+        let up = lab.upload_cost(&upload_file);
+        let warm = lab.download_cost();
+        eprintln!("{mode}: cold download {down} B, cold upload {up} B, warm {warm} B of {LEN}");
+        assert!(
+            warm * 50 < LEN as u64,
+            "{mode}: warm download cost {warm} B"
+        );
+        costs.push((down, up));
+    }
+    let [(zstd_down, zstd_up), (lzma_down, lzma_up)] = costs[..] else {
+        unreachable!()
+    };
+    assert!(
+        lzma_down < zstd_down,
+        "download: lzma {lzma_down} B, zstd {zstd_down} B"
+    );
+    assert!(
+        lzma_up < zstd_up,
+        "upload: lzma {lzma_up} B, zstd {zstd_up} B"
+    );
+}
+
+#[test]
 fn an_idle_flow_frees_its_compressor_and_goes_on() {
     let file = office_file(7, LEN);
     let (first, second) = file.split_at(LEN / 2);

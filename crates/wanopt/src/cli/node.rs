@@ -69,9 +69,10 @@ pub struct CommonArgs {
     /// [default: 4GiB]; the oldest data is evicted beyond it.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub cache_size: Option<u64>,
-    /// Compression of literals: auto (zstd while the tunnel's estimated rate
-    /// is under 100 Mbit/s, LZ4 above), lz4, zstd or off [default: auto].
-    /// Either codec is decoded whatever the peer's setting.
+    /// Compression of literals: auto (LZMA2 while the tunnel's estimated
+    /// rate is under 3 Mbit/s, zstd under 100 Mbit/s, LZ4 above), lz4,
+    /// zstd, lzma or off [default: auto]. Every codec is decoded whatever
+    /// the peer's setting.
     #[arg(long, value_name = "MODE")]
     pub compression: Option<CompressionMode>,
 }
