@@ -914,12 +914,12 @@ impl Core {
     /// none: fast links, where the peer's time to hash it would count more
     /// than its 16 bytes).
     fn literal(&mut self, fingerprint: Fingerprint, chunk: &[u8], out: &mut Vec<u8>) {
-        let zstd = self.config.compression.gathers();
-        let gather = self.config.run_len > 0 && zstd && self.skip_compression == 0;
+        let slow_link = self.config.compression.gathers();
+        let gather = self.config.run_len > 0 && slow_link && self.skip_compression == 0;
         self.flush_span(out);
         if !gather {
             self.flush_run(out);
-            self.single_literal((!zstd).then_some(fingerprint), chunk, out);
+            self.single_literal((!slow_link).then_some(fingerprint), chunk, out);
             return;
         }
         if self.run.len() + chunk.len() > MAX_RUN_LEN {

@@ -55,21 +55,21 @@
 //! chunk by chunk). The decoder decompresses the run and splits it at the
 //! raw lengths; each piece is a chunk like a literal's.
 //!
-//! A `StreamRun` is a `Run` whose bytes continue one zstd stream, flushed
-//! at the end of each run, from one `StreamRun` to the next of the same
-//! flow: the compressor keeps the flow's last [`STREAM_WINDOW_LOG`] bits
+//! A `StreamRun` is a `Run` whose bytes continue one zstd (or LZMA2, see
+//! below) stream, flushed at the end of each run, from one `StreamRun` to
+//! the next of the same flow: the compressor keeps the flow's last [`STREAM_WINDOW_LOG`] bits
 //! of history (1 MiB) instead of starting from nothing at each run, and
 //! at the levels used on slow links it also picks its larger-input
 //! parameters. Office documents cross 5-11% smaller than in independent
 //! runs. Bit 0 of the flags starts a new stream (the decoder resets its
-//! context first): the first run, a change of level, and the run after
-//! one that did not pay (sent raw, so the compressor's history no longer
-//! matches the decoder's). The decoder keeps one zstd decompression
+//! context first): the first run, a change of level or engine, and the
+//! run after one that did not pay (sent raw, so the compressor's history
+//! no longer matches the decoder's). The decoder keeps one decompression
 //! context per flow ([`StreamDecoder`]) whose window is capped at
 //! [`STREAM_WINDOW_LOG`]; a run must decode to exactly its raw length.
 //! A `StreamEnd` says the encoder freed its compressor (the flow went
-//! idle): the decoder frees its context too (about 1.5 MiB), and the next
-//! `StreamRun` must start a new stream.
+//! idle): the decoder frees its context too (about 1.5 MiB for zstd, 1
+//! MiB for LZMA2), and the next `StreamRun` must start a new stream.
 //!
 //! Bit 1 of a `StreamRun`'s flags says the stream is raw LZMA2
 //! ([`Codec::Lzma`], dictionary [`STREAM_WINDOW_LOG`], each run ended by a
