@@ -1033,10 +1033,9 @@ impl Core {
                 self.compress_backoff = 0;
                 true
             }
-            compressed => {
+            _ => {
                 // A failed run may have left the compressor mid-stream;
                 // one that did not pay went through it: start anew.
-                let _ = compressed;
                 if !stream.restart() {
                     self.stream = None;
                 }

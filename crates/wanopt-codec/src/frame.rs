@@ -729,15 +729,10 @@ impl StreamDecoder {
         use zstd::zstd_safe::{DCtx, DParameter, ResetDirective};
         match codec {
             Codec::Zstd => {
-                let context = match &mut self.context {
+                // A zstd context is reset and reused; anything else goes.
+                let mut context = match self.context.take() {
                     Some(StreamContext::Zstd(context)) => context,
-                    slot => {
-                        let context = DCtx::try_create().ok_or(FrameError::Decompress)?;
-                        match slot.insert(StreamContext::Zstd(context)) {
-                            StreamContext::Zstd(context) => context,
-                            StreamContext::Lzma(_) => return Err(FrameError::Decompress),
-                        }
-                    }
+                    _ => DCtx::try_create().ok_or(FrameError::Decompress)?,
                 };
                 context
                     .reset(ResetDirective::SessionOnly)
@@ -745,6 +740,7 @@ impl StreamDecoder {
                 context
                     .set_parameter(DParameter::WindowLogMax(STREAM_WINDOW_LOG))
                     .map_err(|_| FrameError::Decompress)?;
+                self.context = Some(StreamContext::Zstd(context));
             }
             Codec::Lzma => {
                 // The preset does not matter to a decoder; the dictionary

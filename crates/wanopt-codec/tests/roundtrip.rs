@@ -322,6 +322,18 @@ fn pooled_records(seed: u64, pool: usize, len: usize) -> Vec<u8> {
     file
 }
 
+/// Sends `file` twice in 64 KiB pieces, checking both arrivals and that the
+/// second crossed as references (every chunk of a run was stored on its
+/// own); the first transfer's WAN bytes.
+fn cold_then_warm(pair: &Pair, file: &[u8]) -> u64 {
+    let (out, wan) = pair.transfer(file, &[64 << 10]);
+    assert!(out == file, "first transfer");
+    let (again, wan2) = pair.transfer(file, &[64 << 10]);
+    assert!(again == file, "second transfer");
+    assert!((wan2 as usize) < file.len() / 50, "second pass {wan2}");
+    wan
+}
+
 #[test]
 fn zstd_runs_continue_one_stream_and_cross_smaller() {
     // Read in 64 KiB pieces, as a node reads its LAN side: each piece's
@@ -331,22 +343,12 @@ fn zstd_runs_continue_one_stream_and_cross_smaller() {
     // chunks are alike, not even in their first or last 64 bytes (nothing
     // for references or deltas).
     let file = pooled_records(17, 4000, 40);
-    let mut sizes = Vec::new();
-    for stream_runs in [false, true] {
+    let [independent, streamed] = [false, true].map(|stream_runs| {
         let mut pair = Pair::new(small_config());
         pair.encoder.compression = Compression::Zstd { level: 9 };
         pair.encoder.stream_runs = stream_runs;
-        let (out, wan) = pair.transfer(&file, &[64 << 10]);
-        assert_eq!(out, file, "stream_runs {stream_runs}");
-        sizes.push(wan);
-        // Every chunk of a stream run was stored on its own.
-        let (again, wan2) = pair.transfer(&file, &[64 << 10]);
-        assert_eq!(again, file);
-        assert!((wan2 as usize) < file.len() / 50, "second pass {wan2}");
-    }
-    let [independent, streamed] = sizes[..] else {
-        unreachable!()
-    };
+        cold_then_warm(&pair, &file)
+    });
     assert!(
         streamed < independent * 80 / 100,
         "streamed {streamed} vs independent runs {independent}"
@@ -365,23 +367,15 @@ fn lzma_runs_continue_one_stream_and_cross_smaller_than_zstd() {
     // fields recur. LZMA2's position-aware modelling beats zstd at its
     // slowest level used (18) on them.
     let file = pooled_records(31, 4000, 40);
-    let mut sizes = Vec::new();
-    for compression in [
+    let [zstd, lzma] = [
         Compression::Zstd { level: 18 },
         Compression::Lzma { preset: 6 },
-    ] {
+    ]
+    .map(|compression| {
         let mut pair = Pair::new(small_config());
         pair.encoder.compression = compression;
-        let (out, wan) = pair.transfer(&file, &[64 << 10]);
-        assert_eq!(out, file, "{compression:?}");
-        sizes.push(wan);
-        let (again, wan2) = pair.transfer(&file, &[64 << 10]);
-        assert_eq!(again, file);
-        assert!((wan2 as usize) < file.len() / 50, "second pass {wan2}");
-    }
-    let [zstd, lzma] = sizes[..] else {
-        unreachable!()
-    };
+        cold_then_warm(&pair, &file)
+    });
     assert!(lzma < zstd * 95 / 100, "lzma {lzma} vs zstd {zstd}");
     // One LZMA2 stream, started once, for the whole flow.
     let pieces: Vec<&[u8]> = file.chunks(64 << 10).collect();
