@@ -8,6 +8,8 @@ use clap::Args;
 use wanopt_node::control::Flows;
 use wanopt_node::state::Status;
 
+use super::path::rate_text;
+
 /// Default control address of `status` and `flows`.
 pub const DEFAULT_CONTROL: &str = "127.0.0.1:7447";
 
@@ -88,18 +90,6 @@ pub fn counted(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-fn human_rate(bps: f64) -> String {
-    if bps >= 1e9 {
-        format!("{:.2} Gbit/s", bps / 1e9)
-    } else if bps >= 1e6 {
-        format!("{:.1} Mbit/s", bps / 1e6)
-    } else if bps >= 1e3 {
-        format!("{:.1} kbit/s", bps / 1e3)
-    } else {
-        format!("{bps:.0} bit/s")
-    }
-}
-
 fn human_secs(secs: f64) -> String {
     let s = secs as u64;
     match s {
@@ -145,27 +135,27 @@ pub fn status(args: &QueryArgs) -> anyhow::Result<()> {
                 println!("  window    {}", human_bytes(cwnd));
                 let pacing = bbr
                     .pacing_mbps
-                    .map_or_else(|| "-".to_owned(), |r| human_rate(r * 1e6));
+                    .map_or_else(|| "-".to_owned(), |r| rate_text(r * 1e6));
                 let min_rtt = bbr
                     .min_rtt_ms
                     .map_or_else(|| "-".to_owned(), |r| format!("{r:.2} ms"));
                 println!(
                     "  bbr       {}, bottleneck {}, pacing {pacing}, min rtt {min_rtt}",
                     bbr.mode,
-                    human_rate(bbr.bandwidth_mbps * 1e6)
+                    rate_text(bbr.bandwidth_mbps * 1e6)
                 );
             }
             (None, Some(cwnd), Some(bw)) => println!(
                 "  window    {} (cwnd/rtt {})",
                 human_bytes(cwnd),
-                human_rate(bw * 1e6)
+                rate_text(bw * 1e6)
             ),
             _ => {}
         }
         println!(
             "  rate      send {}, receive {}",
-            human_rate(p.send_rate_mbps * 1e6),
-            human_rate(p.receive_rate_mbps * 1e6)
+            rate_text(p.send_rate_mbps * 1e6),
+            rate_text(p.receive_rate_mbps * 1e6)
         );
         if let (Some(mtu), Some(sent), Some(lost)) = (p.mtu, p.sent_packets, p.lost_packets) {
             println!("  packets   {sent} sent, {lost} lost, path MTU {mtu}");
@@ -293,8 +283,8 @@ pub fn flows(args: &QueryArgs) -> anyhow::Result<()> {
             human_bytes(flow.wan_bytes_to_server),
             human_bytes(flow.wan_bytes_to_client),
             flow.reduction * 100.0,
-            human_rate(flow.rate_to_server_bps as f64),
-            human_rate(flow.rate_to_client_bps as f64),
+            rate_text(flow.rate_to_server_bps as f64),
+            rate_text(flow.rate_to_client_bps as f64),
             human_secs(flow.age_secs),
             flow.services.join(",")
         );
