@@ -215,9 +215,9 @@ impl Decoder {
         self.backlog_bytes
     }
 
-    /// Bytes held by the flow's zstd stream decompression context (0 when
-    /// it has none): about 1.5 MiB (the 1 MiB window and its buffers)
-    /// while the peer's encoder keeps a stream.
+    /// Bytes held by the flow's stream decompression context, zstd or
+    /// LZMA2 (0 when it has none): about 1.5 MiB or 1 MiB (the 1 MiB
+    /// window and its buffers) while the peer's encoder keeps a stream.
     pub fn decompressor_bytes(&self) -> usize {
         self.stream.context_bytes()
     }
@@ -373,7 +373,7 @@ impl Decoder {
         Ok(())
     }
 
-    /// A run of literals, continuing the flow's zstd stream when `stream`
+    /// A run of literals, continuing the flow's stream when `stream`
     /// is set (to whether it starts a new one).
     fn run(
         &mut self,

@@ -72,6 +72,23 @@ impl Compression {
         }
     }
 
+    /// Memory a flow's stream compressor of this setting holds while it
+    /// sends, rounded up (what a node budgets for it; 0 for LZ4 and off,
+    /// which keep no stream). zstd with the stream's 1 MiB window: 3 MiB up
+    /// to level 3, 5 MiB to 6, 7 MiB to 12, 11 MiB above; LZMA2:
+    /// [`LZMA_ENCODER_BYTES`]. A test holds these above what
+    /// [`Encoder::compressor_bytes`] reports for every level.
+    pub fn stream_compressor_bytes(self) -> usize {
+        match self {
+            Compression::Off | Compression::Lz4 => 0,
+            Compression::Zstd { level } if level <= 3 => 3 << 20,
+            Compression::Zstd { level } if level <= 6 => 5 << 20,
+            Compression::Zstd { level } if level <= 12 => 7 << 20,
+            Compression::Zstd { .. } => 11 << 20,
+            Compression::Lzma { .. } => LZMA_ENCODER_BYTES,
+        }
+    }
+
     /// Whether literals are gathered into runs (zstd or LZMA2: slow links,
     /// where each byte counts).
     fn gathers(self) -> bool {

@@ -558,6 +558,34 @@ fn release_and_resume(compression: Compression) {
 }
 
 #[test]
+fn the_stream_compressor_estimate_covers_every_level() {
+    // A node budgets flows' compressors by this estimate: it must not be
+    // below what a sending flow holds, nor far above it.
+    let file = pooled_records(29, 4000, 40);
+    let mut settings: Vec<Compression> =
+        (1..=19).map(|level| Compression::Zstd { level }).collect();
+    settings.extend((4..=9).map(|preset| Compression::Lzma { preset }));
+    for compression in settings {
+        let pair = Pair::new(small_config());
+        let mut enc = encoder_at(&pair, compression);
+        let mut wire = Vec::new();
+        let mut most = 0;
+        for piece in file.chunks(128 << 10) {
+            enc.push(piece, &mut wire);
+            most = most.max(enc.compressor_bytes());
+        }
+        let estimate = compression.stream_compressor_bytes();
+        assert!(most > 0, "{compression:?} keeps a stream");
+        assert!(
+            most <= estimate && estimate <= most * 3,
+            "{compression:?}: holds {most} bytes, estimated {estimate}"
+        );
+    }
+    assert_eq!(Compression::Lz4.stream_compressor_bytes(), 0);
+    assert_eq!(Compression::Off.stream_compressor_bytes(), 0);
+}
+
+#[test]
 fn a_run_that_continues_a_stream_after_its_end_is_an_error() {
     // After StreamEnd the decoder has no context: a run that claims to
     // continue the old stream cannot be decoded and fails the flow (never

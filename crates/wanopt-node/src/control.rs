@@ -223,7 +223,7 @@ pub fn render_metrics(state: &NodeState) -> String {
         ],
     );
     // One sample for the node.
-    let node: [(&str, &str, &str, f64); 11] = [
+    let node: [(&str, &str, &str, f64); 14] = [
         (
             "flows_active",
             "gauge",
@@ -281,14 +281,32 @@ pub fn render_metrics(state: &NodeState) -> String {
         (
             "compressor_bytes",
             "gauge",
-            "Memory held by the zstd stream compressors of flows sending now (freed after 1 s idle).",
+            "Memory held by the stream compressors (zstd or LZMA2) of flows sending now (freed after 1 s idle).",
             s.compressor_bytes as f64,
         ),
         (
             "decompressor_bytes",
             "gauge",
-            "Memory held by the zstd stream decompression contexts of flows receiving now (freed when the peer's compressor is).",
+            "Memory held by the stream decompression contexts of flows receiving now (freed when the peer's compressor is).",
             s.decompressor_bytes as f64,
+        ),
+        (
+            "compressor_budget_bytes",
+            "gauge",
+            "Bound on the memory of flows' stream compressors (--compressor-memory).",
+            s.compressor_budget as f64,
+        ),
+        (
+            "compressor_reserved_bytes",
+            "gauge",
+            "Memory of the compressor budget reserved by flows now.",
+            s.compressor_reserved as f64,
+        ),
+        (
+            "compressor_step_downs_total",
+            "counter",
+            "Times a flow got a cheaper codec than it wanted because the compressor budget was spent.",
+            s.compressor_step_downs as f64,
         ),
     ];
     for (name, kind, help, value) in node {

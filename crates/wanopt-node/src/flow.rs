@@ -289,10 +289,10 @@ pub struct ReduceTotals {
     /// Chunks and chunk lists this node's encoders sent again at the peer's
     /// request (`Repair`, `SpanList`).
     pub repairs: u64,
-    /// Memory held now by the zstd stream compressors of live flows (a
-    /// gauge: finished flows hold none).
+    /// Memory held now by the stream compressors (zstd or LZMA2) of live
+    /// flows (a gauge: finished flows hold none).
     pub compressor_bytes: u64,
-    /// Memory held now by the zstd stream decompression contexts of live
+    /// Memory held now by the stream decompression contexts of live
     /// flows (a gauge, freed when the peer's encoder frees its compressor).
     pub decompressor_bytes: u64,
 }

@@ -12,6 +12,7 @@
 //! socket repeats the tails of bursts on lossy paths ([`dupsock`]).
 
 pub mod bbr;
+pub mod budget;
 pub mod control;
 pub mod core;
 pub mod dupsock;

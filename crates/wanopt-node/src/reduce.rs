@@ -26,6 +26,7 @@ use tracing::{debug, info, warn};
 use wanopt_codec::{CacheConfig, CacheId, CacheStats, Compression, PeerCache, StoreConfig};
 use wanopt_proto::{control_len, Control, ControlRepr, Services};
 
+use crate::budget::CompressorBudget;
 use crate::identity::PublicKey;
 use crate::NodeError;
 
@@ -195,6 +196,9 @@ pub struct ReduceConfig {
     pub cache_size: u64,
     /// How literals are compressed.
     pub compression: CompressionMode,
+    /// Bound on the memory all flows' stream compressors may hold, bytes
+    /// (see [`crate::budget`]).
+    pub compressor_memory: u64,
 }
 
 impl ReduceConfig {
@@ -284,6 +288,7 @@ pub struct CacheReport {
 #[derive(Debug)]
 pub struct Caches {
     config: ReduceConfig,
+    budget: Arc<CompressorBudget>,
     peers: Mutex<HashMap<PublicKey, Arc<PeerEntry>>>,
     clears: AtomicU64,
 }
@@ -320,6 +325,7 @@ impl Caches {
             )));
         }
         Ok(Caches {
+            budget: CompressorBudget::new(config.compressor_memory),
             config,
             peers: Mutex::new(HashMap::new()),
             clears: AtomicU64::new(0),
@@ -329,6 +335,11 @@ impl Caches {
     /// How flows compress their literals.
     pub fn compression(&self) -> CompressionMode {
         self.config.compression
+    }
+
+    /// The node's budget for flows' stream compressors.
+    pub fn budget(&self) -> &Arc<CompressorBudget> {
+        &self.budget
     }
 
     /// The cache directory.
@@ -739,6 +750,7 @@ mod tests {
             cache_dir: dir.path().to_path_buf(),
             cache_size: 64 << 20,
             compression: CompressionMode::Auto,
+            compressor_memory: crate::budget::DEFAULT_COMPRESSOR_MEMORY,
         };
         let caches = Caches::new(config.clone()).unwrap();
         let a = caches.for_peer(PublicKey([1; 32])).unwrap();
@@ -759,6 +771,7 @@ mod tests {
             cache_dir: dir.path().to_path_buf(),
             cache_size: 64 << 20,
             compression: CompressionMode::Auto,
+            compressor_memory: crate::budget::DEFAULT_COMPRESSOR_MEMORY,
         };
         {
             let earlier = Caches::new(config.clone()).unwrap();
@@ -781,6 +794,7 @@ mod tests {
             cache_dir: file.path().join("sub"),
             cache_size: DEFAULT_CACHE_SIZE,
             compression: CompressionMode::Auto,
+            compressor_memory: crate::budget::DEFAULT_COMPRESSOR_MEMORY,
         })
         .unwrap_err()
         .to_string();
@@ -790,6 +804,7 @@ mod tests {
             cache_dir: dir.path().to_path_buf(),
             cache_size: 1000,
             compression: CompressionMode::Auto,
+            compressor_memory: crate::budget::DEFAULT_COMPRESSOR_MEMORY,
         })
         .unwrap_err()
         .to_string();

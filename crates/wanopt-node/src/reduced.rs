@@ -23,7 +23,7 @@
 //! frames from the other end, never on the other end's finish.
 
 use std::sync::atomic::Ordering;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -34,6 +34,7 @@ use tracing::{debug, trace};
 
 use wanopt_codec::{Compression, Decoder, DecoderConfig, Encoder, EncoderConfig, PeerCache};
 
+use crate::budget::{CompressorBudget, Reservation, DEFAULT_COMPRESSOR_MEMORY};
 use crate::reduce::{estimated_rate_bps, CompressionMode};
 
 use crate::flow::{
@@ -44,9 +45,9 @@ use crate::flow::{
 /// How long a partial chunk may wait for more bytes from a quiet socket.
 pub const IDLE_FLUSH: Duration = Duration::from_millis(2);
 
-/// How long a flow keeps its zstd stream compressor (about 10 MiB at the
-/// slow levels) once its socket went quiet: an idle keep-alive connection
-/// holds none, and a flow sending again starts a new stream.
+/// How long a flow keeps its stream compressor (8-13 MiB with LZMA2 and
+/// the slow zstd levels) once its socket went quiet: an idle keep-alive
+/// connection holds none, and a flow sending again starts a new stream.
 pub const COMPRESSOR_IDLE: Duration = Duration::from_secs(1);
 
 /// Wire bytes decoded at a time (references expand: this bounds the plain
@@ -75,6 +76,8 @@ pub struct Reduction {
     pub compression: CompressionMode,
     /// The tunnel (its rate picks the codec in `auto`).
     pub connection: quinn::Connection,
+    /// The node's memory budget for stream compressors.
+    pub budget: Arc<CompressorBudget>,
 }
 
 impl Reduction {
@@ -84,50 +87,80 @@ impl Reduction {
         cache: PeerCache,
         connection: quinn::Connection,
     ) -> Reduction {
-        let compression = state
-            .caches
-            .as_ref()
-            .map(|c| c.compression())
-            .unwrap_or_default();
+        let (compression, budget) = match &state.caches {
+            Some(caches) => (caches.compression(), caches.budget().clone()),
+            None => (
+                CompressionMode::default(),
+                CompressorBudget::new(DEFAULT_COMPRESSOR_MEMORY),
+            ),
+        };
         Reduction {
             cache,
             compression,
             connection,
+            budget,
         }
     }
 }
 
 /// Picks the codec for the tunnel's current rate, at most every
-/// [`RATE_CHECK`].
+/// [`RATE_CHECK`], within the node's compressor budget.
 struct CodecChoice {
     mode: CompressionMode,
     /// The tunnel whose rate `auto` follows.
     connection: Option<quinn::Connection>,
     checked: Option<tokio::time::Instant>,
-    /// The last choice made from a rate.
+    /// The last choice made from a rate (what the flow wants).
     current: Option<Compression>,
+    /// The memory this flow holds of the budget for its compressor.
+    reservation: Reservation,
 }
 
 impl CodecChoice {
+    fn new(
+        mode: CompressionMode,
+        connection: Option<quinn::Connection>,
+        budget: Arc<CompressorBudget>,
+    ) -> CodecChoice {
+        CodecChoice {
+            mode,
+            connection,
+            checked: None,
+            current: None,
+            reservation: Reservation::new(budget),
+        }
+    }
+
     fn update(&mut self, encoder: &mut Encoder) {
         let now = tokio::time::Instant::now();
-        if self
+        let due = self
             .checked
-            .is_some_and(|t| now.duration_since(t) < RATE_CHECK)
-        {
-            return;
+            .is_none_or(|t| now.duration_since(t) >= RATE_CHECK);
+        if due {
+            self.checked = Some(now);
+            let rate = match self.mode {
+                CompressionMode::Auto => self.connection.as_ref().and_then(estimated_rate_bps),
+                _ => None,
+            };
+            let next = match self.current {
+                Some(current) => self.mode.repick(rate, current),
+                None => self.mode.pick(rate),
+            };
+            self.current = Some(next);
         }
-        self.checked = Some(now);
-        let rate = match self.mode {
-            CompressionMode::Auto => self.connection.as_ref().and_then(estimated_rate_bps),
-            _ => None,
-        };
-        let next = match self.current {
-            Some(current) => self.mode.repick(rate, current),
-            None => self.mode.pick(rate),
-        };
-        self.current = Some(next);
-        encoder.set_compression(next);
+        // Reserve whenever the rate was read (a flow that stepped down
+        // steps back up once there is room) and whenever the flow holds
+        // no compressor (it may be about to start one).
+        if due || encoder.compressor_bytes() == 0 {
+            if let Some(wanted) = self.current {
+                encoder.set_compression(self.reservation.choose(wanted));
+            }
+        }
+    }
+
+    /// The flow freed its compressor: its memory goes back to the budget.
+    fn release(&mut self) {
+        self.reservation.release();
     }
 }
 
@@ -155,13 +188,9 @@ pub async fn splice_reduced(
         cache,
         compression,
         connection,
+        budget,
     } = reduction;
-    let mut choice = CodecChoice {
-        mode: compression,
-        connection: Some(connection),
-        checked: None,
-        current: None,
-    };
+    let mut choice = CodecChoice::new(compression, Some(connection), budget);
     let config = EncoderConfig {
         retain_bytes: RETAIN_BYTES,
         compression: compression.pick(None),
@@ -212,8 +241,9 @@ async fn uplink(
     let mut holds_compressor = false;
     loop {
         // Quiet for IDLE_FLUSH with bytes held back: flush them. Quiet for
-        // COMPRESSOR_IDLE after that: free the zstd stream compressor (a
-        // StreamEnd tells the peer's decoder to free its context too).
+        // COMPRESSOR_IDLE after that: free the stream compressor (a
+        // StreamEnd tells the peer's decoder to free its context too) and
+        // give its memory back to the node's budget.
         let idle = if pending {
             Some(IDLE_FLUSH)
         } else if holds_compressor {
@@ -233,6 +263,7 @@ async fn uplink(
                             encoder.flush(&mut out);
                         } else {
                             encoder.release_compressor(&mut out);
+                            choice.release();
                         }
                         flow.reduce.record_encoder(&encoder);
                         holds_compressor = encoder.compressor_bytes() > 0;
@@ -280,6 +311,10 @@ async fn uplink(
                     encode();
                 }
                 trace!(read = n, wan = out.len(), took = ?began.elapsed(), "encoded");
+                // A reservation not yet used for a compressor (the reads
+                // so far were references or did not compress) is given
+                // back after the same idle time.
+                holds_compressor |= choice.reservation.bytes() > 0;
                 pending = true;
                 if !out.is_empty() {
                     tx.send(out).await.map_err(|_| writer_gone())?;
@@ -416,7 +451,6 @@ mod tests {
     use std::io;
     use std::pin::Pin;
     use std::sync::atomic::AtomicUsize;
-    use std::sync::Arc;
     use std::task::{Context, Poll};
 
     use tokio::io::ReadBuf;
@@ -467,12 +501,7 @@ mod tests {
             ..EncoderConfig::default()
         };
         let encoder = Mutex::new(Encoder::new(cache, config).unwrap());
-        let choice = CodecChoice {
-            mode: compression,
-            connection: None,
-            checked: None,
-            current: None,
-        };
+        let choice = CodecChoice::new(compression, None, CompressorBudget::new(u64::MAX));
         let table = Arc::new(FlowTable::default());
         let guard = table.start(
             None,

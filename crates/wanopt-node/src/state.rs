@@ -194,13 +194,24 @@ pub struct Status {
     /// Chunks and chunk lists this node sent again at the peer's request.
     #[serde(default)]
     pub repairs: u64,
-    /// Memory held now by the zstd stream compressors of sending flows.
+    /// Memory held now by the stream compressors (zstd or LZMA2) of
+    /// sending flows.
     #[serde(default)]
     pub compressor_bytes: u64,
-    /// Memory held now by the zstd stream decompression contexts of
-    /// receiving flows.
+    /// Memory held now by the stream decompression contexts of receiving
+    /// flows.
     #[serde(default)]
     pub decompressor_bytes: u64,
+    /// The bound on flows' stream compressors (`--compressor-memory`).
+    #[serde(default)]
+    pub compressor_budget: u64,
+    /// Of it, what flows have reserved now.
+    #[serde(default)]
+    pub compressor_reserved: u64,
+    /// Times a flow got a cheaper codec than it wanted because the budget
+    /// was spent.
+    #[serde(default)]
+    pub compressor_step_downs: u64,
 }
 
 impl NodeState {
@@ -376,6 +387,7 @@ impl NodeState {
             .collect();
         let bytes = self.flows.bytes();
         let totals = &self.flows.totals;
+        let budget = self.caches.as_ref().map(|c| c.budget());
         Status {
             role: self.role,
             version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -407,6 +419,9 @@ impl NodeState {
             repairs: bytes.reduce.repairs,
             compressor_bytes: bytes.reduce.compressor_bytes,
             decompressor_bytes: bytes.reduce.decompressor_bytes,
+            compressor_budget: budget.map_or(0, |b| b.limit()),
+            compressor_reserved: budget.map_or(0, |b| b.reserved()),
+            compressor_step_downs: budget.map_or(0, |b| b.step_downs()),
         }
     }
 }

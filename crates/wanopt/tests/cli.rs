@@ -150,9 +150,11 @@ fn bad_input_gets_one_clear_line_and_exit_code_2() {
     }
     // clap's own usage errors also exit 2.
     assert_eq!(run(&["edge", "--fail", "sideways"]).0, 2);
-    let (code, _, err) = run(&["core", "--cache-size", "lots"]);
-    assert_eq!(code, 2);
-    assert!(err.contains("bad size"), "{err}");
+    for flag in ["--cache-size", "--compressor-memory"] {
+        let (code, _, err) = run(&["core", flag, "lots"]);
+        assert_eq!(code, 2, "{flag}");
+        assert!(err.contains("bad size"), "{flag}: {err}");
+    }
     let (code, _, err) = run(&["edge", "--duplication", "twice"]);
     assert_eq!(code, 2);
     assert!(err.contains("expected auto, tails or off"), "{err}");
@@ -235,7 +237,7 @@ fn options_come_from_a_toml_file_and_flags_override_it() {
     std::fs::write(
         &core_file,
         format!(
-            "listen = \"{core_udp}\"\nkey = \"{}\"\npeer-key = [\"{edge_pub}\"]\nallow = [\"127.0.0.1\"]\nduplication = \"tails\"\n",
+            "listen = \"{core_udp}\"\nkey = \"{}\"\npeer-key = [\"{edge_pub}\"]\nallow = [\"127.0.0.1\"]\nduplication = \"tails\"\ncompressor-memory = \"64MiB\"\n",
             core_key.display()
         ),
     )
@@ -278,12 +280,13 @@ fn options_come_from_a_toml_file_and_flags_override_it() {
     let mut got = Vec::new();
     c.read_to_end(&mut got).unwrap();
     assert_eq!(got, b"from a file");
-    // The core took `duplication` from its file.
+    // The core took `duplication` and `compressor-memory` from its file.
     let status = core.status().unwrap();
     assert_eq!(
         status["peers"][0]["duplication"]["mode"], "tails",
         "{status}"
     );
+    assert_eq!(status["compressor_budget"], 64 << 20, "{status}");
 
     std::fs::write(&edge_file, "no-such-option = 1\n").unwrap();
     let (code, _, err) = run(&["edge", "--config", edge_file.to_str().unwrap()]);

@@ -511,6 +511,61 @@ fn an_idle_flow_frees_its_compressor_and_goes_on() {
 }
 
 #[test]
+fn flows_beyond_the_compressor_budget_step_down_and_carry_every_byte() {
+    // Room for one LZMA2 stream: the edge's second uploading flow does not
+    // fit (nor does zstd 3 beside it) and sends with LZ4.
+    let file = office_file(12, LEN);
+    let (first, second) = file.split_at(LEN / 2);
+    let edge_flags = ["--compression", "lzma", "--compressor-memory", "13MiB"];
+    let lab = Lab::start(Vec::new(), &[], &edge_flags);
+    let gauge = |name: &str| lab.edge.status().map_or(0, |s| s[name].as_u64().unwrap());
+    let mut flows: Vec<TcpStream> = (0..2)
+        .map(|_| {
+            let mut c = TcpStream::connect(lab.listen).unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+            c.write_all(b"P").unwrap();
+            c.write_all(first).unwrap();
+            c
+        })
+        .collect();
+    assert!(
+        eventually(Duration::from_secs(10), || gauge("compressor_step_downs")
+            > 0),
+        "the second flow never stepped down"
+    );
+    let status = lab.edge.status().unwrap();
+    assert_eq!(status["compressor_budget"], 13 << 20, "{status}");
+    assert!(
+        status["compressor_reserved"].as_u64().unwrap() <= 13 << 20,
+        "{status}"
+    );
+    // Quiet for a second: everything goes back to the budget.
+    assert!(
+        eventually(Duration::from_secs(10), || gauge("compressor_reserved")
+            == 0),
+        "the idle flows kept their reservations"
+    );
+    let metrics = http_get(lab.edge.control, "/metrics").unwrap();
+    assert!(
+        metrics.contains("wanopt_compressor_reserved_bytes{role=\"edge\"} 0\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("wanopt_compressor_step_downs_total{role=\"edge\"}"),
+        "{metrics}"
+    );
+    for c in &mut flows {
+        c.write_all(second).unwrap();
+        c.shutdown(Shutdown::Write).unwrap();
+    }
+    for mut c in flows {
+        let mut digest = [0u8; 32];
+        c.read_exact(&mut digest).unwrap();
+        assert_eq!(digest, sha(&file), "upload corrupted");
+    }
+}
+
+#[test]
 fn no_reduce_on_either_end_carries_flows_unreduced() {
     let file = office_file(6, 1 << 20);
     for (core_extra, edge_extra, why) in [

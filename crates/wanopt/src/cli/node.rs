@@ -9,6 +9,7 @@ use anyhow::{bail, Context};
 use clap::Args;
 use serde::Deserialize;
 
+use wanopt_node::budget::DEFAULT_COMPRESSOR_MEMORY;
 use wanopt_node::core::CoreConfig;
 use wanopt_node::dupsock::DuplicationMode;
 use wanopt_node::edge::{EdgeConfig, FailMode, Forward};
@@ -75,6 +76,13 @@ pub struct CommonArgs {
     /// the peer's setting.
     #[arg(long, value_name = "MODE")]
     pub compression: Option<CompressionMode>,
+    /// Bound on the memory all flows' stream compressors may hold, e.g.
+    /// 256MiB [default: 512MiB]. A flow's LZMA2 or slow zstd stream holds
+    /// 7-13 MiB while it sends; a flow that does not fit steps down to
+    /// zstd level 3 (3 MiB), then to LZ4 (none), and back up when memory
+    /// is returned. 0 keeps every flow on LZ4.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub compressor_memory: Option<u64>,
 }
 
 /// Parses a byte size: a number with an optional unit (B, KB/MB/GB/TB in
@@ -188,6 +196,7 @@ struct FileConfig {
     cache_dir: Option<PathBuf>,
     cache_size: Option<String>,
     compression: Option<CompressionMode>,
+    compressor_memory: Option<String>,
     // core
     listen: Option<SocketAddr>,
     #[serde(default)]
@@ -313,6 +322,13 @@ fn common(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<Common> {
         }
         (None, None) => DEFAULT_CACHE_SIZE,
     };
+    let compressor_memory = match (flags.compressor_memory, file.compressor_memory.as_deref()) {
+        (Some(size), _) => size,
+        (None, Some(text)) => {
+            parse_size(text).map_err(|e| anyhow::anyhow!("config file: compressor-memory: {e}"))?
+        }
+        (None, None) => DEFAULT_COMPRESSOR_MEMORY,
+    };
     let reduce = (!no_reduce).then(|| ReduceConfig {
         cache_dir: flags
             .cache_dir
@@ -321,6 +337,7 @@ fn common(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<Common> {
             .unwrap_or_else(ReduceConfig::default_dir),
         cache_size,
         compression: flags.compression.or(file.compression).unwrap_or_default(),
+        compressor_memory,
     });
     Ok(Common {
         reduce,

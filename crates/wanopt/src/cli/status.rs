@@ -200,9 +200,21 @@ pub fn status(args: &QueryArgs) -> anyhow::Result<()> {
         }
         if s.compressor_bytes + s.decompressor_bytes > 0 {
             println!(
-                "            {} of zstd stream compressors (sending flows), {} of decompressors (receiving)",
+                "            {} of stream compressors (sending flows), {} of decompressors (receiving)",
                 human_bytes(s.compressor_bytes),
                 human_bytes(s.decompressor_bytes)
+            );
+        }
+        if s.compressor_reserved + s.compressor_step_downs > 0 {
+            println!(
+                "            compressor budget {} of {} reserved, {}",
+                human_bytes(s.compressor_reserved),
+                human_bytes(s.compressor_budget),
+                counted(
+                    s.compressor_step_downs,
+                    "step down to a cheaper codec",
+                    "step downs to a cheaper codec"
+                )
             );
         }
     } else {
