@@ -45,7 +45,7 @@ use crate::flow::{
 /// How long a partial chunk may wait for more bytes from a quiet socket.
 pub const IDLE_FLUSH: Duration = Duration::from_millis(2);
 
-/// How long a flow keeps its stream compressor (8-13 MiB with LZMA2 and
+/// How long a flow keeps its stream compressor (7-13 MiB with LZMA2 and
 /// the slow zstd levels) once its socket went quiet: an idle keep-alive
 /// connection holds none, and a flow sending again starts a new stream.
 pub const COMPRESSOR_IDLE: Duration = Duration::from_secs(1);
@@ -238,7 +238,9 @@ async fn uplink(
 ) -> Result<(), Abort> {
     let mut buf = vec![0u8; CHUNK];
     let mut pending = false;
-    let mut holds_compressor = false;
+    // The codec was picked (and its memory reserved) when the flow began:
+    // a flow whose socket stays silent gives it back after the idle time.
+    let mut holds_compressor = choice.reservation.bytes() > 0;
     loop {
         // Quiet for IDLE_FLUSH with bytes held back: flush them. Quiet for
         // COMPRESSOR_IDLE after that: free the stream compressor (a

@@ -519,6 +519,19 @@ fn flows_beyond_the_compressor_budget_step_down_and_carry_every_byte() {
     let edge_flags = ["--compression", "lzma", "--compressor-memory", "13MiB"];
     let lab = Lab::start(Vec::new(), &[], &edge_flags);
     let gauge = |name: &str| lab.edge.status().map_or(0, |s| s[name].as_u64().unwrap());
+    // A flow that never sends reserves when it begins and gives the
+    // memory back once it has been quiet for a second.
+    let _silent = TcpStream::connect(lab.listen).unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || gauge("compressor_reserved")
+            == 13 << 20),
+        "the silent flow never reserved"
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || gauge("compressor_reserved")
+            == 0),
+        "the silent flow kept its reservation"
+    );
     let mut flows: Vec<TcpStream> = (0..2)
         .map(|_| {
             let mut c = TcpStream::connect(lab.listen).unwrap();
