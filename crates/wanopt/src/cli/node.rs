@@ -85,6 +85,23 @@ pub struct CommonArgs {
     pub compressor_memory: Option<u64>,
 }
 
+/// A byte-size setting: the flag's value, else the config file's `key`,
+/// else `default`.
+fn size_setting(
+    flag: Option<u64>,
+    file: Option<&str>,
+    key: &str,
+    default: u64,
+) -> anyhow::Result<u64> {
+    match (flag, file) {
+        (Some(size), _) => Ok(size),
+        (None, Some(text)) => {
+            parse_size(text).map_err(|e| anyhow::anyhow!("config file: {key}: {e}"))
+        }
+        (None, None) => Ok(default),
+    }
+}
+
 /// Parses a byte size: a number with an optional unit (B, KB/MB/GB/TB in
 /// powers of 1000, KiB/MiB/GiB/TiB in powers of 1024; K/M/G/T alone are
 /// binary too).
@@ -315,20 +332,18 @@ fn common(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<Common> {
         );
     }
     let no_reduce = flags.no_reduce || file.no_reduce.unwrap_or(false);
-    let cache_size = match (flags.cache_size, file.cache_size.as_deref()) {
-        (Some(size), _) => size,
-        (None, Some(text)) => {
-            parse_size(text).map_err(|e| anyhow::anyhow!("config file: cache-size: {e}"))?
-        }
-        (None, None) => DEFAULT_CACHE_SIZE,
-    };
-    let compressor_memory = match (flags.compressor_memory, file.compressor_memory.as_deref()) {
-        (Some(size), _) => size,
-        (None, Some(text)) => {
-            parse_size(text).map_err(|e| anyhow::anyhow!("config file: compressor-memory: {e}"))?
-        }
-        (None, None) => DEFAULT_COMPRESSOR_MEMORY,
-    };
+    let cache_size = size_setting(
+        flags.cache_size,
+        file.cache_size.as_deref(),
+        "cache-size",
+        DEFAULT_CACHE_SIZE,
+    )?;
+    let compressor_memory = size_setting(
+        flags.compressor_memory,
+        file.compressor_memory.as_deref(),
+        "compressor-memory",
+        DEFAULT_COMPRESSOR_MEMORY,
+    )?;
     let reduce = (!no_reduce).then(|| ReduceConfig {
         cache_dir: flags
             .cache_dir
