@@ -111,9 +111,7 @@ impl Reservation {
                 // Only a cheaper codec is a step down.
                 continue;
             }
-            let need = step.stream_compressor_bytes() as u64;
-            if self.budget.exchange(self.bytes, need) {
-                self.bytes = need;
+            if self.reserve(step.stream_compressor_bytes() as u64) {
                 return step;
             }
         }
@@ -122,10 +120,20 @@ impl Reservation {
         Compression::Lz4
     }
 
+    /// Makes the reservation `need` bytes if the budget allows. Keeping
+    /// the same amount (every read of a flow that keeps its codec) does not
+    /// touch the node-wide counter.
+    fn reserve(&mut self, need: u64) -> bool {
+        if need != self.bytes && !self.budget.exchange(self.bytes, need) {
+            return false;
+        }
+        self.bytes = need;
+        true
+    }
+
     /// Returns the reservation (the flow freed its compressor).
     pub fn release(&mut self) {
-        self.budget.exchange(self.bytes, 0);
-        self.bytes = 0;
+        self.reserve(0);
     }
 }
 
