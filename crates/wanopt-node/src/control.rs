@@ -187,6 +187,12 @@ pub fn render_metrics(state: &NodeState) -> String {
         &per_peer(&|p| Some(p.duplication.as_ref()?.bytes as f64)),
     );
     metric(
+        "tunnel_duplicated_stream_ends_total",
+        "counter",
+        "Bursts that began on a busy path, repeated because a stream was ending.",
+        &per_peer(&|p| Some(p.duplication.as_ref()?.stream_ends as f64)),
+    );
+    metric(
         "tunnel_duplication_active",
         "gauge",
         "1 while tail duplication is on for the path (see --duplication).",

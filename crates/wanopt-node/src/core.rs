@@ -253,7 +253,10 @@ impl Core {
                 let reduction = Reduction::new(&self.state, cache, conn);
                 splice_reduced(tcp, send, recv, flow, Facing::Server, start, reduction).await
             }
-            None => splice_stream(tcp, send, recv, flow, Facing::Server, start).await,
+            None => {
+                let ends = self.state.duplication.stream_ends(peer);
+                splice_stream(tcp, send, recv, flow, Facing::Server, start, &ends).await
+            }
         };
         match spliced {
             Ok(()) => debug!("flow {} done", flow.id),

@@ -6,6 +6,12 @@
 //! quiet (the policy is `wanopt_proto::dup::TailDup`). A small task sleeps
 //! until the policy's next deadline and sends the copies; quinn on the far
 //! side drops whichever copy of a packet arrives second.
+//!
+//! Flows tell it when their stream's last bytes are written
+//! ([`StreamEnds::expect`]): until the peer has acknowledged them, the
+//! path's tails are repeated even while it carries bulk traffic, so that
+//! the loss of a transfer's last packet costs a copy's delay, not a probe
+//! timeout.
 
 use std::fmt;
 use std::io::{self, IoSliceMut};
@@ -99,6 +105,13 @@ pub struct DuplicationStatus {
     /// busy (no idle link time to spend on copies).
     #[serde(default)]
     pub busy: u64,
+    /// Bursts that began on a busy path and were repeated anyway because
+    /// a stream was ending on it.
+    #[serde(default)]
+    pub stream_ends: u64,
+    /// Streams whose last bytes are written and not yet acknowledged.
+    #[serde(default)]
+    pub ending_streams: usize,
 }
 
 type Meta = (Option<EcnCodepoint>, Option<IpAddr>);
@@ -159,6 +172,12 @@ struct PathMemory {
     /// ten round trips, so it falls as soon as the traffic turns sparse
     /// (app-limited samples), which is exactly when tails matter.
     capacity: Option<(f64, Instant)>,
+    /// The tail parameters the last sample gave the path (whether on or
+    /// not), for a stream end between samples.
+    params: Option<TailParams>,
+    /// Streams on the path whose last bytes are written and not yet
+    /// acknowledged ([`StreamEnd`] guards alive).
+    ending: usize,
 }
 
 /// How often the node samples its paths for duplication (short, so that
@@ -185,6 +204,17 @@ impl PathMemory {
         };
         self.last_tx = Some((now, tx_bytes));
         rate
+    }
+
+    /// Whether tails are repeated on the path in `mode`: `auto` wants a
+    /// lossy path that carries no bulk traffic, or one where a stream is
+    /// ending.
+    fn repeats(&self, mode: DuplicationMode) -> bool {
+        match mode {
+            DuplicationMode::Off => false,
+            DuplicationMode::Tails => true,
+            DuplicationMode::Auto => self.loss.is_lossy() && (!self.bulk || self.ending > 0),
+        }
     }
 
     fn capacity(&mut self, now: Instant, estimate: Option<f64>) -> Option<f64> {
@@ -225,30 +255,76 @@ impl Duplication {
     /// traffic: while it sends more than half its capacity, no burst ends
     /// (the rare pause is judged busy anyway), so copying every datagram
     /// into the tail would be CPU spent for nothing; tails come back within
-    /// a sample of the traffic turning sparse.
+    /// a sample of the traffic turning sparse. The exception is a path on
+    /// which a stream is ending ([`StreamEnds::expect`]): its bulk
+    /// transfer's end is a tail worth repeating.
     pub fn update_path(&self, peer: SocketAddr, sample: &PathSample) {
         let now = Instant::now();
-        let (lossy, capacity, bulk) = {
-            let mut paths = self.paths.lock().unwrap_or_else(|e| e.into_inner());
-            let path = paths.entry(peer).or_default();
-            let lossy = path.loss.update(sample.sent_packets, sample.lost_packets);
-            let capacity = path.capacity(now, sample.rate_estimate);
-            let send_rate = path.send_rate(now, sample.udp_tx_bytes);
-            path.bulk = capacity.is_some_and(|c| send_rate > BUSY_SHARE * c);
-            (lossy, capacity, path.bulk)
-        };
-        let on = match self.mode {
-            DuplicationMode::Off => false,
-            DuplicationMode::Tails => true,
-            DuplicationMode::Auto => lossy && !bulk,
-        };
-        let params =
-            on.then(|| TailParams::for_path(sample.srtt, capacity, usize::from(sample.mtu)));
+        let mut paths = self.paths.lock().unwrap_or_else(|e| e.into_inner());
+        let path = paths.entry(peer).or_default();
+        path.loss.update(sample.sent_packets, sample.lost_packets);
+        let capacity = path.capacity(now, sample.rate_estimate);
+        let send_rate = path.send_rate(now, sample.udp_tx_bytes);
+        path.bulk = capacity.is_some_and(|c| send_rate > BUSY_SHARE * c);
+        path.params = Some(TailParams::for_path(
+            sample.srtt,
+            capacity,
+            usize::from(sample.mtu),
+        ));
+        let params = path.params.filter(|_| path.repeats(self.mode));
+        let ending = path.ending > 0;
+        drop(paths);
         let mut policy = self.shared.policy();
         policy.set_path(now, peer, params);
+        policy.expect_ends(peer, ending);
         self.shared
             .active
             .store(policy.is_active(), Ordering::Relaxed);
+    }
+
+    /// A handle for the flows on the path to `peer` to say when their
+    /// stream is ending.
+    pub fn stream_ends(&self, peer: SocketAddr) -> StreamEnds {
+        StreamEnds {
+            duplication: self.clone(),
+            peer,
+        }
+    }
+
+    /// Counts a stream ending on `peer` (+1) or acknowledged (-1), and
+    /// applies the change at once rather than at the next sample. Returns
+    /// whether it counted (a path not sampled yet is not).
+    fn ending(&self, peer: SocketAddr, starts: bool) -> bool {
+        if self.mode == DuplicationMode::Off {
+            return false;
+        }
+        let now = Instant::now();
+        let mut paths = self.paths.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(path) = paths.get_mut(&peer) else {
+            // No sample yet (or the path is gone): nothing to apply.
+            return false;
+        };
+        if starts {
+            path.ending += 1;
+        } else {
+            path.ending = path.ending.saturating_sub(1);
+        }
+        let ending = path.ending > 0;
+        // Switch a bulk path's tails on now: the stream's last bytes may go
+        // out before the next sample. Switching off waits for the sample.
+        let params = path.params.filter(|_| ending && path.repeats(self.mode));
+        drop(paths);
+        let mut policy = self.shared.policy();
+        if let Some(params) = params {
+            if policy.params(peer).is_none() {
+                policy.set_path(now, peer, Some(params));
+            }
+        }
+        policy.expect_ends(peer, ending);
+        self.shared
+            .active
+            .store(policy.is_active(), Ordering::Relaxed);
+        true
     }
 
     /// Forgets a path whose connection is gone.
@@ -266,12 +342,12 @@ impl Duplication {
 
     /// What the path to `peer` does and did.
     pub fn status(&self, peer: SocketAddr) -> DuplicationStatus {
-        let (loss, bulk) = self
+        let (loss, bulk, ending_streams) = self
             .paths
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(&peer)
-            .map_or((0.0, false), |p| (p.loss.loss_rate(), p.bulk));
+            .map_or((0.0, false, 0), |p| (p.loss.loss_rate(), p.bulk, p.ending));
         let policy = self.shared.policy();
         let params = policy.params(peer);
         let stats = policy.stats(peer).unwrap_or_default();
@@ -281,6 +357,7 @@ impl Duplication {
             bytes,
             over_budget,
             busy,
+            stream_ends,
             ..
         } = stats;
         DuplicationStatus {
@@ -295,6 +372,8 @@ impl Duplication {
             bytes,
             over_budget,
             busy,
+            stream_ends,
+            ending_streams,
         }
     }
 
@@ -307,6 +386,61 @@ impl Duplication {
         });
         tokio::spawn(send_copies(Arc::downgrade(&socket)));
         socket
+    }
+}
+
+/// Longest a [`StreamEnd`] is held waiting for the peer's acknowledgement
+/// (a peer that stopped reading, a stuck tunnel).
+pub const STREAM_END_HOLD: Duration = Duration::from_secs(30);
+
+/// Lets the flows on one path say when their stream is ending.
+#[derive(Debug, Clone)]
+pub struct StreamEnds {
+    duplication: Duplication,
+    peer: SocketAddr,
+}
+
+impl StreamEnds {
+    /// A stream on the path has had its last bytes written (they may still
+    /// be queued in the QUIC connection): until the returned guard is
+    /// dropped, the path's tails are repeated even while it is busy.
+    pub fn expect(&self) -> StreamEnd {
+        let counted = self.duplication.ending(self.peer, true);
+        StreamEnd {
+            ends: counted.then(|| self.clone()),
+        }
+    }
+}
+
+/// A stream's end awaited on a path; dropping it says the end was
+/// acknowledged (or given up on). Holds nothing when it was not counted
+/// (duplication off, or the path not sampled yet).
+#[derive(Debug)]
+#[must_use = "the end is expected only while the guard lives"]
+pub struct StreamEnd {
+    ends: Option<StreamEnds>,
+}
+
+impl StreamEnd {
+    /// Keeps the guard until `acknowledged` completes (a finished
+    /// stream's `stopped()`), at most [`STREAM_END_HOLD`], in a task of
+    /// its own so that the flow need not wait.
+    pub fn release_when<F>(self, acknowledged: F)
+    where
+        F: std::future::Future + Send + 'static,
+    {
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(STREAM_END_HOLD, acknowledged).await;
+            drop(self);
+        });
+    }
+}
+
+impl Drop for StreamEnd {
+    fn drop(&mut self) {
+        if let Some(ends) = self.ends.take() {
+            ends.duplication.ending(ends.peer, false);
+        }
     }
 }
 
@@ -498,6 +632,69 @@ mod tests {
         assert!(tails.status(peer).active);
         tails.remove_path(peer);
         assert!(!tails.status(peer).active);
+    }
+
+    #[tokio::test]
+    async fn a_stream_ending_on_a_bulk_path_switches_its_tails_on_until_acknowledged() {
+        let peer: SocketAddr = "192.0.2.1:4433".parse().unwrap();
+        let dup = Duplication::new(DuplicationMode::Auto);
+        let ends = dup.stream_ends(peer);
+        // Before the first sample a stream end is not counted.
+        drop(ends.expect());
+        let sample = |sent, lost, tx| PathSample {
+            sent_packets: sent,
+            lost_packets: lost,
+            srtt: Duration::from_millis(150),
+            rate_estimate: Some(250_000.0),
+            udp_tx_bytes: tx,
+            mtu: 1472,
+        };
+        dup.update_path(peer, &sample(1000, 10, 1_000_000));
+        dup.update_path(peer, &sample(2000, 20, 2_400_000));
+        let s = dup.status(peer);
+        assert!(!s.active && s.bulk && s.ending_streams == 0, "{s:?}");
+        // A flow wrote its last bytes: tails on at once, busy or not.
+        let end = ends.expect();
+        let s = dup.status(peer);
+        assert!(s.active && s.bulk && s.ending_streams == 1, "{s:?}");
+        assert_eq!(s.tail_bytes, Some(7_500));
+        assert!(dup.shared.active.load(Ordering::Relaxed));
+        assert!(dup.shared.policy().params(peer).is_some());
+        // Samples keep them on while the end is awaited, even bulk ones.
+        dup.update_path(peer, &sample(3000, 30, 3_800_000));
+        let s = dup.status(peer);
+        assert!(s.active && s.bulk, "{s:?}");
+        // The peer acknowledged the stream: the guard goes, and the next
+        // bulk sample switches the tails off again.
+        let (ack, acked) = tokio::sync::oneshot::channel::<()>();
+        end.release_when(acked);
+        tokio::task::yield_now().await;
+        assert_eq!(
+            dup.status(peer).ending_streams,
+            1,
+            "held until acknowledged"
+        );
+        ack.send(()).unwrap();
+        for _ in 0..100 {
+            if dup.status(peer).ending_streams == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert_eq!(dup.status(peer).ending_streams, 0);
+        dup.update_path(peer, &sample(4000, 40, 5_200_000));
+        let s = dup.status(peer);
+        assert!(!s.active && s.bulk, "{s:?}");
+        // A clean path (auto) or `off` never turns on for a stream end.
+        let clean: SocketAddr = "192.0.2.2:4433".parse().unwrap();
+        dup.update_path(clean, &sample(2000, 0, 0));
+        let _end = dup.stream_ends(clean).expect();
+        assert!(!dup.status(clean).active);
+        let off = Duplication::new(DuplicationMode::Off);
+        off.update_path(peer, &sample(2000, 20, 0));
+        let _end = off.stream_ends(peer).expect();
+        let s = off.status(peer);
+        assert!(!s.active && s.ending_streams == 0, "{s:?}");
     }
 
     #[test]

@@ -544,7 +544,10 @@ impl Edge {
                 let reduction = Reduction::new(&self.state, cache, conn.clone());
                 splice_reduced(tcp, send, recv, flow, Facing::Client, 0, reduction).await
             }
-            None => splice_stream(tcp, send, recv, flow, Facing::Client, 0).await,
+            None => {
+                let ends = self.state.duplication.stream_ends(conn.remote_address());
+                splice_stream(tcp, send, recv, flow, Facing::Client, 0, &ends).await
+            }
         };
         match spliced {
             Ok(()) => debug!("flow {} {source} -> {dest} done", flow.id),

@@ -21,6 +21,7 @@ use tokio::sync::{mpsc, Semaphore};
 use wanopt_codec::{Decoder, Encoder};
 use wanopt_proto::codes;
 
+use crate::dupsock::StreamEnds;
 use crate::reassembly::Reassembler;
 
 /// Bytes read from a socket at a time. Large enough to amortise per-call
@@ -542,12 +543,15 @@ async fn tcp_to_stream(
     send: &mut quinn::SendStream,
     dir: &Direction<'_>,
     flow: &Flow,
+    ends: &StreamEnds,
 ) -> Result<(), Abort> {
     loop {
         let mut buf = BytesMut::with_capacity(CHUNK);
         match rd.read_buf(&mut buf).await {
             Ok(0) => {
+                let end = ends.expect();
                 let _ = send.finish();
+                end.release_when(send.stopped());
                 flow.set_state(dir.done);
                 return Ok(());
             }
@@ -727,7 +731,9 @@ async fn stream_to_tcp(
 /// Carries a TCP connection over a QUIC stream until both directions end.
 /// Facing the client (on the edge), the core's reply is read first: a refusal
 /// resets the client. `start` is the stream offset of the first payload byte
-/// (the length of a header already read from `recv`).
+/// (the length of a header already read from `recv`). `ends` is told when
+/// this side's last bytes are written (tail duplication repeats the
+/// stream's end).
 /// On an abort, the TCP connection is reset and the stream reset and stopped.
 pub async fn splice_stream(
     mut tcp: TcpStream,
@@ -736,12 +742,13 @@ pub async fn splice_stream(
     flow: &Flow,
     facing: Facing,
     start: u64,
+    ends: &StreamEnds,
 ) -> Result<(), Abort> {
     let (up, down) = directions(flow, facing);
     let result = {
         let (mut rd, mut wr) = tcp.split();
         tokio::try_join!(
-            tcp_to_stream(&mut rd, &mut send, &up, flow),
+            tcp_to_stream(&mut rd, &mut send, &up, flow, ends),
             stream_to_tcp(
                 &mut recv,
                 &mut wr,

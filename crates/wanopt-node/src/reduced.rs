@@ -35,6 +35,7 @@ use tracing::{debug, trace};
 use wanopt_codec::{Compression, Decoder, DecoderConfig, Encoder, EncoderConfig, PeerCache};
 
 use crate::budget::{CompressorBudget, Reservation, DEFAULT_COMPRESSOR_MEMORY};
+use crate::dupsock::StreamEnds;
 use crate::reduce::{estimated_rate_bps, CompressionMode};
 
 use crate::flow::{
@@ -78,6 +79,9 @@ pub struct Reduction {
     pub connection: quinn::Connection,
     /// The node's memory budget for stream compressors.
     pub budget: Arc<CompressorBudget>,
+    /// Told when this side's last frames are written (tail duplication
+    /// repeats the stream's end).
+    pub ends: StreamEnds,
 }
 
 impl Reduction {
@@ -97,6 +101,7 @@ impl Reduction {
         Reduction {
             cache,
             compression,
+            ends: state.duplication.stream_ends(connection.remote_address()),
             connection,
             budget,
         }
@@ -189,6 +194,7 @@ pub async fn splice_reduced(
         compression,
         connection,
         budget,
+        ends,
     } = reduction;
     let mut choice = CodecChoice::new(compression, Some(connection), budget);
     let config = EncoderConfig {
@@ -222,7 +228,7 @@ pub async fn splice_reduced(
                 start,
                 facing == Facing::Client,
             ),
-            writer(&mut send, preamble, data_rx, control_rx, &up),
+            writer(&mut send, preamble, data_rx, control_rx, &up, &ends),
         )
     };
     abort_on_error(result.map(|_| ()), tcp, send, recv, flow)
@@ -419,6 +425,7 @@ async fn writer(
     mut data: mpsc::Receiver<Vec<u8>>,
     mut control: mpsc::UnboundedReceiver<Vec<u8>>,
     dir: &Direction<'_>,
+    ends: &StreamEnds,
 ) -> Result<(), Abort> {
     let failed = |e: quinn::WriteError| Abort::Remote(e.to_string());
     dir.wan.fetch_add(preamble.len() as u64, Ordering::Relaxed);
@@ -426,6 +433,9 @@ async fn writer(
         .await
         .map_err(|e| Abort::Remote(e.to_string()))?;
     let (mut data_open, mut control_open) = (true, true);
+    // Set once the uplink's last frames (its `End`) are written: from then
+    // on the stream is ending, though control frames may still follow.
+    let mut end = None;
     while data_open || control_open {
         let next = tokio::select! {
             biased;
@@ -435,6 +445,9 @@ async fn writer(
             }
             message = data.recv(), if data_open => {
                 data_open = message.is_some();
+                if !data_open {
+                    end = Some(ends.expect());
+                }
                 message
             }
         };
@@ -443,7 +456,9 @@ async fn writer(
             send.write_chunk(Bytes::from(bytes)).await.map_err(failed)?;
         }
     }
+    let end = end.unwrap_or_else(|| ends.expect());
     let _ = send.finish();
+    end.release_when(send.stopped());
     Ok(())
 }
 

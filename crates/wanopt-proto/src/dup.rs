@@ -22,6 +22,13 @@
 //! [`LossMonitor`] turns the whole thing on only for paths that lose
 //! packets.
 //!
+//! The one exception to "idle time only" is the end of a stream: a caller
+//! that knows a transfer's last bytes are on their way (a flow finished
+//! sending) calls [`TailDup::expect_ends`], and while it is set, tails are
+//! repeated even when their burst began on a busy path. The last packet of
+//! a bulk transfer is exactly the one whose loss costs a probe timeout, and
+//! after it the link is idle anyway.
+//!
 //! Sans-IO: the caller passes `now`, reports every datagram it sent with
 //! [`TailDup::on_send`], sleeps until [`TailDup::poll_timeout`] and sends
 //! what [`TailDup::poll_transmit`] returns.
@@ -54,6 +61,11 @@ pub const MIN_HELD_DATAGRAM: usize = 48;
 pub struct TailParams {
     /// Silence after the last datagram that ends a burst.
     pub quiet: Duration,
+    /// The same while a stream's end is expected ([`TailDup::expect_ends`]):
+    /// four datagrams' time at the estimated rate (a paced sender's gaps
+    /// are one), at least [`MIN_QUIET`], at most `quiet`. A lost last
+    /// packet costs this much plus the copy's transmission.
+    pub end_quiet: Duration,
     /// Most datagrams repeated per burst.
     pub max_datagrams: usize,
     /// Most bytes repeated per burst.
@@ -79,7 +91,11 @@ impl TailParams {
     ///   half the RTT. A sender limited by its window is released by ACKs,
     ///   which the peer may hold back up to its ack delay (25 ms by
     ///   default); BBR paces at 0.75 to 2.9 times its estimate; neither
-    ///   gap may look like the end of a burst;
+    ///   gap may look like the end of a burst. While a stream's end is
+    ///   expected only the pacing gap counts (`end_quiet`): the RTT of a
+    ///   path that carried bulk traffic is inflated by its queue, and a
+    ///   stall for ACKs in the middle of the transfer costs at most one
+    ///   tail's copies;
     /// - tail: [`TAIL_LINK_TIME`] of the rate, between 2 and
     ///   [`MAX_TAIL_DATAGRAMS`] datagrams;
     /// - long-run share: [`MAX_RATE_SHARE`] of the rate, or one full tail
@@ -93,6 +109,10 @@ impl TailParams {
             Duration::from_secs_f64(((4 * mtu) as f64 / r).min(3600.0))
         });
         let quiet = (srtt / 4).max(paced).clamp(MIN_QUIET, ceiling);
+        let end_quiet = match rate {
+            Some(_) => paced.clamp(MIN_QUIET, quiet),
+            None => quiet,
+        };
         let max_bytes = rate
             .map_or(2 * mtu, |r| (r * TAIL_LINK_TIME.as_secs_f64()) as usize)
             .clamp(2 * mtu, MAX_TAIL_DATAGRAMS * mtu);
@@ -101,6 +121,7 @@ impl TailParams {
             .max(max_bytes as f64);
         TailParams {
             quiet,
+            end_quiet,
             max_datagrams: MAX_TAIL_DATAGRAMS,
             max_bytes,
             refill_bytes_per_sec: refill,
@@ -123,6 +144,9 @@ pub struct TailStats {
     pub over_budget: u64,
     /// Datagrams not repeated because their burst began on a busy path.
     pub busy: u64,
+    /// Bursts that began on a busy path and were repeated because the
+    /// caller expected a stream to end ([`TailDup::expect_ends`]).
+    pub stream_ends: u64,
     /// Tails dropped because the caller polled after the next burst began.
     pub late: u64,
 }
@@ -149,6 +173,8 @@ struct Path<K, M> {
     repeating: bool,
     /// Whether the current burst began while the path was busy.
     burst_on_busy_path: bool,
+    /// Whether a stream's end is expected ([`TailDup::expect_ends`]).
+    ends_expected: bool,
     /// Bytes sent recently (exponential average, time constant
     /// `params.window`), as of `recent_at`.
     recent: f64,
@@ -163,7 +189,16 @@ impl<K, M> Path<K, M> {
         if self.tail.is_empty() {
             return None;
         }
-        Some(self.last_send? + self.params.quiet)
+        Some(self.last_send? + self.quiet())
+    }
+
+    /// The silence that ends a burst now.
+    fn quiet(&self) -> Duration {
+        if self.ends_expected {
+            self.params.end_quiet
+        } else {
+            self.params.quiet
+        }
     }
 
     /// Decays the recent-bytes average to `now` and adds `bytes`.
@@ -250,6 +285,7 @@ impl<K: Copy + Eq, M: Clone> TailDup<K, M> {
                 last_send: None,
                 repeating: false,
                 burst_on_busy_path: false,
+                ends_expected: false,
                 recent: 0.0,
                 recent_at: now,
                 tokens: params.max_bytes as f64,
@@ -257,6 +293,18 @@ impl<K: Copy + Eq, M: Clone> TailDup<K, M> {
                 stats: TailStats::default(),
             }),
             (None, None) => {}
+        }
+    }
+
+    /// While `expected`, tails on `key` are repeated even when their burst
+    /// began on a busy path: a stream sent on it is about to end (its last
+    /// bytes are written, some may still be queued), and the end of a bulk
+    /// transfer is a tail like any other. The path must repeat tails
+    /// ([`TailDup::set_path`]) for this to matter; the flag outlives
+    /// `set_path(None)`.
+    pub fn expect_ends(&mut self, key: K, expected: bool) {
+        if let Some(path) = self.paths.iter_mut().find(|p| p.key == key) {
+            path.ends_expected = expected;
         }
     }
 
@@ -306,9 +354,7 @@ impl<K: Copy + Eq, M: Clone> TailDup<K, M> {
         if path.params.max_datagrams == 0 {
             return None;
         }
-        let quiet_passed = path
-            .last_send
-            .is_none_or(|last| now >= last + path.params.quiet);
+        let quiet_passed = path.last_send.is_none_or(|last| now >= last + path.quiet());
         if path.repeating || quiet_passed {
             if !path.repeating && !path.tail.is_empty() {
                 // The caller slept through the deadline.
@@ -344,7 +390,8 @@ impl<K: Copy + Eq, M: Clone> TailDup<K, M> {
                 continue;
             };
             path.tail_bytes -= datagram.len();
-            if !path.repeating && path.burst_on_busy_path {
+            let from_busy_path = !path.repeating && path.burst_on_busy_path;
+            if from_busy_path && !path.ends_expected {
                 // The burst came out of a busy path (a pause in a bulk
                 // transfer, say): the link has no idle time to spare.
                 self.pool.push(datagram);
@@ -362,6 +409,7 @@ impl<K: Copy + Eq, M: Clone> TailDup<K, M> {
             path.note_sent(now, datagram.len());
             if !path.repeating {
                 path.stats.bursts += 1;
+                path.stats.stream_ends += u64::from(from_busy_path);
             }
             path.repeating = !path.tail.is_empty();
             path.stats.datagrams += 1;

@@ -10,6 +10,7 @@ const MS: Duration = Duration::from_millis(1);
 fn params() -> TailParams {
     TailParams {
         quiet: 10 * MS,
+        end_quiet: 4 * MS,
         max_datagrams: 4,
         max_bytes: 4 * 1200,
         refill_bytes_per_sec: 10_000.0,
@@ -40,6 +41,8 @@ fn parameters_follow_the_path() {
     // datagrams at the rate), the tail 30 ms of the link.
     let down = TailParams::for_path(srtt, Some(250_000.0), 1472);
     assert_eq!(down.quiet, srtt / 4);
+    // At a stream's end only the pacing gap counts: four datagrams.
+    assert_eq!(down.end_quiet, Duration::from_micros(23_552));
     assert_eq!(down.max_bytes, 7_500);
     assert_eq!(down.refill_bytes_per_sec, 62_500.0);
     assert_eq!(down.rate_bytes_per_sec, Some(250_000.0));
@@ -48,6 +51,7 @@ fn parameters_follow_the_path() {
     // RTT; the tail is never under two datagrams.
     let up = TailParams::for_path(srtt, Some(48_000.0), 1472);
     assert_eq!(up.quiet, srtt / 2);
+    assert_eq!(up.end_quiet, up.quiet);
     assert_eq!(up.max_bytes, 2 * 1472);
     assert_eq!(up.refill_bytes_per_sec, 12_000.0);
     // A 10 Mbit/s path: four datagrams at the rate are under a quarter RTT.
@@ -56,6 +60,7 @@ fn parameters_follow_the_path() {
     // No estimate: a quarter of the RTT, two datagrams, one tail a second.
     let unknown = TailParams::for_path(srtt, None, 1472);
     assert_eq!(unknown.quiet, srtt / 4);
+    assert_eq!(unknown.end_quiet, unknown.quiet);
     assert_eq!(unknown.max_bytes, 2 * 1472);
     assert_eq!(unknown.refill_bytes_per_sec, (2 * 1472) as f64);
     assert_eq!(unknown.rate_bytes_per_sec, None);
@@ -63,6 +68,7 @@ fn parameters_follow_the_path() {
     // busy average over at least 50 ms.
     let fast = TailParams::for_path(MS, Some(125e6), 1472);
     assert_eq!(fast.quiet, MIN_QUIET);
+    assert_eq!(fast.end_quiet, MIN_QUIET);
     assert_eq!(fast.max_bytes, MAX_TAIL_DATAGRAMS * 1472);
     assert_eq!(fast.window, 50 * MS);
     // Nonsense rates count as unknown.
@@ -108,6 +114,59 @@ fn a_burst_that_starts_on_a_busy_path_is_not_repeated() {
     now += 1000 * MS;
     dup.on_send(now, 1, &(), &datagram(n, 300));
     assert_eq!(drain(&mut dup, now + 10 * MS), vec![datagram(n, 300)]);
+}
+
+#[test]
+fn the_end_of_a_bulk_transfer_is_repeated_while_a_stream_end_is_expected() {
+    let t0 = Instant::now();
+    let mut dup = TailDup::new();
+    let mut p = params();
+    p.rate_bytes_per_sec = Some(1_000_000.0);
+    dup.set_path(t0, 1u8, Some(p));
+    let mut now = t0;
+    let mut n = 0;
+    // Bulk at the full rate, a pause, then more bulk: the second burst
+    // began on a busy path.
+    let mut bulk = |dup: &mut TailDup<u8, ()>, now: &mut Instant| {
+        for _ in 0..300 {
+            dup.on_send(*now, 1, &(), &datagram(n, 1000));
+            n += 1;
+            *now += MS;
+        }
+    };
+    bulk(&mut dup, &mut now);
+    now += 19 * MS;
+    assert_eq!(drain(&mut dup, now).len(), 4);
+    // A flow wrote its last bytes; the rest of the transfer drains and
+    // ends with a short packet (the stream's final frame).
+    dup.expect_ends(1, true);
+    bulk(&mut dup, &mut now);
+    let last = datagram(9999, 148);
+    dup.on_send(now, 1, &(), &last);
+    // The end's own quiet (4 ms here, against 10 for other bursts).
+    assert_eq!(dup.poll_timeout(), Some(now + 4 * MS));
+    assert!(drain(&mut dup, now + 3 * MS).is_empty(), "before the quiet");
+    let copies = drain(&mut dup, now + 4 * MS);
+    assert_eq!(copies.len(), 4, "the tail, busy or not");
+    assert_eq!(copies.last(), Some(&last));
+    let s = dup.stats(1).unwrap();
+    assert_eq!((s.bursts, s.stream_ends, s.busy), (2, 1, 0));
+    // Once the end is no longer expected, busy bursts are left alone again.
+    dup.expect_ends(1, false);
+    now += 20 * MS;
+    bulk(&mut dup, &mut now);
+    bulk(&mut dup, &mut now);
+    assert!(drain(&mut dup, now + 10 * MS).is_empty());
+    assert_eq!(dup.stats(1).unwrap().busy, 4);
+    // The flag survives a path switched off and on.
+    dup.expect_ends(1, true);
+    dup.set_path(now, 1, None);
+    dup.set_path(now, 1, Some(p));
+    now += 20 * MS;
+    bulk(&mut dup, &mut now);
+    bulk(&mut dup, &mut now);
+    assert_eq!(drain(&mut dup, now + 10 * MS).len(), 4);
+    assert_eq!(dup.stats(1).unwrap().stream_ends, 2);
 }
 
 #[test]

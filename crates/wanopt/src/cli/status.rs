@@ -250,6 +250,12 @@ fn duplication_line(d: &wanopt_node::dupsock::DuplicationStatus) -> String {
         human_bytes(d.bytes),
         d.bursts
     );
+    if d.stream_ends > 0 {
+        line.push_str(&format!(
+            " ({} of them the end of a bulk transfer)",
+            d.stream_ends
+        ));
+    }
     if d.busy > 0 {
         line.push_str(&format!(", {} left out on a busy path", d.busy));
     }
