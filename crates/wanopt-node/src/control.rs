@@ -193,6 +193,12 @@ pub fn render_metrics(state: &NodeState) -> String {
         &per_peer(&|p| Some(p.duplication.as_ref()?.stream_ends as f64)),
     );
     metric(
+        "tunnel_rebuilt_datagrams_total",
+        "counter",
+        "Datagrams from the peer rebuilt from its parity (not retransmitted).",
+        &per_peer(&|p| Some(p.duplication.as_ref()?.rebuilt as f64)),
+    );
+    metric(
         "tunnel_duplication_active",
         "gauge",
         "1 while tail duplication is on for the path (see --duplication).",

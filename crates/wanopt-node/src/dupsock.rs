@@ -11,7 +11,11 @@
 //! ([`StreamEnds::expect`]): until the peer has acknowledged them, the
 //! path's tails are repeated even while it carries bulk traffic, so that
 //! the loss of a transfer's last packet costs a copy's delay, not a probe
-//! timeout.
+//! timeout; a longer tail then goes out as Reed-Solomon parity
+//! (`wanopt_proto::fec`). On the receiving side the socket keeps the last
+//! datagrams of each peer that sends parity, rebuilds what a parity group
+//! shows lost, and hands the rebuilt datagrams to quinn as received; the
+//! parity datagrams themselves never reach quinn.
 
 use std::fmt;
 use std::io::{self, IoSliceMut};
@@ -29,6 +33,7 @@ use tokio::sync::Notify;
 use wanopt_proto::dup::{
     LossMonitor, TailDup, TailParams, TailStats, BUSY_SHARE, MAX_TAIL_DATAGRAMS,
 };
+use wanopt_proto::fec;
 
 /// When the tunnel repeats datagrams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -112,6 +117,13 @@ pub struct DuplicationStatus {
     /// Streams whose last bytes are written and not yet acknowledged.
     #[serde(default)]
     pub ending_streams: usize,
+    /// Tails sent as Reed-Solomon parity (stream ends).
+    #[serde(default)]
+    pub parity_groups: u64,
+    /// Datagrams from this peer rebuilt from its parity (what the peer
+    /// did not have to retransmit).
+    #[serde(default)]
+    pub rebuilt: u64,
 }
 
 type Meta = (Option<EcnCodepoint>, Option<IpAddr>);
@@ -123,11 +135,81 @@ struct Shared {
     /// duplication off never takes the lock.
     active: AtomicBool,
     wake: Notify,
+    /// The receiving side of parity.
+    parity: Mutex<ParityReceivers>,
+    /// Set once any peer sent parity, so the receive path of a node that
+    /// never got any takes no lock.
+    parity_seen: AtomicBool,
 }
 
 impl Shared {
     fn policy(&self) -> MutexGuard<'_, TailDup<SocketAddr, Meta>> {
         self.policy.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn parity(&self) -> MutexGuard<'_, ParityReceivers> {
+        self.parity.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Peers whose parity this node receives at most (the least recently
+/// heard from is forgotten).
+const PARITY_PEERS: usize = 64;
+/// Rebuilt datagrams waiting to be handed to quinn at most.
+const REBUILT_QUEUE: usize = 64;
+
+/// The parity receivers of the peers that send parity, and the datagrams
+/// rebuilt and not yet handed on.
+#[derive(Debug, Default)]
+struct ParityReceivers {
+    peers: std::collections::HashMap<SocketAddr, (fec::Receiver, Instant)>,
+    rebuilt: std::collections::VecDeque<(SocketAddr, Option<IpAddr>, Vec<u8>)>,
+}
+
+impl ParityReceivers {
+    /// Takes one received datagram: remembered if its sender sends parity;
+    /// a parity datagram is consumed (returns true: not for quinn).
+    fn on_datagram(&mut self, from: SocketAddr, dst_ip: Option<IpAddr>, datagram: &[u8]) -> bool {
+        if !fec::is_parity(datagram) {
+            if let Some((rx, _)) = self.peers.get_mut(&from) {
+                rx.on_datagram(datagram);
+            }
+            return false;
+        }
+        let now = Instant::now();
+        if !self.peers.contains_key(&from) && self.peers.len() >= PARITY_PEERS {
+            if let Some(oldest) = self
+                .peers
+                .iter()
+                .min_by_key(|(_, (_, at))| *at)
+                .map(|(a, _)| *a)
+            {
+                self.peers.remove(&oldest);
+            }
+        }
+        let (rx, at) = self
+            .peers
+            .entry(from)
+            .or_insert_with(|| (fec::Receiver::new(), now));
+        *at = now;
+        match rx.on_parity(datagram) {
+            Ok(rebuilt) => {
+                for d in rebuilt {
+                    if self.rebuilt.len() < REBUILT_QUEUE {
+                        self.rebuilt.push_back((from, dst_ip, d));
+                    }
+                }
+            }
+            Err(e) => tracing::debug!("parity datagram from {from} refused: {e}"),
+        }
+        true
+    }
+
+    /// Datagrams rebuilt from `peer`'s parity so far.
+    fn rebuilt_from(&self, peer: SocketAddr) -> u64 {
+        self.peers
+            .get(&peer)
+            .map_or(0, |(rx, _)| rx.stats().rebuilt)
     }
 }
 
@@ -243,6 +325,8 @@ impl Duplication {
                 policy: Mutex::new(TailDup::new()),
                 active: AtomicBool::new(false),
                 wake: Notify::new(),
+                parity: Mutex::default(),
+                parity_seen: AtomicBool::new(false),
             }),
             paths: Arc::default(),
         }
@@ -358,8 +442,11 @@ impl Duplication {
             over_budget,
             busy,
             stream_ends,
+            parity_groups,
             ..
         } = stats;
+        drop(policy);
+        let rebuilt = self.shared.parity().rebuilt_from(peer);
         DuplicationStatus {
             mode: self.mode,
             active: params.is_some(),
@@ -374,6 +461,8 @@ impl Duplication {
             busy,
             stream_ends,
             ending_streams,
+            parity_groups,
+            rebuilt,
         }
     }
 
@@ -463,9 +552,10 @@ impl DupSocket {
         {
             let mut policy = self.shared.policy();
             let count = transmit.contents.len().div_ceil(size);
-            // Only the batch's last datagrams can end up in a tail: the
-            // front is counted, not copied.
-            let unheld = count.saturating_sub(MAX_TAIL_DATAGRAMS);
+            // Only the batch's last datagrams can end up in a tail (a
+            // parity tail is the longest): the front is counted, not
+            // copied.
+            let unheld = count.saturating_sub(MAX_TAIL_DATAGRAMS.max(fec::MAX_SOURCES));
             for (i, datagram) in transmit.contents.chunks(size).enumerate() {
                 if i < unheld {
                     policy.on_send_unheld(now, transmit.destination, datagram.len());
@@ -499,7 +589,26 @@ impl AsyncUdpSocket for DupSocket {
         bufs: &mut [IoSliceMut<'_>],
         meta: &mut [RecvMeta],
     ) -> Poll<io::Result<usize>> {
-        self.inner.poll_recv(cx, bufs, meta)
+        if !self.shared.parity_seen.load(Ordering::Relaxed) {
+            let received = std::task::ready!(self.inner.poll_recv(cx, bufs, meta))?;
+            if !bufs
+                .iter()
+                .zip(meta.iter())
+                .take(received)
+                .any(|(buf, m)| segments(&buf[..m.len], m.stride).any(fec::is_parity))
+            {
+                return Poll::Ready(Ok(received));
+            }
+            self.shared.parity_seen.store(true, Ordering::Relaxed);
+            return Poll::Ready(Ok(self.take_parity(bufs, meta, received)));
+        }
+        // Datagrams rebuilt from the last batch's parity go first.
+        let handed = self.hand_rebuilt(bufs, meta);
+        if handed > 0 {
+            return Poll::Ready(Ok(handed));
+        }
+        let received = std::task::ready!(self.inner.poll_recv(cx, bufs, meta))?;
+        Poll::Ready(Ok(self.take_parity(bufs, meta, received)))
     }
 
     fn local_addr(&self) -> io::Result<SocketAddr> {
@@ -516,6 +625,72 @@ impl AsyncUdpSocket for DupSocket {
 
     fn may_fragment(&self) -> bool {
         self.inner.may_fragment()
+    }
+}
+
+/// The datagrams of a received buffer (several with GRO, `stride` apart).
+fn segments(buf: &[u8], stride: usize) -> impl Iterator<Item = &[u8]> {
+    buf.chunks(stride.max(1))
+}
+
+impl DupSocket {
+    /// Passes the first `received` buffers through the parity receivers:
+    /// parity datagrams are taken out of them (the rest moved up, so a GRO
+    /// buffer stays `stride`-spaced with only its last datagram shorter),
+    /// others are remembered for peers that send parity. Returns
+    /// `received` (a buffer left empty has length 0).
+    fn take_parity(
+        &self,
+        bufs: &mut [IoSliceMut<'_>],
+        meta: &mut [RecvMeta],
+        received: usize,
+    ) -> usize {
+        let mut parity = self.shared.parity();
+        for (buf, m) in bufs.iter_mut().zip(meta.iter_mut()).take(received) {
+            let stride = m.stride.max(1);
+            let len = m.len.min(buf.len());
+            let mut kept = 0;
+            let mut at = 0;
+            while at < len {
+                let end = (at + stride).min(len);
+                let consumed = parity.on_datagram(m.addr, m.dst_ip, &buf[at..end]);
+                if !consumed {
+                    if kept != at {
+                        buf.copy_within(at..end, kept);
+                    }
+                    kept += end - at;
+                }
+                at = end;
+            }
+            m.len = kept;
+        }
+        // Rebuilt datagrams wait for the next poll: quinn polls again at
+        // once after a batch (or wakes itself when it paused for fairness).
+        received
+    }
+
+    /// Moves rebuilt datagrams into the buffers; returns how many.
+    fn hand_rebuilt(&self, bufs: &mut [IoSliceMut<'_>], meta: &mut [RecvMeta]) -> usize {
+        let mut parity = self.shared.parity();
+        let mut handed = 0;
+        for (buf, m) in bufs.iter_mut().zip(meta.iter_mut()) {
+            let Some((addr, dst_ip, datagram)) = parity.rebuilt.pop_front() else {
+                break;
+            };
+            if datagram.len() > buf.len() {
+                continue;
+            }
+            buf[..datagram.len()].copy_from_slice(&datagram);
+            *m = RecvMeta {
+                addr,
+                len: datagram.len(),
+                stride: datagram.len(),
+                ecn: None,
+                dst_ip,
+            };
+            handed += 1;
+        }
+        handed
     }
 }
 
@@ -695,6 +870,117 @@ mod tests {
         let _end = off.stream_ends(peer).expect();
         let s = off.status(peer);
         assert!(!s.active && s.ending_streams == 0, "{s:?}");
+    }
+
+    /// A datagram like a QUIC packet (fixed bit set), `len` bytes.
+    fn quic_like(n: u8, len: usize) -> Vec<u8> {
+        let mut d: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(n) ^ n).collect();
+        d[0] = 0x40 | (n & 0x3F);
+        d
+    }
+
+    #[tokio::test]
+    async fn parity_is_taken_out_of_received_batches_and_lost_datagrams_handed_on() {
+        let std_socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let runtime = quinn::default_runtime().unwrap();
+        let inner = runtime.wrap_udp_socket(std_socket).unwrap();
+        let socket = DupSocket {
+            inner,
+            shared: Duplication::new(DuplicationMode::Auto).shared,
+        };
+        let peer: SocketAddr = "192.0.2.1:4433".parse().unwrap();
+        let sources: Vec<Vec<u8>> = (1..=10).map(|n| quic_like(n, 1000)).collect();
+        let refs: Vec<&[u8]> = sources.iter().map(Vec::as_slice).collect();
+        let parity = fec::parity(0, &refs, 4).unwrap();
+        let p_len = parity[0].len();
+
+        // A first group only makes the socket start remembering this peer.
+        let mut storage = vec![vec![0u8; 4 * 1500]; 2];
+        let mut meta = [RecvMeta::default(); 2];
+        let fill =
+            |storage: &mut Vec<Vec<u8>>, meta: &mut [RecvMeta; 2], batches: &[Vec<&[u8]>]| {
+                for (i, batch) in batches.iter().enumerate() {
+                    let mut at = 0;
+                    for d in batch {
+                        storage[i][at..at + d.len()].copy_from_slice(d);
+                        at += d.len();
+                    }
+                    meta[i] = RecvMeta {
+                        addr: peer,
+                        len: at,
+                        stride: batch[0].len(),
+                        ecn: None,
+                        dst_ip: None,
+                    };
+                }
+            };
+        let received =
+            |socket: &DupSocket, storage: &mut Vec<Vec<u8>>, meta: &mut [RecvMeta; 2]| {
+                let mut bufs: Vec<IoSliceMut<'_>> =
+                    storage.iter_mut().map(|b| IoSliceMut::new(b)).collect();
+                socket.take_parity(&mut bufs, meta, 2)
+            };
+        fill(
+            &mut storage,
+            &mut meta,
+            &[vec![&parity[0]], vec![&sources[0]]],
+        );
+        assert_eq!(received(&socket, &mut storage, &mut meta), 2);
+        assert_eq!(meta[0].len, 0, "parity never reaches quinn");
+        assert_eq!(meta[1].len, 1000);
+
+        // Now the sources arrive in GRO batches, two of them lost (the
+        // third and the ninth),
+        // then the parity: first as a GRO batch of its own, then one shard
+        // in the middle of a batch of datagrams the same size.
+        fill(
+            &mut storage,
+            &mut meta,
+            &[
+                vec![&sources[0], &sources[1], &sources[3]],
+                vec![
+                    &sources[4],
+                    &sources[5],
+                    &sources[6],
+                    &sources[7],
+                    &sources[9],
+                ],
+            ],
+        );
+        received(&socket, &mut storage, &mut meta);
+        let same_size = quic_like(60, p_len);
+        let short = quic_like(61, 100);
+        fill(
+            &mut storage,
+            &mut meta,
+            &[
+                vec![&parity[0], &parity[1], &parity[2]],
+                vec![&same_size, &parity[3], &short],
+            ],
+        );
+        assert_eq!(received(&socket, &mut storage, &mut meta), 2);
+        assert_eq!(meta[0].len, 0);
+        // The rest moved up: still `stride` apart, the short one last.
+        assert_eq!((meta[1].len, meta[1].stride), (p_len + 100, p_len));
+        assert_eq!(&storage[1][..p_len], &same_size[..]);
+        assert_eq!(&storage[1][p_len..p_len + 100], &short[..]);
+
+        // The next poll hands the two rebuilt datagrams over, byte exact.
+        let mut out = vec![vec![0u8; 1500]; 3];
+        let mut bufs: Vec<IoSliceMut<'_>> = out.iter_mut().map(|b| IoSliceMut::new(b)).collect();
+        let mut meta3 = [RecvMeta::default(); 3];
+        assert_eq!(socket.hand_rebuilt(&mut bufs, &mut meta3), 2);
+        drop(bufs);
+        let mut got: Vec<Vec<u8>> = (0..2).map(|i| out[i][..meta3[i].len].to_vec()).collect();
+        got.sort();
+        let mut lost = vec![sources[2].clone(), sources[8].clone()];
+        lost.sort();
+        assert_eq!(got, lost);
+        assert!(meta3[..2]
+            .iter()
+            .all(|m| m.addr == peer && m.stride == m.len));
+        assert_eq!(socket.shared.parity().rebuilt_from(peer), 2);
+        assert_eq!(socket.hand_rebuilt(&mut [], &mut []), 0);
     }
 
     #[test]

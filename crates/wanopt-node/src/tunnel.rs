@@ -219,6 +219,10 @@ pub fn endpoint(
     config
         .max_udp_payload_size(tuning.max_mtu.max(1200))
         .map_err(|e| TunnelError::Tls(format!("max mtu {}: {e}", tuning.max_mtu)))?;
+    // Peers must keep QUIC's fixed bit set in what they send us (RFC 9287
+    // greasing is quinn's default): a datagram with it clear is then never
+    // a QUIC packet, which is how parity datagrams are told apart.
+    config.grease_quic_bit(false);
     let socket = duplication.wrap(runtime.wrap_udp_socket(socket).map_err(bind_err)?);
     quinn::Endpoint::new_with_abstract_socket(config, server, socket, runtime).map_err(bind_err)
 }

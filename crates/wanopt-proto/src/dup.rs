@@ -27,7 +27,11 @@
 //! sending) calls [`TailDup::expect_ends`], and while it is set, tails are
 //! repeated even when their burst began on a busy path. The last packet of
 //! a bulk transfer is exactly the one whose loss costs a probe timeout, and
-//! after it the link is idle anyway.
+//! after it the link is idle anyway. Then the tail is longer (the last
+//! [`crate::fec::MAX_SOURCES`] datagrams) and what goes out is not copies
+//! but Reed-Solomon parity over it ([`crate::fec`]): a loss anywhere in a
+//! transfer's last round trip costs the time until the parity arrives
+//! instead of a round trip, for a few datagrams of parity.
 //!
 //! Sans-IO: the caller passes `now`, reports every datagram it sent with
 //! [`TailDup::on_send`], sleeps until [`TailDup::poll_timeout`] and sends
@@ -35,6 +39,8 @@
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
+
+use crate::fec;
 
 /// Shortest silence that ends a burst.
 pub const MIN_QUIET: Duration = Duration::from_millis(5);
@@ -55,6 +61,21 @@ pub const BUSY_SHARE: f64 = 0.5;
 /// request that is one 24-byte reference 54-56 bytes (below the earlier
 /// threshold of 64, so its loss cost a probe timeout).
 pub const MIN_HELD_DATAGRAM: usize = 48;
+/// A stream's end with at least this many datagrams in its tail gets
+/// parity instead of copies (with fewer, copies cost about as much and
+/// cover every loss).
+pub const PARITY_MIN_SOURCES: usize = 3;
+/// Most bytes held for parity.
+pub const PARITY_MAX_BYTES: usize = fec::MAX_SOURCES * 1500;
+/// Parity shards for a group of `sources` datagrams: two (one datagram
+/// rebuilt) below eight sources, four (two) from eight.
+pub fn parity_shards(sources: usize) -> usize {
+    if sources >= 8 {
+        4
+    } else {
+        2
+    }
+}
 
 /// How tails are repeated on one path.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -149,6 +170,9 @@ pub struct TailStats {
     pub stream_ends: u64,
     /// Tails dropped because the caller polled after the next burst began.
     pub late: u64,
+    /// Tails sent as parity (stream ends); their datagrams count in
+    /// `datagrams` and `bytes`.
+    pub parity_groups: u64,
 }
 
 /// A copy to send now.
@@ -175,6 +199,8 @@ struct Path<K, M> {
     burst_on_busy_path: bool,
     /// Whether a stream's end is expected ([`TailDup::expect_ends`]).
     ends_expected: bool,
+    /// The next parity group's number.
+    next_group: u32,
     /// Bytes sent recently (exponential average, time constant
     /// `params.window`), as of `recent_at`.
     recent: f64,
@@ -217,6 +243,30 @@ impl<K, M> Path<K, M> {
         self.recent / self.params.window.as_secs_f64().max(1e-3) > BUSY_SHARE * rate
     }
 
+    /// How many datagrams and bytes the tail holds at most: more for
+    /// parity while a stream's end is expected; nothing on a path that is
+    /// off.
+    fn limits(&self) -> (usize, usize) {
+        if self.params.max_datagrams == 0 {
+            (0, 0)
+        } else if self.ends_expected {
+            (fec::MAX_SOURCES, PARITY_MAX_BYTES)
+        } else {
+            (self.params.max_datagrams, self.params.max_bytes)
+        }
+    }
+
+    /// Drops the oldest datagrams of the tail beyond `limits`.
+    fn trim_to(&mut self, (datagrams, bytes): (usize, usize), pool: &mut Vec<Vec<u8>>) {
+        while self.tail.len() > datagrams || self.tail_bytes > bytes {
+            let Some((_, buf)) = self.tail.pop_front() else {
+                break;
+            };
+            self.tail_bytes -= buf.len();
+            pool.push(buf);
+        }
+    }
+
     /// Empties the tail into `pool`; returns how many datagrams it held.
     fn drop_tail(&mut self, pool: &mut Vec<Vec<u8>>) -> u64 {
         let dropped = self.tail.len() as u64;
@@ -230,6 +280,28 @@ impl<K, M> Path<K, M> {
         self.tokens = (self.tokens + secs * self.params.refill_bytes_per_sec)
             .min(self.params.max_bytes as f64);
         self.refilled = now;
+    }
+}
+
+impl<K, M: Clone> Path<K, M> {
+    /// Replaces the tail by its Reed-Solomon parity, if it can be
+    /// protected; otherwise cuts it to an ordinary tail (copies).
+    fn replace_by_parity(&mut self, pool: &mut Vec<Vec<u8>>) {
+        let parity = {
+            let sources: Vec<&[u8]> = self.tail.iter().map(|(_, d)| d.as_slice()).collect();
+            fec::parity(self.next_group, &sources, parity_shards(sources.len()))
+        };
+        let (Ok(parity), Some(meta)) = (parity, self.tail.back().map(|(m, _)| m.clone())) else {
+            self.trim_to((self.params.max_datagrams, self.params.max_bytes), pool);
+            return;
+        };
+        self.next_group = self.next_group.wrapping_add(1);
+        self.stats.parity_groups += 1;
+        self.drop_tail(pool);
+        for datagram in parity {
+            self.tail_bytes += datagram.len();
+            self.tail.push_back((meta.clone(), datagram));
+        }
     }
 }
 
@@ -286,6 +358,7 @@ impl<K: Copy + Eq, M: Clone> TailDup<K, M> {
                 repeating: false,
                 burst_on_busy_path: false,
                 ends_expected: false,
+                next_group: 0,
                 recent: 0.0,
                 recent_at: now,
                 tokens: params.max_bytes as f64,
@@ -386,6 +459,9 @@ impl<K: Copy + Eq, M: Clone> TailDup<K, M> {
                 continue;
             }
             path.refill(now);
+            if !path.repeating && path.ends_expected && path.tail.len() >= PARITY_MIN_SOURCES {
+                path.replace_by_parity(&mut self.pool);
+            }
             let Some((meta, datagram)) = path.tail.pop_front() else {
                 continue;
             };
@@ -453,14 +529,8 @@ impl<K: Copy + Eq, M: Clone> TailDup<K, M> {
 
     fn trim(&mut self, i: usize) {
         let path = &mut self.paths[i];
-        while path.tail.len() > path.params.max_datagrams || path.tail_bytes > path.params.max_bytes
-        {
-            let Some((_, buf)) = path.tail.pop_front() else {
-                break;
-            };
-            path.tail_bytes -= buf.len();
-            self.pool.push(buf);
-        }
+        let limits = path.limits();
+        path.trim_to(limits, &mut self.pool);
         self.pool.truncate(4 * MAX_TAIL_DATAGRAMS);
     }
 }

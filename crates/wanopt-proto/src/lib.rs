@@ -11,6 +11,8 @@
 //!   accepted, byte-cache hello).
 //! - [`dup`]: tail duplication under QUIC (which datagrams to send twice,
 //!   and when) and the loss monitor that turns it on.
+//! - [`fec`]: Reed-Solomon parity datagrams for the end of a transfer, and
+//!   the receiver that rebuilds lost datagrams from them.
 //! - [`codes`]: QUIC application error codes carried by stream resets and
 //!   connection closes.
 //! - [`probe`]: the datagrams of `wanopt probe` (RTT, and loss, reordering
@@ -19,6 +21,7 @@
 pub mod codes;
 pub mod control;
 pub mod dup;
+pub mod fec;
 pub mod probe;
 pub mod stream;
 

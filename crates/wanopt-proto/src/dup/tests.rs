@@ -117,7 +117,7 @@ fn a_burst_that_starts_on_a_busy_path_is_not_repeated() {
 }
 
 #[test]
-fn the_end_of_a_bulk_transfer_is_repeated_while_a_stream_end_is_expected() {
+fn the_end_of_a_bulk_transfer_gets_parity_while_a_stream_end_is_expected() {
     let t0 = Instant::now();
     let mut dup = TailDup::new();
     let mut p = params();
@@ -127,35 +127,56 @@ fn the_end_of_a_bulk_transfer_is_repeated_while_a_stream_end_is_expected() {
     let mut n = 0;
     // Bulk at the full rate, a pause, then more bulk: the second burst
     // began on a busy path.
-    let mut bulk = |dup: &mut TailDup<u8, ()>, now: &mut Instant| {
+    let bulk = |dup: &mut TailDup<u8, ()>, now: &mut Instant, n: &mut u32| {
         for _ in 0..300 {
-            dup.on_send(*now, 1, &(), &datagram(n, 1000));
-            n += 1;
+            dup.on_send(*now, 1, &(), &datagram(*n, 1000));
+            *n += 1;
             *now += MS;
         }
     };
-    bulk(&mut dup, &mut now);
+    bulk(&mut dup, &mut now, &mut n);
     now += 19 * MS;
     assert_eq!(drain(&mut dup, now).len(), 4);
     // A flow wrote its last bytes; the rest of the transfer drains and
     // ends with a short packet (the stream's final frame).
     dup.expect_ends(1, true);
-    bulk(&mut dup, &mut now);
+    bulk(&mut dup, &mut now, &mut n);
     let last = datagram(9999, 148);
     dup.on_send(now, 1, &(), &last);
     // The end's own quiet (4 ms here, against 10 for other bursts).
     assert_eq!(dup.poll_timeout(), Some(now + 4 * MS));
     assert!(drain(&mut dup, now + 3 * MS).is_empty(), "before the quiet");
-    let copies = drain(&mut dup, now + 4 * MS);
-    assert_eq!(copies.len(), 4, "the tail, busy or not");
-    assert_eq!(copies.last(), Some(&last));
+    let parity = drain(&mut dup, now + 4 * MS);
+    assert_eq!(parity.len(), 4, "the tail's parity, busy or not");
+    assert!(parity.iter().all(|p| fec::is_parity(p)));
     let s = dup.stats(1).unwrap();
     assert_eq!((s.bursts, s.stream_ends, s.busy), (2, 1, 0));
+    assert_eq!((s.parity_groups, s.datagrams), (1, 4 + 4));
+    // It covers the last 32 datagrams: a receiver that lost the last one
+    // and one 20 before it gets both back.
+    let sources: Vec<Vec<u8>> = (n - 31..n)
+        .map(|i| datagram(i, 1000))
+        .chain([last.clone()])
+        .collect();
+    let mut rx = fec::Receiver::new();
+    for (i, d) in sources.iter().enumerate() {
+        if i != 11 && i != 31 {
+            rx.on_datagram(d);
+        }
+    }
+    let mut rebuilt: Vec<Vec<u8>> = parity
+        .iter()
+        .flat_map(|p| rx.on_parity(p).unwrap())
+        .collect();
+    rebuilt.sort();
+    let mut lost = vec![sources[11].clone(), last.clone()];
+    lost.sort();
+    assert_eq!(rebuilt, lost);
     // Once the end is no longer expected, busy bursts are left alone again.
     dup.expect_ends(1, false);
     now += 20 * MS;
-    bulk(&mut dup, &mut now);
-    bulk(&mut dup, &mut now);
+    bulk(&mut dup, &mut now, &mut n);
+    bulk(&mut dup, &mut now, &mut n);
     assert!(drain(&mut dup, now + 10 * MS).is_empty());
     assert_eq!(dup.stats(1).unwrap().busy, 4);
     // The flag survives a path switched off and on.
@@ -163,10 +184,19 @@ fn the_end_of_a_bulk_transfer_is_repeated_while_a_stream_end_is_expected() {
     dup.set_path(now, 1, None);
     dup.set_path(now, 1, Some(p));
     now += 20 * MS;
-    bulk(&mut dup, &mut now);
-    bulk(&mut dup, &mut now);
-    assert_eq!(drain(&mut dup, now + 10 * MS).len(), 4);
+    bulk(&mut dup, &mut now, &mut n);
+    bulk(&mut dup, &mut now, &mut n);
+    let parity = drain(&mut dup, now + 10 * MS);
+    assert!(parity.len() == 4 && parity.iter().all(|p| fec::is_parity(p)));
     assert_eq!(dup.stats(1).unwrap().stream_ends, 2);
+    // A short end (two datagrams) is copied: as cheap, and covers both.
+    now += 20 * MS;
+    dup.on_send(now, 1, &(), &datagram(n, 1000));
+    dup.on_send(now, 1, &(), &last);
+    assert_eq!(
+        drain(&mut dup, now + 10 * MS),
+        vec![datagram(n, 1000), last.clone()]
+    );
 }
 
 #[test]

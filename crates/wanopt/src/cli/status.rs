@@ -241,8 +241,13 @@ fn duplication_line(d: &wanopt_node::dupsock::DuplicationStatus) -> String {
         ),
         (mode, false) => format!("{mode}: tails off (loss {:.2}%)", d.loss_percent),
     };
+    let rebuilt = if d.rebuilt > 0 {
+        format!("; {} datagrams rebuilt from the peer's parity", d.rebuilt)
+    } else {
+        String::new()
+    };
     if d.datagrams == 0 {
-        return state;
+        return state + &rebuilt;
     }
     let mut line = format!(
         "{state}; {} datagrams ({}) repeated in {} bursts",
@@ -256,13 +261,16 @@ fn duplication_line(d: &wanopt_node::dupsock::DuplicationStatus) -> String {
             d.stream_ends
         ));
     }
+    if d.parity_groups > 0 {
+        line.push_str(&format!(", {} tails sent as parity", d.parity_groups));
+    }
     if d.busy > 0 {
         line.push_str(&format!(", {} left out on a busy path", d.busy));
     }
     if d.over_budget > 0 {
         line.push_str(&format!(", {} over budget", d.over_budget));
     }
-    line
+    line + &rebuilt
 }
 
 /// Runs `wanopt flows`.
