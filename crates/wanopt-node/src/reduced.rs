@@ -433,9 +433,11 @@ async fn writer(
         .await
         .map_err(|e| Abort::Remote(e.to_string()))?;
     let (mut data_open, mut control_open) = (true, true);
-    // Set once the uplink's last frames (its `End`) are written: from then
-    // on the stream is ending, though control frames may still follow.
-    let mut end = None;
+    // Once the uplink's last frames (its `End`) are written the stream is
+    // ending, though control frames may still follow: tail duplication is
+    // told until the peer has acknowledged everything (after the finish
+    // below), at most `STREAM_END_HOLD`.
+    let mut told = false;
     while data_open || control_open {
         let next = tokio::select! {
             biased;
@@ -446,7 +448,8 @@ async fn writer(
             message = data.recv(), if data_open => {
                 data_open = message.is_some();
                 if !data_open {
-                    end = Some(ends.expect());
+                    ends.expect().release_when(send.stopped());
+                    told = true;
                 }
                 message
             }
@@ -456,9 +459,10 @@ async fn writer(
             send.write_chunk(Bytes::from(bytes)).await.map_err(failed)?;
         }
     }
-    let end = end.unwrap_or_else(|| ends.expect());
+    if !told {
+        ends.expect().release_when(send.stopped());
+    }
     let _ = send.finish();
-    end.release_when(send.stopped());
     Ok(())
 }
 
