@@ -475,3 +475,84 @@ proptest! {
         prop_assert_eq!(s.datagrams as usize, copies.len());
     }
 }
+
+#[derive(Debug, Clone)]
+enum EndOp {
+    Send { gap_us: u32, len: usize },
+    Poll { gap_us: u32 },
+    Ends(bool),
+}
+
+fn end_op() -> impl Strategy<Value = EndOp> {
+    prop_oneof![
+        6 => (0u32..8_000, 40usize..1500).prop_map(|(gap_us, len)| EndOp::Send { gap_us, len }),
+        3 => (0u32..30_000).prop_map(|gap_us| EndOp::Poll { gap_us }),
+        1 => any::<bool>().prop_map(EndOp::Ends),
+    ]
+}
+
+proptest! {
+    /// Sends, polls and stream ends in any order: everything that goes out
+    /// is a copy of a datagram sent, or parity that parses and lists
+    /// datagrams sent; nothing goes out before a quiet; the total stays
+    /// within the bucket; and any parity group of which two shards went
+    /// out rebuilds any one of its sources from the others.
+    #[test]
+    fn stream_ends_give_parity_over_what_was_sent(ops in proptest::collection::vec(end_op(), 1..400)) {
+        let t0 = Instant::now();
+        let mut p = params();
+        p.max_bytes = 40_000;
+        p.refill_bytes_per_sec = 200_000.0;
+        let mut dup = TailDup::new();
+        dup.set_path(t0, 1u8, Some(p));
+        let mut now = t0;
+        let mut last_send = None;
+        let mut sent: HashMap<u32, Vec<u8>> = HashMap::new();
+        let mut groups: HashMap<u32, Vec<Vec<u8>>> = HashMap::new();
+        let mut out_bytes = 0usize;
+        let mut n = 0u32;
+        for op in ops {
+            match op {
+                EndOp::Send { gap_us, len } => {
+                    now += Duration::from_micros(gap_us.into());
+                    let d = datagram(n, len);
+                    n += 1;
+                    dup.on_send(now, 1, &(), &d);
+                    sent.insert(fec::datagram_id(&d), d);
+                    last_send = Some(now);
+                }
+                EndOp::Ends(on) => dup.expect_ends(1, on),
+                EndOp::Poll { gap_us } => {
+                    now += Duration::from_micros(gap_us.into());
+                    while let Some(c) = dup.poll_transmit(now) {
+                        let last = last_send.expect("nothing goes out before a send");
+                        prop_assert!(now >= last + p.end_quiet, "out before the quiet");
+                        out_bytes += c.datagram.len();
+                        if fec::is_parity(&c.datagram) {
+                            let parsed = fec::Parity::parse(&c.datagram).unwrap();
+                            for (id, len) in &parsed.sources {
+                                let source = sent.get(id);
+                                prop_assert!(source.is_some_and(|s| s.len() == usize::from(*len)), "parity over something never sent");
+                            }
+                            groups.entry(parsed.group).or_default().push(c.datagram.clone());
+                        } else {
+                            prop_assert!(sent.get(&fec::datagram_id(&c.datagram)) == Some(&c.datagram), "a copy of something never sent");
+                        }
+                        dup.recycle(c.datagram);
+                    }
+                }
+            }
+        }
+        let bound = p.max_bytes as f64 + p.refill_bytes_per_sec * (now - t0).as_secs_f64();
+        prop_assert!(out_bytes as f64 <= bound + 1e-6);
+        for shards in groups.values().filter(|s| s.len() >= 2) {
+            let sources = fec::Parity::parse(&shards[0]).unwrap().sources;
+            let mut rx = fec::Receiver::new();
+            for (id, _) in &sources[1..] {
+                rx.on_datagram(&sent[id]);
+            }
+            let rebuilt: Vec<Vec<u8>> = shards.iter().flat_map(|s| rx.on_parity(s).unwrap()).collect();
+            prop_assert_eq!(rebuilt, vec![sent[&sources[0].0].clone()]);
+        }
+    }
+}
