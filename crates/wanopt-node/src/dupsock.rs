@@ -770,18 +770,23 @@ mod tests {
         );
     }
 
-    #[test]
-    fn auto_repeats_tails_on_a_lossy_path_unless_it_carries_bulk_traffic() {
-        let peer: SocketAddr = "192.0.2.1:4433".parse().unwrap();
-        let dup = Duplication::new(DuplicationMode::Auto);
-        let sample = |sent, lost, tx| PathSample {
+    /// A sample of the 3G downlink (150 ms, 2 Mbit/s): packets sent and
+    /// lost, UDP bytes sent, all since the connection began.
+    fn sample(sent: u64, lost: u64, tx: u64) -> PathSample {
+        PathSample {
             sent_packets: sent,
             lost_packets: lost,
             srtt: Duration::from_millis(150),
             rate_estimate: Some(250_000.0),
             udp_tx_bytes: tx,
             mtu: 1472,
-        };
+        }
+    }
+
+    #[test]
+    fn auto_repeats_tails_on_a_lossy_path_unless_it_carries_bulk_traffic() {
+        let peer: SocketAddr = "192.0.2.1:4433".parse().unwrap();
+        let dup = Duplication::new(DuplicationMode::Auto);
         // Clean so far: off.
         dup.update_path(peer, &sample(1000, 0, 1_000_000));
         assert!(!dup.status(peer).active);
@@ -816,14 +821,6 @@ mod tests {
         let ends = dup.stream_ends(peer);
         // Before the first sample a stream end is not counted.
         drop(ends.expect());
-        let sample = |sent, lost, tx| PathSample {
-            sent_packets: sent,
-            lost_packets: lost,
-            srtt: Duration::from_millis(150),
-            rate_estimate: Some(250_000.0),
-            udp_tx_bytes: tx,
-            mtu: 1472,
-        };
         dup.update_path(peer, &sample(1000, 10, 1_000_000));
         dup.update_path(peer, &sample(2000, 20, 2_400_000));
         let s = dup.status(peer);

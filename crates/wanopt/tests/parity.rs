@@ -18,11 +18,7 @@ use common::BIN;
 const PREFIX: &str = "wpa-";
 
 fn wanopt(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .env("WANOPT_LAB_PREFIX", PREFIX)
-        .output()
-        .unwrap()
+    common::lab_wanopt(PREFIX, args)
 }
 
 /// Runs `args` inside lab node `node`.
@@ -32,14 +28,6 @@ fn in_node(node: &str, args: &[&str]) -> Output {
         .args(args)
         .output()
         .unwrap()
-}
-
-fn root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false)
 }
 
 /// The lab with the file server; both gone when dropped.
@@ -65,7 +53,7 @@ fn duplication(node: &str, control: &str) -> serde_json::Value {
 
 #[test]
 fn lost_datagrams_at_the_end_of_transfers_are_rebuilt_from_parity() {
-    if !root() {
+    if !common::is_root() {
         eprintln!("skipped: needs root for network namespaces");
         return;
     }

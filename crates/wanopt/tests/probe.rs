@@ -14,11 +14,7 @@ use common::BIN;
 const PREFIX: &str = "wpt-";
 
 fn wanopt(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .env("WANOPT_LAB_PREFIX", PREFIX)
-        .output()
-        .unwrap()
+    common::lab_wanopt(PREFIX, args)
 }
 
 /// A lab with a reflector in `server`; both gone when dropped.
@@ -85,14 +81,6 @@ impl Drop for Lab {
     }
 }
 
-fn root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false)
-}
-
 fn u(v: &serde_json::Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
 }
@@ -109,7 +97,7 @@ fn within(probe: u64, emulator: u64, what: &str) {
 
 #[test]
 fn probe_measures_what_the_emulator_does() {
-    if !root() {
+    if !common::is_root() {
         eprintln!("skipped: needs root for network namespaces");
         return;
     }

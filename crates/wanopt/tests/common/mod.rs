@@ -431,3 +431,22 @@ pub fn wan_meter(core: SocketAddr) -> (SocketAddr, std::sync::Arc<WanBytes>) {
     }
     (addr, bytes)
 }
+
+/// Runs `wanopt` with `args` on the lab whose namespaces start with
+/// `prefix` (each lab test binary has its own).
+pub fn lab_wanopt(prefix: &str, args: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .args(args)
+        .env("WANOPT_LAB_PREFIX", prefix)
+        .output()
+        .unwrap()
+}
+
+/// Whether the tests run as root (the lab's network namespaces need it).
+pub fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
