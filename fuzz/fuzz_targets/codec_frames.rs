@@ -2,7 +2,7 @@
 //! and without one) must give an error or plain bytes, never a panic or an
 //! unbounded allocation; and any input split by the first byte round-trips
 //! through encoder and decoder, with the stream compressor freed between
-//! pieces or not.
+//! pieces or not (the PPMd decoder on its own: `ppmd_run`).
 //!
 //! `CFLAGS=-fno-sanitize-address-use-after-scope cargo fuzz run
 //! codec_frames` (see the README's note on zstd's slowest levels).
@@ -68,9 +68,9 @@ fuzz_target!(|data: &[u8]| {
     }
 
     // 2. Round trip: encode `data` in pieces, decode, compare; with LZ4
-    //    (the default), with zstd and with LZMA2 (runs continuing one
-    //    stream), the
-    //    stream's compressor freed after every `release`-th piece (as a
+    //    (the default), with zstd, with LZMA2 and with LZMA2 and PPMd
+    //    (runs continuing one stream), the stream's compressor freed
+    //    after every `release`-th piece (as a
     //    node does for an idle flow: a flush, then a StreamEnd) when the
     //    second byte says so.
     let release = data.get(1).map_or(0, |&b| usize::from(b % 4));
@@ -78,6 +78,7 @@ fuzz_target!(|data: &[u8]| {
         Compression::Lz4,
         Compression::ZSTD,
         Compression::Lzma { preset: 5 },
+        Compression::Max { preset: 5 },
     ] {
         let config = EncoderConfig {
             compression,

@@ -10,6 +10,7 @@
 //!
 //! `wanopt lab waas-files --out /tmp/waas-files` then
 //! `cargo run -p wanopt-codec --release --example stream_runs -- /tmp/waas-files/*.doc`
+//! (`-- --slow FILE...`: the second table only).
 
 use std::time::Instant;
 
@@ -56,9 +57,14 @@ fn cold(data: &[u8], compression: Compression, stream_runs: bool) -> (usize, f64
 }
 
 fn main() {
-    let paths: Vec<String> = std::env::args().skip(1).collect();
+    let mut paths: Vec<String> = std::env::args().skip(1).collect();
+    // `--slow`: only the second table.
+    let slow_only = paths.first().is_some_and(|a| a == "--slow");
+    if slow_only {
+        paths.remove(0);
+    }
     if paths.is_empty() {
-        eprintln!("usage: stream_runs FILE...");
+        eprintln!("usage: stream_runs [--slow] FILE...");
         std::process::exit(2);
     }
     println!("| file | level | independent runs | stream runs | stream / independent | encode MB/s (independent, stream) | compressor MiB | decompressor MiB |");
@@ -76,7 +82,8 @@ fn main() {
             .file_name()
             .map_or(path.clone(), |n| n.to_string_lossy().into_owned());
         files.push((name.clone(), data.clone()));
-        for level in [3, 9, 14, 16, 18] {
+        let levels: &[i32] = if slow_only { &[] } else { &[3, 9, 14, 16, 18] };
+        for &level in levels {
             let zstd = Compression::Zstd { level };
             let (alone, t1, _, _) = cold(&data, zstd, false);
             let (streamed, t2, held, decompressor) = cold(&data, zstd, true);
@@ -101,11 +108,14 @@ fn main() {
             Compression::Zstd { level: 18 },
             Compression::Lzma { preset: 5 },
             Compression::Lzma { preset: 6 },
+            Compression::Max { preset: 5 },
+            Compression::Max { preset: 6 },
         ] {
             let (wan, t, held, decompressor) = cold(data, compression, true);
             let setting = match compression {
                 Compression::Zstd { level } => format!("zstd {level}"),
                 Compression::Lzma { preset } => format!("lzma {preset}"),
+                Compression::Max { preset } => format!("max {preset}"),
                 other => format!("{other:?}"),
             };
             println!(

@@ -133,7 +133,10 @@ pub use cache::{CacheConfig, PeerCache};
 pub use chunker::{Chunker, ChunkerConfig, StreamChunker, MAX_CHUNK_LEN};
 pub use control::{CacheId, ControlRepr, Hello};
 pub use decoder::{DecodeError, Decoder, DecoderConfig};
-pub use encoder::{Compression, Encoder, EncoderConfig, PeerControlError};
+pub use encoder::{
+    text_share, Compression, Encoder, EncoderConfig, PeerControlError, ENGINE_SWITCH_MARGIN,
+    PPMD_TEXT_SHARE,
+};
 pub use fingerprint::Fingerprint;
 pub use stats::{CacheStats, DecoderStats, EncoderStats, StoreStats};
 pub use store::{ChunkStore, StoreConfig};

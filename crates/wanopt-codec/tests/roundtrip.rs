@@ -9,8 +9,9 @@ use wanopt_codec::frame::{
     emit_span_list, kind, span_check, Codec, DataRepr, Frame, Payload, VERSION,
 };
 use wanopt_codec::{
-    CacheConfig, CacheId, Compression, ControlRepr, Decoder, DecoderConfig, EncoderConfig,
-    Fingerprint, PeerCache, PeerControlError, StoreConfig,
+    text_share, CacheConfig, CacheId, Compression, ControlRepr, Decoder, DecoderConfig,
+    EncoderConfig, Fingerprint, PeerCache, PeerControlError, StoreConfig, ENGINE_SWITCH_MARGIN,
+    PPMD_TEXT_SHARE,
 };
 
 #[test]
@@ -252,11 +253,12 @@ fn compression_can_change_mid_flow() {
     for (i, piece) in file.chunks(50_000).enumerate() {
         // zstd at two levels and LZMA2: a change of level or engine
         // starts a new stream.
-        flow.enc.set_compression(match i % 5 {
+        flow.enc.set_compression(match i % 6 {
             0 => Compression::Lz4,
             1 => Compression::ZSTD,
             2 => Compression::Zstd { level: 9 },
             3 => Compression::Lzma { preset: 6 },
+            4 => Compression::Max { preset: 6 },
             _ => Compression::Off,
         });
         flow.send(piece);
@@ -497,6 +499,8 @@ fn a_released_compressor_is_freed_and_the_next_run_starts_a_new_stream() {
     for compression in [
         Compression::Zstd { level: 9 },
         Compression::Lzma { preset: 6 },
+        // Letters: PPMd.
+        Compression::Max { preset: 6 },
     ] {
         release_and_resume(compression);
     }
@@ -583,6 +587,164 @@ fn the_stream_compressor_estimate_covers_every_level() {
     }
     assert_eq!(Compression::Lz4.stream_compressor_bytes(), 0);
     assert_eq!(Compression::Off.stream_compressor_bytes(), 0);
+    // `Max` holds one engine at a time: PPMd for text, LZMA2 for the
+    // rest; the estimate covers the larger.
+    for (file, codec) in [
+        (file.clone(), Codec::Ppmd),
+        (binary_records(30), Codec::Lzma),
+    ] {
+        let compression = Compression::Max { preset: 6 };
+        let pair = Pair::new(small_config());
+        let mut enc = encoder_at(&pair, compression);
+        let mut wire = Vec::new();
+        let mut most = 0;
+        for piece in file.chunks(128 << 10) {
+            enc.push(piece, &mut wire);
+            most = most.max(enc.compressor_bytes());
+        }
+        assert!(stream_run_codecs(&wire).iter().all(|run| run.2 == codec));
+        let estimate = compression.stream_compressor_bytes();
+        assert!(
+            most > 0 && most <= estimate,
+            "{codec:?}: {most} of {estimate}"
+        );
+    }
+    assert_eq!(
+        Compression::Max { preset: 6 }.stream_compressor_bytes(),
+        Compression::Lzma { preset: 6 }.stream_compressor_bytes()
+    );
+}
+
+/// 1 MiB of 32-byte binary records, as a spreadsheet's cells: a row
+/// number, a column, a type, a value from a small pool and a computed
+/// IEEE-754 amount.
+fn binary_records(seed: u64) -> Vec<u8> {
+    let mut r = rng(seed);
+    let prices: Vec<f64> = (0..50)
+        .map(|_| f64::from(r.random_range(100..100_000u32)) / 100.0)
+        .collect();
+    let mut file = Vec::new();
+    let mut row = 0u32;
+    while file.len() < 1 << 20 {
+        row += 1;
+        let price = prices[r.random_range(0..prices.len())];
+        let quantity = f64::from(r.random_range(1..500u32));
+        file.extend_from_slice(&row.to_le_bytes());
+        file.extend_from_slice(&(r.random_range(0..12u16)).to_le_bytes());
+        file.extend_from_slice(&[0x03, 0x02]);
+        file.extend_from_slice(&price.to_le_bytes());
+        file.extend_from_slice(&(price * quantity * 1.19).to_le_bytes());
+        file.extend_from_slice(&(r.random::<u32>() & 0x00ff_00ff).to_le_bytes());
+        file.extend_from_slice(&[0u8; 4]);
+    }
+    file
+}
+
+/// `text` as UTF-16LE, as Word and PowerPoint store text.
+fn utf16(text: &[u8]) -> Vec<u8> {
+    text.iter().flat_map(|&b| [b, 0]).collect()
+}
+
+#[test]
+fn text_share_counts_ascii_and_utf16_text() {
+    assert_eq!(text_share(b""), 0.0);
+    assert_eq!(text_share(b"plain text,\r\n\ttabbed"), 1.0);
+    assert_eq!(text_share(&utf16(b"Quarterly report")), 1.0);
+    assert_eq!(text_share(&[0u8; 100]), 0.0, "zeros alone are not text");
+    assert!(text_share(&random(1 << 16, 1)) < 0.45);
+    assert!(text_share(&binary_records(2)) < 0.4);
+    let mut half = text(1000, 3);
+    half.extend(random(1000, 4).iter().map(|b| b | 0x80));
+    assert_eq!(text_share(&half), 0.5);
+}
+
+#[test]
+fn max_sends_text_through_ppmd_and_records_through_lzma_and_crosses_smallest() {
+    // Text, UTF-16 text, binary records, text again, in 64 KiB pieces as a
+    // node reads them: the text runs go through PPMd, the records through
+    // LZMA2 (each change of engine starts a new stream), everything
+    // round-trips, and the whole crosses smaller than with LZMA2 alone.
+    let mut file = text(300 << 10, 40);
+    file.extend(utf16(&text(200 << 10, 41)));
+    file.extend(&binary_records(42)[..400 << 10]);
+    file.extend(text(200 << 10, 43));
+    let pieces: Vec<&[u8]> = file.chunks(64 << 10).collect();
+    let runs = stream_run_codecs(&encode_pieces(Compression::Max { preset: 6 }, &pieces));
+    let codecs: Vec<Codec> = runs.iter().map(|run| run.2).collect();
+    let first_lzma = codecs
+        .iter()
+        .position(|c| *c == Codec::Lzma)
+        .expect("an LZMA2 run");
+    let last_lzma = codecs
+        .iter()
+        .rposition(|c| *c == Codec::Lzma)
+        .expect("an LZMA2 run");
+    assert!(first_lzma >= 6, "text first: {codecs:?}");
+    assert!(
+        codecs[..first_lzma].iter().all(|c| *c == Codec::Ppmd),
+        "{codecs:?}"
+    );
+    assert!(
+        codecs[first_lzma..=last_lzma]
+            .iter()
+            .all(|c| *c == Codec::Lzma),
+        "{codecs:?}"
+    );
+    assert!(
+        codecs[last_lzma + 1..].iter().all(|c| *c == Codec::Ppmd),
+        "{codecs:?}"
+    );
+    assert!(codecs.len() > last_lzma + 2, "text last: {codecs:?}");
+    // Fresh exactly where the engine changes.
+    for (i, run) in runs.iter().enumerate() {
+        let changed = i == 0 || runs[i - 1].2 != run.2;
+        assert_eq!(run.0, changed, "run {i}: {runs:?}");
+    }
+    let [lzma, max] = [
+        Compression::Lzma { preset: 6 },
+        Compression::Max { preset: 6 },
+    ]
+    .map(|compression| {
+        let mut pair = Pair::new(small_config());
+        pair.encoder.compression = compression;
+        cold_then_warm(&pair, &file)
+    });
+    assert!(max < lzma * 90 / 100, "max {max} vs lzma {lzma}");
+    // Any piece sizes.
+    for piece in [1usize, 777, 1 << 20] {
+        let mut pair = Pair::new(small_config());
+        pair.encoder.compression = Compression::Max { preset: 5 };
+        let (out, _) = pair.transfer(&file, &[piece]);
+        assert!(out == file, "piece {piece}");
+    }
+}
+
+#[test]
+fn a_ppmd_stream_holds_its_engine_through_a_mixed_run() {
+    // A run a little below the text share after text runs (text with
+    // some binary): the stream stays PPMd (changing would lose the
+    // model), within the margin.
+    let mut file = text(256 << 10, 44);
+    // 1100 bytes of text, 1400 of binary, over and over: the same share
+    // in every run wherever the runs end.
+    let words = text(100 << 10, 45);
+    let binary: Vec<u8> = random(128 << 10, 46).iter().map(|b| b | 0x80).collect();
+    let mut mixed = Vec::new();
+    for (w, b) in words.chunks(1100).zip(binary.chunks(1400)) {
+        mixed.extend_from_slice(w);
+        mixed.extend_from_slice(b);
+    }
+    let share = text_share(&mixed);
+    assert!(
+        (PPMD_TEXT_SHARE - ENGINE_SWITCH_MARGIN..PPMD_TEXT_SHARE).contains(&share),
+        "{share}"
+    );
+    file.extend(&mixed);
+    let pieces: Vec<&[u8]> = file.chunks(64 << 10).collect();
+    let runs = stream_run_codecs(&encode_pieces(Compression::Max { preset: 6 }, &pieces));
+    assert!(runs.len() >= 5, "{runs:?}");
+    assert!(runs.iter().all(|run| run.2 == Codec::Ppmd), "{runs:?}");
+    assert_eq!(runs.iter().filter(|run| run.0).count(), 1, "{runs:?}");
 }
 
 #[test]
@@ -1180,7 +1342,7 @@ proptest! {
         len in 1usize..600_000,
         seed in any::<u64>(),
         compressible in any::<bool>(),
-        codec in 0u8..3,
+        codec in 0u8..4,
         edits in proptest::collection::vec(edit_strategy(), 0..8),
         pieces in proptest::collection::vec(1usize..200_000, 1..6),
     ) {
@@ -1188,7 +1350,8 @@ proptest! {
         pair.encoder.compression = match codec {
             0 => Compression::Lz4,
             1 => Compression::ZSTD,
-            _ => Compression::Lzma { preset: 6 },
+            2 => Compression::Lzma { preset: 6 },
+            _ => Compression::Max { preset: 6 },
         };
         let base = if compressible { text(len, seed) } else { random(len, seed) };
         let (out, _) = pair.transfer(&base, &pieces);
