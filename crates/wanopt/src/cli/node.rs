@@ -70,9 +70,10 @@ pub struct CommonArgs {
     /// [default: 4GiB]; the oldest data is evicted beyond it.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub cache_size: Option<u64>,
-    /// Compression of literals: auto (LZMA2 while the tunnel's estimated
-    /// rate is under 3 Mbit/s, zstd under 100 Mbit/s, LZ4 above), lz4,
-    /// zstd, lzma or off [default: auto]. Every codec is decoded whatever
+    /// Compression of literals: auto (LZMA2, and PPMd for runs of text,
+    /// while the tunnel's estimated rate is under 3 Mbit/s, zstd under 100
+    /// Mbit/s, LZ4 above), lz4, zstd, lzma, max (PPMd for text, LZMA2 for
+    /// the rest) or off [default: auto]. Every codec is decoded whatever
     /// the peer's setting.
     #[arg(long, value_name = "MODE")]
     pub compression: Option<CompressionMode>,
