@@ -41,10 +41,10 @@ pub enum Compression {
     /// The smallest: stream runs that are mostly text ([`text_share`] at
     /// least [`PPMD_TEXT_SHARE`]; 8-bit or UTF-16) go through PPMd, the
     /// others through LZMA2 at `preset`. On the Table 1 office files PPMd
-    /// makes text runs 20-25% smaller than LZMA2 and binary records
-    /// 10-15% larger, hence the choice per run. Encodes about as fast as
-    /// LZMA2 alone, decodes at about 20 MB/s per core (PPMd is symmetric);
-    /// for links of a few Mbit/s and less.
+    /// makes text runs 15-25% smaller than LZMA2 and binary records
+    /// 1-15% larger, hence the choice per run. Encodes at least as fast
+    /// as LZMA2 alone, decodes PPMd runs at about 20 MB/s per core (PPMd
+    /// is symmetric); for links of a few Mbit/s and less.
     Max {
         /// LZMA2 preset of the runs that are not text.
         preset: u32,

@@ -83,7 +83,7 @@
 //! Bit 2 of a `StreamRun`'s flags (format 9) says the stream is PPMd
 //! ([`Codec::Ppmd`]: PPMd var. H with 7-Zip's range coder, model order
 //! [`PPMD_ORDER`] and [`PPMD_MEMORY`] bytes of model, both fixed by this
-//! format): a context-mixing-style text model, 20-25% smaller than LZMA2
+//! format): a context model (prediction by partial matching), 15-25% smaller than LZMA2
 //! on text (8-bit or UTF-16) and worse on binary records, so encoders use
 //! it for runs that are mostly text. A PPMd run's bytes are the CRC-32 of
 //! its raw bytes (big-endian), then a range-coded stream ended at the

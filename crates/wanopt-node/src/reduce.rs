@@ -55,8 +55,8 @@ pub const ZSTD_BELOW_BPS: f64 = 100e6;
 /// Mbit/s, 0.5 MB/s at 1 Mbit/s).
 ///
 /// Below 3 Mbit/s the runs that are mostly text go through PPMd instead
-/// of LZMA2 ([`Compression::Max`]): 5-15% fewer bytes on the Word files,
-/// the same on spreadsheets, and faster to encode (BENCHMARKS.md).
+/// of LZMA2 ([`Compression::Max`]): 6-15% fewer bytes on the Word files,
+/// within 1% on spreadsheets, and faster to encode (BENCHMARKS.md).
 pub const AUTO_STEPS: [(f64, Compression); 4] = [
     (1e6, Compression::Max { preset: 6 }),
     (3e6, Compression::Max { preset: 5 }),
