@@ -39,8 +39,9 @@ pub enum Compression {
         preset: u32,
     },
     /// The smallest: stream runs that are mostly text ([`text_share`] at
-    /// least [`PPMD_TEXT_SHARE`]; 8-bit or UTF-16) go through PPMd, the
-    /// others through LZMA2 at `preset`. On the Table 1 office files PPMd
+    /// least [`PPMD_TEXT_SHARE`], and a PPMd stream keeps PPMd down to
+    /// [`PPMD_KEEP_SHARE`]; 8-bit or UTF-16) go through PPMd, the others
+    /// through LZMA2 at `preset`. On the Table 1 office files PPMd
     /// makes text runs 15-25% smaller than LZMA2 and binary records
     /// 1-15% larger, hence the choice per run. Encodes at least as fast
     /// as LZMA2 alone, decodes PPMd runs at about 20 MB/s per core (PPMd
@@ -51,16 +52,20 @@ pub enum Compression {
     },
 }
 
-/// [`text_share`] at or above which a new [`Compression::Max`] stream
-/// uses PPMd (measured per 128 KiB run of the Table 1 files: PPMd smaller
-/// on every run at 0.56 and above, LZMA2 smaller or equal on every run
-/// below 0.5; see BENCHMARKS.md).
-pub const PPMD_TEXT_SHARE: f64 = 0.5;
+/// [`text_share`] at or above which a [`Compression::Max`] stream goes
+/// to PPMd (from LZMA2, or at its start). Measured per 128 KiB block of
+/// the Table 1 files (BENCHMARKS.md): PPMd smaller on every block from
+/// 0.5 up (by 10% between 0.5 and 0.6, 16-24% above), LZMA2 smaller on
+/// all but two below. Starting at 0.6 leaves the spreadsheets' first run
+/// (workbook globals and shared strings, 0.52) to LZMA2, whose window the
+/// cell records after it match into: a change of engine starts the
+/// stream anew.
+pub const PPMD_TEXT_SHARE: f64 = 0.6;
 
-/// How far a run's [`text_share`] must be on the other side of
-/// [`PPMD_TEXT_SHARE`] for a [`Compression::Max`] stream to change engine
-/// in the middle (which starts it anew: the history is lost).
-pub const ENGINE_SWITCH_MARGIN: f64 = 0.1;
+/// [`text_share`] at or above which a PPMd stream stays PPMd (below it,
+/// it goes to LZMA2, anew): PPMd costs 1-4% more than LZMA2 between 0.4
+/// and 0.5, less than losing the model would.
+pub const PPMD_KEEP_SHARE: f64 = 0.4;
 
 /// Share of `data` that is text: printable ASCII, tab, CR and LF, and a
 /// zero byte right after one of those (UTF-16LE text, as Word, Excel and
@@ -369,15 +374,10 @@ impl LiteralStream {
             return true;
         };
         let ppmd = matches!(self.engine, Engine::Ppmd(_));
-        let margin = if self.fresh {
-            0.0
-        } else {
-            ENGINE_SWITCH_MARGIN
-        };
         let share = text_share(data);
         let wants_ppmd = match ppmd {
-            true => share >= PPMD_TEXT_SHARE - margin,
-            false => share >= PPMD_TEXT_SHARE + margin,
+            true => share >= PPMD_KEEP_SHARE,
+            false => share >= PPMD_TEXT_SHARE,
         };
         if wants_ppmd == ppmd {
             return true;

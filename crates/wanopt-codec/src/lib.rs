@@ -134,7 +134,7 @@ pub use chunker::{Chunker, ChunkerConfig, StreamChunker, MAX_CHUNK_LEN};
 pub use control::{CacheId, ControlRepr, Hello};
 pub use decoder::{DecodeError, Decoder, DecoderConfig};
 pub use encoder::{
-    text_share, Compression, Encoder, EncoderConfig, PeerControlError, ENGINE_SWITCH_MARGIN,
+    text_share, Compression, Encoder, EncoderConfig, PeerControlError, PPMD_KEEP_SHARE,
     PPMD_TEXT_SHARE,
 };
 pub use fingerprint::Fingerprint;

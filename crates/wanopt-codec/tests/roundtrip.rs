@@ -10,7 +10,7 @@ use wanopt_codec::frame::{
 };
 use wanopt_codec::{
     text_share, CacheConfig, CacheId, Compression, ControlRepr, Decoder, DecoderConfig,
-    EncoderConfig, Fingerprint, PeerCache, PeerControlError, StoreConfig, ENGINE_SWITCH_MARGIN,
+    EncoderConfig, Fingerprint, PeerCache, PeerControlError, StoreConfig, PPMD_KEEP_SHARE,
     PPMD_TEXT_SHARE,
 };
 
@@ -720,10 +720,11 @@ fn max_sends_text_through_ppmd_and_records_through_lzma_and_crosses_smallest() {
 }
 
 #[test]
-fn a_ppmd_stream_holds_its_engine_through_a_mixed_run() {
-    // A run a little below the text share after text runs (text with
-    // some binary): the stream stays PPMd (changing would lose the
-    // model), within the margin.
+fn max_changes_engine_with_hysteresis() {
+    // Runs between the two shares (text with some binary): after text
+    // runs the stream stays PPMd (changing would lose the model); a flow
+    // that starts with them uses LZMA2, and text after them takes it to
+    // PPMd.
     let mut file = text(256 << 10, 44);
     // 1100 bytes of text, 1400 of binary, over and over: the same share
     // in every run wherever the runs end.
@@ -736,7 +737,7 @@ fn a_ppmd_stream_holds_its_engine_through_a_mixed_run() {
     }
     let share = text_share(&mixed);
     assert!(
-        (PPMD_TEXT_SHARE - ENGINE_SWITCH_MARGIN..PPMD_TEXT_SHARE).contains(&share),
+        (PPMD_KEEP_SHARE..PPMD_TEXT_SHARE).contains(&share),
         "{share}"
     );
     file.extend(&mixed);
@@ -745,6 +746,27 @@ fn a_ppmd_stream_holds_its_engine_through_a_mixed_run() {
     assert!(runs.len() >= 5, "{runs:?}");
     assert!(runs.iter().all(|run| run.2 == Codec::Ppmd), "{runs:?}");
     assert_eq!(runs.iter().filter(|run| run.0).count(), 1, "{runs:?}");
+    // The other way round.
+    let mut file = mixed.clone();
+    file.extend(text(256 << 10, 47));
+    let pieces: Vec<&[u8]> = file.chunks(64 << 10).collect();
+    let runs = stream_run_codecs(&encode_pieces(Compression::Max { preset: 6 }, &pieces));
+    let codecs: Vec<Codec> = runs.iter().map(|run| run.2).collect();
+    let first_ppmd = codecs
+        .iter()
+        .position(|c| *c == Codec::Ppmd)
+        .expect("a PPMd run");
+    assert!(first_ppmd >= 2, "{codecs:?}");
+    assert!(
+        codecs[..first_ppmd].iter().all(|c| *c == Codec::Lzma),
+        "{codecs:?}"
+    );
+    assert!(
+        codecs[first_ppmd..].iter().all(|c| *c == Codec::Ppmd),
+        "{codecs:?}"
+    );
+    let fresh: Vec<usize> = (0..runs.len()).filter(|&i| runs[i].0).collect();
+    assert_eq!(fresh, [0, first_ppmd], "{runs:?}");
 }
 
 #[test]
