@@ -1,0 +1,129 @@
+//! Where a cold transfer's WAN bytes go: encodes FILE into a fresh pair of
+//! caches (64 KiB reads, as a flow pushes them) and prints one line per
+//! frame (offset in the file, type, frame bytes, raw bytes, engine), then
+//! totals per frame type and engine.
+//!
+//! `cargo run -p wanopt-codec --release --example frame_map -- [--compression max|lzma|zstd] FILE`
+
+use std::collections::BTreeMap;
+
+use wanopt_codec::frame::kind;
+use wanopt_codec::{
+    CacheConfig, CacheId, Compression, Decoder, DecoderConfig, Encoder, EncoderConfig, PeerCache,
+};
+
+const READ: usize = 64 << 10;
+
+fn main() {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let mut compression = Compression::Max { preset: 6 };
+    if args.first().is_some_and(|a| a == "--compression") && args.len() >= 2 {
+        compression = match args[1].as_str() {
+            "max" => Compression::Max { preset: 6 },
+            "lzma" => Compression::Lzma { preset: 6 },
+            "zstd" => Compression::Zstd { level: 18 },
+            other => {
+                eprintln!("frame_map: unknown compression {other:?}");
+                std::process::exit(2);
+            }
+        };
+        args.drain(..2);
+    }
+    let [path] = args.as_slice() else {
+        eprintln!("usage: frame_map [--compression max|lzma|zstd] FILE");
+        std::process::exit(2);
+    };
+    let data = std::fs::read(path).unwrap_or_else(|e| {
+        eprintln!("{path}: {e}");
+        std::process::exit(1);
+    });
+    let a = tempfile::tempdir().expect("temporary directory");
+    let b = tempfile::tempdir().expect("temporary directory");
+    let edge = PeerCache::open(a.path(), CacheConfig::default(), CacheId([1; 16])).expect("cache");
+    let core = PeerCache::open(b.path(), CacheConfig::default(), CacheId([2; 16])).expect("cache");
+    core.handle_hello(&edge.hello());
+    edge.handle_hello(&core.hello());
+    let config = EncoderConfig {
+        compression,
+        stream_runs: true,
+        ..EncoderConfig::default()
+    };
+    let mut enc = Encoder::new(edge, config).expect("encoder");
+    let mut wire = Vec::new();
+    for piece in data.chunks(READ) {
+        enc.push(piece, &mut wire);
+    }
+    enc.finish(&mut wire);
+    let mut dec = Decoder::new(core, DecoderConfig::default());
+    let mut out = Vec::new();
+    dec.push(&wire, &mut out).expect("decodes");
+    assert!(out == data, "round trip");
+
+    let mut totals: BTreeMap<String, (usize, usize, usize)> = BTreeMap::new();
+    let mut pos = 0;
+    let mut raw_at = 0usize;
+    println!("| at | frame | bytes | raw | chunks |");
+    println!("|---:|---|---:|---:|---:|");
+    while pos + 4 <= wire.len() {
+        let t = wire[pos];
+        let len = usize::from(wire[pos + 1]) << 16
+            | usize::from(wire[pos + 2]) << 8
+            | usize::from(wire[pos + 3]);
+        let body = &wire[pos + 4..pos + 4 + len];
+        let (name, raw, chunks) = match t {
+            kind::STREAM_RUN | kind::RUN => {
+                let flags = body[0];
+                let count = usize::from(u16::from_be_bytes([body[1], body[2]]));
+                let raw: usize = (0..count)
+                    .map(|i| {
+                        let at = 3 + 4 * i;
+                        u32::from_be_bytes(body[at..at + 4].try_into().unwrap()) as usize
+                    })
+                    .sum();
+                let engine = if t == kind::RUN {
+                    format!("run codec {flags}")
+                } else if flags & 4 != 0 {
+                    "stream ppmd".into()
+                } else if flags & 2 != 0 {
+                    "stream lzma".into()
+                } else {
+                    "stream zstd".into()
+                };
+                let engine = if flags & 1 != 0 && t == kind::STREAM_RUN {
+                    format!("{engine} (new)")
+                } else {
+                    engine
+                };
+                (engine, raw, count)
+            }
+            kind::LITERAL | kind::NAMED => {
+                let off = if t == kind::NAMED { 16 } else { 0 };
+                let codec = body[off];
+                let raw = u32::from_be_bytes(body[off + 1..off + 5].try_into().unwrap()) as usize;
+                (format!("literal codec {codec}"), raw, 1)
+            }
+            kind::DELTA => {
+                let raw = u32::from_be_bytes(body[32..36].try_into().unwrap()) as usize;
+                ("delta".into(), raw, 1)
+            }
+            kind::ACK => ("ack".into(), 0, 0),
+            kind::PREAMBLE => ("preamble".into(), 0, 0),
+            kind::END => ("end".into(), 0, 0),
+            other => (format!("type {other:#04x}"), 0, 0),
+        };
+        println!("| {raw_at} | {name} | {} | {raw} | {chunks} |", len + 4);
+        let e = totals.entry(name.replace(" (new)", "")).or_default();
+        e.0 += len + 4;
+        e.1 += raw;
+        e.2 += 1;
+        raw_at += raw;
+        pos += 4 + len;
+    }
+    println!();
+    println!("| frames | count | bytes | raw |");
+    println!("|---|---:|---:|---:|");
+    for (name, (bytes, raw, n)) in &totals {
+        println!("| {name} | {n} | {bytes} | {raw} |");
+    }
+    println!("| all | | {} | {} |", wire.len(), data.len());
+}
