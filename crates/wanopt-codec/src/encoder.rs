@@ -271,6 +271,9 @@ struct LiteralStream {
     /// stream, oldest first, and by fingerprint.
     window: VecDeque<(Fingerprint, u64)>,
     in_window: FingerprintMap<u64>,
+    /// Compressed over raw bytes of the stream's last run, since it
+    /// started: what a chunk is likely to cost in the next run.
+    ratio: Option<f64>,
 }
 
 /// A stream's compression context.
@@ -313,6 +316,7 @@ impl LiteralStream {
             fed: 0,
             window: VecDeque::new(),
             in_window: FingerprintMap::default(),
+            ratio: None,
         })
     }
 
@@ -442,6 +446,7 @@ impl LiteralStream {
     fn forget(&mut self) {
         self.fresh = true;
         self.fed = 0;
+        self.ratio = None;
         self.window.clear();
         self.in_window.clear();
     }
@@ -1033,11 +1038,17 @@ impl Core {
         // A delta frame carries 31 bytes more than a literal's header; it
         // must beat the literal. Tiny deltas need no comparison.
         let worth = delta_len < chunk.len() / 16 || {
-            let literal_len = match self.compress(chunk) {
+            let alone = match self.compress(chunk) {
                 Codec::Raw => chunk.len(),
                 Codec::Lz4 | Codec::Zstd | Codec::Lzma | Codec::Ppmd => self.compressed_len,
             };
-            delta_len + 31 < literal_len
+            // In a stream run the chunk costs what the stream's runs cost
+            // lately, often less than compressed alone: a delta against a
+            // merely similar chunk gives up the stream's context for it.
+            let in_stream = self
+                .stream_ratio()
+                .map_or(alone, |ratio| (ratio * chunk.len() as f64).ceil() as usize);
+            delta_len + 31 < alone.min(in_stream)
         };
         if worth {
             self.flush_pending(out);
@@ -1177,6 +1188,7 @@ impl Core {
                 }
                 .emit(out);
                 stream.fresh = false;
+                stream.ratio = Some(n as f64 / run.len() as f64);
                 stream.fed(
                     self.run_fingerprints
                         .iter()
@@ -1197,6 +1209,20 @@ impl Core {
                 false
             }
         }
+    }
+
+    /// Compressed over raw bytes of the last run of the stream the next
+    /// literal goes into, if it goes into one that has sent a run.
+    fn stream_ratio(&self) -> Option<f64> {
+        let compression = self.config.compression;
+        let streaming = compression.gathers()
+            && self.config.stream_runs
+            && self.config.run_len > 0
+            && self.skip_compression == 0;
+        self.stream
+            .as_ref()
+            .filter(|stream| streaming && stream.compression == compression)
+            .and_then(|stream| stream.ratio)
     }
 
     /// Whether the next literal goes into a stream run whose compressor

@@ -475,6 +475,52 @@ fn no_delta_against_a_chunk_the_stream_still_holds() {
 }
 
 #[test]
+fn no_delta_against_a_merely_similar_chunk_when_the_stream_costs_less() {
+    // A first flow leaves records of a pool in both stores; a second flow
+    // sends other records of the same pool. Its chunks often start like
+    // the first flow's (a delta base the peer holds that its own stream
+    // never saw), but once its stream has seen the pool it costs less
+    // than such a delta: those chunks go into the stream's runs.
+    let pool_file = |order: u64| {
+        let mut r = rng(21);
+        let pool: Vec<Vec<u8>> = (0..1000)
+            .map(|_| (0..200).map(|_| b'a' + r.random_range(0..26u8)).collect())
+            .collect();
+        let mut r = rng(order);
+        let mut file = Vec::new();
+        while file.len() < 1 << 20 {
+            file.extend_from_slice(&pool[r.random_range(0..pool.len())]);
+        }
+        file
+    };
+    let mut pair = Pair::new(small_config());
+    pair.encoder.compression = Compression::Zstd { level: 9 };
+    pair.encoder.stream_runs = true;
+    let (out, _) = pair.transfer(&pool_file(1), &[64 << 10]);
+    assert!(out == pool_file(1));
+    let second = pool_file(2);
+    let mut flow = Flow::with_config(&pair.edge, &pair.core, pair.encoder);
+    let mut deltas_after_first_quarter = 0;
+    for (i, piece) in second.chunks(64 << 10).enumerate() {
+        flow.send(piece);
+        flow.pump();
+        if i == 3 {
+            deltas_after_first_quarter = flow.enc.stats().deltas;
+        }
+    }
+    flow.finish();
+    assert!(flow.delivered == second);
+    let stats = flow.enc.stats();
+    assert!(deltas_after_first_quarter > 0, "{stats:?}");
+    assert_eq!(
+        stats.deltas, deltas_after_first_quarter,
+        "deltas once the stream had seen the pool: {stats:?}"
+    );
+    // (With deltas all the way, about half the file crosses.)
+    assert!(stats.wan_bytes_out < second.len() as u64 / 3, "{stats:?}");
+}
+
+#[test]
 fn a_stream_run_after_one_that_did_not_pay_starts_anew() {
     // Text, then random bytes (the run does not pay: sent raw, and the
     // compressor's history no longer matches the decoder's), then text.
