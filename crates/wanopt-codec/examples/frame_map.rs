@@ -1,9 +1,11 @@
 //! Where a cold transfer's WAN bytes go: encodes FILE into a fresh pair of
 //! caches (64 KiB reads, as a flow pushes them) and prints one line per
-//! frame (offset in the file, type, frame bytes, raw bytes, engine), then
+//! frame (offset in the input, type, frame bytes, raw bytes, engine), then
 //! totals per frame type and engine.
 //!
-//! `cargo run -p wanopt-codec --release --example frame_map -- [--compression max|lzma|zstd] FILE`
+//! `cargo run -p wanopt-codec --release --example frame_map -- [--read BYTES] [--prefix BYTES] [--compression max|lzma|zstd] FILE`
+//! (`--read`: the pieces pushed, 65536 by default; `--prefix`: that many
+//! bytes of an HTTP header before the file).
 
 use std::collections::BTreeMap;
 
@@ -12,11 +14,24 @@ use wanopt_codec::{
     CacheConfig, CacheId, Compression, Decoder, DecoderConfig, Encoder, EncoderConfig, PeerCache,
 };
 
-const READ: usize = 64 << 10;
-
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let mut compression = Compression::Max { preset: 6 };
+    let mut read = 64 << 10;
+    let mut prefix = 0usize;
+    loop {
+        match args.first().map(String::as_str) {
+            Some("--read") if args.len() >= 2 => {
+                read = args[1].parse().unwrap_or(read).max(1);
+                args.drain(..2);
+            }
+            Some("--prefix") if args.len() >= 2 => {
+                prefix = args[1].parse().unwrap_or(0);
+                args.drain(..2);
+            }
+            _ => break,
+        }
+    }
     if args.first().is_some_and(|a| a == "--compression") && args.len() >= 2 {
         compression = match args[1].as_str() {
             "max" => Compression::Max { preset: 6 },
@@ -30,13 +45,23 @@ fn main() {
         args.drain(..2);
     }
     let [path] = args.as_slice() else {
-        eprintln!("usage: frame_map [--compression max|lzma|zstd] FILE");
+        eprintln!(
+            "usage: frame_map [--read BYTES] [--prefix BYTES] [--compression max|lzma|zstd] FILE"
+        );
         std::process::exit(2);
     };
-    let data = std::fs::read(path).unwrap_or_else(|e| {
+    let file = std::fs::read(path).unwrap_or_else(|e| {
         eprintln!("{path}: {e}");
         std::process::exit(1);
     });
+    // `--prefix N`: N bytes of header before the file (an HTTP response's).
+    let mut data: Vec<u8> = b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+        .iter()
+        .copied()
+        .cycle()
+        .take(prefix)
+        .collect();
+    data.extend_from_slice(&file);
     let a = tempfile::tempdir().expect("temporary directory");
     let b = tempfile::tempdir().expect("temporary directory");
     let edge = PeerCache::open(a.path(), CacheConfig::default(), CacheId([1; 16])).expect("cache");
@@ -50,7 +75,7 @@ fn main() {
     };
     let mut enc = Encoder::new(edge, config).expect("encoder");
     let mut wire = Vec::new();
-    for piece in data.chunks(READ) {
+    for piece in data.chunks(read) {
         enc.push(piece, &mut wire);
     }
     enc.finish(&mut wire);
