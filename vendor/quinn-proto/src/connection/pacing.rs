@@ -21,6 +21,10 @@ pub(super) struct Pacer {
     /// Rate pacing (wanopt patch): the sender went idle (nothing in flight,
     /// nothing to send) since it last waited on the pacer.
     idle: bool,
+    /// Rate pacing (wanopt patch): the sender went idle since it last
+    /// sent; its next packet starts from one full burst, whatever was
+    /// banked before.
+    rebank: bool,
 }
 
 impl Pacer {
@@ -34,6 +38,7 @@ impl Pacer {
             tokens: capacity,
             prev: now,
             idle: false,
+            rebank: false,
         }
     }
 
@@ -121,6 +126,7 @@ impl Pacer {
     /// patch).
     pub(super) fn stop_banking(&mut self) {
         self.idle = true;
+        self.rebank = true;
     }
 
     /// Pacing at a rate set by the congestion controller, in bytes per second
@@ -153,6 +159,14 @@ impl Pacer {
         let capacity = ((rate as u128 * horizon) / 1_000_000_000).min(u64::MAX as u128) as u64;
         // Banked tokens are spent before the next refill, which caps them.
         self.capacity = capacity.max(MIN_BURST_SIZE * mtu as u64);
+        if self.rebank {
+            // What was banked before the sender went idle (a round trip's
+            // worth while its window held it back) is not a burst to send
+            // into a path that has drained since: one burst, from now.
+            self.rebank = false;
+            self.tokens = self.capacity;
+            self.prev = now;
+        }
         // Window pacing recomputes its capacity on its next call.
         self.last_window = 0;
         self.last_mtu = mtu;
@@ -377,5 +391,33 @@ mod tests {
             None
         );
         assert_eq!(pacer.tokens, pacer.capacity);
+    }
+    /// wanopt patch: after the sender went idle, tokens banked while it
+    /// was held back are cut to one burst.
+    #[test]
+    fn idle_sender_keeps_one_burst_of_banked_tokens() {
+        let mtu = 1500u16;
+        let rate = 250_000u64; // 2 Mbit/s
+        let rtt = Duration::from_millis(340);
+        let t0 = Instant::now();
+        let mut pacer = Pacer::new(rtt, 100_000, mtu, t0);
+        // Pacing (the tokens spent), then held back by the window for a
+        // while: a round trip's worth of tokens accrues.
+        while pacer.delay_at_rate(rate, rtt, 1500, mtu, t0).is_none() {
+            pacer.on_transmit(1500);
+        }
+        let t1 = t0 + Duration::from_millis(400);
+        assert_eq!(pacer.delay_at_rate(rate, rtt, 1500, mtu, t1), None);
+        assert!(pacer.tokens > 80_000, "{}", pacer.tokens);
+        // Idle, then a new transfer: at most one burst goes at once.
+        pacer.stop_banking();
+        let t2 = t1 + Duration::from_secs(2);
+        let mut sent = 0;
+        while pacer.delay_at_rate(rate, rtt, 1500, mtu, t2).is_none() {
+            pacer.on_transmit(1500);
+            sent += 1;
+            assert!(sent < 100);
+        }
+        assert_eq!(sent, MIN_BURST_SIZE as usize);
     }
 }
