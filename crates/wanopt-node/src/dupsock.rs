@@ -120,6 +120,10 @@ pub struct DuplicationStatus {
     /// Tails sent as Reed-Solomon parity (stream ends).
     #[serde(default)]
     pub parity_groups: u64,
+    /// Datagrams left out because the sender still had data waiting for
+    /// its congestion window when the path went quiet (not an end).
+    #[serde(default)]
+    pub stalled: u64,
     /// Datagrams from this peer rebuilt from its parity (what the peer
     /// did not have to retransmit).
     #[serde(default)]
@@ -140,6 +144,9 @@ struct Shared {
     /// Set once any peer sent parity, so the receive path of a node that
     /// never got any takes no lock.
     parity_seen: AtomicBool,
+    /// Per peer, its connection's congestion controller's "data waits"
+    /// flag ([`Duplication::watch_sender`]).
+    senders: Mutex<Vec<(SocketAddr, Arc<AtomicBool>)>>,
 }
 
 impl Shared {
@@ -149,6 +156,22 @@ impl Shared {
 
     fn parity(&self) -> MutexGuard<'_, ParityReceivers> {
         self.parity.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn senders(&self) -> MutexGuard<'_, Vec<(SocketAddr, Arc<AtomicBool>)>> {
+        self.senders.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Hands each watched sender's flag to the policy.
+    fn sync_senders(&self) {
+        let senders = self.senders();
+        if senders.is_empty() {
+            return;
+        }
+        let mut policy = self.policy();
+        for (peer, blocked) in senders.iter() {
+            policy.sender_blocked(*peer, blocked.load(Ordering::Relaxed));
+        }
     }
 }
 
@@ -327,6 +350,7 @@ impl Duplication {
                 wake: Notify::new(),
                 parity: Mutex::default(),
                 parity_seen: AtomicBool::new(false),
+                senders: Mutex::default(),
             }),
             paths: Arc::default(),
         }
@@ -411,8 +435,22 @@ impl Duplication {
         true
     }
 
+    /// Watches the sender of the connection to `peer` through its
+    /// congestion controller's flag (wanopt's BBR:
+    /// [`crate::bbr::Bbr::sender_blocked`]): while data waits for the
+    /// window, a quiet path is no burst's end. Idempotent.
+    pub fn watch_sender(&self, peer: SocketAddr, blocked: Arc<AtomicBool>) {
+        let mut senders = self.shared.senders();
+        match senders.iter_mut().find(|(p, _)| *p == peer) {
+            Some((_, flag)) if Arc::ptr_eq(flag, &blocked) => {}
+            Some((_, flag)) => *flag = blocked,
+            None => senders.push((peer, blocked)),
+        }
+    }
+
     /// Forgets a path whose connection is gone.
     pub fn remove_path(&self, peer: SocketAddr) {
+        self.shared.senders().retain(|(p, _)| *p != peer);
         self.paths
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -443,6 +481,7 @@ impl Duplication {
             busy,
             stream_ends,
             parity_groups,
+            stalled,
             ..
         } = stats;
         drop(policy);
@@ -462,6 +501,7 @@ impl Duplication {
             stream_ends,
             ending_streams,
             parity_groups,
+            stalled,
             rebuilt,
         }
     }
@@ -723,6 +763,7 @@ async fn send_copies(socket: Weak<DupSocket>) {
             return;
         };
         let now = Instant::now();
+        shared.sync_senders();
         loop {
             let Some(copy) = shared.policy().poll_transmit(now) else {
                 break;

@@ -327,6 +327,14 @@ impl NodeState {
             let Some(conn) = &entry.connection else {
                 continue;
             };
+            if let Ok(bbr) = conn
+                .congestion_state()
+                .into_any()
+                .downcast::<crate::bbr::Bbr>()
+            {
+                self.duplication
+                    .watch_sender(*address, bbr.sender_blocked());
+            }
             let stats = conn.stats();
             self.duplication.update_path(
                 *address,

@@ -173,6 +173,10 @@ pub struct TailStats {
     /// Tails sent as parity (stream ends); their datagrams count in
     /// `datagrams` and `bytes`.
     pub parity_groups: u64,
+    /// Datagrams not repeated because the sender had more to send when
+    /// the path went quiet (it waited for its congestion window:
+    /// [`TailDup::sender_blocked`]).
+    pub stalled: u64,
 }
 
 /// A copy to send now.
@@ -199,6 +203,8 @@ struct Path<K, M> {
     burst_on_busy_path: bool,
     /// Whether a stream's end is expected ([`TailDup::expect_ends`]).
     ends_expected: bool,
+    /// Whether the sender has more to send ([`TailDup::sender_blocked`]).
+    sender_blocked: bool,
     /// The next parity group's number.
     next_group: u32,
     /// Bytes sent recently (exponential average, time constant
@@ -358,6 +364,7 @@ impl<K: Copy + Eq, M: Clone> TailDup<K, M> {
                 repeating: false,
                 burst_on_busy_path: false,
                 ends_expected: false,
+                sender_blocked: false,
                 next_group: 0,
                 recent: 0.0,
                 recent_at: now,
@@ -378,6 +385,19 @@ impl<K: Copy + Eq, M: Clone> TailDup<K, M> {
     pub fn expect_ends(&mut self, key: K, expected: bool) {
         if let Some(path) = self.paths.iter_mut().find(|p| p.key == key) {
             path.ends_expected = expected;
+        }
+    }
+
+    /// Tells whether the sender on `key` has data waiting for its
+    /// congestion window or pacer (`true`) or nothing left to send. While
+    /// it waits, a quiet path is a sender stalled in the middle of a
+    /// transfer (its acknowledgements delayed by a queue, say), not the
+    /// end of a burst: its tail is dropped, not repeated, even while a
+    /// stream's end is expected (parity there would go ahead of the rest
+    /// of the stream on the bottleneck and delay its last byte).
+    pub fn sender_blocked(&mut self, key: K, blocked: bool) {
+        if let Some(path) = self.paths.iter_mut().find(|p| p.key == key) {
+            path.sender_blocked = blocked;
         }
     }
 
@@ -459,6 +479,10 @@ impl<K: Copy + Eq, M: Clone> TailDup<K, M> {
                 continue;
             }
             path.refill(now);
+            if !path.repeating && path.sender_blocked {
+                path.stats.stalled += path.drop_tail(&mut self.pool);
+                continue;
+            }
             if !path.repeating && path.ends_expected && path.tail.len() >= PARITY_MIN_SOURCES {
                 path.replace_by_parity(&mut self.pool);
             }

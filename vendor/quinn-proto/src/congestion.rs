@@ -74,6 +74,15 @@ pub trait Controller: Send + Sync {
         None
     }
 
+    /// The connection had nothing it could send now: `blocked` when data
+    /// waits for the congestion window or the pacer, `false` when there is
+    /// none (application-limited). Called each time a transmit poll ends
+    /// without a packet. (wanopt patch: not in upstream quinn-proto 0.11.19;
+    /// the default does nothing.)
+    fn on_idle_poll(&mut self, blocked: bool) {
+        let _ = blocked;
+    }
+
     /// Retrieve implementation-specific metrics used to populate `qlog` traces when they are enabled
     fn metrics(&self) -> ControllerMetrics {
         ControllerMetrics {

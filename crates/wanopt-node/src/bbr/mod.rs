@@ -27,6 +27,7 @@ mod filter;
 mod rate;
 
 use std::any::Any;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -197,6 +198,10 @@ pub struct Bbr {
     /// (for the trace's achieved send rate).
     sent_bytes: u64,
     round_mark: Option<(Instant, u64)>,
+    /// Whether data waited for the window or the pacer when the sender
+    /// last had nothing it could send (shared with clones, see
+    /// [`Bbr::sender_blocked`]).
+    blocked: Arc<AtomicBool>,
 }
 
 impl Bbr {
@@ -241,7 +246,18 @@ impl Bbr {
             rate: RateSampler::new(),
             sent_bytes: 0,
             round_mark: None,
+            blocked: Arc::default(),
         }
+    }
+
+    /// A flag, shared by this controller and its clones
+    /// (`Connection::congestion_state`), that says whether the sender's
+    /// last quiet spell is data waiting for the congestion window or the
+    /// pacer (`true`) or nothing left to send (`false`). Tail duplication
+    /// reads it: a sender stalled on its window (a queue-inflated round
+    /// trip in the middle of a transfer) is not at the end of anything.
+    pub fn sender_blocked(&self) -> Arc<AtomicBool> {
+        self.blocked.clone()
     }
 
     /// The current mode.
@@ -770,6 +786,10 @@ impl Controller for Bbr {
 
     fn pacing_rate(&self) -> Option<u64> {
         self.pacing_rate_bytes()
+    }
+
+    fn on_idle_poll(&mut self, blocked: bool) {
+        self.blocked.store(blocked, Ordering::Relaxed);
     }
 
     fn metrics(&self) -> ControllerMetrics {

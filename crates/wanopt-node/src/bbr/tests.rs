@@ -458,3 +458,19 @@ fn resumes_at_full_rate_after_idle_and_app_limited_phases() {
         100.0 * delivered / (link * 0.6)
     );
 }
+
+#[test]
+fn the_sender_blocked_flag_follows_idle_polls_and_is_shared_with_clones() {
+    let mut bbr = Bbr::new(&BbrConfig::default(), 1200);
+    let flag = bbr.sender_blocked();
+    assert!(!flag.load(Ordering::Relaxed));
+    let snapshot = bbr.clone_box();
+    bbr.on_idle_poll(true);
+    assert!(flag.load(Ordering::Relaxed));
+    // What `Connection::congestion_state` hands out is a clone: its flag
+    // is the live controller's.
+    let clone = snapshot.into_any().downcast::<Bbr>().unwrap();
+    assert!(clone.sender_blocked().load(Ordering::Relaxed));
+    bbr.on_idle_poll(false);
+    assert!(!clone.sender_blocked().load(Ordering::Relaxed));
+}

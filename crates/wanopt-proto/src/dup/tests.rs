@@ -556,3 +556,48 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_sender_waiting_for_its_window_is_at_no_end() {
+    // A stream's end is expected (its last bytes are written) but most of
+    // it is still to go: the sender stalls on its congestion window (the
+    // acknowledgements come late through a queue). That quiet gets
+    // neither parity nor copies; the real end, with nothing left to send,
+    // gets its parity.
+    let t0 = Instant::now();
+    let mut dup = TailDup::new();
+    let mut p = params();
+    p.rate_bytes_per_sec = Some(1_000_000.0);
+    dup.set_path(t0, 1u8, Some(p));
+    dup.expect_ends(1, true);
+    let mut now = t0;
+    let mut n = 0u32;
+    let mut burst = |dup: &mut TailDup<u8, ()>, now: &mut Instant, count: usize| {
+        for _ in 0..count {
+            dup.on_send(*now, 1, &(), &datagram(n, 1000));
+            n += 1;
+            *now += MS;
+        }
+    };
+    burst(&mut dup, &mut now, 60);
+    dup.sender_blocked(1, true);
+    now += 30 * MS;
+    assert!(drain(&mut dup, now).is_empty(), "a stall is no end");
+    assert_eq!(dup.poll_timeout(), None, "its tail is dropped");
+    let s = dup.stats(1).unwrap();
+    assert_eq!((s.stalled, s.parity_groups, s.datagrams), (32, 0, 0));
+    // The window opens: the rest goes, and then nothing waits.
+    dup.sender_blocked(1, false);
+    burst(&mut dup, &mut now, 20);
+    now += 30 * MS;
+    let parity = drain(&mut dup, now);
+    assert_eq!(parity.len(), 4);
+    assert!(parity.iter().all(|p| fec::is_parity(p)));
+    // The flag holds whatever the sender said last: blocked again in a
+    // later stall, its quiet is dropped again.
+    burst(&mut dup, &mut now, 5);
+    dup.sender_blocked(1, true);
+    now += 30 * MS;
+    assert!(drain(&mut dup, now).is_empty());
+    assert_eq!(dup.stats(1).unwrap().stalled, 32 + 5);
+}

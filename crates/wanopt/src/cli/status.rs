@@ -267,6 +267,12 @@ fn duplication_line(d: &wanopt_node::dupsock::DuplicationStatus) -> String {
     if d.busy > 0 {
         line.push_str(&format!(", {} left out on a busy path", d.busy));
     }
+    if d.stalled > 0 {
+        line.push_str(&format!(
+            ", {} left out while the sender waited for its window",
+            d.stalled
+        ));
+    }
     if d.over_budget > 0 {
         line.push_str(&format!(", {} over budget", d.over_budget));
     }

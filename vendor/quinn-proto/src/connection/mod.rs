@@ -956,6 +956,10 @@ impl Connection {
         }
 
         self.app_limited = buf.is_empty() && !congestion_blocked;
+        if buf.is_empty() {
+            // wanopt patch: tell the controller whether data waits.
+            self.path.congestion.on_idle_poll(congestion_blocked);
+        }
         if self.app_limited && self.path.in_flight.bytes == 0 {
             // wanopt patch: rate pacing does not bank idle time.
             self.path.pacing.stop_banking();
