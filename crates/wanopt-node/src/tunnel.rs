@@ -194,6 +194,9 @@ pub fn server_config(
     Ok(config)
 }
 
+/// Length of the connection IDs a tunnel endpoint issues.
+pub const TUNNEL_CID_LEN: usize = 4;
+
 /// Binds a UDP socket with large buffers and wraps it in a quinn endpoint,
 /// with `duplication` underneath (see [`crate::dupsock`]).
 pub fn endpoint(
@@ -223,6 +226,16 @@ pub fn endpoint(
     // greasing is quinn's default): a datagram with it clear is then never
     // a QUIC packet, which is how parity datagrams are told apart.
     config.grease_quic_bit(false);
+    // Every packet carries its receiver's connection ID: 4 bytes instead
+    // of quinn's 8 take 4 bytes off each datagram (1.1 KB of a 1 MB office
+    // file's download on the 3G lab link, 4 ms at 2 Mbit/s). Four random
+    // bytes leave room for any number of tunnels a node holds, and quinn
+    // draws again on a collision.
+    config.cid_generator(|| {
+        Box::new(quinn_proto::RandomConnectionIdGenerator::new(
+            TUNNEL_CID_LEN,
+        ))
+    });
     let socket = duplication.wrap(runtime.wrap_udp_socket(socket).map_err(bind_err)?);
     quinn::Endpoint::new_with_abstract_socket(config, server, socket, runtime).map_err(bind_err)
 }
