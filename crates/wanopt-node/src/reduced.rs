@@ -252,7 +252,6 @@ async fn uplink(
     let mut buf = vec![0u8; CHUNK];
     let mut read_len = FIRST_READ;
     let mut pending = false;
-    let mut first_read = true;
     // The codec was picked (and its memory reserved) when the flow began:
     // a flow whose socket stays silent gives it back after the idle time.
     let mut holds_compressor = choice.reservation.bytes() > 0;
@@ -268,8 +267,6 @@ async fn uplink(
         } else {
             None
         };
-        let asked = read_len;
-        let waiting_since = tokio::time::Instant::now();
         let read = match idle {
             None => rd.read(&mut buf[..read_len]).await,
             Some(idle) => match tokio::time::timeout(idle, rd.read(&mut buf[..read_len])).await {
@@ -310,22 +307,12 @@ async fn uplink(
             }
             Ok(n) => {
                 read_len = (read_len * 2).min(CHUNK);
-                // Short, with nothing held back, and the first read or one
-                // the socket was quiet before: a request, or a response's
-                // header, whose sender now waits. Sent at once, not after
-                // IDLE_FLUSH (a GET held 4 ms at the edge on the 3G lab link).
-                let flush_now =
-                    !pending && n < asked && (first_read || waiting_since.elapsed() >= IDLE_FLUSH);
-                first_read = false;
                 dir.lan.fetch_add(n as u64, Ordering::Relaxed);
                 let mut out = Vec::with_capacity(n + n / 64 + 64);
                 let mut encode = || {
                     let mut encoder = lock(encoder);
                     choice.update(&mut encoder);
                     encoder.push(&buf[..n], &mut out);
-                    if flush_now {
-                        encoder.flush(&mut out);
-                    }
                     flow.reduce.record_encoder(&encoder);
                     holds_compressor = encoder.compressor_bytes() > 0;
                 };
@@ -346,7 +333,7 @@ async fn uplink(
                 // so far were references or did not compress) is given
                 // back after the same idle time.
                 holds_compressor |= choice.reservation.bytes() > 0;
-                pending = !flush_now;
+                pending = true;
                 if !out.is_empty() {
                     tx.send(out).await.map_err(|_| writer_gone())?;
                     // The writer shares this task: after a slow encode, let
@@ -576,56 +563,5 @@ mod tests {
             "the writer got its first frames only after {reads_before_first} reads \
              (its queue holds {DATA_QUEUE})"
         );
-    }
-    /// A request (a short first read, or one after the socket was quiet)
-    /// goes out at once; a short read that follows closely waits for
-    /// IDLE_FLUSH as before, so a sender's small writes still make chunks
-    /// of their own content. Paused time: any wait for a timer shows.
-    #[tokio::test(flavor = "current_thread", start_paused = true)]
-    async fn a_request_goes_out_at_once_and_what_follows_closely_waits() {
-        let dir = tempfile::tempdir().unwrap();
-        let cache = PeerCache::open(dir.path(), CacheConfig::default(), CacheId([6; 16])).unwrap();
-        let compression = CompressionMode::Lzma;
-        let config = EncoderConfig {
-            compression: compression.pick(None),
-            ..EncoderConfig::default()
-        };
-        let mut encoder = Encoder::new(cache, config).unwrap();
-        // The preamble goes out when the flow begins (`splice_reduced`).
-        encoder.start(&mut Vec::new());
-        let encoder = Mutex::new(encoder);
-        let choice = CodecChoice::new(compression, None, CompressorBudget::new(u64::MAX));
-        let table = Arc::new(FlowTable::default());
-        let guard = table.start(
-            None,
-            "127.0.0.1:1".parse().unwrap(),
-            "x".into(),
-            vec![],
-            None,
-        );
-        let flow = &guard.flow;
-        let (up, _) = directions(flow, Facing::Client);
-        let (mut client, mut socket) = tokio::io::duplex(1 << 20);
-        let (tx, mut rx) = mpsc::channel(DATA_QUEUE);
-        let test = async move {
-            let waits = &mut Vec::new();
-            let mut send = async |bytes: &[u8], rx: &mut mpsc::Receiver<Vec<u8>>| {
-                let t0 = tokio::time::Instant::now();
-                client.write_all(bytes).await.unwrap();
-                let frames = rx.recv().await.expect("frames");
-                assert!(!frames.is_empty());
-                waits.push(t0.elapsed());
-            };
-            send(b"GET /1M.doc HTTP/1.1\r\nHost: server\r\n\r\n", &mut rx).await;
-            // Right after: held for IDLE_FLUSH, then flushed.
-            send(b"more bytes of the same request body", &mut rx).await;
-            // After a quiet spell: at once again.
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            send(b"GET /2M.xls HTTP/1.1\r\nHost: server\r\n\r\n", &mut rx).await;
-            drop(client);
-            waits.clone()
-        };
-        let (_, waits) = tokio::join!(uplink(&mut socket, &encoder, choice, tx, &up, flow), test);
-        assert_eq!(waits, [Duration::ZERO, IDLE_FLUSH, Duration::ZERO]);
     }
 }
