@@ -46,13 +46,6 @@ use crate::flow::{
 /// How long a partial chunk may wait for more bytes from a quiet socket.
 pub const IDLE_FLUSH: Duration = Duration::from_millis(2);
 
-/// The first read after the socket was quiet takes at most this much;
-/// each next one twice as much, up to [`CHUNK`]. The link waits for the
-/// first read's encoding (PPMd on 128 KiB takes about 7 ms, LZMA2 30-60
-/// ms, while 2 Mbit/s sends a datagram every 6 ms); the later ones are
-/// encoded while it sends what came before.
-pub const FIRST_READ: usize = 16 * 1024;
-
 /// How long a flow keeps its stream compressor (7-13 MiB with LZMA2 and
 /// the slow zstd levels) once its socket went quiet: an idle keep-alive
 /// connection holds none, and a flow sending again starts a new stream.
@@ -250,7 +243,6 @@ async fn uplink(
     flow: &Flow,
 ) -> Result<(), Abort> {
     let mut buf = vec![0u8; CHUNK];
-    let mut read_len = FIRST_READ;
     let mut pending = false;
     // The codec was picked (and its memory reserved) when the flow began:
     // a flow whose socket stays silent gives it back after the idle time.
@@ -268,11 +260,10 @@ async fn uplink(
             None
         };
         let read = match idle {
-            None => rd.read(&mut buf[..read_len]).await,
-            Some(idle) => match tokio::time::timeout(idle, rd.read(&mut buf[..read_len])).await {
+            None => rd.read(&mut buf).await,
+            Some(idle) => match tokio::time::timeout(idle, rd.read(&mut buf)).await {
                 Ok(read) => read,
                 Err(_) => {
-                    read_len = FIRST_READ;
                     let mut out = Vec::new();
                     {
                         let mut encoder = lock(encoder);
@@ -306,7 +297,6 @@ async fn uplink(
                 return Ok(());
             }
             Ok(n) => {
-                read_len = (read_len * 2).min(CHUNK);
                 dir.lan.fetch_add(n as u64, Ordering::Relaxed);
                 let mut out = Vec::with_capacity(n + n / 64 + 64);
                 let mut encode = || {
