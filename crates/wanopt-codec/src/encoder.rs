@@ -149,14 +149,6 @@ impl Compression {
     }
 }
 
-/// On slow links (compression gathers runs) the `Ack` of the literals an
-/// encoder stored as it sent them waits until the LAN side goes quiet
-/// ([`Encoder::flush`]), the stream ends or this many are stored: it only
-/// serves the other direction's encoder, and sent between the runs of a
-/// transfer it delays the transfer's last byte (24 bytes a chunk, 1.3% of
-/// a compressible office file's bytes).
-pub const ACK_DEFER_ENTRIES: usize = 256;
-
 /// Encoder settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct EncoderConfig {
@@ -699,11 +691,7 @@ impl Encoder {
         // one span per 256 chunks, not one per read. It costs no delay the
         // chunker's held-back chunk does not already cost.
         self.core.flush_run(out);
-        if self.core.defers_acks() {
-            self.core.write_stored();
-        } else {
-            self.core.emit_stored(out);
-        }
+        self.core.emit_stored(out);
         self.core.stats.wan_bytes_out += (out.len() - before) as u64;
     }
 
@@ -915,8 +903,7 @@ impl Core {
             // The literal is in `out`, or in the run that goes out before
             // this call ends: the peer stores it on receipt;
             // our copy lets it reference the chunk back to us. Written with
-            // the others of this call, then announced in an `Ack`
-            // (`emit_stored`; on slow links later, see ACK_DEFER_ENTRIES).
+            // the others of this call before the `Ack` (`emit_stored`).
             match self.cache.lock().store.insert_buffered(fingerprint, chunk) {
                 Ok(position) => self.stored.push((fingerprint, position)),
                 Err(_) => self.stats.store_errors += 1,
@@ -1326,23 +1313,6 @@ impl Core {
             .compressor
             .compress_to_buffer(chunk, &mut self.scratch[..])
             .ok()
-    }
-
-    /// Whether the `Ack` of the literals stored so far waits (see
-    /// [`ACK_DEFER_ENTRIES`]).
-    fn defers_acks(&self) -> bool {
-        self.config.compression.gathers() && self.stored.len() < ACK_DEFER_ENTRIES
-    }
-
-    /// Write the literals stored so far to the store's file (one write),
-    /// announcing them later.
-    fn write_stored(&mut self) {
-        if self.stored.is_empty() {
-            return;
-        }
-        if self.cache.lock().store.flush().is_err() {
-            self.stats.store_errors += 1;
-        }
     }
 
     /// Write the literals stored since the last call to the store's file

@@ -134,8 +134,8 @@ pub use chunker::{Chunker, ChunkerConfig, StreamChunker, MAX_CHUNK_LEN};
 pub use control::{CacheId, ControlRepr, Hello};
 pub use decoder::{DecodeError, Decoder, DecoderConfig};
 pub use encoder::{
-    text_share, Compression, Encoder, EncoderConfig, PeerControlError, ACK_DEFER_ENTRIES,
-    PPMD_KEEP_SHARE, PPMD_TEXT_SHARE,
+    text_share, Compression, Encoder, EncoderConfig, PeerControlError, PPMD_KEEP_SHARE,
+    PPMD_TEXT_SHARE,
 };
 pub use fingerprint::Fingerprint;
 pub use stats::{CacheStats, DecoderStats, EncoderStats, StoreStats};

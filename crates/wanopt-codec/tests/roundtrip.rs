@@ -10,8 +10,8 @@ use wanopt_codec::frame::{
 };
 use wanopt_codec::{
     text_share, CacheConfig, CacheId, Compression, ControlRepr, Decoder, DecoderConfig,
-    EncoderConfig, Fingerprint, PeerCache, PeerControlError, StoreConfig, ACK_DEFER_ENTRIES,
-    PPMD_KEEP_SHARE, PPMD_TEXT_SHARE,
+    EncoderConfig, Fingerprint, PeerCache, PeerControlError, StoreConfig, PPMD_KEEP_SHARE,
+    PPMD_TEXT_SHARE,
 };
 
 #[test]
@@ -518,92 +518,6 @@ fn no_delta_against_a_merely_similar_chunk_when_the_stream_costs_less() {
     );
     // (With deltas all the way, about half the file crosses.)
     assert!(stats.wan_bytes_out < second.len() as u64 / 3, "{stats:?}");
-}
-
-/// Per frame of `wire`: (type, chunks of data it carries, entries if an
-/// `Ack`).
-fn frame_kinds(wire: &[u8]) -> Vec<(u8, usize, usize)> {
-    let mut frames = Vec::new();
-    let mut rest = wire;
-    while !rest.is_empty() {
-        let frame = Frame::new_checked(rest).unwrap();
-        let chunks = match DataRepr::parse(&frame) {
-            Ok(Some(DataRepr::StreamRun { run, .. } | DataRepr::Run(run))) => run.lengths.len() / 4,
-            Ok(Some(DataRepr::Literal(_) | DataRepr::Delta { .. })) => 1,
-            _ => 0,
-        };
-        let entries = match ControlRepr::parse(&frame) {
-            Ok(Some(ControlRepr::Ack { entries, .. })) => entries.len(),
-            _ => 0,
-        };
-        frames.push((frame.frame_type(), chunks, entries));
-        rest = &rest[frame.total_len()..];
-    }
-    frames
-}
-
-#[test]
-fn on_slow_links_the_ack_of_sent_chunks_waits_for_the_end_of_the_data() {
-    // The encoder stores what it sends and tells the peer (an `Ack` in its
-    // stream) so that the other direction can refer to it. On a slow link
-    // that announcement waits until the data has gone (or 256 chunks are
-    // stored), so it does not delay the transfer's last byte; the other
-    // direction is as warm right after.
-    for (compression, len, pieces) in [
-        (Compression::Max { preset: 6 }, 1 << 20, 64 << 10),
-        (Compression::Zstd { level: 9 }, 3 << 20, 128 << 10),
-        (Compression::Lz4, 1 << 20, 64 << 10),
-    ] {
-        let mut pair = Pair::new(small_config());
-        pair.encoder.compression = compression;
-        pair.encoder.stream_runs = true;
-        let file = text(len, 5);
-        let mut flow = Flow::with_config(&pair.edge, &pair.core, pair.encoder);
-        let mut wire = Vec::new();
-        for piece in file.chunks(pieces) {
-            flow.send(piece);
-            wire.extend_from_slice(&flow.wire);
-            flow.pump();
-        }
-        flow.enc.finish(&mut flow.wire);
-        wire.extend_from_slice(&flow.wire);
-        flow.pump();
-        assert!(flow.dec.is_finished() && flow.delivered == file);
-        let frames = frame_kinds(&wire);
-        let acks: Vec<usize> = (0..frames.len())
-            .filter(|&i| frames[i].0 == kind::ACK)
-            .collect();
-        let announced: usize = frames.iter().map(|f| f.2).sum();
-        assert_eq!(announced as u64, flow.enc.stats().chunks, "{compression:?}");
-        if compression == Compression::Lz4 {
-            // Fast links: after each push.
-            assert!(acks.len() >= len / pieces - 1, "{compression:?} {acks:?}");
-            continue;
-        }
-        // Every `Ack` but the last was written once 256 entries were
-        // waiting (at the end of a push: at most a push's chunks more);
-        // the last one comes after all data.
-        let (last, full) = acks.split_last().unwrap();
-        assert_eq!(
-            frames[*last + 1..].iter().map(|f| f.0).collect::<Vec<_>>(),
-            [kind::END]
-        );
-        for &i in full {
-            let entries = frames[i].2;
-            assert!(
-                (ACK_DEFER_ENTRIES..ACK_DEFER_ENTRIES + pieces / 2048).contains(&entries),
-                "{compression:?}: {entries}"
-            );
-        }
-        if len > 2 << 20 {
-            assert!(!full.is_empty(), "{compression:?}");
-        }
-        // The core's encoder knows what the edge holds: the same file back
-        // crosses as references.
-        let (back, wan) = pair.transfer_back(&file, &[64 << 10]);
-        assert!(back == file);
-        assert!((wan as usize) < file.len() / 50, "{compression:?}: {wan}");
-    }
 }
 
 #[test]
