@@ -1211,33 +1211,34 @@ impl Core {
         }
     }
 
+    /// Whether the next literal goes into a stream run.
+    fn streams_next_literal(&self) -> bool {
+        self.config.compression.gathers()
+            && self.config.stream_runs
+            && self.config.run_len > 0
+            && self.skip_compression == 0
+    }
+
+    /// The flow's stream the next literal goes into, if it goes into one
+    /// (a stream of another setting is replaced by the next run).
+    fn next_stream(&self) -> Option<&LiteralStream> {
+        self.stream.as_ref().filter(|stream| {
+            self.streams_next_literal() && stream.compression == self.config.compression
+        })
+    }
+
     /// Compressed over raw bytes of the last run of the stream the next
     /// literal goes into, if it goes into one that has sent a run.
     fn stream_ratio(&self) -> Option<f64> {
-        let compression = self.config.compression;
-        let streaming = compression.gathers()
-            && self.config.stream_runs
-            && self.config.run_len > 0
-            && self.skip_compression == 0;
-        self.stream
-            .as_ref()
-            .filter(|stream| streaming && stream.compression == compression)
-            .and_then(|stream| stream.ratio)
+        self.next_stream().and_then(|stream| stream.ratio)
     }
 
     /// Whether the next literal goes into a stream run whose compressor
     /// still has `base` in its window, or in the run itself.
     fn stream_holds(&self, base: &Fingerprint) -> bool {
-        let compression = self.config.compression;
-        compression.gathers()
-            && self.config.stream_runs
-            && self.config.run_len > 0
-            && self.skip_compression == 0
+        self.streams_next_literal()
             && (self.run_fingerprints.contains(base)
-                || self
-                    .stream
-                    .as_ref()
-                    .is_some_and(|stream| stream.compression == compression && stream.holds(base)))
+                || self.next_stream().is_some_and(|stream| stream.holds(base)))
     }
 
     /// Compress `chunk` into `scratch` when that pays; returns the codec.
