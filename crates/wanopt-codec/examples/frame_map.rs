@@ -132,6 +132,7 @@ fn main() {
                 ("delta".into(), raw, 1)
             }
             kind::ACK => ("ack".into(), 0, 0),
+            kind::SENT => ("sent".into(), 0, 0),
             kind::PREAMBLE => ("preamble".into(), 0, 0),
             kind::END => ("end".into(), 0, 0),
             other => (format!("type {other:#04x}"), 0, 0),

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use thiserror::Error;
 
 use crate::cache::PeerCache;
-use crate::control::{ControlRepr, MAX_ACK_ENTRIES};
+use crate::control::{ControlRepr, RecentChunks, MAX_ACK_ENTRIES};
 use crate::fingerprint::Fingerprint;
 use crate::frame::{
     delta_decompress, span_check, span_entries, split_run, DataRepr, Frame, FrameError, Payload,
@@ -90,6 +90,8 @@ pub struct Decoder {
     control: VecDeque<ControlRepr>,
     acks: Vec<(Fingerprint, u64)>,
     peer_control: VecDeque<ControlRepr>,
+    /// The chunks decoded last, for the peer's `Sent` frames.
+    recent: RecentChunks,
     stream: StreamDecoder,
     stats: DecoderStats,
 }
@@ -111,6 +113,7 @@ impl Decoder {
             control: VecDeque::new(),
             acks: Vec::new(),
             peer_control: VecDeque::new(),
+            recent: RecentChunks::default(),
             stream: StreamDecoder::default(),
             stats: DecoderStats::default(),
         }
@@ -236,6 +239,16 @@ impl Decoder {
             if self.peer_control.len() >= self.config.max_peer_control {
                 return Err(DecodeError::ControlOverflow);
             }
+            let control = match control {
+                // The peer's encoder stored what it just sent: name the
+                // chunks for the local encoder.
+                ControlRepr::Sent { low_water, entries } => {
+                    let (entries, dropped) = self.recent.resolve(&entries);
+                    self.stats.sent_unresolved += dropped as u64;
+                    ControlRepr::Ack { low_water, entries }
+                }
+                other => other,
+            };
             self.peer_control.push_back(control);
             return Ok(());
         };
@@ -603,6 +616,7 @@ impl Decoder {
 
     /// Stores a literal under `fingerprint`.
     fn store_as(&mut self, fingerprint: Fingerprint, data: &[u8]) {
+        self.recent.push(fingerprint);
         match self.cache.lock().store.insert_buffered(fingerprint, data) {
             Ok(position) => self.acks.push((fingerprint, position)),
             Err(_) => self.stats.store_errors += 1,

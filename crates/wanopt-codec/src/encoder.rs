@@ -6,7 +6,7 @@ use thiserror::Error;
 
 use crate::cache::PeerCache;
 use crate::chunker::{Chunker, ChunkerConfig, ChunkerConfigError, StreamChunker};
-use crate::control::ControlRepr;
+use crate::control::{sent_entries, ControlRepr};
 use crate::fingerprint::Fingerprint;
 use crate::frame::{
     delta_compress, emit_span_list, lzma_options, run_lengths, span_check, split_run, Codec,
@@ -789,6 +789,9 @@ impl Encoder {
             ControlRepr::Ack { low_water, entries } => {
                 self.core.cache.lock().peer.handle_ack(*low_water, entries);
             }
+            // The decoder turns these into `Ack`s (it knows the chunks they
+            // name); one that reaches us unresolved names nothing.
+            ControlRepr::Sent { .. } => {}
             ControlRepr::Done => self.peer_done = true,
             ControlRepr::NeedSpan { check } => {
                 let before = out.len();
@@ -1317,7 +1320,8 @@ impl Core {
     }
 
     /// Write the literals stored since the last call to the store's file
-    /// (one write) and tell the peer which we hold (one `Ack`).
+    /// (one write) and tell the peer which we hold (one `Sent`: the peer
+    /// has just decoded them, a fingerprint prefix names each).
     fn emit_stored(&mut self, out: &mut Vec<u8>) {
         if self.stored.is_empty() {
             return;
@@ -1334,11 +1338,12 @@ impl Core {
         if self.stored.is_empty() {
             return;
         }
-        ControlRepr::Ack {
+        ControlRepr::Sent {
             low_water,
-            entries: std::mem::take(&mut self.stored),
+            entries: sent_entries(&self.stored),
         }
         .emit(out);
+        self.stored.clear();
     }
 
     fn payload<'a>(&'a self, codec: Codec, chunk: &'a [u8]) -> Payload<'a> {

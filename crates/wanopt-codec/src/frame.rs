@@ -102,7 +102,9 @@
 //! reference.
 //!
 //! Control frames (decoder -> the peer's encoder, see [`crate::control`])
-//! use types 0x41..=0x43, and the tunnel handshake [`crate::Hello`] 0x60.
+//! use types 0x41..=0x44; `Sent` (0x45), an encoder's note of the chunks
+//! it stored as it sent them, travels on the data stream like them; the
+//! tunnel handshake [`crate::Hello`] is 0x60.
 //! Every length is bounded by [`MAX_FRAME_BODY`]; a raw length above
 //! [`MAX_CHUNK_LEN`] or a payload that does not decompress to exactly the
 //! raw length is an error, never a panic or an unbounded allocation.
@@ -133,8 +135,9 @@ pub const MAX_SPAN_LEN: usize = 4 << 20;
 pub const MAGIC: [u8; 4] = *b"WOPC";
 /// Version of the frame format written by this crate (2: zstd literals,
 /// delta frames; 3: run frames; 4: named literals; 5: spans; 6: stream
-/// runs; 7: stream end; 8: LZMA2 stream runs; 9: PPMd stream runs).
-pub const VERSION: u8 = 9;
+/// runs; 7: stream end; 8: LZMA2 stream runs; 9: PPMd stream runs; 10:
+/// `Sent` acks).
+pub const VERSION: u8 = 10;
 /// Window of the zstd stream that `StreamRun` frames continue (log2 of
 /// bytes): the encoder's setting and the decoder's cap, 1 MiB per flow.
 pub const STREAM_WINDOW_LOG: u32 = 20;
@@ -179,6 +182,9 @@ pub mod kind {
     pub const DONE: u8 = 0x43;
     /// Control: the decoder cannot resolve a span.
     pub const NEED_SPAN: u8 = 0x44;
+    /// Control, on the data stream: the encoder stored the chunks it just
+    /// sent (fingerprints by their first bytes).
+    pub const SENT: u8 = 0x45;
     /// Tunnel handshake.
     pub const HELLO: u8 = 0x60;
 }

@@ -73,6 +73,9 @@ pub struct DecoderStats {
     pub spans: u64,
     /// Spans not resolved from the store (asked for with `NeedSpan`).
     pub span_misses: u64,
+    /// Entries of the peer's `Sent` frames that named no chunk decoded
+    /// lately, or two (dropped: the local encoder does not reference them).
+    pub sent_unresolved: u64,
 }
 
 /// Counters of a [`crate::store::ChunkStore`].
