@@ -6,7 +6,7 @@
 //! Based Storage Systems", IEEE TPDS 2020, sections 3.2-3.4; a test checks
 //! ours against the crate). The scan is our own: the crate's "rolling two
 //! bytes" loop is bound by its hash dependency chain (shift, add, add per
-//! two bytes); [`scan`] advances the chain four bytes with one shift and
+//! two bytes); `scan` advances the chain four bytes with one shift and
 //! one add, and computes the three hashes in between off the chain, so the
 //! loop is bound by throughput instead (about 1.7x faster here).
 //! The driver only asks for a cut point once it holds at least `max` bytes

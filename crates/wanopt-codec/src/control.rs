@@ -503,6 +503,41 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Any body of a `Sent` frame parses or is `Malformed`, and what
+        /// parses emits back to the same bytes (one shortest form).
+        #[test]
+        fn sent_bodies_parse_or_fail_cleanly(body in proptest::collection::vec(
+            proptest::prop_oneof![proptest::num::u8::ANY, 0x80u8..=0xff, 0u8..=2], 0..80,
+        )) {
+            let mut buf = Vec::new();
+            emit_header(&mut buf, kind::SENT, body.len());
+            buf.extend_from_slice(&body);
+            match ControlRepr::parse(&Frame::new_checked(&buf[..]).unwrap()) {
+                Ok(Some(repr)) => {
+                    let mut again = Vec::new();
+                    repr.emit(&mut again);
+                    proptest::prop_assert_eq!(again, buf);
+                }
+                Ok(None) => proptest::prop_assert!(false, "a Sent frame is a control frame"),
+                Err(e) => proptest::prop_assert_eq!(e, FrameError::Malformed(kind::SENT)),
+            }
+        }
+
+        /// Random entries round-trip.
+        #[test]
+        fn sent_entries_round_trip(
+            low_water: u64,
+            entries in proptest::collection::vec((proptest::array::uniform4(0u8..), 0u64..), 0..40),
+        ) {
+            let repr = ControlRepr::Sent { low_water, entries };
+            let mut buf = Vec::new();
+            repr.emit(&mut buf);
+            let parsed = ControlRepr::parse(&Frame::new_checked(&buf[..]).unwrap()).unwrap();
+            proptest::prop_assert_eq!(parsed, Some(repr));
+        }
+    }
+
     #[test]
     fn big_sent_is_split() {
         let stored: Vec<_> = (0..2500u64)

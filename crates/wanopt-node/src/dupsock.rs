@@ -1,6 +1,6 @@
 //! The tunnel's UDP socket with tail duplication underneath QUIC.
 //!
-//! [`DupSocket`] wraps the runtime's socket: every datagram quinn sends goes
+//! `DupSocket` wraps the runtime's socket: every datagram quinn sends goes
 //! out as before and, on paths where [`Duplication`] is switched on, a copy
 //! of the burst's last datagrams goes out once more when the path falls
 //! quiet (the policy is `wanopt_proto::dup::TailDup`). A small task sleeps
