@@ -420,6 +420,23 @@ impl Hello {
 mod tests {
     use super::*;
 
+    /// Every control frame in `buf`, in order.
+    fn parse_all(buf: &[u8]) -> Vec<ControlRepr> {
+        let mut parsed = Vec::new();
+        let mut rest = buf;
+        while !rest.is_empty() {
+            let frame = Frame::new_checked(rest).unwrap();
+            let len = frame.total_len();
+            parsed.push(
+                ControlRepr::parse(&frame)
+                    .unwrap()
+                    .expect("a control frame"),
+            );
+            rest = &rest[len..];
+        }
+        parsed
+    }
+
     fn round_trip(repr: ControlRepr) {
         let mut buf = Vec::new();
         repr.emit(&mut buf);
@@ -550,17 +567,13 @@ mod tests {
             entries: entries.clone(),
         }
         .emit(&mut buf);
-        let mut parsed = Vec::new();
-        let mut rest = &buf[..];
-        while !rest.is_empty() {
-            let frame = Frame::new_checked(rest).unwrap();
-            let len = frame.total_len();
-            match ControlRepr::parse(&frame).unwrap() {
-                Some(ControlRepr::Sent { entries, .. }) => parsed.extend(entries),
+        let parsed: Vec<_> = parse_all(&buf)
+            .into_iter()
+            .flat_map(|repr| match repr {
+                ControlRepr::Sent { entries, .. } => entries,
                 other => panic!("unexpected {other:?}"),
-            }
-            rest = &rest[len..];
-        }
+            })
+            .collect();
         assert_eq!(parsed, entries);
     }
 
@@ -603,17 +616,13 @@ mod tests {
             entries: entries.clone(),
         }
         .emit(&mut buf);
-        let mut parsed = Vec::new();
-        let mut rest = &buf[..];
-        while !rest.is_empty() {
-            let frame = Frame::new_checked(rest).unwrap();
-            let len = frame.total_len();
-            match ControlRepr::parse(&frame).unwrap() {
-                Some(ControlRepr::Ack { entries, .. }) => parsed.extend(entries),
+        let parsed: Vec<_> = parse_all(&buf)
+            .into_iter()
+            .flat_map(|repr| match repr {
+                ControlRepr::Ack { entries, .. } => entries,
                 other => panic!("unexpected {other:?}"),
-            }
-            rest = &rest[len..];
-        }
+            })
+            .collect();
         assert_eq!(parsed, entries);
     }
 
