@@ -387,6 +387,65 @@ fn cold_floors(out: &mut String, results: &Results) {
     }
 }
 
+/// Every run of the Word and Excel cold cells slower than the reference
+/// (until the server's OK), with what the path did in it: frames the
+/// emulator dropped each way, and what each node's tunnel sent, declared
+/// lost, repeated (tail duplication) and rebuilt from its peer's parity.
+/// Nothing when no such cell has path samples (an older results.json).
+fn slow_cold_paths(out: &mut String, results: &Results) {
+    let slow: Vec<&Row> = results
+        .rows
+        .iter()
+        .filter(|r| r.mode == "cold" && compressible(r) && !r.samples_path.is_empty())
+        .filter(|r| r.reference_seconds.is_some_and(|theirs| r.seconds > theirs))
+        .collect();
+    if slow.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "## What the path did in the cold transfers slower than the reference\n\n\
+         Each run of those cells: frames the emulator dropped (random loss, plus full-queue drops \
+         if any), and each node's tunnel over the same window as the WAN bytes: QUIC packets sent, \
+         declared lost, repeated by tail duplication, and the peer's datagrams rebuilt from parity; \
+         `tails` is whether the node repeated tails when the transfer started, with its loss \
+         monitor's estimate.\n"
+    );
+    let _ = writeln!(
+        out,
+        "| test | file | run s | dropped down / up | core sent / lost / repeated | core rebuilt | core tails | edge sent / lost / repeated | edge rebuilt | edge tails |\n\
+         |---|---|---:|---:|---:|---:|---|---:|---:|---|"
+    );
+    for r in slow {
+        for (i, p) in r.samples_path.iter().enumerate() {
+            let tunnel = |t: Option<super::results::TunnelSample>| match t {
+                Some(t) => [
+                    format!("{} / {} / {}", t.sent_packets, t.lost_packets, t.duplicated),
+                    t.rebuilt.to_string(),
+                    format!(
+                        "{} ({:.2}%)",
+                        if t.tails_on { "on" } else { "off" },
+                        t.loss_percent
+                    ),
+                ],
+                None => ["-".into(), "-".into(), "-".into()],
+            };
+            let [cs, cr, ct] = tunnel(p.core);
+            let [es, er, et] = tunnel(p.edge);
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} / {} | {cs} | {cr} | {ct} | {es} | {er} | {et} |",
+                r.test,
+                r.file,
+                r.samples_seconds.get(i).map_or("-".into(), |s| secs(*s)),
+                p.lost_down + p.queue_drops_down,
+                p.lost_up + p.queue_drops_up,
+            );
+        }
+    }
+    out.push('\n');
+}
+
 fn rate_text(bps: f64) -> String {
     if bps >= 1e6 {
         format!("{} Mbit/s", bps / 1e6)
@@ -544,6 +603,7 @@ pub fn markdown(results: &Results) -> String {
     }
     out.push('\n');
     goals(&mut out, results);
+    slow_cold_paths(&mut out, results);
     for test in Test::ALL {
         if files_of(results, test).is_empty() {
             continue;
@@ -780,6 +840,60 @@ mod tests {
             "{md}"
         );
         assert!(!md.contains("  - http-download 1M.xls"), "{md}");
+    }
+
+    /// Each run of a slower cold cell gets a row saying what the path did;
+    /// cells at least as fast as the reference's get none.
+    #[test]
+    fn slower_cold_cells_show_what_the_path_did_in_each_run() {
+        use crate::waas::results::{PathSample, TunnelSample};
+        let tunnel = |sent, lost, tails_on| TunnelSample {
+            sent_packets: sent,
+            lost_packets: lost,
+            duplicated: 3,
+            rebuilt: 1,
+            tails_on,
+            loss_percent: 1.55,
+        };
+        let with_path = |seconds, lost_down| Sample {
+            path: PathSample {
+                lost_down,
+                lost_up: 0,
+                queue_drops_up: 0,
+                queue_drops_down: 0,
+                edge: Some(tunnel(60, 0, false)),
+                core: Some(tunnel(160, lost_down, true)),
+            },
+            ..sample(seconds, 20_000, 218_000)
+        };
+        let rows = [
+            (
+                Test::HttpDownload,
+                "1M.doc",
+                vec![with_path(1.19, 2), with_path(1.01, 0)],
+            ),
+            (Test::HttpDownload, "1M.xls", vec![with_path(0.84, 1)]),
+        ]
+        .into_iter()
+        .filter_map(|(test, file, s)| make_row(test, file, 1_000_000, "cold", &s, vec![]))
+        .collect();
+        let md = markdown(&sample_results(rows));
+        assert!(
+            md.contains("## What the path did in the cold transfers slower than the reference"),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "| http-download | 1M.doc | 1.19 | 2 / 0 | 160 / 2 / 3 | 1 | on (1.55%) | \
+                 60 / 0 / 3 | 1 | off (1.55%) |\n"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("| http-download | 1M.doc | 1.01 | 0 / 0 |"),
+            "{md}"
+        );
+        assert!(!md.contains("| http-download | 1M.xls | 0.84 |"), "{md}");
     }
 
     #[test]

@@ -23,6 +23,79 @@ pub struct Sample {
     /// upload's last byte (what an FTP client reports), seconds.
     #[serde(default)]
     pub sent_seconds: Option<f64>,
+    /// What the path did meanwhile.
+    #[serde(default)]
+    pub path: PathSample,
+}
+
+/// What the path did during one transfer: frames the emulator dropped
+/// and, through wanopt, what each node's tunnel counted. The same
+/// snapshots as the WAN bytes (just before the client starts, and after
+/// it ended and the link settled).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct PathSample {
+    /// Frames the emulator dropped at random (its `loss`), client to
+    /// server.
+    pub lost_up: u64,
+    /// Frames the emulator dropped at random, server to client.
+    pub lost_down: u64,
+    /// Frames dropped at the emulator's full queue, client to server.
+    pub queue_drops_up: u64,
+    /// Frames dropped at the emulator's full queue, server to client.
+    pub queue_drops_down: u64,
+    /// The edge's tunnel (what it sent to the core), cold and warm only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edge: Option<TunnelSample>,
+    /// The core's tunnel (what it sent to the edge), cold and warm only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub core: Option<TunnelSample>,
+}
+
+/// One node's tunnel counters over a transfer (from its `/status`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct TunnelSample {
+    /// QUIC packets the node sent.
+    pub sent_packets: u64,
+    /// Packets of those it declared lost.
+    pub lost_packets: u64,
+    /// Datagrams it sent a second time (tail duplication).
+    pub duplicated: u64,
+    /// Datagrams from its peer it rebuilt from the peer's parity.
+    pub rebuilt: u64,
+    /// Whether the node repeated tails when the transfer started.
+    pub tails_on: bool,
+    /// Its loss monitor's estimate when the transfer started, percent.
+    pub loss_percent: f64,
+}
+
+/// One line for people: what the emulator dropped and what the tunnel
+/// did about it.
+pub fn path_text(p: &PathSample) -> String {
+    let mut text = format!(
+        "emulator dropped {} down, {} up",
+        p.lost_down + p.queue_drops_down,
+        p.lost_up + p.queue_drops_up
+    );
+    if p.queue_drops_down + p.queue_drops_up > 0 {
+        text += &format!(
+            " ({} at a full queue)",
+            p.queue_drops_down + p.queue_drops_up
+        );
+    }
+    for (name, t) in [("core", p.core), ("edge", p.edge)] {
+        if let Some(t) = t {
+            text += &format!(
+                "; {name} sent {} packets, declared {} lost, repeated {}, rebuilt {} (tails {} at {:.2}% loss)",
+                t.sent_packets,
+                t.lost_packets,
+                t.duplicated,
+                t.rebuilt,
+                if t.tails_on { "on" } else { "off" },
+                t.loss_percent
+            );
+        }
+    }
+    text
 }
 
 impl Sample {
@@ -78,6 +151,9 @@ pub struct Row {
     /// Runs that failed (not in the median), with the reason.
     #[serde(default)]
     pub failed_runs: Vec<String>,
+    /// What the path did in each run, in the order of `samples_seconds`.
+    #[serde(default)]
+    pub samples_path: Vec<PathSample>,
 }
 
 /// A mode or pass that could not be measured.
@@ -217,6 +293,7 @@ pub fn row(
         samples_seconds: secs.iter().map(|v| round3(*v)).collect(),
         samples_wan_bytes: wan,
         failed_runs: failed,
+        samples_path: samples.iter().map(|s| s.path).collect(),
     })
 }
 
@@ -239,6 +316,7 @@ pub(crate) fn sample(seconds: f64, up: u64, down: u64) -> Sample {
         open_seconds: None,
         save_seconds: None,
         sent_seconds: None,
+        path: PathSample::default(),
     }
 }
 

@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::files::{self, FileSpec};
-use super::results::{self, FileInfo, LinkInfo, Results, Sample, Skipped};
+use super::results::{
+    self, FileInfo, LinkInfo, PathSample, Results, Sample, Skipped, TunnelSample,
+};
 use super::transfer::{Test, EXIT_MISMATCH, FILE_PORT, HTTP_PORT};
 use super::{link_options, link_summary, plan, PROFILE, SCENARIO};
 use crate::bringup::{self, counters_path, UpConfig};
@@ -423,11 +425,16 @@ fn cache_stats(ctx: &Context<'_>, node: Node, control: &str) -> serde_json::Valu
     }
 }
 
-/// The emulator's delivered bytes per direction.
+/// The emulator's counters per direction: bytes delivered, frames
+/// dropped at random and at a full queue.
 #[derive(Debug, Clone, Copy)]
 struct WanCounters {
     up: u64,
     down: u64,
+    lost_up: u64,
+    lost_down: u64,
+    queue_up: u64,
+    queue_down: u64,
 }
 
 /// The emulator's counters as of a snapshot taken at or after
@@ -441,9 +448,17 @@ fn wan_counters(lab: &Lab, not_before_ms: u64) -> Result<WanCounters, String> {
         if let Some(doc) = doc {
             let at = |d: &str| doc[d]["at_unix_ms"].as_u64().unwrap_or(0);
             let tx = |d: &str| doc[d]["io"]["tx_bytes"].as_u64();
+            let link = |d: &str, k: &str| doc[d]["link"][k].as_u64().unwrap_or(0);
             if at("up") >= not_before_ms && at("down") >= not_before_ms {
                 if let (Some(up), Some(down)) = (tx("up"), tx("down")) {
-                    return Ok(WanCounters { up, down });
+                    return Ok(WanCounters {
+                        up,
+                        down,
+                        lost_up: link("up", "dropped_loss"),
+                        lost_down: link("down", "dropped_loss"),
+                        queue_up: link("up", "dropped_queue"),
+                        queue_down: link("down", "dropped_queue"),
+                    });
                 }
             }
         }
@@ -452,6 +467,39 @@ fn wan_counters(lab: &Lab, not_before_ms: u64) -> Result<WanCounters, String> {
         }
         thread::sleep(Duration::from_millis(40));
     }
+}
+
+/// A node's tunnel counters (its first peer in `wanopt status --json`),
+/// or `None` when the node cannot be asked: the sample then goes without.
+fn tunnel_counters(ctx: &Context<'_>, node: Node, control: &str) -> Option<TunnelSample> {
+    let mut cmd = ctx.lab.command(node, &ctx.exe.to_string_lossy());
+    cmd.args(["status", "--json", "--control", control]);
+    let out = cmd.output().ok().filter(|o| o.status.success())?;
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    let peer = &status["peers"][0];
+    let dup = &peer["duplication"];
+    let count = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+    Some(TunnelSample {
+        sent_packets: peer["sent_packets"].as_u64()?,
+        lost_packets: count(&peer["lost_packets"]),
+        duplicated: count(&dup["datagrams"]),
+        rebuilt: count(&dup["rebuilt"]),
+        tails_on: dup["active"].as_bool().unwrap_or(false),
+        loss_percent: dup["loss_percent"].as_f64().unwrap_or(0.0),
+    })
+}
+
+/// What a node's tunnel counted between two snapshots (the state flags
+/// as of the first).
+fn tunnel_delta(before: Option<TunnelSample>, after: Option<TunnelSample>) -> Option<TunnelSample> {
+    let (b, a) = (before?, after?);
+    Some(TunnelSample {
+        sent_packets: a.sent_packets.checked_sub(b.sent_packets)?,
+        lost_packets: a.lost_packets.saturating_sub(b.lost_packets),
+        duplicated: a.duplicated.saturating_sub(b.duplicated),
+        rebuilt: a.rebuilt.saturating_sub(b.rebuilt),
+        ..b
+    })
 }
 
 /// A line above the progress bar, or on stderr when there is no bar to
@@ -481,7 +529,7 @@ fn measure(
         file.name
     ));
     let generation = run as u64 * 10 + mode.generation_offset();
-    let outcome = transfer(ctx, test, file, generation);
+    let outcome = transfer(ctx, test, file, generation, mode != Mode::Baseline);
     ctx.bar.inc(1);
     let entry = ctx.samples.entry((test, file.name, mode)).or_default();
     match outcome {
@@ -497,7 +545,7 @@ fn measure(
                     _ => String::new(),
                 };
                 eprintln!(
-                    "[{}/{}] {} run {} {} {} {}: {:.2} s{sent}, {} WAN bytes",
+                    "[{}/{}] {} run {} {} {} {}: {:.2} s{sent}, {} WAN bytes; {}",
                     ctx.bar.position(),
                     ctx.bar.length().unwrap_or(0),
                     crate::scenario::humantime(ctx.bar.elapsed()),
@@ -506,7 +554,8 @@ fn measure(
                     test.name(),
                     file.name,
                     sample.seconds,
-                    sample.wan_bytes_up + sample.wan_bytes_down
+                    sample.wan_bytes_up + sample.wan_bytes_down,
+                    results::path_text(&sample.path)
                 );
             }
             entry.0.push(sample);
@@ -552,7 +601,17 @@ fn transfer(
     test: Test,
     file: &FileSpec,
     generation: u64,
+    optimized: bool,
 ) -> Result<Sample, Failure> {
+    let tunnels = || {
+        optimized.then(|| {
+            (
+                tunnel_counters(ctx, Node::Edge, EDGE_CONTROL),
+                tunnel_counters(ctx, Node::Core, CORE_CONTROL),
+            )
+        })
+    };
+    let tunnels_before = tunnels();
     let before = wan_counters(ctx.lab, unix_ms()).map_err(Failure::Failed)?;
     let mut cmd = ctx.lab.command(Node::Client, &ctx.exe.to_string_lossy());
     cmd.args(["lab", "waas-client", "--server", SERVER_ADDR])
@@ -581,6 +640,10 @@ fn transfer(
     let report: super::transfer::TransferReport = serde_json::from_slice(&out.stdout)
         .map_err(|e| Failure::Failed(format!("client output: {e}")))?;
     let after = wan_counters(ctx.lab, end + SETTLE.as_millis() as u64).map_err(Failure::Failed)?;
+    let (edge, core) = match (tunnels_before, tunnels()) {
+        (Some((e0, c0)), Some((e1, c1))) => (tunnel_delta(e0, e1), tunnel_delta(c0, c1)),
+        _ => (None, None),
+    };
     Ok(Sample {
         seconds: report.seconds,
         wan_bytes_up: after.up.saturating_sub(before.up),
@@ -588,6 +651,14 @@ fn transfer(
         open_seconds: report.open_seconds,
         save_seconds: report.save_seconds,
         sent_seconds: report.sent_seconds,
+        path: PathSample {
+            lost_up: after.lost_up.saturating_sub(before.lost_up),
+            lost_down: after.lost_down.saturating_sub(before.lost_down),
+            queue_drops_up: after.queue_up.saturating_sub(before.queue_up),
+            queue_drops_down: after.queue_down.saturating_sub(before.queue_down),
+            edge,
+            core,
+        },
     })
 }
 
