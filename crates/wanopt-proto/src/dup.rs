@@ -565,8 +565,10 @@ impl<K: Copy + Eq, M: Clone> TailDup<K, M> {
 /// The estimate is lost / sent over roughly the last [`LossMonitor::HORIZON`]
 /// packets (counters decay per packet sent, not per second, so an idle
 /// tunnel keeps what it learned). It switches on at [`LossMonitor::ON`]
-/// once [`LossMonitor::MIN_SAMPLE`] packets were seen and off below
-/// [`LossMonitor::OFF`].
+/// once [`LossMonitor::MIN_SAMPLE`] packets were seen, or earlier once
+/// [`LossMonitor::MIN_LOST`] of them were lost (a fresh tunnel on a lossy
+/// path should not wait 500 packets to protect its tails), and off below
+/// [`LossMonitor::OFF`] (never before `MIN_SAMPLE`).
 #[derive(Debug, Clone, Default)]
 pub struct LossMonitor {
     sent: f64,
@@ -578,8 +580,14 @@ pub struct LossMonitor {
 impl LossMonitor {
     /// Packets over which the loss rate is averaged.
     pub const HORIZON: f64 = 20_000.0;
-    /// Packets needed before any decision.
+    /// Packets needed before a decision either way.
     pub const MIN_SAMPLE: f64 = 500.0;
+    /// Losses that switch tails on before `MIN_SAMPLE` packets (if the
+    /// rate is at least `ON`): three (2.5 because the counts decay per
+    /// packet, so three losses a few hundred packets apart weigh a little
+    /// under 3). A path that loses `ON` or less loses 3 of 500 packets
+    /// with a probability under 1.5%.
+    pub const MIN_LOST: f64 = 2.5;
     /// Loss rate that switches tails on.
     pub const ON: f64 = 0.001;
     /// Loss rate under which they go off again.
@@ -606,11 +614,11 @@ impl LossMonitor {
         let decay = (-(sent as f64) / Self::HORIZON).exp();
         self.sent = self.sent * decay + sent as f64;
         self.lost = self.lost * decay + lost as f64;
-        if self.sent >= Self::MIN_SAMPLE {
+        if self.sent >= Self::MIN_SAMPLE || self.lost >= Self::MIN_LOST {
             let rate = self.loss_rate();
             if rate >= Self::ON {
                 self.lossy = true;
-            } else if rate < Self::OFF {
+            } else if rate < Self::OFF && self.sent >= Self::MIN_SAMPLE {
                 self.lossy = false;
             }
         }

@@ -371,7 +371,14 @@ fn a_late_poll_drops_the_old_tail_rather_than_mix_bursts() {
 #[test]
 fn loss_monitor_needs_a_sample_then_follows_the_rate() {
     let mut m = LossMonitor::new();
-    assert!(!m.update(400, 40), "400 packets are too few to judge");
+    assert!(
+        !m.update(100, 1),
+        "one loss in 100 packets is too little to judge"
+    );
+    assert!(!m.update(400, 2), "nor two in 400");
+    assert!(m.update(450, 3), "three losses decide before 500 packets");
+    let mut m = LossMonitor::new();
+    assert!(m.update(400, 40), "10% loss in 400 packets");
     assert!(m.update(600, 50), "about 8% loss");
     // 100,000 clean packets later the estimate has decayed below OFF.
     let mut sent = 600;
@@ -380,6 +387,13 @@ fn loss_monitor_needs_a_sample_then_follows_the_rate() {
         m.update(sent, 50);
     }
     assert!(!m.is_lossy(), "rate {}", m.loss_rate());
+    // Three losses in 5000 packets (0.06%) do not switch on early ...
+    let mut m = LossMonitor::new();
+    assert!(!m.update(5000, 3));
+    // ... nor does a rate under OFF switch off before MIN_SAMPLE.
+    let mut m = LossMonitor::new();
+    assert!(m.update(300, 3));
+    assert!(m.update(490, 3), "1 in 163 is not a decision to stop");
     // Hysteresis: 0.07% stays off ...
     let mut m = LossMonitor::new();
     assert!(!m.update(100_000, 70));
