@@ -469,9 +469,10 @@ fn wan_counters(lab: &Lab, not_before_ms: u64) -> Result<WanCounters, String> {
     }
 }
 
-/// A node's tunnel counters (its first peer in `wanopt status --json`),
-/// or `None` when the node cannot be asked: the sample then goes without.
-fn tunnel_counters(ctx: &Context<'_>, node: Node, control: &str) -> Option<TunnelSample> {
+/// A node's tunnel counters (its first peer in `wanopt status --json`)
+/// and its reconnections so far, or `None` when the node cannot be asked:
+/// the sample then goes without.
+fn tunnel_counters(ctx: &Context<'_>, node: Node, control: &str) -> Option<(TunnelSample, u64)> {
     let mut cmd = ctx.lab.command(node, &ctx.exe.to_string_lossy());
     cmd.args(["status", "--json", "--control", control]);
     let out = cmd.output().ok().filter(|o| o.status.success())?;
@@ -479,20 +480,28 @@ fn tunnel_counters(ctx: &Context<'_>, node: Node, control: &str) -> Option<Tunne
     let peer = &status["peers"][0];
     let dup = &peer["duplication"];
     let count = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
-    Some(TunnelSample {
+    let sample = TunnelSample {
         sent_packets: peer["sent_packets"].as_u64()?,
         lost_packets: count(&peer["lost_packets"]),
         duplicated: count(&dup["datagrams"]),
         rebuilt: count(&dup["rebuilt"]),
         tails_on: dup["active"].as_bool().unwrap_or(false),
         loss_percent: dup["loss_percent"].as_f64().unwrap_or(0.0),
-    })
+    };
+    Some((sample, count(&peer["reconnects"])))
 }
 
 /// What a node's tunnel counted between two snapshots (the state flags
-/// as of the first).
-fn tunnel_delta(before: Option<TunnelSample>, after: Option<TunnelSample>) -> Option<TunnelSample> {
-    let (b, a) = (before?, after?);
+/// as of the first); nothing if the tunnel reconnected in between (the
+/// counters are then a new connection's).
+fn tunnel_delta(
+    before: Option<(TunnelSample, u64)>,
+    after: Option<(TunnelSample, u64)>,
+) -> Option<TunnelSample> {
+    let ((b, b_reconnects), (a, a_reconnects)) = (before?, after?);
+    if a_reconnects != b_reconnects {
+        return None;
+    }
     Some(TunnelSample {
         sent_packets: a.sent_packets.checked_sub(b.sent_packets)?,
         lost_packets: a.lost_packets.saturating_sub(b.lost_packets),
@@ -768,4 +777,51 @@ pub fn write_outputs(results: &Results, out: &Path) -> anyhow::Result<()> {
         eprintln!("wanopt lab: plot not written: {e}");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snapshot(sent: u64, lost: u64, tails_on: bool) -> (TunnelSample, u64) {
+        let sample = TunnelSample {
+            sent_packets: sent,
+            lost_packets: lost,
+            duplicated: sent / 10,
+            rebuilt: lost / 2,
+            tails_on,
+            loss_percent: 1.5,
+        };
+        (sample, 0)
+    }
+
+    /// A transfer's tunnel record is the counters' growth, with the state
+    /// as the transfer found it; a node that could not be asked, or whose
+    /// tunnel reconnected in between, gives no record.
+    #[test]
+    fn tunnel_records_are_differences_of_snapshots() {
+        let d = tunnel_delta(Some(snapshot(400, 6, true)), Some(snapshot(551, 8, false)));
+        assert_eq!(
+            d,
+            Some(TunnelSample {
+                sent_packets: 151,
+                lost_packets: 2,
+                duplicated: 15,
+                rebuilt: 1,
+                tails_on: true,
+                loss_percent: 1.5,
+            })
+        );
+        assert_eq!(tunnel_delta(None, Some(snapshot(551, 8, true))), None);
+        assert_eq!(tunnel_delta(Some(snapshot(400, 6, true)), None), None);
+        let reconnected = (snapshot(900, 8, true).0, 1);
+        assert_eq!(
+            tunnel_delta(Some(snapshot(400, 6, true)), Some(reconnected)),
+            None
+        );
+        assert_eq!(
+            tunnel_delta(Some(snapshot(400, 6, true)), Some(snapshot(20, 0, true))),
+            None
+        );
+    }
 }
