@@ -568,7 +568,8 @@ impl<K: Copy + Eq, M: Clone> TailDup<K, M> {
 /// once [`LossMonitor::MIN_SAMPLE`] packets were seen, or earlier once
 /// [`LossMonitor::MIN_LOST`] of them were lost (a fresh tunnel on a lossy
 /// path should not wait 500 packets to protect its tails), and off below
-/// [`LossMonitor::OFF`] (never before `MIN_SAMPLE`).
+/// [`LossMonitor::OFF`] (which takes more than `MIN_SAMPLE` packets:
+/// `MIN_LOST` losses in fewer are a rate of at least 0.5%).
 #[derive(Debug, Clone, Default)]
 pub struct LossMonitor {
     sent: f64,
@@ -618,7 +619,7 @@ impl LossMonitor {
             let rate = self.loss_rate();
             if rate >= Self::ON {
                 self.lossy = true;
-            } else if rate < Self::OFF && self.sent >= Self::MIN_SAMPLE {
+            } else if rate < Self::OFF {
                 self.lossy = false;
             }
         }
