@@ -416,20 +416,20 @@ fn slow_cold_paths(out: &mut String, results: &Results) {
         "| test | file | run s | dropped down / up | core sent / lost / repeated | core rebuilt | core tails | edge sent / lost / repeated | edge rebuilt | edge tails |\n\
          |---|---|---:|---:|---:|---:|---|---:|---:|---|"
     );
+    let tunnel = |t: Option<super::results::TunnelSample>| match t {
+        Some(t) => [
+            format!("{} / {} / {}", t.sent_packets, t.lost_packets, t.duplicated),
+            t.rebuilt.to_string(),
+            format!(
+                "{} ({:.2}%)",
+                if t.tails_on { "on" } else { "off" },
+                t.loss_percent
+            ),
+        ],
+        None => ["-".into(), "-".into(), "-".into()],
+    };
     for r in slow {
         for (i, p) in r.samples_path.iter().enumerate() {
-            let tunnel = |t: Option<super::results::TunnelSample>| match t {
-                Some(t) => [
-                    format!("{} / {} / {}", t.sent_packets, t.lost_packets, t.duplicated),
-                    t.rebuilt.to_string(),
-                    format!(
-                        "{} ({:.2}%)",
-                        if t.tails_on { "on" } else { "off" },
-                        t.loss_percent
-                    ),
-                ],
-                None => ["-".into(), "-".into(), "-".into()],
-            };
             let [cs, cr, ct] = tunnel(p.core);
             let [es, er, et] = tunnel(p.edge);
             let _ = writeln!(
@@ -438,8 +438,8 @@ fn slow_cold_paths(out: &mut String, results: &Results) {
                 r.test,
                 r.file,
                 r.samples_seconds.get(i).map_or("-".into(), |s| secs(*s)),
-                p.lost_down + p.queue_drops_down,
-                p.lost_up + p.queue_drops_up,
+                p.dropped_down(),
+                p.dropped_up(),
             );
         }
     }

@@ -68,23 +68,36 @@ pub struct TunnelSample {
     pub loss_percent: f64,
 }
 
+impl PathSample {
+    /// Frames the emulator dropped server to client, at random or at a
+    /// full queue.
+    pub fn dropped_down(&self) -> u64 {
+        self.lost_down + self.queue_drops_down
+    }
+
+    /// Frames the emulator dropped client to server.
+    pub fn dropped_up(&self) -> u64 {
+        self.lost_up + self.queue_drops_up
+    }
+}
+
 /// One line for people: what the emulator dropped and what the tunnel
 /// did about it.
 pub fn path_text(p: &PathSample) -> String {
+    use std::fmt::Write as _;
     let mut text = format!(
         "emulator dropped {} down, {} up",
-        p.lost_down + p.queue_drops_down,
-        p.lost_up + p.queue_drops_up
+        p.dropped_down(),
+        p.dropped_up()
     );
-    if p.queue_drops_down + p.queue_drops_up > 0 {
-        text += &format!(
-            " ({} at a full queue)",
-            p.queue_drops_down + p.queue_drops_up
-        );
+    let queue = p.queue_drops_down + p.queue_drops_up;
+    if queue > 0 {
+        let _ = write!(text, " ({queue} at a full queue)");
     }
     for (name, t) in [("core", p.core), ("edge", p.edge)] {
         if let Some(t) = t {
-            text += &format!(
+            let _ = write!(
+                text,
                 "; {name} sent {} packets, declared {} lost, repeated {}, rebuilt {} (tails {} at {:.2}% loss)",
                 t.sent_packets,
                 t.lost_packets,
