@@ -148,6 +148,63 @@ fn bad_input_gets_one_clear_line_and_exit_code_2() {
         assert_ne!(code, 0, "{args:?}");
         assert_one_line_error(&err, needle);
     }
+    // Something that is not a node at the control address: one line, not
+    // its HTML error page.
+    let web = TcpListener::bind("127.0.0.1:0").unwrap();
+    let web_addr = web.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for s in web.incoming() {
+            let Ok(mut s) = s else { continue };
+            let mut request = [0u8; 1024];
+            let _ = s.read(&mut request);
+            let page = "<!DOCTYPE html>\n<html><body>\n<h1>404</h1>\n</body></html>\n";
+            let _ = write!(
+                s,
+                "HTTP/1.1 404 Not Found\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                page.len()
+            );
+        }
+    });
+    for args in [
+        vec!["status", "--control", &web_addr],
+        vec!["cache", "clear", "--control", &web_addr],
+    ] {
+        let (code, _, err) = run(&args);
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert_one_line_error(
+            &err,
+            "not as a wanopt node does (is a node's --control there?)",
+        );
+        assert!(!err.contains('<'), "{err}");
+    }
+    // Settings that would stall or fail every flow.
+    let core = [
+        "core",
+        "--listen",
+        "127.0.0.1:0",
+        "--key",
+        key,
+        "--peer-key",
+        &public,
+    ];
+    for (extra, needle) in [
+        (
+            ["--stream-window", "0"],
+            "--stream-window 0 is too small: give at least 64KiB",
+        ),
+        (
+            ["--connection-window", "1KiB"],
+            "--connection-window 1024 is too small",
+        ),
+        (
+            ["--connect-timeout", "0s"],
+            "--connect-timeout must be more than 0",
+        ),
+    ] {
+        let (code, _, err) = run(&[&core[..], &extra[..]].concat());
+        assert_eq!(code, 2, "{extra:?}: {err}");
+        assert_one_line_error(&err, needle);
+    }
     // clap's own usage errors also exit 2.
     assert_eq!(run(&["edge", "--fail", "sideways"]).0, 2);
     for flag in ["--cache-size", "--compressor-memory"] {
@@ -237,7 +294,7 @@ fn options_come_from_a_toml_file_and_flags_override_it() {
     std::fs::write(
         &core_file,
         format!(
-            "listen = \"{core_udp}\"\nkey = \"{}\"\npeer-key = [\"{edge_pub}\"]\nallow = [\"127.0.0.1\"]\nduplication = \"tails\"\ncompressor-memory = \"64MiB\"\n",
+            "listen = \"{core_udp}\"\nkey = \"{}\"\npeer-key = [\"{edge_pub}\"]\nallow = [\"127.0.0.1\"]\nduplication = \"tails\"\ncompressor-memory = \"64MiB\"\nstream-window = \"16MiB\"\nconnection-window = 67108864\n",
             core_key.display()
         ),
     )
@@ -292,6 +349,33 @@ fn options_come_from_a_toml_file_and_flags_override_it() {
     let (code, _, err) = run(&["edge", "--config", edge_file.to_str().unwrap()]);
     assert_eq!(code, 2);
     assert_one_line_error(&err, "unknown field");
+    // Windows are sizes in either form, and too small is refused.
+    for (setting, needle) in [
+        (
+            "stream-window = \"1KiB\"",
+            "config file: stream-window = \"1KiB\" is too small",
+        ),
+        (
+            "connection-window = 0",
+            "config file: connection-window = 0 is too small",
+        ),
+        (
+            "stream-window = \"wide\"",
+            "config file: stream-window: bad size",
+        ),
+    ] {
+        std::fs::write(
+            &edge_file,
+            format!(
+                "key = \"{}\"\npeer-key = [\"{core_pub}\"]\ncore = \"{core_udp}\"\n{setting}\n",
+                edge_key.display()
+            ),
+        )
+        .unwrap();
+        let (code, _, err) = run(&["edge", "--config", edge_file.to_str().unwrap()]);
+        assert_eq!(code, 2, "{setting}: {err}");
+        assert_one_line_error(&err, needle);
+    }
 }
 
 #[test]

@@ -52,11 +52,13 @@ pub struct CommonArgs {
     /// what the path allows [default: 1472, a 1500-byte MTU's].
     #[arg(long, value_name = "BYTES")]
     pub max_mtu: Option<u16>,
-    /// Per-flow receive window of the tunnel [default: 48MiB].
-    #[arg(long, value_name = "BYTES")]
+    /// Per-flow receive window of the tunnel, e.g. 16MiB [default: 48MiB;
+    /// at least 64KiB].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub stream_window: Option<u64>,
-    /// Whole-tunnel send and receive window [default: 96MiB].
-    #[arg(long, value_name = "BYTES")]
+    /// Whole-tunnel send and receive window, e.g. 64MiB [default: 96MiB;
+    /// at least 64KiB].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub connection_window: Option<u64>,
     /// Turn data reduction (compression and the byte cache) off: TCP
     /// optimization only. Both ends must run it for a flow to be reduced.
@@ -101,6 +103,42 @@ fn size_setting(
         }
         (None, None) => Ok(default),
     }
+}
+
+/// A byte size in the config file: an integer (bytes) or a string with a
+/// unit, as on the command line (`stream-window = "16MiB"`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum FileSize {
+    Bytes(u64),
+    Text(String),
+}
+
+/// The smallest tunnel window accepted: a window of 0 stalls every flow,
+/// and one of a few bytes makes a request take a round trip per datagram.
+pub const MIN_WINDOW: u64 = 64 << 10;
+
+/// A tunnel window setting (flag, else config file, else `default`),
+/// at least [`MIN_WINDOW`].
+fn window_setting(
+    flag: Option<u64>,
+    file: Option<FileSize>,
+    key: &str,
+    default: u64,
+) -> anyhow::Result<u64> {
+    let (bytes, given) = match (flag, file) {
+        (Some(bytes), _) => (bytes, format!("--{key} {bytes}")),
+        (None, Some(FileSize::Bytes(bytes))) => (bytes, format!("config file: {key} = {bytes}")),
+        (None, Some(FileSize::Text(text))) => (
+            parse_size(&text).map_err(|e| anyhow::anyhow!("config file: {key}: {e}"))?,
+            format!("config file: {key} = {text:?}"),
+        ),
+        (None, None) => return Ok(default),
+    };
+    if bytes < MIN_WINDOW {
+        bail!("{given} is too small: give at least 64KiB (0 would stall every flow)");
+    }
+    Ok(bytes)
 }
 
 /// Parses a byte size: a number with an optional unit (B, KB/MB/GB/TB in
@@ -208,8 +246,8 @@ struct FileConfig {
     congestion: Option<Congestion>,
     duplication: Option<DuplicationMode>,
     max_mtu: Option<u16>,
-    stream_window: Option<u64>,
-    connection_window: Option<u64>,
+    stream_window: Option<FileSize>,
+    connection_window: Option<FileSize>,
     no_reduce: Option<bool>,
     cache_dir: Option<PathBuf>,
     cache_size: Option<String>,
@@ -261,6 +299,14 @@ fn duration(
         }),
         (None, None) => Ok(default),
     }
+}
+
+/// `d` unless it is zero (a zero timeout fails everything it guards).
+fn positive(d: Duration, name: &str) -> anyhow::Result<Duration> {
+    if d.is_zero() {
+        bail!("--{name} must be more than 0 (e.g. 10s)");
+    }
+    Ok(d)
 }
 
 /// Flags win; lists from flags replace lists from the file.
@@ -316,14 +362,18 @@ fn common(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<Common> {
             .or(file.duplication)
             .unwrap_or(defaults.duplication),
         max_mtu: flags.max_mtu.or(file.max_mtu).unwrap_or(defaults.max_mtu),
-        stream_window: flags
-            .stream_window
-            .or(file.stream_window)
-            .unwrap_or(defaults.stream_window),
-        connection_window: flags
-            .connection_window
-            .or(file.connection_window)
-            .unwrap_or(defaults.connection_window),
+        stream_window: window_setting(
+            flags.stream_window,
+            file.stream_window.take(),
+            "stream-window",
+            defaults.stream_window,
+        )?,
+        connection_window: window_setting(
+            flags.connection_window,
+            file.connection_window.take(),
+            "connection-window",
+            defaults.connection_window,
+        )?,
         ..defaults
     };
     if tuning.max_mtu < 1200 {
@@ -360,11 +410,14 @@ fn common(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<Common> {
         key,
         peer_keys,
         control: flags.control.or(file.control),
-        connect_timeout: duration(
-            flags.connect_timeout,
-            file.connect_timeout.as_deref(),
+        connect_timeout: positive(
+            duration(
+                flags.connect_timeout,
+                file.connect_timeout.as_deref(),
+                "connect-timeout",
+                Duration::from_secs(10),
+            )?,
             "connect-timeout",
-            Duration::from_secs(10),
         )?,
         drain: duration(
             flags.drain,

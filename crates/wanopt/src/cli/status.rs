@@ -54,20 +54,33 @@ fn call(control: SocketAddr, path: &str, post: bool) -> anyhow::Result<String> {
         format!("cannot reach the control API at {control} (is a node running with --control {control}?)")
     })?;
     let status = response.status();
+    let plain_text = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/plain"));
     let body = response
         .body_mut()
         .read_to_string()
         .with_context(|| format!("bad answer from {url}"))?;
     if !status.is_success() {
-        let message = body.trim();
-        if message.is_empty() {
-            anyhow::bail!(
-                "{url} answered HTTP {status} with no message (is a node's --control there?)"
-            );
+        match refusal(&body, plain_text) {
+            Some(message) => anyhow::bail!("{message}"),
+            None => anyhow::bail!(
+                "{url} answered HTTP {status}, not as a wanopt node does (is a node's --control there?)"
+            ),
         }
-        anyhow::bail!("{message}");
     }
     Ok(body)
+}
+
+/// A node refuses with one short line of plain text; anything else (an
+/// HTML error page, an empty body) came from something that is not a
+/// node's control API and is not worth printing.
+fn refusal(body: &str, plain_text: bool) -> Option<&str> {
+    let message = body.trim();
+    (plain_text && !message.is_empty() && message.len() <= 500 && !message.contains('\n'))
+        .then_some(message)
 }
 
 pub(crate) fn human_bytes(n: u64) -> String {
@@ -336,5 +349,17 @@ mod tests {
         assert_eq!(counted(0, "time", "times"), "0 times");
         assert_eq!(counted(1, "cache miss", "cache misses"), "1 cache miss");
         assert_eq!(counted(207, "cache hit", "cache hits"), "207 cache hits");
+    }
+
+    #[test]
+    fn only_a_nodes_short_plain_refusal_is_printed() {
+        let node = "the cache is busy: 2 flows are reducing";
+        assert_eq!(refusal(node, true), Some(node));
+        assert_eq!(refusal("  cleared \n", true), Some("cleared"));
+        // Not a node: an HTML page, an empty or multi-line body, an essay.
+        assert_eq!(refusal("<html><h1>404</h1></html>", false), None);
+        assert_eq!(refusal("", true), None);
+        assert_eq!(refusal("one\ntwo", true), None);
+        assert_eq!(refusal(&"x".repeat(501), true), None);
     }
 }
