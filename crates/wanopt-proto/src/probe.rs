@@ -21,6 +21,29 @@
 //! Forward loss is probes sent minus distinct probes the reflector
 //! received; reverse loss is echoes sent minus distinct echoes received.
 //! A packet "reordered" arrived after one with a higher number.
+//!
+//! # Packet trains: the bottleneck rate each way
+//!
+//! - `Train` (prober to reflector): a burst of datagrams sent back to
+//!   back; `seq` is the index in the train, `echo_seq` the train's number,
+//!   `received` the train's length (2 to [`MAX_TRAIN`]).
+//! - `TrainEnd` (prober, a bare header after the train): answer now, even
+//!   if the train's last datagram was lost.
+//! - `TrainBack` (reflector to prober): once the train's last datagram or
+//!   its `TrainEnd` arrived, one per train datagram received, sent back to
+//!   back, each as long as the datagram it answers: `seq` and `echo_seq`
+//!   copied, `sent_ns` the reflector's receive time of that datagram
+//!   (nanoseconds on its own clock), `received` the train datagrams it got,
+//!   `duplicates` the nanoseconds between sending the train's first answer
+//!   and this one (written as it is sent, [`set_send_offset`]: how fast the
+//!   reflector itself could send).
+//!
+//! The bottleneck spaces a back-to-back train out: the forward rate comes
+//! from the reflector's receive times, the reverse rate from the prober's
+//! receive times of the `TrainBack`s. A reflector never sends more bytes
+//! for a train than it received, so it cannot be used to amplify traffic
+//! toward a forged source; it keeps one train per session, of at most
+//! [`MAX_TRAIN`] entries.
 
 use std::collections::HashMap;
 
@@ -38,6 +61,8 @@ pub const MAX_SEQ: u32 = 1 << 20;
 /// Sessions a reflector keeps counters for; the least recently heard
 /// one is forgotten first.
 pub const MAX_SESSIONS: usize = 64;
+/// The longest packet train a reflector answers.
+pub const MAX_TRAIN: u32 = 64;
 
 /// What a datagram is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +75,12 @@ pub enum Kind {
     ReportRequest = 2,
     /// Reflector to prober: the final counters.
     Report = 3,
+    /// Prober to reflector: one datagram of a back-to-back train.
+    Train = 4,
+    /// Reflector to prober: a train's datagram answered, with its receive time.
+    TrainBack = 5,
+    /// Prober to reflector: the train is over, answer it.
+    TrainEnd = 6,
 }
 
 /// One datagram's header.
@@ -122,6 +153,9 @@ impl Packet {
             1 => Kind::Echo,
             2 => Kind::ReportRequest,
             3 => Kind::Report,
+            4 => Kind::Train,
+            5 => Kind::TrainBack,
+            6 => Kind::TrainEnd,
             k => return Err(ProbeError::Kind(k)),
         };
         if b[6] != 0 || b[7] != 0 {
@@ -155,6 +189,15 @@ impl Packet {
         b.extend_from_slice(&self.session.to_be_bytes());
         b.resize(size.max(HEADER_LEN), 0);
         b
+    }
+}
+
+/// Writes a `TrainBack`'s send offset (nanoseconds since the train's first
+/// answer went out, saturating) into its `duplicates` field; a datagram
+/// shorter than the header is left alone.
+pub fn set_send_offset(datagram: &mut [u8], ns: u64) {
+    if let Some(field) = datagram.get_mut(28..32) {
+        field.copy_from_slice(&u32::try_from(ns).unwrap_or(u32::MAX).to_be_bytes());
     }
 }
 
@@ -211,6 +254,41 @@ struct Session {
     probes: Arrivals,
     echoes_sent: u32,
     last_heard: u64,
+    train: Option<Train>,
+}
+
+/// The train a session is sending: what arrived of it, in arrival order.
+#[derive(Debug)]
+struct Train {
+    id: u32,
+    len: u32,
+    /// (index, receive time, datagram bytes).
+    arrivals: Vec<(u32, u64, usize)>,
+    answered: bool,
+}
+
+impl Train {
+    /// One `TrainBack` per datagram received, each as long as it was.
+    fn answer(&mut self, session: u64) -> Vec<Vec<u8>> {
+        self.answered = true;
+        let received = self.arrivals.len() as u32;
+        self.arrivals
+            .iter()
+            .map(|&(seq, at, size)| {
+                Packet {
+                    kind: Kind::TrainBack,
+                    seq,
+                    echo_seq: self.id,
+                    sent_ns: at,
+                    received,
+                    duplicates: 0,
+                    reordered: 0,
+                    session,
+                }
+                .emit(size)
+            })
+            .collect()
+    }
 }
 
 /// The reflector's side, sans-IO: a datagram in, the answer out.
@@ -232,12 +310,17 @@ impl Reflector {
         self.sessions.len()
     }
 
-    /// The answer to datagram `b`, if any (echoes and reports are not
-    /// answered; bytes that are not a probe datagram are an error).
-    pub fn handle(&mut self, b: &[u8]) -> Result<Option<Vec<u8>>, ProbeError> {
+    /// The answers to datagram `b`, received at `now_ns` on the
+    /// reflector's clock, in the order to send them: an echo or a report,
+    /// a train's answers, or nothing (echoes, reports and train answers are
+    /// not answered; bytes that are not a probe datagram are an error).
+    pub fn handle(&mut self, b: &[u8], now_ns: u64) -> Result<Vec<Vec<u8>>, ProbeError> {
         let p = Packet::parse(b)?;
-        if !matches!(p.kind, Kind::Probe | Kind::ReportRequest) {
-            return Ok(None);
+        if !matches!(
+            p.kind,
+            Kind::Probe | Kind::ReportRequest | Kind::Train | Kind::TrainEnd
+        ) {
+            return Ok(Vec::new());
         }
         self.tick += 1;
         if !self.sessions.contains_key(&p.session) && self.sessions.len() >= MAX_SESSIONS {
@@ -252,6 +335,35 @@ impl Reflector {
         }
         let s = self.sessions.entry(p.session).or_default();
         s.last_heard = self.tick;
+        if p.kind == Kind::Train {
+            let len = p.received;
+            if !(2..=MAX_TRAIN).contains(&len) || p.seq >= len {
+                return Ok(Vec::new());
+            }
+            let train = match &mut s.train {
+                Some(t) if t.id == p.echo_seq => t,
+                other => other.insert(Train {
+                    id: p.echo_seq,
+                    len,
+                    arrivals: Vec::with_capacity(len as usize),
+                    answered: false,
+                }),
+            };
+            if train.answered || p.seq >= train.len || train.arrivals.iter().any(|a| a.0 == p.seq) {
+                return Ok(Vec::new());
+            }
+            train.arrivals.push((p.seq, now_ns, b.len()));
+            if p.seq + 1 < train.len {
+                return Ok(Vec::new());
+            }
+            return Ok(train.answer(p.session));
+        }
+        if p.kind == Kind::TrainEnd {
+            return Ok(match &mut s.train {
+                Some(t) if t.id == p.echo_seq && !t.answered => t.answer(p.session),
+                _ => Vec::new(),
+            });
+        }
         let mut answer = Packet {
             kind: Kind::Echo,
             echo_seq: s.echoes_sent,
@@ -260,7 +372,7 @@ impl Reflector {
         match p.kind {
             Kind::Probe => {
                 if !s.probes.record(p.seq) {
-                    return Ok(None);
+                    return Ok(Vec::new());
                 }
                 s.echoes_sent = s.echoes_sent.saturating_add(1);
             }
@@ -278,7 +390,7 @@ impl Reflector {
         } else {
             HEADER_LEN
         };
-        Ok(Some(answer.emit(size)))
+        Ok(vec![answer.emit(size)])
     }
 }
 
@@ -302,7 +414,9 @@ mod tests {
 
     /// The reflector's answer to `datagram` (empty when none).
     fn answer(r: &mut Reflector, datagram: &[u8]) -> Vec<u8> {
-        r.handle(datagram).ok().flatten().unwrap_or_default()
+        let mut answers = r.handle(datagram, 0).unwrap_or_default();
+        assert!(answers.len() <= 1, "one answer to a probe");
+        answers.pop().unwrap_or_default()
     }
 
     #[test]
@@ -318,8 +432,8 @@ mod tests {
         bad[4] = 2;
         assert_eq!(Packet::parse(&bad), Err(ProbeError::Version(2)));
         let mut bad = good.clone();
-        bad[5] = 4;
-        assert_eq!(Packet::parse(&bad), Err(ProbeError::Kind(4)));
+        bad[5] = 7;
+        assert_eq!(Packet::parse(&bad), Err(ProbeError::Kind(7)));
         let mut bad = good;
         bad[7] = 1;
         assert_eq!(Packet::parse(&bad), Err(ProbeError::Reserved));
@@ -369,17 +483,17 @@ mod tests {
         // garbage is an error, not an answer.
         let other = answer(&mut r, &probe(0, 2).emit(44));
         assert_eq!(Packet::parse(&other).map(|p| p.received), Ok(1));
-        assert_eq!(r.handle(&echoes[0].emit(44)), Ok(None));
-        assert!(r.handle(b"hello").is_err());
+        assert_eq!(r.handle(&echoes[0].emit(44), 0), Ok(vec![]));
+        assert!(r.handle(b"hello", 0).is_err());
         // Numbers beyond MAX_SEQ are ignored.
-        assert_eq!(r.handle(&probe(MAX_SEQ, 1).emit(44)), Ok(None));
+        assert_eq!(r.handle(&probe(MAX_SEQ, 1).emit(44), 0), Ok(vec![]));
     }
 
     #[test]
     fn sessions_are_bounded() {
         let mut r = Reflector::new();
         for session in 0..(MAX_SESSIONS as u64 + 10) {
-            let _ = r.handle(&probe(0, session).emit(44));
+            let _ = r.handle(&probe(0, session).emit(44), 0);
         }
         assert_eq!(r.sessions(), MAX_SESSIONS);
         // The oldest went first: session 0 starts again from nothing.
@@ -387,11 +501,144 @@ mod tests {
         assert_eq!(Packet::parse(&out).map(|p| p.received), Ok(1));
     }
 
+    fn train(seq: u32, id: u32, len: u32) -> Packet {
+        Packet {
+            kind: Kind::Train,
+            echo_seq: id,
+            received: len,
+            ..probe(seq, 3)
+        }
+    }
+
+    fn train_end(id: u32) -> Packet {
+        Packet {
+            kind: Kind::TrainEnd,
+            echo_seq: id,
+            ..probe(0, 3)
+        }
+    }
+
+    /// (index, receive time, size) of each answer.
+    fn backs(answers: &[Vec<u8>]) -> Vec<(u32, u64, usize)> {
+        answers
+            .iter()
+            .map(|a| {
+                let p = Packet::parse(a).unwrap_or(probe(0, 0));
+                assert_eq!((p.kind, p.session), (Kind::TrainBack, 3));
+                (p.seq, p.sent_ns, a.len())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_train_is_answered_at_its_end_with_receive_times() {
+        let mut r = Reflector::new();
+        for seq in 0..4 {
+            let out = r.handle(&train(seq, 1, 5).emit(1000), 100 + u64::from(seq));
+            assert_eq!(out, Ok(vec![]), "nothing before the end");
+        }
+        let out = r
+            .handle(&train(4, 1, 5).emit(1000), 200)
+            .unwrap_or_default();
+        assert_eq!(
+            backs(&out),
+            vec![
+                (0, 100, 1000),
+                (1, 101, 1000),
+                (2, 102, 1000),
+                (3, 103, 1000),
+                (4, 200, 1000)
+            ]
+        );
+        assert_eq!(
+            Packet::parse(&out[0]).map(|p| (p.echo_seq, p.received)),
+            Ok((1, 5))
+        );
+        let mut sent = out[1].clone();
+        set_send_offset(&mut sent, 12_345);
+        assert_eq!(Packet::parse(&sent).map(|p| p.duplicates), Ok(12_345));
+        set_send_offset(&mut sent, 1 << 40);
+        assert_eq!(Packet::parse(&sent).map(|p| p.duplicates), Ok(u32::MAX));
+        set_send_offset(&mut sent[..20], 1);
+        // Answered once: a repeated last datagram or the end gets nothing.
+        assert_eq!(r.handle(&train(4, 1, 5).emit(1000), 300), Ok(vec![]));
+        assert_eq!(r.handle(&train_end(1).emit(HEADER_LEN), 300), Ok(vec![]));
+    }
+
+    #[test]
+    fn a_train_whose_end_was_lost_is_answered_on_train_end() {
+        let mut r = Reflector::new();
+        // 0, 3, 1 (late), 3 again (ignored); 2 and 4 lost.
+        for (seq, at) in [(0, 10), (3, 11), (1, 12), (3, 13)] {
+            assert_eq!(r.handle(&train(seq, 7, 5).emit(500), at), Ok(vec![]));
+        }
+        // Another train's end does not answer this one.
+        assert_eq!(r.handle(&train_end(6).emit(HEADER_LEN), 14), Ok(vec![]));
+        let out = r
+            .handle(&train_end(7).emit(HEADER_LEN), 15)
+            .unwrap_or_default();
+        assert_eq!(backs(&out), vec![(0, 10, 500), (3, 11, 500), (1, 12, 500)]);
+        assert_eq!(r.handle(&train_end(7).emit(HEADER_LEN), 16), Ok(vec![]));
+        // A new train replaces it.
+        assert_eq!(r.handle(&train(0, 8, 2).emit(64), 20), Ok(vec![]));
+        assert_eq!(
+            backs(&r.handle(&train(1, 8, 2).emit(64), 21).unwrap_or_default()).len(),
+            2
+        );
+    }
+
+    #[test]
+    fn trains_out_of_bounds_are_ignored() {
+        let mut r = Reflector::new();
+        for p in [
+            train(0, 1, 1),
+            train(0, 1, MAX_TRAIN + 1),
+            train(5, 1, 5),
+            train(0, 1, 0),
+        ] {
+            assert_eq!(r.handle(&p.emit(100), 0), Ok(vec![]), "{p:?}");
+        }
+        // None of them started a train.
+        assert_eq!(r.handle(&train_end(1).emit(HEADER_LEN), 0), Ok(vec![]));
+        // A train's datagrams keep the length its first one gave.
+        assert_eq!(r.handle(&train(0, 2, 3).emit(100), 0), Ok(vec![]));
+        assert_eq!(r.handle(&train(3, 2, 4).emit(100), 0), Ok(vec![]));
+        assert_eq!(
+            backs(&r.handle(&train(2, 2, 3).emit(100), 0).unwrap_or_default()).len(),
+            2
+        );
+    }
+
     proptest! {
+        /// Whatever a peer sends, the reflector answers a train with no
+        /// more bytes than the train brought, and every answer parses.
+        #[test]
+        fn trains_never_amplify(ops in proptest::collection::vec(
+            (any::<bool>(), 0u32..3, 0u32..70, 0u32..70, 44usize..300), 0..300)) {
+            let mut r = Reflector::new();
+            let (mut sent, mut back) = (0usize, 0usize);
+            for (i, (is_end, id, seq, len, size)) in ops.into_iter().enumerate() {
+                let datagram = if is_end {
+                    train_end(id).emit(size)
+                } else {
+                    train(seq, id, len).emit(size)
+                };
+                if !is_end {
+                    sent += datagram.len();
+                }
+                for a in r.handle(&datagram, i as u64).unwrap_or_default() {
+                    prop_assert_eq!(Packet::parse(&a).map(|p| p.kind), Ok(Kind::TrainBack));
+                    back += a.len();
+                }
+                prop_assert!(back <= sent, "{} bytes back for {} sent", back, sent);
+            }
+        }
+
         #[test]
         fn round_trip(seq: u32, echo_seq: u32, sent_ns: u64, received: u32, duplicates: u32,
-                      reordered: u32, session: u64, kind in 0u8..4, pad in 0usize..200) {
-            let kind = [Kind::Probe, Kind::Echo, Kind::ReportRequest, Kind::Report][kind as usize];
+                      reordered: u32, session: u64, kind in 0u8..7, pad in 0usize..200) {
+            let kind = [Kind::Probe, Kind::Echo, Kind::ReportRequest, Kind::Report, Kind::Train,
+                        Kind::TrainBack, Kind::TrainEnd][kind as usize];
             let p = Packet { kind, seq, echo_seq, sent_ns, received, duplicates, reordered, session };
             let bytes = p.emit(HEADER_LEN + pad);
             prop_assert_eq!(bytes.len(), HEADER_LEN + pad);

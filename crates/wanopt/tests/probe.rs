@@ -1,7 +1,7 @@
-//! `wanopt probe` against the lab's emulator: the round-trip time it
-//! measures is the emulated one, and what it counts per direction (loss,
-//! duplication, reordering) is what the emulator's own counters say it
-//! did. Needs root (network namespaces); the lab's prefix is `wpt-`.
+//! `wanopt probe` against the lab's emulator: the round-trip time and the
+//! bottleneck rates it measures are the emulated ones, and what it counts
+//! per direction (loss, duplication, reordering) is what the emulator's
+//! own counters say it did. Needs root (network namespaces); the lab's prefix is `wpt-`.
 
 mod common;
 
@@ -41,12 +41,14 @@ impl Lab {
         Lab { reflector, server }
     }
 
-    /// Probes the server from the client; the JSON report.
-    fn probe(&self) -> serde_json::Value {
+    /// Probes the server from the client, with `extra` flags; the JSON
+    /// report.
+    fn probe(&self, extra: &[&str]) -> serde_json::Value {
         let out = Command::new("ip")
             .args(["netns", "exec", &format!("{PREFIX}client"), BIN, "probe"])
             .arg(format!("{}:7009", self.server))
             .args(["--count", "1000", "--interval", "2ms", "--json"])
+            .args(extra)
             .output()
             .unwrap();
         assert!(out.status.success(), "{out:?}");
@@ -102,8 +104,10 @@ fn probe_measures_what_the_emulator_does() {
         return;
     }
     // Loss: 3% each way on a 60 ms round trip.
+    // No trains here: their datagrams would be in the emulator's counters.
     let lab = Lab::up(&["--rtt", "60ms", "--loss", "3%", "--seed", "7"]);
-    let r = lab.probe();
+    let r = lab.probe(&["--trains", "0"]);
+    assert!(r["rate"].is_null(), "{r}");
     let c = lab.counters();
     let rtt = &r["rtt"];
     let min = rtt["min_ms"].as_f64().unwrap_or(0.0);
@@ -130,7 +134,7 @@ fn probe_measures_what_the_emulator_does() {
         "--seed",
         "7",
     ]);
-    let r = lab.probe();
+    let r = lab.probe(&["--trains", "0"]);
     let c = lab.counters();
     for (dir, way) in [("forward", "up"), ("reverse", "down")] {
         let d = &r[dir];
@@ -151,4 +155,27 @@ fn probe_measures_what_the_emulator_does() {
         u(&r["reverse"]["sent"]),
         1000 + u(&r["forward"]["duplicated"])
     );
+    drop(lab);
+
+    // Bottleneck rates: the waas-3g link's, asymmetric (the emulator
+    // shapes IP bytes, which is what the trains count).
+    let lab = Lab::up(&[
+        "--rtt",
+        "60ms",
+        "--up",
+        "rate 384kbit queue 32kb",
+        "--down",
+        "rate 2mbit queue 64kb",
+    ]);
+    let r = lab.probe(&[]);
+    for (dir, rate) in [("forward", 384e3), ("reverse", 2e6)] {
+        let e = &r["rate"][dir];
+        let median = e["median_bps"].as_f64().unwrap_or(0.0);
+        assert!(
+            (median / rate - 1.0).abs() < 0.03,
+            "{dir}: {median} vs {rate}: {e}"
+        );
+        assert_eq!(u(&e["trains"]), 10, "{e}");
+        assert_eq!(e["sender_limited"], false, "{e}");
+    }
 }

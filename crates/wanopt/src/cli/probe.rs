@@ -1,20 +1,37 @@
 //! `wanopt probe`: a path's round-trip time and, for each direction, its
-//! loss, reordering and duplication, measured with numbered UDP datagrams
-//! echoed by `wanopt probe --listen` at the far end (the format and the
-//! reflector's bookkeeping are `wanopt_proto::probe`).
+//! loss, reordering, duplication and bottleneck rate, measured with
+//! numbered UDP datagrams echoed by `wanopt probe --listen` at the far end
+//! (the format and the reflector's bookkeeping are `wanopt_proto::probe`).
+//!
+//! The rate comes from packet trains: datagrams sent back to back leave
+//! the path's narrowest link spaced by their transmission time there, so
+//! a train's bytes over the time between its first and last arrival is
+//! that link's rate (IP bytes, like `wanopt window --rate`). Arrival times
+//! are the kernel's receive timestamps (`SO_TIMESTAMPNS`) at each end, and
+//! the median over several trains discards the ones cross traffic spread
+//! out or squeezed together.
 
 use std::collections::hash_map::RandomState;
 use std::fmt::Write as _;
 use std::hash::{BuildHasher, Hasher};
-use std::io::ErrorKind;
+use std::io::{ErrorKind, IoSliceMut};
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
-use std::time::{Duration, Instant};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use nix::sys::socket::{
+    recvmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags, SockaddrStorage,
+};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
 use wanopt_netem::units::parse_duration;
-use wanopt_proto::probe::{Arrivals, Kind, Packet, Reflector, HEADER_LEN, MAX_SEQ};
+use wanopt_proto::probe::{
+    set_send_offset, Arrivals, Kind, Packet, Reflector, HEADER_LEN, MAX_SEQ, MAX_TRAIN,
+};
+
+use super::path::rate_text;
 
 /// Arguments of `wanopt probe`.
 #[derive(Debug, Args)]
@@ -36,6 +53,17 @@ pub struct ProbeArgs {
     /// UDP payload bytes of each probe and echo (44 to 1472).
     #[arg(long, default_value_t = 200, value_name = "BYTES")]
     pub size: usize,
+    /// Packet trains sent each way after the probes, to measure the
+    /// bottleneck rate (0: none).
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub trains: u32,
+    /// Datagrams in each train (2 to 64); a train should fit the path's
+    /// smallest queue, or it measures drops.
+    #[arg(long, default_value_t = 16, value_name = "N")]
+    pub train_len: u32,
+    /// UDP payload bytes of each train datagram (44 to 1472).
+    #[arg(long, default_value_t = 1472, value_name = "BYTES")]
+    pub train_size: usize,
     /// Print the results as JSON.
     #[arg(long)]
     pub json: bool,
@@ -111,6 +139,65 @@ pub struct Report {
     pub forward: Option<Direction>,
     /// The reflector to here.
     pub reverse: Option<Direction>,
+    /// The bottleneck rate each way (absent with `--trains 0`).
+    pub rate: Option<Rates>,
+}
+
+/// What the packet trains measured.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Rates {
+    /// Trains sent.
+    pub trains: u32,
+    /// Datagrams per train.
+    pub train_len: u32,
+    /// UDP payload bytes per train datagram.
+    pub train_size: usize,
+    /// Here to the reflector (absent when no train gave an estimate).
+    pub forward: Option<RateEstimate>,
+    /// The reflector to here.
+    pub reverse: Option<RateEstimate>,
+}
+
+/// One direction's rate over the trains that gave an estimate.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RateEstimate {
+    /// Median, bits per second of IP packets.
+    pub median_bps: f64,
+    /// Smallest train estimate.
+    pub min_bps: f64,
+    /// Largest train estimate.
+    pub max_bps: f64,
+    /// Trains that gave an estimate (at least two datagrams arrived, at
+    /// different times).
+    pub trains: u32,
+    /// The sender (this host forward, the reflector reverse) put the
+    /// trains on the wire about this fast or slower: the path may be
+    /// faster.
+    pub sender_limited: bool,
+}
+
+impl RateEstimate {
+    /// The estimate of per-train rates (`None` without any).
+    fn of(mut rates: Vec<f64>, sender_limited: bool) -> Option<RateEstimate> {
+        if rates.is_empty() {
+            return None;
+        }
+        rates.sort_by(f64::total_cmp);
+        Some(RateEstimate {
+            median_bps: quantile(&rates, 0.5).round(),
+            min_bps: rates[0].round(),
+            max_bps: rates[rates.len() - 1].round(),
+            trains: rates.len() as u32,
+            sender_limited,
+        })
+    }
+}
+
+/// Bits per second of `n` datagrams of `wire` IP bytes each that arrived
+/// `span_ns` apart from first to last: the first one's own transmission
+/// ended when the clock started, so `n - 1` of them count.
+pub fn train_rate(n: usize, wire: usize, span_ns: u64) -> Option<f64> {
+    (n >= 2 && span_ns > 0).then(|| ((n - 1) * wire * 8) as f64 * 1e9 / span_ns as f64)
 }
 
 /// Quantile `q` of sorted values (nearest rank).
@@ -178,6 +265,18 @@ pub fn parse(args: &ProbeArgs) -> Result<(SocketAddr, Duration)> {
     if args.count == 0 || args.count > MAX_SEQ {
         bail!("--count: {} is outside 1..={MAX_SEQ}", args.count);
     }
+    if args.trains > 1000 {
+        bail!("--trains: {} is more than 1000", args.trains);
+    }
+    if !(2..=MAX_TRAIN).contains(&args.train_len) {
+        bail!("--train-len: {} is outside 2..={MAX_TRAIN}", args.train_len);
+    }
+    if !(HEADER_LEN..=1472).contains(&args.train_size) {
+        bail!(
+            "--train-size: {} bytes is outside {HEADER_LEN}..=1472",
+            args.train_size
+        );
+    }
     Ok((addr, interval))
 }
 
@@ -194,20 +293,79 @@ pub fn listen(addr: SocketAddr) -> Result<()> {
 /// Answers probes arriving on `sock` until an error other than an
 /// interruption or a stale ICMP error.
 fn reflect(sock: &UdpSocket) -> Result<()> {
+    stamp_arrivals(sock);
     let mut reflector = Reflector::new();
     let mut buf = vec![0u8; 65_536];
     loop {
-        let (n, from) = match sock.recv_from(&mut buf) {
-            Ok(x) => x,
+        let (n, from, at) = match recv_stamped(sock, &mut buf) {
+            Ok((n, Some(from), at)) => (n, from, at),
+            Ok(_) => continue,
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
             // An ICMP error for an earlier answer; the next datagram is fine.
             Err(e) if e.kind() == ErrorKind::ConnectionRefused => continue,
             Err(e) => return Err(e).context("receiving probes"),
         };
-        if let Ok(Some(answer)) = reflector.handle(&buf[..n]) {
+        // A train's answers go back to back, as the train came, each
+        // saying when it left (after the first) so the prober can tell
+        // this host's own pace from the path's.
+        let first = Instant::now();
+        for mut answer in reflector.handle(&buf[..n], at).unwrap_or_default() {
+            if Packet::parse(&answer).is_ok_and(|p| p.kind == Kind::TrainBack) {
+                set_send_offset(&mut answer, first.elapsed().as_nanos() as u64);
+            }
             let _ = sock.send_to(&answer, from);
         }
     }
+}
+
+/// Asks the kernel to stamp each datagram's arrival (`SO_TIMESTAMPNS`);
+/// without it [`recv_stamped`] reads the clock itself.
+fn stamp_arrivals(sock: &UdpSocket) {
+    let _ = setsockopt(sock, sockopt::ReceiveTimestampns, &true);
+}
+
+/// Nanoseconds since the Unix epoch now (the kernel stamps arrivals on
+/// the same clock).
+fn wall_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// Receives one datagram: its length, sender, and arrival time in
+/// nanoseconds since the Unix epoch (the kernel's stamp when it gave one,
+/// else the time now). Honours the socket's read timeout.
+fn recv_stamped(
+    sock: &UdpSocket,
+    buf: &mut [u8],
+) -> std::io::Result<(usize, Option<SocketAddr>, u64)> {
+    let mut iov = [IoSliceMut::new(buf)];
+    let mut cmsg = nix::cmsg_space!(nix::sys::time::TimeSpec);
+    let msg = recvmsg::<SockaddrStorage>(
+        sock.as_raw_fd(),
+        &mut iov,
+        Some(&mut cmsg),
+        MsgFlags::empty(),
+    )
+    .map_err(std::io::Error::from)?;
+    let mut at = None;
+    if let Ok(cmsgs) = msg.cmsgs() {
+        for c in cmsgs {
+            if let ControlMessageOwned::ScmTimestampns(t) = c {
+                at = Some(t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64);
+            }
+        }
+    }
+    let from = msg.address.and_then(|a| {
+        a.as_sockaddr_in()
+            .map(|v4| SocketAddr::from(std::net::SocketAddrV4::from(*v4)))
+            .or_else(|| {
+                a.as_sockaddr_in6()
+                    .map(|v6| SocketAddr::from(std::net::SocketAddrV6::from(*v6)))
+            })
+    });
+    Ok((msg.bytes, from, at.unwrap_or_else(wall_ns)))
 }
 
 /// Probes `addr`: sends the probes, collects the echoes, asks for the
@@ -342,6 +500,7 @@ pub fn probe(args: &ProbeArgs, addr: SocketAddr, interval: Duration) -> Result<R
         ),
         None => (None, None),
     };
+    let rate = (args.trains > 0).then(|| trains(&sock, args, session, addr, max_rtt));
     Ok(Report {
         target: addr.to_string(),
         probes: count,
@@ -350,7 +509,123 @@ pub fn probe(args: &ProbeArgs, addr: SocketAddr, interval: Duration) -> Result<R
         rtt: rtt_stats(&rtts),
         forward,
         reverse,
+        rate,
     })
+}
+
+/// Sends `--trains` trains, one at a time, and estimates each
+/// direction's rate from their arrival times.
+fn trains(
+    sock: &UdpSocket,
+    args: &ProbeArgs,
+    session: u64,
+    addr: SocketAddr,
+    max_rtt: Duration,
+) -> Rates {
+    stamp_arrivals(sock);
+    // IP and UDP headers: the bytes a link carries per datagram.
+    let wire = args.train_size + if addr.is_ipv4() { 28 } else { 48 };
+    let len = args.train_len;
+    // A train is over when nothing of it arrived for this long.
+    let quiet = (max_rtt * 3).max(Duration::from_secs(1));
+    let packet = |kind, seq, id| Packet {
+        kind,
+        seq,
+        echo_seq: id,
+        sent_ns: 0,
+        received: len,
+        duplicates: 0,
+        reordered: 0,
+        session,
+    };
+    let mut buf = vec![0u8; 65_536];
+    let (mut forward, mut reverse) = (Vec::new(), Vec::new());
+    // How fast each end put its trains on the wire.
+    let (mut sent_here, mut sent_there) = (Vec::new(), Vec::new());
+    let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let started = Instant::now();
+    let mut next_progress = started + Duration::from_secs(5);
+    for id in 0..args.trains {
+        if progress && Instant::now() >= next_progress {
+            eprintln!("wanopt probe: train {id} of {}", args.trains);
+            next_progress += Duration::from_secs(5);
+        }
+        let datagrams: Vec<Vec<u8>> = (0..len)
+            .map(|i| packet(Kind::Train, i, id).emit(args.train_size))
+            .collect();
+        let first = Instant::now();
+        for d in &datagrams {
+            let _ = sock.send(d);
+        }
+        let send_span = first.elapsed();
+        let _ = sock.send(&packet(Kind::TrainEnd, 0, id).emit(HEADER_LEN));
+        // (reflector's receive time, ours) of each answer of this train.
+        let mut seen = vec![false; len as usize];
+        let (mut there, mut here) = (Vec::new(), Vec::new());
+        let mut there_send_span = 0u64;
+        let mut expected = len as usize;
+        let mut last_heard = Instant::now();
+        let give_up = last_heard + Duration::from_secs(30);
+        while here.len() < expected {
+            let now = Instant::now();
+            let until = (last_heard + quiet).min(give_up);
+            if now >= until {
+                break;
+            }
+            let _ = sock.set_read_timeout(Some((until - now).max(Duration::from_micros(50))));
+            let Ok((n, _, at)) = recv_stamped(sock, &mut buf) else {
+                continue;
+            };
+            let Ok(p) = Packet::parse(&buf[..n]) else {
+                continue;
+            };
+            let fresh = seen.get(p.seq as usize).is_some_and(|s| !s);
+            if p.session != session || p.kind != Kind::TrainBack || p.echo_seq != id || !fresh {
+                continue;
+            }
+            seen[p.seq as usize] = true;
+            last_heard = Instant::now();
+            expected = (p.received as usize).min(len as usize);
+            there.push(p.sent_ns);
+            here.push(at);
+            there_send_span = there_send_span.max(u64::from(p.duplicates));
+        }
+        let span = |t: &[u64]| {
+            let (lo, hi) = (t.iter().min(), t.iter().max());
+            lo.zip(hi).map_or(0, |(lo, hi)| hi - lo)
+        };
+        if let Some(r) = train_rate(there.len(), wire, span(&there)) {
+            forward.push(r);
+        }
+        if let Some(r) = train_rate(here.len(), wire, span(&here)) {
+            reverse.push(r);
+        }
+        sent_here.push(
+            train_rate(len as usize, wire, send_span.as_nanos() as u64).unwrap_or(f64::INFINITY),
+        );
+        if here.len() >= 2 {
+            sent_there.push(train_rate(here.len(), wire, there_send_span).unwrap_or(f64::INFINITY));
+        }
+    }
+    Rates {
+        trains: args.trains,
+        train_len: len,
+        train_size: args.train_size,
+        forward: RateEstimate::of(forward.clone(), sender_limited(&forward, &sent_here)),
+        reverse: RateEstimate::of(reverse.clone(), sender_limited(&reverse, &sent_there)),
+    }
+}
+
+/// Whether arrivals came about as fast as their sender sent (medians
+/// within 20%): then they measured the sender, and the path is at least
+/// that fast.
+fn sender_limited(arrived: &[f64], sent: &[f64]) -> bool {
+    let median = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        quantile(&v, 0.5)
+    };
+    !arrived.is_empty() && !sent.is_empty() && median(arrived) >= 0.8 * median(sent)
 }
 
 fn direction_line(d: &Direction) -> String {
@@ -387,7 +662,43 @@ pub fn text(r: &Report) -> String {
             );
         }
     }
+    if let Some(rates) = &r.rate {
+        let _ = writeln!(out, "{}", rate_line(rates));
+    }
     out
+}
+
+fn estimate_text(e: &Option<RateEstimate>) -> String {
+    match e {
+        None => "unknown".into(),
+        Some(e) => format!(
+            "{}{} ({} to {})",
+            if e.sender_limited { "at least " } else { "" },
+            rate_text(e.median_bps),
+            rate_text(e.min_bps),
+            rate_text(e.max_bps)
+        ),
+    }
+}
+
+/// The bottleneck-rate line of the report.
+fn rate_line(r: &Rates) -> String {
+    if r.forward.is_none() && r.reverse.is_none() {
+        return format!(
+            "bottleneck rate: unknown (none of {} trains came back: a reflector older than packet trains does not answer them)",
+            r.trains
+        );
+    }
+    let count = |e: &Option<RateEstimate>| e.as_ref().map_or(0, |e| e.trains);
+    format!(
+        "bottleneck rate (IP bytes; median of {} and {} trains of {} x {} bytes, range): forward {}, reverse {}",
+        count(&r.forward),
+        count(&r.reverse),
+        r.train_len,
+        r.train_size,
+        estimate_text(&r.forward),
+        estimate_text(&r.reverse)
+    )
 }
 
 #[cfg(test)]
@@ -429,6 +740,7 @@ mod tests {
             rtt: rtt_stats(&[Some(60.0)]),
             forward: None,
             reverse: None,
+            rate: None,
         };
         let t = text(&r);
         assert!(
@@ -445,6 +757,9 @@ mod tests {
             count,
             interval: interval.into(),
             size,
+            trains: 3,
+            train_len: 8,
+            train_size: 1000,
             json: false,
         }
     }
@@ -463,6 +778,34 @@ mod tests {
             (args("127.0.0.1:9", "10ms", 20, 10), "--size"),
             (args("127.0.0.1:9", "10ms", 2000, 10), "--size"),
             (args("127.0.0.1:9", "10ms", 200, 0), "--count"),
+            (
+                ProbeArgs {
+                    train_len: 1,
+                    ..args("127.0.0.1:9", "10ms", 200, 10)
+                },
+                "--train-len",
+            ),
+            (
+                ProbeArgs {
+                    train_len: 65,
+                    ..args("127.0.0.1:9", "10ms", 200, 10)
+                },
+                "--train-len",
+            ),
+            (
+                ProbeArgs {
+                    train_size: 1500,
+                    ..args("127.0.0.1:9", "10ms", 200, 10)
+                },
+                "--train-size",
+            ),
+            (
+                ProbeArgs {
+                    trains: 5000,
+                    ..args("127.0.0.1:9", "10ms", 200, 10)
+                },
+                "--trains",
+            ),
         ] {
             let e = parse(&a)
                 .err()
@@ -494,6 +837,59 @@ mod tests {
             "{}",
             text(&r)
         );
+        // Every train came back whole; loopback is fast but not infinitely.
+        let rates = r.rate.clone().unwrap_or_else(|| panic!("no rates"));
+        for e in [&rates.forward, &rates.reverse] {
+            let e = e
+                .clone()
+                .unwrap_or_else(|| panic!("no estimate: {rates:?}"));
+            assert_eq!(e.trains, 3, "{rates:?}");
+            assert!(
+                e.min_bps > 1e6 && e.min_bps <= e.median_bps && e.median_bps <= e.max_bps,
+                "{e:?}"
+            );
+        }
+        assert!(
+            text(&r)
+                .contains("bottleneck rate (IP bytes; median of 3 and 3 trains of 8 x 1000 bytes"),
+            "{}",
+            text(&r)
+        );
+    }
+
+    #[test]
+    fn train_rates_count_the_gaps_between_arrivals() {
+        // 16 datagrams of 1500 bytes, 6 ms apart: 2 Mbit/s.
+        assert_eq!(train_rate(16, 1500, 15 * 6_000_000), Some(2e6));
+        assert_eq!(train_rate(1, 1500, 0), None);
+        assert_eq!(train_rate(5, 1500, 0), None);
+        let e = RateEstimate::of(vec![3e6, 1e6, 2e6], false).unwrap_or_else(|| panic!("three"));
+        assert_eq!(
+            (e.median_bps, e.min_bps, e.max_bps, e.trains),
+            (2e6, 1e6, 3e6, 3)
+        );
+        assert_eq!(RateEstimate::of(vec![], false), None);
+        let rates = Rates {
+            trains: 10,
+            train_len: 16,
+            train_size: 1472,
+            forward: RateEstimate::of(vec![384e3], true),
+            reverse: None,
+        };
+        assert_eq!(
+            rate_line(&rates),
+            "bottleneck rate (IP bytes; median of 1 and 0 trains of 16 x 1472 bytes, range): forward at least 384 kbit/s (384 kbit/s to 384 kbit/s), reverse unknown"
+        );
+        let none = Rates {
+            forward: None,
+            ..rates
+        };
+        assert!(rate_line(&none).contains("none of 10 trains came back"));
+        // Arrivals as fast as the sends measured the sender.
+        assert!(sender_limited(&[9e9, 8e9, 1e9], &[9.5e9, 9e9]));
+        assert!(!sender_limited(&[2e6, 2e6], &[9e9]));
+        assert!(!sender_limited(&[], &[1.0]));
+        assert!(!sender_limited(&[2e6], &[f64::INFINITY]));
     }
 
     #[test]
