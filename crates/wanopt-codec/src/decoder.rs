@@ -225,6 +225,28 @@ impl Decoder {
         self.stream.context_bytes()
     }
 
+    /// Whether the flow's stream is in an engine that decodes at tens of
+    /// MB/s (PPMd, LZMA2): a caller on an async runtime should decode off
+    /// its worker. False before the peer's first stream run.
+    pub fn decodes_slowly(&self) -> bool {
+        self.stream.is_slow()
+    }
+
+    /// Whether pushing `wire` completes at least one frame, and so may
+    /// decode a run, rather than only keeping part of one for later.
+    pub fn push_completes_frame(&self, wire: &[u8]) -> bool {
+        let have = self.partial.len();
+        if have + wire.len() < HEADER_LEN {
+            return false;
+        }
+        let mut header = [0u8; HEADER_LEN];
+        let from_partial = have.min(HEADER_LEN);
+        header[..from_partial].copy_from_slice(&self.partial[..from_partial]);
+        header[from_partial..].copy_from_slice(&wire[..HEADER_LEN - from_partial]);
+        // A bad header is an error the push reports at once: cheap.
+        frame_total_len(&header).map_or(true, |total| have + wire.len() >= total)
+    }
+
     /// Counters.
     pub fn stats(&self) -> DecoderStats {
         self.stats

@@ -737,6 +737,16 @@ impl std::fmt::Debug for StreamDecoder {
 }
 
 impl StreamDecoder {
+    /// Whether the stream's engine decodes at tens of MB/s rather than
+    /// GB/s (PPMd about 20 MB/s per core, LZMA2 somewhat faster; zstd
+    /// is not): milliseconds per run.
+    pub fn is_slow(&self) -> bool {
+        matches!(
+            self.context,
+            Some(StreamContext::Ppmd(_) | StreamContext::Lzma(_))
+        )
+    }
+
     /// Bytes held by the decompression context (0 before a stream starts).
     pub fn context_bytes(&self) -> usize {
         match &self.context {

@@ -560,6 +560,7 @@ fn release_and_resume(compression: Compression) {
     let mut dec = Decoder::new(pair.core.clone(), DecoderConfig::default());
     let mut out = Vec::new();
     assert_eq!(enc.compressor_bytes(), 0);
+    assert!(!dec.decodes_slowly());
     let mut wire = Vec::new();
     for piece in first.chunks(64 << 10) {
         enc.push(piece, &mut wire);
@@ -573,6 +574,10 @@ fn release_and_resume(compression: Compression) {
     // The 1 MiB window and the context around it.
     let window = dec.decompressor_bytes();
     assert!(window > 1 << 20, "{window} bytes");
+    // PPMd and LZMA2 decode at tens of MB/s: a node decodes them off its
+    // runtime's worker; zstd decodes at GB/s.
+    let slow = !matches!(compression, Compression::Zstd { .. });
+    assert_eq!(dec.decodes_slowly(), slow, "{compression:?}");
     let sent = enc.stats().wan_bytes_out;
     let mut end = Vec::new();
     enc.release_compressor(&mut end);
@@ -581,6 +586,7 @@ fn release_and_resume(compression: Compression) {
     assert_eq!(enc.stats().wan_bytes_out, sent + 4);
     dec.push(&end, &mut out).unwrap();
     assert_eq!(dec.decompressor_bytes(), 0, "the decoder frees its context");
+    assert!(!dec.decodes_slowly(), "no stream, nothing slow");
     // A second release (no stream) writes nothing.
     enc.release_compressor(&mut end);
     assert_eq!(end.len(), 4);
@@ -605,6 +611,43 @@ fn release_and_resume(compression: Compression) {
     let mut out = Vec::new();
     again.push(&wire, &mut out).unwrap();
     assert!(out == file, "round trip from the start");
+}
+
+#[test]
+fn a_piece_that_completes_no_frame_decodes_nothing() {
+    // A node decodes slow runs off its runtime's worker only for pieces
+    // that complete a frame: the others must not decode anything.
+    let file = pooled_records(31, 4000, 40);
+    let pair = Pair::new(small_config());
+    let mut enc = encoder_at(&pair, Compression::Max { preset: 6 });
+    let mut wire = Vec::new();
+    for piece in file.chunks(64 << 10) {
+        enc.push(piece, &mut wire);
+    }
+    enc.finish(&mut wire);
+    let mut dec = Decoder::new(pair.core.clone(), DecoderConfig::default());
+    let mut out = Vec::new();
+    let (mut completing, mut pieces) = (0, 0);
+    for piece in wire.chunks(1000) {
+        let completes = dec.push_completes_frame(piece);
+        let before = out.len();
+        dec.push(piece, &mut out).unwrap();
+        if !completes {
+            assert_eq!(
+                out.len(),
+                before,
+                "piece {pieces} decoded without completing a frame"
+            );
+        }
+        completing += usize::from(completes);
+        pieces += 1;
+    }
+    assert!(out == file, "round trip");
+    assert!(
+        completing > 0 && completing < pieces,
+        "{completing} of {pieces} pieces completed a frame"
+    );
+    assert!(!dec.push_completes_frame(&[]), "nothing completes nothing");
 }
 
 #[test]
