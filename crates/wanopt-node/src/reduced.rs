@@ -356,6 +356,8 @@ async fn downlink(
 ) -> Result<(), Abort> {
     let reassembler = payload_reassembler(recv, start, expect_reply).await?;
     let (reader, mut incoming) = read_ahead(recv, reassembler);
+    let multi_thread = tokio::runtime::Handle::current().runtime_flavor()
+        == tokio::runtime::RuntimeFlavor::MultiThread;
     let consumer = async {
         let mut control_tx = Some(control_tx);
         let mut plain = Vec::new();
@@ -371,9 +373,21 @@ async fn downlink(
             };
             dir.wan.fetch_add(bytes.len() as u64, Ordering::Relaxed);
             for slice in bytes.chunks(DECODE_SLICE) {
-                decoder
-                    .push(slice, &mut plain)
-                    .map_err(|e| Abort::Remote(format!("bad data from the peer: {e}")))?;
+                // A PPMd or LZMA2 run takes milliseconds to decode (6 ms
+                // for 128 KiB of PPMd): off the runtime's worker, as the
+                // uplink encodes, so the tunnel's other flows and its
+                // connection driver are not held up. Pieces that only add
+                // to a partial frame stay here, and so does a stream's
+                // first run (its engine is known once it started).
+                let off_worker =
+                    multi_thread && decoder.decodes_slowly() && decoder.push_completes_frame(slice);
+                let mut decode = || decoder.push(slice, &mut plain);
+                let decoded = if off_worker {
+                    tokio::task::block_in_place(decode)
+                } else {
+                    decode()
+                };
+                decoded.map_err(|e| Abort::Remote(format!("bad data from the peer: {e}")))?;
                 let mut control = Vec::new();
                 {
                     let mut encoder = lock(encoder);
