@@ -219,17 +219,7 @@ fn bad_input_gets_one_clear_line_and_exit_code_2() {
     // A core whose --cache-dir cannot be used exits non-zero without a
     // panic; the last line of its stderr, and the whole stderr.
     let core_with_cache = |dir: &std::path::Path| {
-        let (code, _, err) = run(&[
-            "core",
-            "--listen",
-            "127.0.0.1:0",
-            "--key",
-            key,
-            "--peer-key",
-            &public,
-            "--cache-dir",
-            dir.to_str().unwrap(),
-        ]);
+        let (code, _, err) = run(&[&core[..], &["--cache-dir", dir.to_str().unwrap()]].concat());
         assert_ne!(code, 0, "{err}");
         assert!(!err.contains("panicked"), "{err}");
         let last = err.trim_end().lines().last().unwrap_or_default().to_owned();

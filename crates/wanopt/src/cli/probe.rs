@@ -607,12 +607,16 @@ fn trains(
             sent_there.push(train_rate(here.len(), wire, there_send_span).unwrap_or(f64::INFINITY));
         }
     }
+    let (forward_limited, reverse_limited) = (
+        sender_limited(&forward, &sent_here),
+        sender_limited(&reverse, &sent_there),
+    );
     Rates {
         trains: args.trains,
         train_len: len,
         train_size: args.train_size,
-        forward: RateEstimate::of(forward.clone(), sender_limited(&forward, &sent_here)),
-        reverse: RateEstimate::of(reverse.clone(), sender_limited(&reverse, &sent_there)),
+        forward: RateEstimate::of(forward, forward_limited),
+        reverse: RateEstimate::of(reverse, reverse_limited),
     }
 }
 
