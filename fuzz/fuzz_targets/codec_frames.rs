@@ -3,7 +3,8 @@
 //! unbounded allocation, and a piece that completes no frame decodes
 //! nothing; and any input split by the first byte round-trips
 //! through encoder and decoder, with the stream compressor freed between
-//! pieces or not (the PPMd decoder on its own: `ppmd_run`).
+//! pieces or not, and held bytes sent early or not (the PPMd decoder on
+//! its own: `ppmd_run`).
 //!
 //! `CFLAGS=-fno-sanitize-address-use-after-scope cargo fuzz run
 //! codec_frames` (see the README's note on zstd's slowest levels).
@@ -81,8 +82,10 @@ fuzz_target!(|data: &[u8]| {
     //    (runs continuing one stream), the stream's compressor freed
     //    after every `release`-th piece (as a
     //    node does for an idle flow: a flush, then a StreamEnd) when the
-    //    second byte says so.
+    //    second byte says so, and the held bytes sent as pieces after
+    //    every piece (a trickling source) when the third byte is odd.
     let release = data.get(1).map_or(0, |&b| usize::from(b % 4));
+    let held = data.get(2).is_some_and(|&b| b % 2 == 1);
     for compression in [
         Compression::Lz4,
         Compression::ZSTD,
@@ -97,6 +100,9 @@ fuzz_target!(|data: &[u8]| {
         let mut wire = Vec::new();
         for (i, piece) in data.chunks(split.max(1)).enumerate() {
             enc.push(piece, &mut wire);
+            if held {
+                enc.send_held(&mut wire);
+            }
             if release > 0 && i % release == 0 {
                 enc.flush(&mut wire);
                 enc.release_compressor(&mut wire);

@@ -267,6 +267,11 @@ impl StreamChunker {
         self.pending.len()
     }
 
+    /// Those bytes.
+    pub fn pending(&self) -> &[u8] {
+        &self.pending
+    }
+
     /// Feed `input`; call `on_chunk` for every chunk that is now decided.
     ///
     /// Chunks are handed out as soon as their cut is found (see

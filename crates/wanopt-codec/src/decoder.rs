@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use thiserror::Error;
 
 use crate::cache::PeerCache;
+use crate::chunker::MAX_CHUNK_LEN;
 use crate::control::{ControlRepr, RecentChunks, MAX_ACK_ENTRIES};
 use crate::fingerprint::Fingerprint;
 use crate::frame::{
@@ -64,6 +65,11 @@ pub enum DecodeError {
     /// Too many control frames wait for the local encoder.
     #[error("too many unread control frames from the peer")]
     ControlOverflow,
+    /// Pieces that do not add up: a cut beyond the bytes held, more held
+    /// than a chunk can be, or another chunk's frame while a chunk's
+    /// pieces are unfinished.
+    #[error("pieces of a chunk out of order")]
+    PieceOrder,
 }
 
 #[derive(Debug)]
@@ -93,6 +99,8 @@ pub struct Decoder {
     /// The chunks decoded last, for the peer's `Sent` frames.
     recent: RecentChunks,
     stream: StreamDecoder,
+    /// Bytes delivered as `Piece`s whose chunk is not cut yet.
+    pieces: Vec<u8>,
     stats: DecoderStats,
 }
 
@@ -115,6 +123,7 @@ impl Decoder {
             peer_control: VecDeque::new(),
             recent: RecentChunks::default(),
             stream: StreamDecoder::default(),
+            pieces: Vec::new(),
             stats: DecoderStats::default(),
         }
     }
@@ -291,6 +300,10 @@ impl Decoder {
                 return self.handle_span_list(check, entries, out)
             }
             _ if self.end_seen => return Err(DecodeError::DataAfterEnd),
+            DataRepr::Piece { cut, payload } => return self.piece(cut, payload, out),
+            // The encoder finishes a chunk's pieces before anything else
+            // of the byte stream.
+            _ if !self.pieces.is_empty() => return Err(DecodeError::PieceOrder),
             _ => {}
         }
         match repr {
@@ -378,7 +391,45 @@ impl Decoder {
                     self.backlog.push_back(Pending::End);
                 }
             }
-            DataRepr::Preamble { .. } | DataRepr::Repair { .. } | DataRepr::SpanList { .. } => {}
+            DataRepr::Preamble { .. }
+            | DataRepr::Repair { .. }
+            | DataRepr::SpanList { .. }
+            | DataRepr::Piece { .. } => {}
+        }
+        Ok(())
+    }
+
+    /// Bytes of a chunk not complete yet: delivered now, held until the
+    /// piece that cuts the chunk, which is then stored like a literal.
+    fn piece(
+        &mut self,
+        cut: u32,
+        payload: Option<Payload<'_>>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), DecodeError> {
+        let held = self.pieces.len();
+        if let Some(payload) = payload {
+            if held + payload.raw_len as usize > MAX_CHUNK_LEN {
+                return Err(DecodeError::PieceOrder);
+            }
+            payload.decode_into(&mut self.pieces)?;
+            self.stats.pieces += 1;
+            let bytes = &self.pieces[held..];
+            if self.backlog.is_empty() {
+                out.extend_from_slice(bytes);
+            } else {
+                let data = bytes.to_vec();
+                self.enqueue(Pending::Data(data))?;
+            }
+        }
+        let cut = cut as usize;
+        if cut > self.pieces.len() {
+            return Err(DecodeError::PieceOrder);
+        }
+        if cut > 0 {
+            self.stats.literals += 1;
+            let chunk: Vec<u8> = self.pieces.drain(..cut).collect();
+            self.store(&chunk);
         }
         Ok(())
     }

@@ -614,6 +614,8 @@ struct Core {
     cursor: Option<Fingerprint>,
     base_scratch: Vec<u8>,
     delta_scratch: Vec<u8>,
+    /// How many of the chunker's held bytes went out as `Piece`s.
+    pieces_sent: usize,
     stats: EncoderStats,
 }
 
@@ -659,6 +661,7 @@ impl Encoder {
                 cursor: None,
                 base_scratch: Vec::new(),
                 delta_scratch: Vec::new(),
+                pieces_sent: 0,
                 stats: EncoderStats::default(),
             },
             chunker,
@@ -720,6 +723,35 @@ impl Encoder {
         self.chunker.flush(|chunk| core.encode_chunk(chunk, out));
         self.core.flush_pending(out);
         self.core.emit_stored(out);
+        self.core.stats.wan_bytes_out += (out.len() - before) as u64;
+    }
+
+    /// Bytes held back (the chunk being cut) that have not gone out as
+    /// [`Encoder::send_held`] pieces.
+    pub fn held_len(&self) -> usize {
+        self.chunker.pending_len() - self.core.pieces_sent
+    }
+
+    /// Send the bytes held back now, as a `Piece`, without cutting their
+    /// chunk: call it when the source trickles (reads keep coming, each
+    /// too soon for the idle flush, but a chunk's worth takes long). The
+    /// decoder delivers them at once; the chunk is cut where its content
+    /// says, as if nothing had been sent early, so chunk boundaries do
+    /// not depend on timing. The chunk then goes out as the piece that
+    /// completes it (never as a reference: its start is out already).
+    pub fn send_held(&mut self, out: &mut Vec<u8>) {
+        let held = self.chunker.pending();
+        if held.len() <= self.core.pieces_sent {
+            return;
+        }
+        let before = out.len();
+        self.core.start(out);
+        // Whatever was decided before the held bytes goes first.
+        self.core.flush_pending(out);
+        self.core.emit_stored(out);
+        let bytes = &held[self.core.pieces_sent..];
+        self.core.piece(0, bytes, out);
+        self.core.pieces_sent = held.len();
         self.core.stats.wan_bytes_out += (out.len() - before) as u64;
     }
 
@@ -858,6 +890,15 @@ impl Core {
     fn encode_chunk(&mut self, chunk: &[u8], out: &mut Vec<u8>) {
         let fingerprint = Fingerprint::of(chunk);
         self.stats.chunks += 1;
+        if self.pieces_sent > 0 {
+            // Its start is out as pieces: the rest completes it.
+            let sent = self.pieces_sent.min(chunk.len());
+            self.pieces_sent -= sent;
+            self.piece(chunk.len() as u32, &chunk[sent..], out);
+            self.cursor = None;
+            self.note_sent(fingerprint, chunk);
+            return;
+        }
         // Where the peer holds it (for spans); a chunk first sent in this
         // flow may not be acknowledged yet, and is referred to on its own.
         let in_flow = self.flow_sent.contains_key(&fingerprint);
@@ -902,6 +943,13 @@ impl Core {
         if !base.is_some_and(|base| self.try_delta(fingerprint, base, chunk, out)) {
             self.literal(fingerprint, chunk, out);
         }
+        self.note_sent(fingerprint, chunk);
+    }
+
+    /// Keeps a chunk just sent in full (literal, delta or pieces) in the
+    /// local store, to be named in the next `Sent`, and remembers it for
+    /// the rest of the flow.
+    fn note_sent(&mut self, fingerprint: Fingerprint, chunk: &[u8]) {
         if self.config.store_sent {
             // The literal is in `out`, or in the run that goes out before
             // this call ends: the peer stores it on receipt;
@@ -1097,6 +1145,20 @@ impl Core {
         if self.run.len() >= self.config.run_len || self.run_lengths.len() / 4 >= MAX_RUN_CHUNKS {
             self.flush_run(out);
         }
+    }
+
+    /// A `Piece`: `bytes` (compressed when that pays) and the `cut`.
+    fn piece(&mut self, cut: u32, bytes: &[u8], out: &mut Vec<u8>) {
+        self.flush_pending(out);
+        let payload = if bytes.is_empty() {
+            None
+        } else {
+            self.stats.pieces += 1;
+            self.stats.piece_bytes += bytes.len() as u64;
+            let codec = self.compress(bytes);
+            Some(self.payload(codec, bytes))
+        };
+        DataRepr::Piece { cut, payload }.emit(out);
     }
 
     fn single_literal(&mut self, name: Option<Fingerprint>, chunk: &[u8], out: &mut Vec<u8>) {

@@ -25,6 +25,7 @@
 //! | 0x0a | SpanList  | check (16), count u16, count x (fingerprint (16), raw length u32) |
 //! | 0x0b | StreamRun | flags u8 (bit 0: new stream, bit 1: LZMA2), count u16, count x raw length u32, stream bytes |
 //! | 0x0c | StreamEnd | empty |
+//! | 0x0d | Piece     | cut u32, then (unless the body ends) codec u8, raw length u32, payload |
 //!
 //! A `Span` stands for `count` chunks the decoder holds one after the other
 //! in its store (the encoder knows from the positions in the decoder's
@@ -39,6 +40,16 @@
 //! one by one, which the decoder resolves like references (asking for the
 //! missing ones with `NeedChunk`). A `SpanList` is not part of the byte
 //! stream at its position, like a `Repair`.
+//!
+//! A `Piece` carries bytes of the chunk being cut before the chunk is
+//! complete: a source that trickles (small writes less than a couple of
+//! milliseconds apart, never quiet long enough for the encoder's idle
+//! flush) would otherwise wait for its chunk's content-defined end, tens
+//! to hundreds of milliseconds. The decoder delivers a piece's bytes at
+//! once and holds them; a piece with a non-zero `cut` says that the first
+//! `cut` bytes held (this piece's included) form a chunk, which the decoder
+//! stores like a literal, keeping the rest. Chunk boundaries do not move,
+//! so what crosses again later still crosses as references.
 //!
 //! A `Named` literal is a `Literal` that carries its chunk's fingerprint,
 //! so the decoder stores it without hashing it: a third of the decoder's
@@ -136,8 +147,8 @@ pub const MAGIC: [u8; 4] = *b"WOPC";
 /// Version of the frame format written by this crate (2: zstd literals,
 /// delta frames; 3: run frames; 4: named literals; 5: spans; 6: stream
 /// runs; 7: stream end; 8: LZMA2 stream runs; 9: PPMd stream runs; 10:
-/// `Sent` acks).
-pub const VERSION: u8 = 10;
+/// `Sent` acks; 11: pieces).
+pub const VERSION: u8 = 11;
 /// Window of the zstd stream that `StreamRun` frames continue (log2 of
 /// bytes): the encoder's setting and the decoder's cap, 1 MiB per flow.
 pub const STREAM_WINDOW_LOG: u32 = 20;
@@ -174,6 +185,8 @@ pub mod kind {
     pub const STREAM_RUN: u8 = 0x0b;
     /// The encoder freed its zstd stream: the decoder frees its context.
     pub const STREAM_END: u8 = 0x0c;
+    /// Bytes of a chunk not yet complete (and where it ends, once known).
+    pub const PIECE: u8 = 0x0d;
     /// Control: the decoder cannot resolve a reference.
     pub const NEED_CHUNK: u8 = 0x41;
     /// Control: the decoder stored chunks in its cache.
@@ -460,6 +473,15 @@ pub enum DataRepr<'a> {
     /// The encoder freed its zstd stream (the flow went idle): the next
     /// `StreamRun` starts a new one.
     StreamEnd,
+    /// Bytes of the chunk being cut, sent before it is complete (see the
+    /// module documentation).
+    Piece {
+        /// 0, or the length of the chunk that the bytes held as pieces
+        /// (these included) now complete, from the first held byte.
+        cut: u32,
+        /// The bytes, if any (a cut may add none).
+        payload: Option<Payload<'a>>,
+    },
     /// A chunk carried in full with its fingerprint (stored under it
     /// unhashed; see the module documentation).
     Named {
@@ -1021,6 +1043,18 @@ impl<'a> DataRepr<'a> {
                 DataRepr::Preamble { version: body[4] }
             }
             kind::LITERAL => DataRepr::Literal(Payload::parse(body, t)?),
+            kind::PIECE => {
+                let cut = read_u32(body, 0..4).ok_or(FrameError::Malformed(t))?;
+                if cut as usize > MAX_CHUNK_LEN {
+                    return Err(FrameError::ChunkLength(cut));
+                }
+                let payload = match &body[4..] {
+                    [] if cut == 0 => return Err(FrameError::Malformed(t)),
+                    [] => None,
+                    rest => Some(Payload::parse(rest, t)?),
+                };
+                DataRepr::Piece { cut, payload }
+            }
             kind::REFERENCE => {
                 if body.len() != FINGERPRINT_LEN + 4 {
                     return Err(FrameError::Malformed(t));
@@ -1186,6 +1220,13 @@ impl<'a> DataRepr<'a> {
             }
             DataRepr::End => emit_header(out, kind::END, 0),
             DataRepr::StreamEnd => emit_header(out, kind::STREAM_END, 0),
+            DataRepr::Piece { cut, payload } => {
+                emit_header(out, kind::PIECE, 4 + payload.map_or(0, |p| p.body_len()));
+                out.extend_from_slice(&cut.to_be_bytes());
+                if let Some(payload) = payload {
+                    payload.emit_body(out);
+                }
+            }
             DataRepr::Delta {
                 target,
                 base,
@@ -1266,6 +1307,38 @@ mod tests {
         });
         round_trip(DataRepr::End);
         round_trip(DataRepr::StreamEnd);
+        round_trip(DataRepr::Piece {
+            cut: 0,
+            payload: Some(Payload {
+                codec: Codec::Raw,
+                raw_len: 3,
+                bytes: b"abc",
+            }),
+        });
+        round_trip(DataRepr::Piece {
+            cut: 9000,
+            payload: None,
+        });
+        // Pieces that cannot be: too short for the cut, a cut beyond the
+        // largest chunk, neither bytes nor a cut, a bad payload.
+        let piece = |body: &[u8]| {
+            let mut buf = Vec::new();
+            emit_header(&mut buf, kind::PIECE, body.len());
+            buf.extend_from_slice(body);
+            let frame = Frame::new_checked(&buf[..]).unwrap();
+            DataRepr::parse(&frame).map(|_| ())
+        };
+        assert_eq!(piece(&[0, 0, 1]), Err(FrameError::Malformed(kind::PIECE)));
+        let too_long = (MAX_CHUNK_LEN as u32 + 1).to_be_bytes();
+        assert_eq!(
+            piece(&too_long),
+            Err(FrameError::ChunkLength(MAX_CHUNK_LEN as u32 + 1))
+        );
+        assert_eq!(piece(&[0; 4]), Err(FrameError::Malformed(kind::PIECE)));
+        assert_eq!(
+            piece(&[0, 0, 0, 0, 0, 0, 0, 0, 4, b'a']),
+            Err(FrameError::Malformed(kind::PIECE))
+        );
         round_trip(DataRepr::Named {
             fingerprint: fp,
             payload: Payload {

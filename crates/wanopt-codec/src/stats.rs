@@ -34,6 +34,11 @@ pub struct EncoderStats {
     pub spans: u64,
     /// `SpanList` frames sent in answer to `NeedSpan`.
     pub span_lists_sent: u64,
+    /// `Piece` frames sent with bytes (the source trickled: bytes of an
+    /// unfinished chunk went out before its end, see `Encoder::send_held`).
+    pub pieces: u64,
+    /// Bytes sent in them.
+    pub piece_bytes: u64,
 }
 
 impl EncoderStats {
@@ -76,6 +81,8 @@ pub struct DecoderStats {
     /// Entries of the peer's `Sent` frames that named no chunk decoded
     /// lately, or two (dropped: the local encoder does not reference them).
     pub sent_unresolved: u64,
+    /// `Piece` frames received with bytes.
+    pub pieces: u64,
 }
 
 /// Counters of a [`crate::store::ChunkStore`].

@@ -9,9 +9,9 @@ use wanopt_codec::frame::{
     emit_span_list, kind, span_check, Codec, DataRepr, Frame, Payload, VERSION,
 };
 use wanopt_codec::{
-    text_share, CacheConfig, CacheId, Compression, ControlRepr, Decoder, DecoderConfig,
-    EncoderConfig, Fingerprint, PeerCache, PeerControlError, StoreConfig, PPMD_KEEP_SHARE,
-    PPMD_TEXT_SHARE,
+    text_share, CacheConfig, CacheId, Compression, ControlRepr, DecodeError, Decoder,
+    DecoderConfig, EncoderConfig, Fingerprint, PeerCache, PeerControlError, StoreConfig,
+    PPMD_KEEP_SHARE, PPMD_TEXT_SHARE,
 };
 
 #[test]
@@ -1492,5 +1492,173 @@ proptest! {
             let _ = dec.push(&wire[split..], &mut out);
         }
         while dec.poll_control().is_some() {}
+    }
+}
+
+/// Sends `data` from the edge in reads of `read` bytes; after each read,
+/// when `trickle`, the held bytes go out as pieces. Returns the flow
+/// (finished) and, per read, whether everything pushed so far had been
+/// delivered after that read.
+fn trickled_flow(pair: &Pair, data: &[u8], read: usize, trickle: bool) -> (Flow, Vec<bool>) {
+    let mut flow = Flow::with_config(&pair.edge, &pair.core, pair.encoder);
+    let mut caught_up = Vec::new();
+    let mut pushed = 0;
+    for piece in data.chunks(read) {
+        flow.send(piece);
+        pushed += piece.len();
+        if trickle {
+            flow.enc.send_held(&mut flow.wire);
+            assert_eq!(flow.enc.held_len(), 0);
+        }
+        flow.pump();
+        caught_up.push(flow.delivered.len() == pushed);
+    }
+    flow.finish();
+    (flow, caught_up)
+}
+
+#[test]
+fn held_bytes_sent_as_pieces_arrive_at_once_and_chunks_stay_where_they_were() {
+    for compression in [
+        Compression::Lz4,
+        Compression::ZSTD,
+        Compression::Max { preset: 6 },
+    ] {
+        let mut file = text(300_000, 71);
+        file.extend(random(100_000, 72));
+        // A source trickling 200-byte writes: without pieces nearly every
+        // write waits in the chunker for its chunk's end.
+        let mut pair = Pair::new(small_config());
+        pair.encoder.compression = compression;
+        let (plain, caught_up) = trickled_flow(&pair, &file, 200, false);
+        assert_eq!(plain.delivered, file);
+        assert!(caught_up.iter().filter(|c| **c).count() < caught_up.len() / 10);
+        let mut pair = Pair::new(small_config());
+        pair.encoder.compression = compression;
+        let (trickled, caught_up) = trickled_flow(&pair, &file, 200, true);
+        assert_eq!(trickled.delivered, file);
+        assert!(
+            caught_up.iter().all(|c| *c),
+            "every write delivered at once"
+        );
+        let (enc, dec) = (trickled.enc.stats(), trickled.dec.stats());
+        assert_eq!(enc.chunks, plain.enc.stats().chunks, "the same chunks");
+        assert_eq!(enc.piece_bytes, file.len() as u64, "{enc:?}");
+        assert_eq!(dec.pieces, enc.pieces);
+        // Both ends stored the chunks the content cut: the same file from a
+        // fast source crosses as references, either way.
+        let (again, wan) = pair.transfer(&file, &[128 << 10]);
+        assert_eq!(again, file);
+        assert!(wan < 200, "{compression:?}: {wan} bytes the second time");
+        let (back, wan) = pair.transfer_back(&file, &[128 << 10]);
+        assert_eq!(back, file);
+        assert!(wan < 200, "{compression:?}: {wan} bytes back");
+    }
+}
+
+#[test]
+fn pieces_that_do_not_add_up_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = PeerCache::open(dir.path(), small_config(), CacheId([1; 16])).unwrap();
+    let piece = |cut: u32, bytes: &[u8], wire: &mut Vec<u8>| {
+        DataRepr::Piece {
+            cut,
+            payload: (!bytes.is_empty()).then_some(Payload {
+                codec: Codec::Raw,
+                raw_len: bytes.len() as u32,
+                bytes,
+            }),
+        }
+        .emit(wire)
+    };
+    let decode = |wire: &[u8]| {
+        let mut dec = Decoder::new(cache.clone(), DecoderConfig::default());
+        let mut all = Vec::new();
+        DataRepr::Preamble { version: VERSION }.emit(&mut all);
+        all.extend_from_slice(wire);
+        let mut out = Vec::new();
+        dec.push(&all, &mut out).map(|()| out)
+    };
+    let (a, b) = (text(3000, 81), text(2000, 82));
+    // Good: two pieces, a cut inside the second, the rest cut with none.
+    let mut wire = Vec::new();
+    piece(0, &a, &mut wire);
+    piece(4000, &b, &mut wire);
+    piece(1000, &[], &mut wire);
+    DataRepr::End.emit(&mut wire);
+    assert_eq!(decode(&wire).unwrap(), [&a[..], &b].concat());
+    // A cut beyond what is held.
+    let mut wire = Vec::new();
+    piece(0, &a, &mut wire);
+    piece(5001, &b, &mut wire);
+    assert_eq!(decode(&wire), Err(DecodeError::PieceOrder));
+    // Another frame (or the end) while a chunk's pieces are unfinished.
+    for other in [
+        DataRepr::End,
+        DataRepr::Literal(Payload {
+            codec: Codec::Raw,
+            raw_len: 3,
+            bytes: b"abc",
+        }),
+    ] {
+        let mut wire = Vec::new();
+        piece(0, &a, &mut wire);
+        other.emit(&mut wire);
+        assert_eq!(decode(&wire), Err(DecodeError::PieceOrder));
+    }
+    // More held than a chunk may be.
+    let big = vec![7u8; 600_000];
+    let mut wire = Vec::new();
+    piece(0, &big, &mut wire);
+    piece(0, &big, &mut wire);
+    assert_eq!(decode(&wire), Err(DecodeError::PieceOrder));
+    // An empty piece that cuts nothing is malformed.
+    let mut wire = Vec::new();
+    wanopt_codec::frame::emit_header(&mut wire, kind::PIECE, 4);
+    wire.extend_from_slice(&[0; 4]);
+    assert!(matches!(decode(&wire), Err(DecodeError::Frame(_))));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    /// Reads of random sizes, after each of which the held bytes may go
+    /// out as pieces: the stream arrives byte-exact, everything pieces
+    /// carried is delivered at once, and the chunks are those of the same
+    /// stream read without pieces (the second pass is references).
+    #[test]
+    fn streams_with_pieces_round_trip_and_keep_their_chunks(
+        len in 1usize..300_000,
+        seed in any::<u64>(),
+        compressible in any::<bool>(),
+        codec in 0u8..3,
+        reads in proptest::collection::vec((1usize..20_000, any::<bool>()), 1..40),
+    ) {
+        let mut pair = Pair::new(small_config());
+        pair.encoder.compression = match codec {
+            0 => Compression::Lz4,
+            1 => Compression::ZSTD,
+            _ => Compression::Max { preset: 6 },
+        };
+        let data = if compressible { text(len, seed) } else { random(len, seed) };
+        let mut flow = Flow::with_config(&pair.edge, &pair.core, pair.encoder);
+        let mut at = 0;
+        let mut i = 0;
+        while at < data.len() {
+            let (n, held) = reads[i % reads.len()];
+            i += 1;
+            let end = (at + n).min(data.len());
+            flow.send(&data[at..end]);
+            at = end;
+            if held {
+                flow.enc.send_held(&mut flow.wire);
+                flow.pump();
+                prop_assert_eq!(flow.delivered.len(), at);
+            }
+        }
+        flow.finish();
+        prop_assert_eq!(&flow.delivered, &data);
+        let (again, wan) = pair.transfer(&data, &[1 << 20]);
+        prop_assert_eq!(&again, &data);
+        prop_assert!(wan < 100 + data.len() as u64 / 1000, "second pass {}", wan);
     }
 }
