@@ -235,7 +235,7 @@ pub fn render_metrics(state: &NodeState) -> String {
         ],
     );
     // One sample for the node.
-    let node: [(&str, &str, &str, f64); 14] = [
+    let node: [(&str, &str, &str, f64); 15] = [
         (
             "flows_active",
             "gauge",
@@ -271,6 +271,12 @@ pub fn render_metrics(state: &NodeState) -> String {
             "counter",
             "Chunks sent as references to the peer's byte cache.",
             s.references as f64,
+        ),
+        (
+            "pieces_total",
+            "counter",
+            "Pieces sent: held bytes of a trickling source sent before their chunk's end.",
+            s.pieces as f64,
         ),
         (
             "cache_hits_total",

@@ -157,6 +157,7 @@ impl Flow {
             cache_hits: reduce.cache_hits,
             cache_misses: reduce.cache_misses,
             repairs: reduce.repairs,
+            pieces: reduce.pieces,
             rate_to_server_bps: rate.bps_to_server.round() as u64,
             rate_to_client_bps: rate.bps_to_client.round() as u64,
             age_secs: now.saturating_duration_since(self.started).as_secs_f64(),
@@ -204,6 +205,10 @@ pub struct FlowInfo {
     /// Chunks and chunk lists this node sent again at the peer's request.
     #[serde(default)]
     pub repairs: u64,
+    /// Pieces sent: held bytes of a trickling source sent before their
+    /// chunk's end.
+    #[serde(default)]
+    pub pieces: u64,
     /// Recent rate client to server, bits per second.
     pub rate_to_server_bps: u64,
     /// Recent rate server to client, bits per second.
@@ -270,6 +275,7 @@ pub struct ByteTotals {
 #[derive(Debug, Default)]
 pub struct ReduceCounters {
     references: AtomicU64,
+    pieces: AtomicU64,
     cache_hits: AtomicU64,
     cache_misses: AtomicU64,
     repairs: AtomicU64,
@@ -282,6 +288,9 @@ pub struct ReduceCounters {
 pub struct ReduceTotals {
     /// Chunks this node's encoders sent as references to the peer's cache.
     pub references: u64,
+    /// Pieces this node's encoders sent: held bytes of a trickling source
+    /// sent before their chunk's end (`Encoder::send_held`).
+    pub pieces: u64,
     /// References this node's decoders resolved from its cache.
     pub cache_hits: u64,
     /// References and spans this node's decoders could not resolve from its
@@ -302,6 +311,7 @@ impl ReduceTotals {
     fn plus(self, other: ReduceTotals) -> ReduceTotals {
         ReduceTotals {
             references: self.references + other.references,
+            pieces: self.pieces + other.pieces,
             cache_hits: self.cache_hits + other.cache_hits,
             cache_misses: self.cache_misses + other.cache_misses,
             repairs: self.repairs + other.repairs,
@@ -317,6 +327,7 @@ impl ReduceCounters {
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
         ReduceTotals {
             references: load(&self.references),
+            pieces: load(&self.pieces),
             cache_hits: load(&self.cache_hits),
             cache_misses: load(&self.cache_misses),
             repairs: load(&self.repairs),
@@ -328,6 +339,7 @@ impl ReduceCounters {
     /// Adds a finished flow's counters (not its gauge).
     fn add(&self, t: ReduceTotals) {
         self.references.fetch_add(t.references, Ordering::Relaxed);
+        self.pieces.fetch_add(t.pieces, Ordering::Relaxed);
         self.cache_hits.fetch_add(t.cache_hits, Ordering::Relaxed);
         self.cache_misses
             .fetch_add(t.cache_misses, Ordering::Relaxed);
@@ -340,6 +352,7 @@ impl ReduceCounters {
         self.compressor_bytes
             .store(encoder.compressor_bytes() as u64, Ordering::Relaxed);
         self.references.store(stats.references, Ordering::Relaxed);
+        self.pieces.store(stats.pieces, Ordering::Relaxed);
         self.repairs.store(
             stats.repairs_sent + stats.span_lists_sent,
             Ordering::Relaxed,

@@ -194,6 +194,10 @@ pub struct Status {
     /// Chunks and chunk lists this node sent again at the peer's request.
     #[serde(default)]
     pub repairs: u64,
+    /// Pieces sent: held bytes of a trickling source sent before their
+    /// chunk's end.
+    #[serde(default)]
+    pub pieces: u64,
     /// Memory held now by the stream compressors (zstd or LZMA2) of
     /// sending flows.
     #[serde(default)]
@@ -425,6 +429,7 @@ impl NodeState {
             cache_hits: bytes.reduce.cache_hits,
             cache_misses: bytes.reduce.cache_misses,
             repairs: bytes.reduce.repairs,
+            pieces: bytes.reduce.pieces,
             compressor_bytes: bytes.reduce.compressor_bytes,
             decompressor_bytes: bytes.reduce.decompressor_bytes,
             compressor_budget: budget.map_or(0, |b| b.limit()),

@@ -204,6 +204,12 @@ pub fn status(args: &QueryArgs) -> anyhow::Result<()> {
             counted(s.references, "reference", "references"),
             counted(s.cache_hits, "cache hit", "cache hits")
         );
+        if s.pieces > 0 {
+            println!(
+                "            {} sent early (a trickling source's held bytes)",
+                counted(s.pieces, "piece", "pieces")
+            );
+        }
         if s.cache_misses + s.repairs > 0 {
             println!(
                 "            {} asked of the peer, {} sent",
