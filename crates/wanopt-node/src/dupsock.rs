@@ -324,17 +324,22 @@ impl PathMemory {
 
     fn capacity(&mut self, now: Instant, estimate: Option<f64>) -> Option<f64> {
         let estimate = estimate.filter(|r| r.is_finite() && *r > 0.0);
-        let remembered = self.capacity.map(|(rate, at)| {
-            let half_lives =
-                now.saturating_duration_since(at).as_secs_f64() / CAPACITY_HALF_LIFE.as_secs_f64();
-            rate * 0.5f64.powf(half_lives)
-        });
+        let remembered = self.remembered(now);
         let capacity = match (estimate, remembered) {
             (Some(e), Some(r)) => Some(e.max(r)),
             (e, r) => e.or(r),
         };
         self.capacity = capacity.map(|c| (c, now));
         capacity
+    }
+
+    /// The remembered capacity decayed to `now`, bytes per second.
+    fn remembered(&self, now: Instant) -> Option<f64> {
+        self.capacity.map(|(rate, at)| {
+            let half_lives =
+                now.saturating_duration_since(at).as_secs_f64() / CAPACITY_HALF_LIFE.as_secs_f64();
+            rate * 0.5f64.powf(half_lives)
+        })
     }
 }
 
@@ -530,6 +535,22 @@ pub struct StreamEnds {
 }
 
 impl StreamEnds {
+    /// The path's capacity, bits per second: the highest rate estimate
+    /// its samples saw, forgotten with a one-minute half-life (BBR's own
+    /// estimate falls as soon as the traffic turns sparse). `None` before
+    /// the first sample.
+    pub fn capacity_bps(&self) -> Option<f64> {
+        let paths = self
+            .duplication
+            .paths
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        paths
+            .get(&self.peer)?
+            .remembered(Instant::now())
+            .map(|bytes_per_sec| bytes_per_sec * 8.0)
+    }
+
     /// A stream on the path has had its last bytes written (they may still
     /// be queued in the QUIC connection): until the returned guard is
     /// dropped, the path's tails are repeated even while it is busy.
@@ -822,6 +843,30 @@ mod tests {
             udp_tx_bytes: tx,
             mtu: 1472,
         }
+    }
+
+    #[test]
+    fn a_path_reports_its_remembered_capacity_to_its_flows() {
+        let peer: SocketAddr = "192.0.2.1:4433".parse().unwrap();
+        // Kept whatever the mode: flows use it too.
+        let dup = Duplication::new(DuplicationMode::Off);
+        let ends = dup.stream_ends(peer);
+        assert_eq!(ends.capacity_bps(), None);
+        dup.update_path(peer, &sample(1000, 0, 1_000_000));
+        let c = ends.capacity_bps().unwrap();
+        assert!((c - 2e6).abs() < 1e3, "{c}");
+        // The traffic turns sparse: BBR's estimate falls, the capacity
+        // does not.
+        let mut sparse = sample(1100, 0, 1_100_000);
+        sparse.rate_estimate = Some(1_000.0);
+        dup.update_path(peer, &sparse);
+        let c = ends.capacity_bps().unwrap();
+        assert!(c > 1.99e6, "{c}");
+        assert_eq!(
+            dup.stream_ends("192.0.2.2:4433".parse().unwrap())
+                .capacity_bps(),
+            None
+        );
     }
 
     #[test]

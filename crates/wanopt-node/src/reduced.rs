@@ -72,11 +72,19 @@ const DATA_QUEUE: usize = 4;
 const RATE_CHECK: Duration = Duration::from_millis(250);
 
 /// A trickling source's held bytes go out early only while its rate is
-/// below this share of the tunnel's: what its pieces cost (bytes that
-/// might have crossed as references) is then bounded by that share of
-/// the link, and a source faster than that (a bulk transfer from a slow
-/// LAN client over a slower WAN) keeps the whole of its reduction.
+/// below this share of the tunnel's, or below [`TRICKLE_FLOOR_BPS`]: what
+/// its pieces cost (bytes that might have crossed as references) is then
+/// bounded by that share of the link, and a source faster than that (a
+/// bulk transfer from a slow LAN client over a slower WAN) keeps the whole
+/// of its reduction.
 pub const TRICKLE_RATE_SHARE: f64 = 0.125;
+
+/// A source slower than this may trickle whatever the tunnel's rate is
+/// thought to be: a tunnel that carried nothing but the trickle knows no
+/// rate above the trickle's own (BBR measures what it is given), and
+/// interactive traffic (terminals, market data, remote desktops) sits
+/// below it. Pieces still wait while the tunnel's sender has data queued.
+pub const TRICKLE_FLOOR_BPS: f64 = 2e6;
 
 /// Time constant of a flow's source rate (an exponential average).
 const SOURCE_RATE_WINDOW: Duration = Duration::from_millis(100);
@@ -88,13 +96,16 @@ const SOURCE_RATE_WINDOW: Duration = Duration::from_millis(100);
 /// The idle flush covers a source that goes quiet. A source that trickles
 /// (a 200-byte message every millisecond: market data, a terminal, a
 /// remote desktop) never does, and each of its bytes waited for its
-/// chunk's end: 28 ms one-way on loopback at 1.6 Mbit/s (median; p99 124
+/// chunk's end: 27 ms one-way on loopback at 1.6 Mbit/s (median; p99 124
 /// ms, max 153). Here the time the flow spent waiting for reads while
 /// bytes were held adds up, and once it reaches [`IDLE_FLUSH`] they go,
-/// provided the source is slow next to the tunnel
-/// ([`TRICKLE_RATE_SHARE`]). Time spent encoding or waiting for the
-/// tunnel (back-pressure) does not count: a source that the tunnel holds
-/// back is not trickling. Sans-IO: the caller passes the times.
+/// provided the source is slow next to the tunnel ([`TRICKLE_RATE_SHARE`]
+/// of the higher of BBR's estimate and the path's remembered capacity, or
+/// [`TRICKLE_FLOOR_BPS`]) and the tunnel's sender has nothing waiting for
+/// its window or pacer (a piece never queues behind the link). Time spent
+/// encoding or waiting for the tunnel (back-pressure) does not count: a
+/// source that the tunnel holds back is not trickling. Sans-IO: the
+/// caller passes the times and asks the tunnel only when the rest holds.
 #[derive(Debug, Clone, Default)]
 pub struct Trickle {
     /// Time spent waiting for reads since the oldest held byte arrived.
@@ -135,12 +146,16 @@ impl Trickle {
         self.recent * 8.0 / SOURCE_RATE_WINDOW.as_secs_f64()
     }
 
-    /// Whether held bytes should go out now, on a tunnel of
-    /// `tunnel_bps` (unknown: no).
-    pub fn due(&self, held: usize, tunnel_bps: Option<f64>) -> bool {
-        held > 0
-            && self.waited >= IDLE_FLUSH
-            && tunnel_bps.is_some_and(|t| self.source_rate_bps() < TRICKLE_RATE_SHARE * t)
+    /// Whether held bytes should go out now, given the tunnel's rate
+    /// (`None`: unknown) and whether its sender has data waiting, both
+    /// asked only when the rest holds.
+    pub fn due(&self, held: usize, tunnel: impl FnOnce() -> (Option<f64>, bool)) -> bool {
+        if held == 0 || self.waited < IDLE_FLUSH {
+            return false;
+        }
+        let (rate, busy) = tunnel();
+        let limit = rate.map_or(0.0, |r| TRICKLE_RATE_SHARE * r);
+        !busy && self.source_rate_bps() < limit.max(TRICKLE_FLOOR_BPS)
     }
 
     /// The held bytes went out (as pieces, or flushed).
@@ -301,7 +316,7 @@ pub async fn splice_reduced(
     let result = {
         let (mut rd, mut wr) = tcp.split();
         tokio::try_join!(
-            uplink(&mut rd, &encoder, choice, data_tx, &up, flow),
+            uplink(&mut rd, &encoder, choice, data_tx, &up, flow, &ends),
             downlink(
                 &mut recv,
                 &mut wr,
@@ -326,10 +341,19 @@ async fn uplink(
     tx: mpsc::Sender<Vec<u8>>,
     dir: &Direction<'_>,
     flow: &Flow,
+    ends: &StreamEnds,
 ) -> Result<(), Abort> {
     let mut buf = vec![0u8; CHUNK];
     let mut pending = false;
     let mut trickle = Trickle::default();
+    // Whether the tunnel's sender has data waiting (wanopt's BBR says).
+    let sender = choice.connection.as_ref().and_then(|c| {
+        c.congestion_state()
+            .into_any()
+            .downcast::<crate::bbr::Bbr>()
+            .ok()
+            .map(|bbr| bbr.sender_blocked())
+    });
     // The codec was picked (and its memory reserved) when the flow began:
     // a flow whose socket stays silent gives it back after the idle time.
     let mut holds_compressor = choice.reservation.bytes() > 0;
@@ -395,7 +419,15 @@ async fn uplink(
                     encoder.push(&buf[..n], &mut out);
                     let waited = arrived.saturating_duration_since(waiting);
                     trickle.on_read(arrived, waited, n, held, encoder.held_len());
-                    if trickle.due(encoder.held_len(), choice.tunnel_bps) {
+                    let tunnel = || {
+                        let rate = match (choice.tunnel_bps, ends.capacity_bps()) {
+                            (Some(a), Some(b)) => Some(a.max(b)),
+                            (a, b) => a.or(b),
+                        };
+                        let busy = sender.as_ref().is_some_and(|s| s.load(Ordering::Relaxed));
+                        (rate, busy)
+                    };
+                    if trickle.due(encoder.held_len(), tunnel) {
                         encoder.send_held(&mut out);
                         trickle.sent();
                     }
@@ -590,7 +622,7 @@ mod tests {
     fn a_trickle_is_due_after_the_idle_time_spent_waiting_for_reads() {
         let t0 = tokio::time::Instant::now();
         let mut trickle = Trickle::default();
-        let tunnel = Some(100e6);
+        let idle = || (Some(100e6), false);
         // 200 bytes a millisecond (1.6 Mbit/s once the average settles),
         // held by the chunker: each read kept the flow waiting 1 ms.
         let mut held = 0;
@@ -598,7 +630,7 @@ mod tests {
         for i in 1..=1000u32 {
             trickle.on_read(t0 + i * MS, MS, 200, held, held + 200);
             held += 200;
-            if due_at.is_none() && trickle.due(held, tunnel) {
+            if due_at.is_none() && trickle.due(held, idle) {
                 due_at = Some(i);
                 trickle.sent();
             }
@@ -607,38 +639,59 @@ mod tests {
         assert_eq!(due_at, Some(3));
         let rate = trickle.source_rate_bps();
         assert!((1.5e6..1.7e6).contains(&rate), "{rate}");
-        // Nothing held, or no tunnel rate known: never.
-        assert!(!trickle.due(0, tunnel));
         trickle.on_read(t0 + 1001 * MS, 5 * MS, 200, held, held + 200);
-        assert!(!trickle.due(held + 200, None));
-        // A source faster than an eighth of the tunnel keeps its bytes
-        // held for their chunk (its reduction is worth more).
-        assert!(!trickle.due(held + 200, Some(8.0 * rate)));
-        assert!(trickle.due(held + 200, Some(8.5 * rate)));
+        held += 200;
+        assert!(trickle.due(held, idle));
+        // Nothing held, or the tunnel's sender has data waiting: no.
+        assert!(!trickle.due(0, idle));
+        assert!(!trickle.due(held, || (Some(100e6), true)));
+        // Below the floor, whatever the tunnel's rate (or none known).
+        assert!(trickle.due(held, || (None, false)));
+        assert!(trickle.due(held, || (Some(1e6), false)));
+    }
+
+    #[test]
+    fn a_source_fast_next_to_the_tunnel_keeps_its_bytes_held() {
+        let t0 = tokio::time::Instant::now();
+        let mut trickle = Trickle::default();
+        // 20 Mbit/s from a slow LAN client, each read waited for.
+        let mut held = 0;
+        for i in 1..=1000u32 {
+            trickle.on_read(t0 + i * MS, MS, 2500, held, held + 2500);
+            held += 2500;
+        }
+        let rate = trickle.source_rate_bps();
+        assert!((19e6..21e6).contains(&rate), "{rate}");
+        // Over a 2 Mbit/s WAN (or one whose rate is unknown) it stays held;
+        // over one eight times as fast as it, it may go.
+        assert!(!trickle.due(held, || (Some(2e6), false)));
+        assert!(!trickle.due(held, || (None, false)));
+        assert!(!trickle.due(held, || (Some(8.0 * rate), false)));
+        assert!(trickle.due(held, || (Some(8.5 * rate), false)));
     }
 
     #[test]
     fn a_cut_or_a_send_restarts_the_wait_and_back_pressure_does_not_count() {
         let t0 = tokio::time::Instant::now();
         let mut trickle = Trickle::default();
-        let tunnel = Some(1e9);
+        let idle = || (Some(1e9), false);
         trickle.on_read(t0, MS, 100, 0, 100);
         trickle.on_read(t0 + MS, MS, 100, 100, 200);
-        assert!(!trickle.due(200, tunnel));
+        assert!(!trickle.due(200, idle));
         // This read completed a chunk: only its own tail is held now.
         trickle.on_read(t0 + 2 * MS, MS, 100, 200, 50);
         trickle.on_read(t0 + 3 * MS, MS, 100, 50, 150);
-        assert!(!trickle.due(150, tunnel));
+        assert!(!trickle.due(150, idle));
         trickle.on_read(t0 + 4 * MS, MS, 100, 150, 250);
-        assert!(trickle.due(250, tunnel));
+        assert!(trickle.due(250, idle));
         trickle.sent();
-        assert!(!trickle.due(250, tunnel));
+        assert!(!trickle.due(250, idle));
         // A flow that waited on the tunnel (back-pressure) between reads
         // that found data at once: wall time passes, no waiting counts.
         for i in 0..50u32 {
             trickle.on_read(t0 + (10 + 10 * i) * MS, Duration::ZERO, 100, 250, 350);
         }
-        assert!(!trickle.due(350, tunnel));
+        assert!(!trickle.due(350, idle));
     }
 
     use tokio::io::ReadBuf;
@@ -711,8 +764,12 @@ mod tests {
             // Dropping the queue ends the uplink (its next send fails).
             (first.len(), reads.load(Ordering::SeqCst))
         };
-        let (ended, (first_len, reads_before_first)) =
-            tokio::join!(uplink(&mut socket, &encoder, choice, tx, &up, flow), writer);
+        let ends = crate::dupsock::Duplication::new(crate::dupsock::DuplicationMode::Off)
+            .stream_ends("127.0.0.1:4433".parse().unwrap());
+        let (ended, (first_len, reads_before_first)) = tokio::join!(
+            uplink(&mut socket, &encoder, choice, tx, &up, flow, &ends),
+            writer
+        );
         assert!(ended.is_err(), "the uplink stops once its writer is gone");
         assert!(first_len > 0);
         assert!(
