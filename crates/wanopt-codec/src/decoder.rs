@@ -66,8 +66,9 @@ pub enum DecodeError {
     #[error("too many unread control frames from the peer")]
     ControlOverflow,
     /// Pieces that do not add up: a cut beyond the bytes held, more held
-    /// than a chunk can be, or another chunk's frame while a chunk's
-    /// pieces are unfinished.
+    /// than a chunk can be, another chunk's frame while a chunk's pieces
+    /// are unfinished, or a `PieceRef` without pieces, no longer than
+    /// them, or to a chunk that does not begin with them.
     #[error("pieces of a chunk out of order")]
     PieceOrder,
 }
@@ -75,8 +76,17 @@ pub enum DecodeError {
 #[derive(Debug)]
 enum Pending {
     Data(Vec<u8>),
-    Missing { fingerprint: Fingerprint, len: u32 },
-    MissingSpan { check: Fingerprint, len: u32 },
+    /// A chunk to be repaired; `prefix` is what was delivered of it as
+    /// pieces (empty for a reference), the rest is delivered.
+    Missing {
+        fingerprint: Fingerprint,
+        len: u32,
+        prefix: Vec<u8>,
+    },
+    MissingSpan {
+        check: Fingerprint,
+        len: u32,
+    },
     End,
 }
 
@@ -301,6 +311,10 @@ impl Decoder {
             }
             _ if self.end_seen => return Err(DecodeError::DataAfterEnd),
             DataRepr::Piece { cut, payload } => return self.piece(cut, payload, out),
+            DataRepr::PieceRef {
+                fingerprint,
+                raw_len,
+            } => return self.piece_ref(fingerprint, raw_len, out),
             // The encoder finishes a chunk's pieces before anything else
             // of the byte stream.
             _ if !self.pieces.is_empty() => return Err(DecodeError::PieceOrder),
@@ -324,13 +338,13 @@ impl Decoder {
                         return Ok(());
                     }
                     debug_assert_eq!(out.len(), start);
-                    self.enqueue_missing(fingerprint, raw_len)?;
+                    self.enqueue_missing(fingerprint, raw_len, Vec::new())?;
                 } else {
                     let mut data = Vec::new();
                     if self.lookup(&fingerprint, raw_len, &mut data)? {
                         self.enqueue(Pending::Data(data))?;
                     } else {
-                        self.enqueue_missing(fingerprint, raw_len)?;
+                        self.enqueue_missing(fingerprint, raw_len, Vec::new())?;
                     }
                 }
             }
@@ -371,7 +385,7 @@ impl Decoder {
                         }
                     }
                     // Base missing or damaged: ask for the chunk itself.
-                    None => self.enqueue_missing(target, raw_len)?,
+                    None => self.enqueue_missing(target, raw_len, Vec::new())?,
                 }
             }
             DataRepr::StreamEnd => {
@@ -394,7 +408,40 @@ impl Decoder {
             DataRepr::Preamble { .. }
             | DataRepr::Repair { .. }
             | DataRepr::SpanList { .. }
-            | DataRepr::Piece { .. } => {}
+            | DataRepr::Piece { .. }
+            | DataRepr::PieceRef { .. } => {}
+        }
+        Ok(())
+    }
+
+    /// The chunk the held pieces begin is `fingerprint`, from the store:
+    /// deliver what follows the pieces. A chunk that does not begin with
+    /// them is an error (the encoder only says so of a chunk it cut from
+    /// those bytes); a missing one is asked for like a reference's.
+    fn piece_ref(
+        &mut self,
+        fingerprint: Fingerprint,
+        raw_len: u32,
+        out: &mut Vec<u8>,
+    ) -> Result<(), DecodeError> {
+        let held = self.pieces.len();
+        if held == 0 || held >= raw_len as usize {
+            return Err(DecodeError::PieceOrder);
+        }
+        let mut data = Vec::with_capacity(raw_len as usize);
+        if !self.lookup(&fingerprint, raw_len, &mut data)? {
+            let prefix = std::mem::take(&mut self.pieces);
+            return self.enqueue_missing(fingerprint, raw_len, prefix);
+        }
+        if data[..held] != self.pieces[..] {
+            return Err(DecodeError::PieceOrder);
+        }
+        self.pieces.clear();
+        if self.backlog.is_empty() {
+            out.extend_from_slice(&data[held..]);
+        } else {
+            data.drain(..held);
+            self.enqueue(Pending::Data(data))?;
         }
         Ok(())
     }
@@ -539,13 +586,19 @@ impl Decoder {
             if let Pending::Missing {
                 fingerprint: fp,
                 len,
+                prefix,
             } = slot
             {
                 if *fp == fingerprint {
                     if *len as usize != data.len() {
                         return Err(DecodeError::LengthMismatch);
                     }
-                    *slot = Pending::Data(data.clone());
+                    // Counted at its full length while it waited.
+                    let Some(rest) = data.strip_prefix(&prefix[..]) else {
+                        return Err(DecodeError::PieceOrder);
+                    };
+                    self.backlog_bytes -= prefix.len();
+                    *slot = Pending::Data(rest.to_vec());
                 }
             }
         }
@@ -643,7 +696,11 @@ impl Decoder {
                 if self.lookup(&fingerprint, len, &mut data)? {
                     rebuilt.push_back(Pending::Data(data));
                 } else {
-                    rebuilt.push_back(Pending::Missing { fingerprint, len });
+                    rebuilt.push_back(Pending::Missing {
+                        fingerprint,
+                        len,
+                        prefix: Vec::new(),
+                    });
                     if self.missing.insert(fingerprint, ()).is_none() {
                         self.control
                             .push_back(ControlRepr::NeedChunk { fingerprint });
@@ -717,8 +774,17 @@ impl Decoder {
         Ok(())
     }
 
-    fn enqueue_missing(&mut self, fingerprint: Fingerprint, len: u32) -> Result<(), DecodeError> {
-        self.enqueue(Pending::Missing { fingerprint, len })?;
+    fn enqueue_missing(
+        &mut self,
+        fingerprint: Fingerprint,
+        len: u32,
+        prefix: Vec<u8>,
+    ) -> Result<(), DecodeError> {
+        self.enqueue(Pending::Missing {
+            fingerprint,
+            len,
+            prefix,
+        })?;
         if self.missing.insert(fingerprint, ()).is_none() {
             self.control
                 .push_back(ControlRepr::NeedChunk { fingerprint });

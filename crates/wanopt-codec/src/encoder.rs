@@ -738,7 +738,7 @@ impl Encoder {
     /// decoder delivers them at once; the chunk is cut where its content
     /// says, as if nothing had been sent early, so chunk boundaries do
     /// not depend on timing. The chunk then goes out as the piece that
-    /// completes it (never as a reference: its start is out already).
+    /// completes it, or as a `PieceRef` when the peer holds it.
     pub fn send_held(&mut self, out: &mut Vec<u8>) {
         let held = self.chunker.pending();
         if held.len() <= self.core.pieces_sent {
@@ -890,15 +890,6 @@ impl Core {
     fn encode_chunk(&mut self, chunk: &[u8], out: &mut Vec<u8>) {
         let fingerprint = Fingerprint::of(chunk);
         self.stats.chunks += 1;
-        if self.pieces_sent > 0 {
-            // Its start is out as pieces: the rest completes it.
-            let sent = self.pieces_sent.min(chunk.len());
-            self.pieces_sent -= sent;
-            self.piece(chunk.len() as u32, &chunk[sent..], out);
-            self.cursor = None;
-            self.note_sent(fingerprint, chunk);
-            return;
-        }
         // Where the peer holds it (for spans); a chunk first sent in this
         // flow may not be acknowledged yet, and is referred to on its own.
         let in_flow = self.flow_sent.contains_key(&fingerprint);
@@ -913,20 +904,32 @@ impl Core {
                 && shared.store.holds_for(&fingerprint, REPAIR_MARGIN);
             (position, held)
         };
-        if in_flow || position.is_some() {
+        let peer_holds = in_flow || position.is_some();
+        if self.pieces_sent > 0 {
+            // Its start is out as pieces: the rest completes it, by
+            // reference when the peer holds the chunk and there is a rest.
+            let sent = self.pieces_sent.min(chunk.len());
+            self.pieces_sent -= sent;
+            if peer_holds && sent < chunk.len() {
+                self.flush_pending(out);
+                DataRepr::PieceRef {
+                    fingerprint,
+                    raw_len: chunk.len() as u32,
+                }
+                .emit(out);
+                self.retain_reference(fingerprint, chunk, held_locally);
+                self.stats.referenced_bytes -= sent as u64;
+                return;
+            }
+            self.piece(chunk.len() as u32, &chunk[sent..], out);
+            self.cursor = None;
+            self.note_sent(fingerprint, chunk);
+            return;
+        }
+        if peer_holds {
             self.flush_run(out);
             self.reference(fingerprint, chunk.len(), position, out);
-            // A repair, should the peer need one, is read from the local
-            // store when it holds the chunk far from eviction; only the
-            // others are copied (a copy per chunk was a tenth of a warm
-            // flow's encoding time).
-            if !held_locally {
-                self.retained
-                    .insert(fingerprint, chunk, self.config.retain_bytes);
-            }
-            self.stats.references += 1;
-            self.stats.referenced_bytes += chunk.len() as u64;
-            self.cursor = Some(fingerprint);
+            self.retain_reference(fingerprint, chunk, held_locally);
             return;
         }
         // What followed the previous chunk when this stream last passed:
@@ -944,6 +947,21 @@ impl Core {
             self.literal(fingerprint, chunk, out);
         }
         self.note_sent(fingerprint, chunk);
+    }
+
+    /// After a reference to `chunk`: what a repair needs, and the cursor.
+    fn retain_reference(&mut self, fingerprint: Fingerprint, chunk: &[u8], held_locally: bool) {
+        // A repair, should the peer need one, is read from the local
+        // store when it holds the chunk far from eviction; only the
+        // others are copied (a copy per chunk was a tenth of a warm
+        // flow's encoding time).
+        if !held_locally {
+            self.retained
+                .insert(fingerprint, chunk, self.config.retain_bytes);
+        }
+        self.stats.references += 1;
+        self.stats.referenced_bytes += chunk.len() as u64;
+        self.cursor = Some(fingerprint);
     }
 
     /// Keeps a chunk just sent in full (literal, delta or pieces) in the

@@ -26,6 +26,7 @@
 //! | 0x0b | StreamRun | flags u8 (bit 0: new stream, bit 1: LZMA2), count u16, count x raw length u32, stream bytes |
 //! | 0x0c | StreamEnd | empty |
 //! | 0x0d | Piece     | cut u32, then (unless the body ends) codec u8, raw length u32, payload |
+//! | 0x0e | PieceRef  | fingerprint (16), raw length u32 |
 //!
 //! A `Span` stands for `count` chunks the decoder holds one after the other
 //! in its store (the encoder knows from the positions in the decoder's
@@ -49,7 +50,12 @@
 //! once and holds them; a piece with a non-zero `cut` says that the first
 //! `cut` bytes held (this piece's included) form a chunk, which the decoder
 //! stores like a literal, keeping the rest. Chunk boundaries do not move,
-//! so what crosses again later still crosses as references.
+//! so what crosses again later still crosses as references. When the
+//! chunk the pieces begin turns out to be one the decoder holds, a
+//! `PieceRef` completes it: the decoder reads the chunk from its store,
+//! checks that it begins with the bytes held, and delivers the rest (a
+//! request sent at once, and the body behind it, crosses warm as
+//! references all the same).
 //!
 //! A `Named` literal is a `Literal` that carries its chunk's fingerprint,
 //! so the decoder stores it without hashing it: a third of the decoder's
@@ -147,8 +153,8 @@ pub const MAGIC: [u8; 4] = *b"WOPC";
 /// Version of the frame format written by this crate (2: zstd literals,
 /// delta frames; 3: run frames; 4: named literals; 5: spans; 6: stream
 /// runs; 7: stream end; 8: LZMA2 stream runs; 9: PPMd stream runs; 10:
-/// `Sent` acks; 11: pieces).
-pub const VERSION: u8 = 11;
+/// `Sent` acks; 11: pieces; 12: pieces completed by reference).
+pub const VERSION: u8 = 12;
 /// Window of the zstd stream that `StreamRun` frames continue (log2 of
 /// bytes): the encoder's setting and the decoder's cap, 1 MiB per flow.
 pub const STREAM_WINDOW_LOG: u32 = 20;
@@ -187,6 +193,8 @@ pub mod kind {
     pub const STREAM_END: u8 = 0x0c;
     /// Bytes of a chunk not yet complete (and where it ends, once known).
     pub const PIECE: u8 = 0x0d;
+    /// The chunk the pieces held begin, by reference: the rest of it.
+    pub const PIECE_REF: u8 = 0x0e;
     /// Control: the decoder cannot resolve a reference.
     pub const NEED_CHUNK: u8 = 0x41;
     /// Control: the decoder stored chunks in its cache.
@@ -481,6 +489,15 @@ pub enum DataRepr<'a> {
         cut: u32,
         /// The bytes, if any (a cut may add none).
         payload: Option<Payload<'a>>,
+    },
+    /// The chunk whose start the decoder holds as pieces is this one,
+    /// which it holds in its store: the bytes after the pieces (see the
+    /// module documentation).
+    PieceRef {
+        /// Fingerprint of the whole chunk.
+        fingerprint: Fingerprint,
+        /// Its length (more than the bytes held as pieces).
+        raw_len: u32,
     },
     /// A chunk carried in full with its fingerprint (stored under it
     /// unhashed; see the module documentation).
@@ -1055,7 +1072,7 @@ impl<'a> DataRepr<'a> {
                 };
                 DataRepr::Piece { cut, payload }
             }
-            kind::REFERENCE => {
+            kind::REFERENCE | kind::PIECE_REF => {
                 if body.len() != FINGERPRINT_LEN + 4 {
                     return Err(FrameError::Malformed(t));
                 }
@@ -1065,9 +1082,16 @@ impl<'a> DataRepr<'a> {
                 if raw_len == 0 || raw_len as usize > MAX_CHUNK_LEN {
                     return Err(FrameError::ChunkLength(raw_len));
                 }
-                DataRepr::Reference {
-                    fingerprint,
-                    raw_len,
+                if t == kind::REFERENCE {
+                    DataRepr::Reference {
+                        fingerprint,
+                        raw_len,
+                    }
+                } else {
+                    DataRepr::PieceRef {
+                        fingerprint,
+                        raw_len,
+                    }
                 }
             }
             kind::REPAIR | kind::NAMED => {
@@ -1196,8 +1220,17 @@ impl<'a> DataRepr<'a> {
             DataRepr::Reference {
                 fingerprint,
                 raw_len,
+            }
+            | DataRepr::PieceRef {
+                fingerprint,
+                raw_len,
             } => {
-                emit_header(out, kind::REFERENCE, FINGERPRINT_LEN + 4);
+                let t = if matches!(self, DataRepr::Reference { .. }) {
+                    kind::REFERENCE
+                } else {
+                    kind::PIECE_REF
+                };
+                emit_header(out, t, FINGERPRINT_LEN + 4);
                 out.extend_from_slice(fingerprint.as_bytes());
                 out.extend_from_slice(&raw_len.to_be_bytes());
             }
@@ -1319,6 +1352,33 @@ mod tests {
             cut: 9000,
             payload: None,
         });
+        round_trip(DataRepr::PieceRef {
+            fingerprint: fp,
+            raw_len: 9000,
+        });
+        // References (to whole chunks or after pieces) of the wrong size,
+        // of no bytes, or longer than a chunk may be.
+        for t in [kind::REFERENCE, kind::PIECE_REF] {
+            let parse = |body: &[u8]| {
+                let mut buf = Vec::new();
+                emit_header(&mut buf, t, body.len());
+                buf.extend_from_slice(body);
+                let frame = Frame::new_checked(&buf[..]).unwrap();
+                DataRepr::parse(&frame).map(|_| ())
+            };
+            let mut body = fp.as_bytes().to_vec();
+            assert_eq!(parse(&body), Err(FrameError::Malformed(t)));
+            body.extend_from_slice(&0u32.to_be_bytes());
+            assert_eq!(parse(&body), Err(FrameError::ChunkLength(0)));
+            body.truncate(FINGERPRINT_LEN);
+            body.extend_from_slice(&(MAX_CHUNK_LEN as u32 + 1).to_be_bytes());
+            assert_eq!(
+                parse(&body),
+                Err(FrameError::ChunkLength(MAX_CHUNK_LEN as u32 + 1))
+            );
+            body.push(0);
+            assert_eq!(parse(&body), Err(FrameError::Malformed(t)));
+        }
         // Pieces that cannot be: too short for the cut, a cut beyond the
         // largest chunk, neither bytes nor a cut, a bad payload.
         let piece = |body: &[u8]| {

@@ -1556,6 +1556,75 @@ fn held_bytes_sent_as_pieces_arrive_at_once_and_chunks_stay_where_they_were() {
     }
 }
 
+/// A request head sent at once as a piece, then a file behind it, as a
+/// client writes them (head and body are separate writes).
+fn head_then_file(pair: &Pair, head: &[u8], file: &[u8]) -> Flow {
+    let mut flow = Flow::with_config(&pair.edge, &pair.core, pair.encoder);
+    flow.send(head);
+    flow.enc.send_held(&mut flow.wire);
+    flow.pump();
+    assert_eq!(flow.delivered, head, "the head is delivered at once");
+    flow.send(file);
+    flow.finish();
+    let mut all = head.to_vec();
+    all.extend_from_slice(file);
+    assert_eq!(flow.delivered, all);
+    flow
+}
+
+#[test]
+fn a_chunk_begun_as_pieces_completes_as_a_reference_when_the_peer_holds_it() {
+    for compression in [
+        Compression::Lz4,
+        Compression::ZSTD,
+        Compression::Max { preset: 6 },
+    ] {
+        let mut pair = Pair::new(small_config());
+        pair.encoder.compression = compression;
+        let head = b"PUT report.doc 7 400000\n";
+        let mut file = text(300_000, 91);
+        file.extend(random(100_000, 92));
+        let cold = head_then_file(&pair, head, &file);
+        let cold_wan = cold.enc.stats().wan_bytes_out;
+        assert!(cold_wan > 100_000, "{cold_wan}");
+        // Again: the first chunk (the head and the file's start) is one
+        // the core holds; without the reference it would cross in full.
+        let warm = head_then_file(&pair, head, &file);
+        let (enc, dec) = (warm.enc.stats(), warm.dec.stats());
+        assert_eq!(enc.pieces, 1, "{enc:?}");
+        assert_eq!(dec.cache_misses, 0);
+        assert!(
+            enc.wan_bytes_out < 400,
+            "{compression:?}: {} bytes warm",
+            enc.wan_bytes_out
+        );
+        // Sent without a piece, the same chunks are references too.
+        let (again, wan) = pair.transfer(&[&head[..], &file].concat(), &[128 << 10]);
+        assert_eq!(again, [&head[..], &file].concat());
+        assert!(wan < 400, "{wan}");
+    }
+}
+
+#[test]
+fn a_piece_reference_the_decoder_cannot_resolve_is_repaired_after_the_pieces() {
+    let pair = Pair::new(small_config());
+    let head = b"GET /budget.xls\r\n\r\n";
+    let file = text(200_000, 93);
+    head_then_file(&pair, head, &file);
+    // The core's copy of the first chunk (its first record) is damaged.
+    for path in pair.core.segment_paths() {
+        let mut bytes = std::fs::read(&path).unwrap();
+        if bytes.len() > 200 {
+            bytes[200] ^= 0x5a;
+        }
+        std::fs::write(&path, bytes).unwrap();
+    }
+    let warm = head_then_file(&pair, head, &file);
+    assert!(warm.need_chunks > 0, "the damaged chunk was not asked for");
+    assert!(warm.dec.stats().cache_misses > 0);
+    assert!(warm.dec.stats().repairs_received > 0);
+}
+
 #[test]
 fn pieces_that_do_not_add_up_are_errors() {
     let dir = tempfile::tempdir().unwrap();
@@ -1612,6 +1681,45 @@ fn pieces_that_do_not_add_up_are_errors() {
     piece(0, &big, &mut wire);
     piece(0, &big, &mut wire);
     assert_eq!(decode(&wire), Err(DecodeError::PieceOrder));
+    // A PieceRef without pieces, no longer than them, or to a chunk that
+    // does not begin with them.
+    let stored = text(5000, 83);
+    let fingerprint = wanopt_codec::Fingerprint::of(&stored);
+    {
+        let mut wire = Vec::new();
+        DataRepr::Preamble { version: VERSION }.emit(&mut wire);
+        DataRepr::Literal(Payload {
+            codec: Codec::Raw,
+            raw_len: stored.len() as u32,
+            bytes: &stored,
+        })
+        .emit(&mut wire);
+        let mut dec = Decoder::new(cache.clone(), DecoderConfig::default());
+        dec.push(&wire, &mut Vec::new()).unwrap();
+    }
+    let piece_ref = |raw_len: u32, wire: &mut Vec<u8>| {
+        DataRepr::PieceRef {
+            fingerprint,
+            raw_len,
+        }
+        .emit(wire)
+    };
+    let mut wire = Vec::new();
+    piece(0, &stored[..1000], &mut wire);
+    piece_ref(5000, &mut wire);
+    DataRepr::End.emit(&mut wire);
+    assert_eq!(decode(&wire).unwrap(), stored, "a good one");
+    let mut wire = Vec::new();
+    piece_ref(5000, &mut wire);
+    assert_eq!(decode(&wire), Err(DecodeError::PieceOrder));
+    let mut wire = Vec::new();
+    piece(0, &stored, &mut wire);
+    piece_ref(5000, &mut wire);
+    assert_eq!(decode(&wire), Err(DecodeError::PieceOrder));
+    let mut wire = Vec::new();
+    piece(0, &a[..1000], &mut wire);
+    piece_ref(5000, &mut wire);
+    assert_eq!(decode(&wire), Err(DecodeError::PieceOrder));
     // An empty piece that cuts nothing is malformed.
     let mut wire = Vec::new();
     wanopt_codec::frame::emit_header(&mut wire, kind::PIECE, 4);
@@ -1640,23 +1748,28 @@ proptest! {
             _ => Compression::Max { preset: 6 },
         };
         let data = if compressible { text(len, seed) } else { random(len, seed) };
-        let mut flow = Flow::with_config(&pair.edge, &pair.core, pair.encoder);
-        let mut at = 0;
-        let mut i = 0;
-        while at < data.len() {
-            let (n, held) = reads[i % reads.len()];
-            i += 1;
-            let end = (at + n).min(data.len());
-            flow.send(&data[at..end]);
-            at = end;
-            if held {
-                flow.enc.send_held(&mut flow.wire);
-                flow.pump();
-                prop_assert_eq!(flow.delivered.len(), at);
+        // Cold, then warm the same way: pieced chunks the core now holds
+        // complete as references.
+        for _ in 0..2 {
+            let mut flow = Flow::with_config(&pair.edge, &pair.core, pair.encoder);
+            let mut at = 0;
+            let mut i = 0;
+            while at < data.len() {
+                let (n, held) = reads[i % reads.len()];
+                i += 1;
+                let end = (at + n).min(data.len());
+                flow.send(&data[at..end]);
+                at = end;
+                if held {
+                    flow.enc.send_held(&mut flow.wire);
+                    flow.pump();
+                    prop_assert_eq!(flow.delivered.len(), at);
+                }
             }
+            flow.finish();
+            prop_assert_eq!(&flow.delivered, &data);
+            prop_assert_eq!(flow.need_chunks, 0);
         }
-        flow.finish();
-        prop_assert_eq!(&flow.delivered, &data);
         let (again, wan) = pair.transfer(&data, &[1 << 20]);
         prop_assert_eq!(&again, &data);
         prop_assert!(wan < 100 + data.len() as u64 / 1000, "second pass {}", wan);
