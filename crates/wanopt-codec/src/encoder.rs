@@ -739,9 +739,17 @@ impl Encoder {
     /// says, as if nothing had been sent early, so chunk boundaries do
     /// not depend on timing. The chunk then goes out as the piece that
     /// completes it, or as a `PieceRef` when the peer holds it.
+    ///
+    /// Held bytes that are, as they stand, a whole chunk the peer holds
+    /// (the same request as before, cut there by an earlier idle flush)
+    /// are cut there and go as a reference instead.
     pub fn send_held(&mut self, out: &mut Vec<u8>) {
         let held = self.chunker.pending();
         if held.len() <= self.core.pieces_sent {
+            return;
+        }
+        if self.core.pieces_sent == 0 && self.core.peer_holds(&Fingerprint::of(held)) {
+            self.flush(out);
             return;
         }
         let before = out.len();
@@ -885,6 +893,12 @@ impl Core {
             self.stats.wan_bytes_out += (out.len() - before) as u64;
             self.started = true;
         }
+    }
+
+    /// Whether the peer holds the chunk (or was sent it in this flow).
+    fn peer_holds(&self, fingerprint: &Fingerprint) -> bool {
+        self.flow_sent.contains_key(fingerprint)
+            || self.cache.lock().peer.position(fingerprint).is_some()
     }
 
     fn encode_chunk(&mut self, chunk: &[u8], out: &mut Vec<u8>) {

@@ -1606,6 +1606,40 @@ fn a_chunk_begun_as_pieces_completes_as_a_reference_when_the_peer_holds_it() {
 }
 
 #[test]
+fn a_request_sent_before_as_a_whole_chunk_goes_as_a_reference() {
+    let pair = Pair::new(small_config());
+    let request = b"GET /budget.xls HTTP/1.1\r\nHost: files\r\n\r\n";
+    let exchange = |idle_flush: bool| {
+        let mut flow = Flow::with_config(&pair.edge, &pair.core, pair.encoder);
+        flow.send(request);
+        flow.enc.send_held(&mut flow.wire);
+        flow.pump();
+        assert_eq!(flow.delivered, request);
+        if idle_flush {
+            flow.enc.flush(&mut flow.wire);
+        }
+        flow.finish();
+        assert_eq!(flow.delivered, request);
+        flow
+    };
+    let first = exchange(true);
+    assert_eq!(first.enc.stats().pieces, 1);
+    // The idle flush cut the request as a chunk of its own: the same
+    // request again is that chunk, by reference, not another piece.
+    let again = exchange(true);
+    let stats = again.enc.stats();
+    assert_eq!((stats.pieces, stats.references), (0, 1), "{stats:?}");
+    assert!(stats.wan_bytes_out < first.enc.stats().wan_bytes_out);
+    // Bytes that are not a whole chunk the peer holds go as a piece.
+    let mut flow = Flow::with_config(&pair.edge, &pair.core, pair.encoder);
+    flow.send(&request[..20]);
+    flow.enc.send_held(&mut flow.wire);
+    flow.finish();
+    assert_eq!(flow.delivered, &request[..20]);
+    assert_eq!(flow.enc.stats().pieces, 1);
+}
+
+#[test]
 fn a_piece_reference_the_decoder_cannot_resolve_is_repaired_after_the_pieces() {
     let pair = Pair::new(small_config());
     let head = b"GET /budget.xls\r\n\r\n";
