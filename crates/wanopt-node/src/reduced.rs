@@ -7,9 +7,10 @@
 //! - **uplink** reads the TCP socket and encodes. A partial chunk waits in
 //!   the chunker for more bytes, but never longer than [`IDLE_FLUSH`] once
 //!   the socket goes quiet, so interactive traffic is not held back; a
-//!   source that trickles (reads keep coming, each too soon for the idle
-//!   flush) gets its held bytes sent as pieces once it has kept the flow
-//!   waiting that long ([`Trickle`]).
+//!   short read that ends a quiet (a request, a reply) goes at once as a
+//!   piece ([`PROMPT_MAX`]), and a source that trickles (reads keep
+//!   coming, each too soon for the idle flush) gets its held bytes sent
+//!   as pieces once it has kept the flow waiting that long ([`Trickle`]).
 //! - **downlink** reads the stream (unordered, reassembled), decodes, writes
 //!   the plain bytes to TCP, hands the peer decoder's control frames (acks,
 //!   repair requests, done) to the local encoder, and queues the local
@@ -89,9 +90,21 @@ pub const TRICKLE_FLOOR_BPS: f64 = 2e6;
 /// Time constant of a flow's source rate (an exponential average).
 const SOURCE_RATE_WINDOW: Duration = Duration::from_millis(100);
 
+/// A read of at most this many bytes that ends a quiet (the flow's first,
+/// or one the flow waited [`IDLE_FLUSH`] for), leaving at most this many
+/// held, goes at once as a piece: a request, a reply, a keystroke. It
+/// used to wait out the idle flush, 2 ms at each end of every exchange.
+/// A bulk source's first read is larger and keeps its bytes for its run.
+pub const PROMPT_MAX: usize = 4096;
+
 /// Decides when the bytes a flow's encoder holds back for their chunk's
 /// content-defined end go out early, as pieces
 /// ([`wanopt_codec::Encoder::send_held`]).
+///
+/// A short read that ends a quiet goes at once ([`PROMPT_MAX`]): a
+/// request or a reply does not wait to see whether more follows (when a
+/// body does follow, its chunks are cut where they always are, and a
+/// chunk the peer holds completes the piece as a reference).
 ///
 /// The idle flush covers a source that goes quiet. A source that trickles
 /// (a 200-byte message every millisecond: market data, a terminal, a
@@ -113,6 +126,8 @@ pub struct Trickle {
     /// Source bytes, exponentially averaged, as of `at`.
     recent: f64,
     at: Option<tokio::time::Instant>,
+    /// The last read was short and ended a quiet.
+    prompt: bool,
 }
 
 impl Trickle {
@@ -127,6 +142,8 @@ impl Trickle {
         held_before: usize,
         held_after: usize,
     ) {
+        let quiet = self.at.is_none() || waited >= IDLE_FLUSH;
+        self.prompt = quiet && n <= PROMPT_MAX && held_after <= PROMPT_MAX;
         let tau = SOURCE_RATE_WINDOW.as_secs_f64();
         let dt = self
             .at
@@ -150,7 +167,13 @@ impl Trickle {
     /// (`None`: unknown) and whether its sender has data waiting, both
     /// asked only when the rest holds.
     pub fn due(&self, held: usize, tunnel: impl FnOnce() -> (Option<f64>, bool)) -> bool {
-        if held == 0 || self.waited < IDLE_FLUSH {
+        if held == 0 {
+            return false;
+        }
+        if self.prompt {
+            return true;
+        }
+        if self.waited < IDLE_FLUSH {
             return false;
         }
         let (rate, busy) = tunnel();
@@ -161,6 +184,7 @@ impl Trickle {
     /// The held bytes went out (as pieces, or flushed).
     pub fn sent(&mut self) {
         self.waited = Duration::ZERO;
+        self.prompt = false;
     }
 }
 
@@ -624,10 +648,14 @@ mod tests {
         let mut trickle = Trickle::default();
         let idle = || (Some(100e6), false);
         // 200 bytes a millisecond (1.6 Mbit/s once the average settles),
-        // held by the chunker: each read kept the flow waiting 1 ms.
-        let mut held = 0;
+        // held by the chunker: each read kept the flow waiting 1 ms. The
+        // first ends a quiet and goes at once.
+        trickle.on_read(t0 + MS, MS, 200, 0, 200);
+        assert!(trickle.due(200, || unreachable!()));
+        trickle.sent();
+        let mut held = 200;
         let mut due_at = None;
-        for i in 1..=1000u32 {
+        for i in 2..=1000u32 {
             trickle.on_read(t0 + i * MS, MS, 200, held, held + 200);
             held += 200;
             if due_at.is_none() && trickle.due(held, idle) {
@@ -635,7 +663,7 @@ mod tests {
                 trickle.sent();
             }
         }
-        // The first read finds nothing held: waiting for it does not count.
+        // The first read found nothing held: waiting for it did not count.
         assert_eq!(due_at, Some(3));
         let rate = trickle.source_rate_bps();
         assert!((1.5e6..1.7e6).contains(&rate), "{rate}");
@@ -648,6 +676,36 @@ mod tests {
         // Below the floor, whatever the tunnel's rate (or none known).
         assert!(trickle.due(held, || (None, false)));
         assert!(trickle.due(held, || (Some(1e6), false)));
+    }
+
+    #[test]
+    fn a_short_read_that_ends_a_quiet_goes_at_once() {
+        let t0 = tokio::time::Instant::now();
+        let busy = || (Some(1e6), true);
+        // A request: the flow's first read, whatever the tunnel does.
+        let mut trickle = Trickle::default();
+        trickle.on_read(t0, Duration::ZERO, 120, 0, 120);
+        assert!(trickle.due(120, busy));
+        trickle.sent();
+        assert!(!trickle.due(120, busy));
+        // The next, 1 ms later: not a quiet's end.
+        trickle.on_read(t0 + MS, MS, 120, 120, 240);
+        assert!(!trickle.due(240, busy));
+        // A reply after a wait of the idle time: at once.
+        trickle.on_read(t0 + 50 * MS, IDLE_FLUSH, 300, 0, 300);
+        assert!(trickle.due(300, busy));
+        // A bulk source's first read (or one leaving much held) waits for
+        // its chunk's end like any other.
+        let mut bulk = Trickle::default();
+        bulk.on_read(t0, Duration::ZERO, 65536, 0, 3000);
+        assert!(!bulk.due(3000, busy));
+        let mut bulk = Trickle::default();
+        bulk.on_read(t0, Duration::ZERO, 100, 5000, 5100);
+        assert!(!bulk.due(5100, busy));
+        // Nothing held: nothing to send.
+        let mut empty = Trickle::default();
+        empty.on_read(t0, Duration::ZERO, 100, 0, 0);
+        assert!(!empty.due(0, busy));
     }
 
     #[test]
