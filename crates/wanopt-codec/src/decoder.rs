@@ -315,6 +315,21 @@ impl Decoder {
                 fingerprint,
                 raw_len,
             } => return self.piece_ref(fingerprint, raw_len, out),
+            DataRepr::Delta {
+                target,
+                base,
+                raw_len,
+                bytes,
+                after_pieces: true,
+            } => {
+                self.stats.deltas += 1;
+                self.check_pieces(raw_len)?;
+                let data = self.resolve_delta(&target, &base, raw_len, bytes);
+                if let Some(data) = &data {
+                    self.store(data);
+                }
+                return self.complete_pieces(target, raw_len, data, out);
+            }
             // The encoder finishes a chunk's pieces before anything else
             // of the byte stream.
             _ if !self.pieces.is_empty() => return Err(DecodeError::PieceOrder),
@@ -373,6 +388,7 @@ impl Decoder {
                 base,
                 raw_len,
                 bytes,
+                after_pieces: _,
             } => {
                 self.stats.deltas += 1;
                 match self.resolve_delta(&target, &base, raw_len, bytes) {
@@ -424,15 +440,35 @@ impl Decoder {
         raw_len: u32,
         out: &mut Vec<u8>,
     ) -> Result<(), DecodeError> {
+        self.check_pieces(raw_len)?;
+        let mut data = Vec::with_capacity(raw_len as usize);
+        let found = self.lookup(&fingerprint, raw_len, &mut data)?;
+        self.complete_pieces(fingerprint, raw_len, found.then_some(data), out)
+    }
+
+    /// A chunk that completes the held pieces must be longer than them.
+    fn check_pieces(&self, raw_len: u32) -> Result<(), DecodeError> {
         let held = self.pieces.len();
         if held == 0 || held >= raw_len as usize {
             return Err(DecodeError::PieceOrder);
         }
-        let mut data = Vec::with_capacity(raw_len as usize);
-        if !self.lookup(&fingerprint, raw_len, &mut data)? {
+        Ok(())
+    }
+
+    /// Deliver what `data`, the chunk `fingerprint` the held pieces begin,
+    /// adds to them; ask for the chunk when it could not be had.
+    fn complete_pieces(
+        &mut self,
+        fingerprint: Fingerprint,
+        raw_len: u32,
+        data: Option<Vec<u8>>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), DecodeError> {
+        let held = self.pieces.len();
+        let Some(mut data) = data else {
             let prefix = std::mem::take(&mut self.pieces);
             return self.enqueue_missing(fingerprint, raw_len, prefix);
-        }
+        };
         if data[..held] != self.pieces[..] {
             return Err(DecodeError::PieceOrder);
         }

@@ -895,6 +895,16 @@ impl Core {
         }
     }
 
+    /// What a delta of `chunk` would be against: what followed the
+    /// previous chunk when this stream last passed, or a stored chunk with
+    /// the same first or last 64 bytes.
+    fn delta_base(&self, chunk: &[u8]) -> Option<Fingerprint> {
+        let shared = self.cache.lock();
+        self.cursor
+            .and_then(|c| shared.store.successor(&c))
+            .or_else(|| shared.store.similar(chunk))
+    }
+
     /// Whether the peer holds the chunk (or was sent it in this flow).
     fn peer_holds(&self, fingerprint: &Fingerprint) -> bool {
         self.flow_sent.contains_key(fingerprint)
@@ -935,8 +945,15 @@ impl Core {
                 self.stats.referenced_bytes -= sent as u64;
                 return;
             }
-            self.piece(chunk.len() as u32, &chunk[sent..], out);
-            self.cursor = None;
+            // Or a delta against a chunk like it (an upload of a file just
+            // downloaded, behind its own request line).
+            let base = (sent < chunk.len())
+                .then(|| self.delta_base(chunk))
+                .flatten();
+            self.cursor = base;
+            if !base.is_some_and(|base| self.try_delta(fingerprint, base, chunk, sent, out)) {
+                self.piece(chunk.len() as u32, &chunk[sent..], out);
+            }
             self.note_sent(fingerprint, chunk);
             return;
         }
@@ -950,14 +967,9 @@ impl Core {
         // likely the version of this chunk before an edit.
         // Or, at the start of a stream or after another literal, a stored
         // chunk with the same first or last 64 bytes.
-        let base = {
-            let shared = self.cache.lock();
-            self.cursor
-                .and_then(|c| shared.store.successor(&c))
-                .or_else(|| shared.store.similar(chunk))
-        };
+        let base = self.delta_base(chunk);
         self.cursor = base;
-        if !base.is_some_and(|base| self.try_delta(fingerprint, base, chunk, out)) {
+        if !base.is_some_and(|base| self.try_delta(fingerprint, base, chunk, 0, out)) {
             self.literal(fingerprint, chunk, out);
         }
         self.note_sent(fingerprint, chunk);
@@ -1082,11 +1094,14 @@ impl Core {
 
     /// Send `chunk` as a delta against `base` if the peer holds `base` and
     /// the delta is smaller than the literal would be.
+    /// `sent`: the chunk's first bytes already went as pieces (the delta
+    /// then completes them, and must beat the rest sent alone).
     fn try_delta(
         &mut self,
         fingerprint: Fingerprint,
         base: Fingerprint,
         chunk: &[u8],
+        sent: usize,
         out: &mut Vec<u8>,
     ) -> bool {
         let level = match self.config.compression {
@@ -1120,9 +1135,10 @@ impl Core {
         };
         // A delta frame carries 31 bytes more than a literal's header; it
         // must beat the literal. Tiny deltas need no comparison.
-        let worth = delta_len < chunk.len() / 16 || {
-            let alone = match self.compress(chunk) {
-                Codec::Raw => chunk.len(),
+        let rest = &chunk[sent..];
+        let worth = delta_len < rest.len() / 16 || {
+            let alone = match self.compress(rest) {
+                Codec::Raw => rest.len(),
                 Codec::Lz4 | Codec::Zstd | Codec::Lzma | Codec::Ppmd => self.compressed_len,
             };
             // In a stream run the chunk costs what the stream's runs cost
@@ -1130,7 +1146,7 @@ impl Core {
             // merely similar chunk gives up the stream's context for it.
             let in_stream = self
                 .stream_ratio()
-                .map_or(alone, |ratio| (ratio * chunk.len() as f64).ceil() as usize);
+                .map_or(alone, |ratio| (ratio * rest.len() as f64).ceil() as usize);
             delta_len + 31 < alone.min(in_stream)
         };
         if worth {
@@ -1140,6 +1156,7 @@ impl Core {
                 base,
                 raw_len: chunk.len() as u32,
                 bytes: &delta[..delta_len],
+                after_pieces: sent > 0,
             }
             .emit(out);
             // Kept for a repair: the peer asks for the chunk itself when

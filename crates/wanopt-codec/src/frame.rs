@@ -27,6 +27,7 @@
 //! | 0x0c | StreamEnd | empty |
 //! | 0x0d | Piece     | cut u32, then (unless the body ends) codec u8, raw length u32, payload |
 //! | 0x0e | PieceRef  | fingerprint (16), raw length u32 |
+//! | 0x0f | PieceDelta | as Delta |
 //!
 //! A `Span` stands for `count` chunks the decoder holds one after the other
 //! in its store (the encoder knows from the positions in the decoder's
@@ -55,7 +56,9 @@
 //! `PieceRef` completes it: the decoder reads the chunk from its store,
 //! checks that it begins with the bytes held, and delivers the rest (a
 //! request sent at once, and the body behind it, crosses warm as
-//! references all the same).
+//! references all the same). A `PieceDelta` does the same for a chunk
+//! encoded against a base the decoder holds (an upload of a file just
+//! downloaded, behind its own request line), and is stored like a delta.
 //!
 //! A `Named` literal is a `Literal` that carries its chunk's fingerprint,
 //! so the decoder stores it without hashing it: a third of the decoder's
@@ -153,7 +156,7 @@ pub const MAGIC: [u8; 4] = *b"WOPC";
 /// Version of the frame format written by this crate (2: zstd literals,
 /// delta frames; 3: run frames; 4: named literals; 5: spans; 6: stream
 /// runs; 7: stream end; 8: LZMA2 stream runs; 9: PPMd stream runs; 10:
-/// `Sent` acks; 11: pieces; 12: pieces completed by reference).
+/// `Sent` acks; 11: pieces; 12: pieces completed by reference or delta).
 pub const VERSION: u8 = 12;
 /// Window of the zstd stream that `StreamRun` frames continue (log2 of
 /// bytes): the encoder's setting and the decoder's cap, 1 MiB per flow.
@@ -195,6 +198,8 @@ pub mod kind {
     pub const PIECE: u8 = 0x0d;
     /// The chunk the pieces held begin, by reference: the rest of it.
     pub const PIECE_REF: u8 = 0x0e;
+    /// The chunk the pieces held begin, as a delta: the rest of it.
+    pub const PIECE_DELTA: u8 = 0x0f;
     /// Control: the decoder cannot resolve a reference.
     pub const NEED_CHUNK: u8 = 0x41;
     /// Control: the decoder stored chunks in its cache.
@@ -465,6 +470,10 @@ pub enum DataRepr<'a> {
         raw_len: u32,
         /// The zstd frame.
         bytes: &'a [u8],
+        /// The chunk begins with the bytes the decoder holds as pieces,
+        /// which it completes (a `PieceDelta` frame; see the module
+        /// documentation).
+        after_pieces: bool,
     },
     /// Consecutive literal chunks compressed together.
     Run(Run<'a>),
@@ -1121,7 +1130,7 @@ impl<'a> DataRepr<'a> {
                 }
                 DataRepr::StreamEnd
             }
-            kind::DELTA => {
+            kind::DELTA | kind::PIECE_DELTA => {
                 const FIXED: usize = 2 * FINGERPRINT_LEN + 4;
                 let target = Fingerprint::from_slice(body).ok_or(FrameError::Malformed(t))?;
                 let base = body
@@ -1142,6 +1151,7 @@ impl<'a> DataRepr<'a> {
                     base,
                     raw_len,
                     bytes,
+                    after_pieces: t == kind::PIECE_DELTA,
                 }
             }
             kind::RUN => DataRepr::Run(Run::parse(body)?),
@@ -1265,8 +1275,14 @@ impl<'a> DataRepr<'a> {
                 base,
                 raw_len,
                 bytes,
+                after_pieces,
             } => {
-                emit_header(out, kind::DELTA, 2 * FINGERPRINT_LEN + 4 + bytes.len());
+                let t = if *after_pieces {
+                    kind::PIECE_DELTA
+                } else {
+                    kind::DELTA
+                };
+                emit_header(out, t, 2 * FINGERPRINT_LEN + 4 + bytes.len());
                 out.extend_from_slice(target.as_bytes());
                 out.extend_from_slice(base.as_bytes());
                 out.extend_from_slice(&raw_len.to_be_bytes());
@@ -1949,13 +1965,15 @@ mod tests {
         let mut packed = Vec::new();
         let n = delta_compress(&edited, &base, 3, &mut packed).unwrap();
         assert!(n < 100, "delta of a 16-byte edit is {n} bytes");
-        let repr = DataRepr::Delta {
-            target: Fingerprint::of(&edited),
-            base: Fingerprint::of(&base),
-            raw_len: edited.len() as u32,
-            bytes: &packed[..n],
-        };
-        round_trip(repr);
+        for after_pieces in [false, true] {
+            round_trip(DataRepr::Delta {
+                target: Fingerprint::of(&edited),
+                base: Fingerprint::of(&base),
+                raw_len: edited.len() as u32,
+                bytes: &packed[..n],
+                after_pieces,
+            });
+        }
         let mut out = vec![0u8; edited.len()];
         assert_eq!(
             delta_decompress(&packed[..n], &base, &mut out),
@@ -1977,6 +1995,7 @@ mod tests {
             base: Fingerprint::of(b"b"),
             raw_len: 3,
             bytes: b"xyz",
+            after_pieces: false,
         }
         .emit(&mut buf);
         let f = Frame::new_checked(&buf[..]).unwrap();

@@ -959,6 +959,64 @@ fn open_edit_save_sends_the_edit_as_a_delta_against_what_was_opened() {
     assert_sent_as_delta(&flow);
 }
 
+/// Open (core -> edge, behind an `OK` line) then save (edge -> core,
+/// behind a `PUT` line sent at once as a piece): the save's first chunk,
+/// the request line and the file's start, is a delta that completes the
+/// piece.
+fn open_then_save_behind_a_piece(pair: &Pair, file: &[u8], edited: &[u8]) -> Flow {
+    let mut opened = b"OK 300000\n".to_vec();
+    opened.extend_from_slice(file);
+    send_flow(pair, &pair.core, &pair.edge, &opened);
+    let mut flow = Flow::with_config(&pair.edge, &pair.core, pair.encoder);
+    let head = b"PUT report.doc 2 300000\n";
+    flow.send(head);
+    flow.enc.send_held(&mut flow.wire);
+    flow.pump();
+    assert_eq!(flow.delivered, head);
+    flow.send(edited);
+    flow.finish();
+    assert_eq!(flow.delivered, [&head[..], edited].concat());
+    flow
+}
+
+#[test]
+fn a_chunk_begun_as_pieces_completes_as_a_delta_against_what_was_opened() {
+    let pair = Pair::new(small_config());
+    let file = text(300_000, 25);
+    let edited = edit16(&file, 150_000);
+    let flow = open_then_save_behind_a_piece(&pair, &file, &edited);
+    let stats = flow.enc.stats();
+    assert_eq!(stats.pieces, 1, "{stats:?}");
+    // The first chunk and the edited one: two deltas, the rest references.
+    assert!(stats.deltas >= 2, "{stats:?}");
+    assert_eq!(flow.dec.stats().deltas, stats.deltas);
+    assert!(
+        stats.wan_bytes_out < 500 + stats.references * 24,
+        "{stats:?}"
+    );
+}
+
+#[test]
+fn a_piece_delta_whose_base_is_damaged_is_repaired_after_the_pieces() {
+    let pair = Pair::new(small_config());
+    let file = text(300_000, 26);
+    let edited = edit16(&file, 150_000);
+    // Open, then damage the core's records (the bases of the deltas).
+    let mut opened = b"OK 300000\n".to_vec();
+    opened.extend_from_slice(&file);
+    send_flow(&pair, &pair.core, &pair.edge, &opened);
+    for path in pair.core.segment_paths() {
+        let mut bytes = std::fs::read(&path).unwrap();
+        for b in bytes.iter_mut().skip(40).step_by(50) {
+            *b ^= 0xff;
+        }
+        std::fs::write(&path, bytes).unwrap();
+    }
+    let flow = open_then_save_behind_a_piece(&pair, &file, &edited);
+    assert!(flow.enc.stats().deltas >= 1);
+    assert!(flow.need_chunks >= 1);
+}
+
 #[test]
 fn a_delta_whose_base_is_damaged_is_repaired() {
     let pair = Pair::new(small_config());
@@ -1754,6 +1812,22 @@ fn pieces_that_do_not_add_up_are_errors() {
     piece(0, &a[..1000], &mut wire);
     piece_ref(5000, &mut wire);
     assert_eq!(decode(&wire), Err(DecodeError::PieceOrder));
+    // A PieceDelta without pieces, or no longer than them.
+    for held in [0, 5000] {
+        let mut wire = Vec::new();
+        if held > 0 {
+            piece(0, &stored[..held], &mut wire);
+        }
+        DataRepr::Delta {
+            target: fingerprint,
+            base: fingerprint,
+            raw_len: 5000,
+            bytes: b"delta",
+            after_pieces: true,
+        }
+        .emit(&mut wire);
+        assert_eq!(decode(&wire), Err(DecodeError::PieceOrder));
+    }
     // An empty piece that cuts nothing is malformed.
     let mut wire = Vec::new();
     wanopt_codec::frame::emit_header(&mut wire, kind::PIECE, 4);
