@@ -67,8 +67,9 @@ pub enum DecodeError {
     ControlOverflow,
     /// Pieces that do not add up: a cut beyond the bytes held, more held
     /// than a chunk can be, another chunk's frame while a chunk's pieces
-    /// are unfinished, or a `PieceRef` without pieces, no longer than
-    /// them, or to a chunk that does not begin with them.
+    /// are unfinished, a `PieceRef`, `PieceDelta` or `PieceRest` without
+    /// pieces or no longer than them, a chunk that does not begin with
+    /// them, or a rest that does not make the length its `PieceRest` said.
     #[error("pieces of a chunk out of order")]
     PieceOrder,
 }
@@ -111,6 +112,9 @@ pub struct Decoder {
     stream: StreamDecoder,
     /// Bytes delivered as `Piece`s whose chunk is not cut yet.
     pieces: Vec<u8>,
+    /// After a `PieceRest`: the length of the chunk the pieces begin,
+    /// whose rest is the next literal's or run's first chunk.
+    rest: Option<u32>,
     stats: DecoderStats,
 }
 
@@ -134,6 +138,7 @@ impl Decoder {
             recent: RecentChunks::default(),
             stream: StreamDecoder::default(),
             pieces: Vec::new(),
+            rest: None,
             stats: DecoderStats::default(),
         }
     }
@@ -310,6 +315,18 @@ impl Decoder {
                 return self.handle_span_list(check, entries, out)
             }
             _ if self.end_seen => return Err(DecodeError::DataAfterEnd),
+            // Only a literal or a run may carry the rest of the chunk.
+            DataRepr::Literal(_)
+            | DataRepr::Named { .. }
+            | DataRepr::Run(_)
+            | DataRepr::StreamRun { .. }
+                if self.rest.is_some() => {}
+            _ if self.rest.is_some() => return Err(DecodeError::PieceOrder),
+            DataRepr::PieceRest { cut } => {
+                self.check_pieces(cut)?;
+                self.rest = Some(cut);
+                return Ok(());
+            }
             DataRepr::Piece { cut, payload } => return self.piece(cut, payload, out),
             DataRepr::PieceRef {
                 fingerprint,
@@ -425,6 +442,7 @@ impl Decoder {
             | DataRepr::Repair { .. }
             | DataRepr::SpanList { .. }
             | DataRepr::Piece { .. }
+            | DataRepr::PieceRest { .. }
             | DataRepr::PieceRef { .. } => {}
         }
         Ok(())
@@ -527,16 +545,15 @@ impl Decoder {
         out: &mut Vec<u8>,
     ) -> Result<(), DecodeError> {
         self.stats.literals += 1;
+        self.check_rest(payload.raw_len as usize)?;
         if self.backlog.is_empty() {
             let start = out.len();
             payload.decode_into(out)?;
-            let fingerprint = name.unwrap_or_else(|| Fingerprint::of(&out[start..]));
-            self.store_as(fingerprint, &out[start..]);
+            self.store_first(name, &out[start..]);
         } else {
             let mut data = Vec::with_capacity(payload.raw_len as usize);
             payload.decode_into(&mut data)?;
-            let fingerprint = name.unwrap_or_else(|| Fingerprint::of(&data));
-            self.store_as(fingerprint, &data);
+            self.store_first(name, &data);
             self.enqueue(Pending::Data(data))?;
         }
         Ok(())
@@ -551,6 +568,7 @@ impl Decoder {
         out: &mut Vec<u8>,
     ) -> Result<(), DecodeError> {
         self.stats.literals += run.count() as u64;
+        self.check_rest(run.lengths().next().unwrap_or(0))?;
         let mut data = Vec::new();
         let sink = if self.backlog.is_empty() {
             &mut *out
@@ -790,9 +808,43 @@ impl Decoder {
     }
 
     /// Stores each chunk of a decoded run (`data`, split at `lengths`).
+    /// The first chunk of a run comes after a `PieceRest` (checked with
+    /// [`Decoder::check_rest`] before decoding).
     fn store_run(&mut self, data: &[u8], lengths: impl Iterator<Item = usize>) {
-        for chunk in split_run(data, lengths) {
+        let mut chunks = split_run(data, lengths);
+        if let Some(first) = chunks.next() {
+            self.store_first(None, first);
+        }
+        for chunk in chunks {
             self.store(chunk);
+        }
+    }
+
+    /// After a `PieceRest`, the next literal's or run's first chunk must
+    /// be what the pieces lack of the chunk's length.
+    fn check_rest(&self, first_len: usize) -> Result<(), DecodeError> {
+        match self.rest {
+            Some(cut) if self.pieces.len() + first_len != cut as usize => {
+                Err(DecodeError::PieceOrder)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Stores a literal (under `name`, or its hash), or after a
+    /// `PieceRest` the chunk the held pieces and it make.
+    fn store_first(&mut self, name: Option<Fingerprint>, first: &[u8]) {
+        match self.rest.take() {
+            None => {
+                let fingerprint = name.unwrap_or_else(|| Fingerprint::of(first));
+                self.store_as(fingerprint, first);
+            }
+            Some(_) => {
+                let mut chunk = std::mem::take(&mut self.pieces);
+                chunk.extend_from_slice(first);
+                let fingerprint = name.unwrap_or_else(|| Fingerprint::of(&chunk));
+                self.store_as(fingerprint, &chunk);
+            }
         }
     }
 

@@ -558,6 +558,10 @@ pub(crate) fn lzma_flushed(
 /// from it instead of keeping a copy: far more than a round trip's worth.
 const REPAIR_MARGIN: u64 = 128 << 20;
 
+/// Pieces shorter than this (a request line, a keystroke) failing to
+/// compress do not start the compression backoff.
+const SHORT_PIECE: usize = 1024;
+
 /// Bounded FIFO of chunk data by fingerprint.
 #[derive(Debug, Default)]
 struct Retained {
@@ -616,6 +620,9 @@ struct Core {
     delta_scratch: Vec<u8>,
     /// How many of the chunker's held bytes went out as `Piece`s.
     pieces_sent: usize,
+    /// The run's first literal is the rest of a chunk begun as pieces,
+    /// this long in all (a `PieceRest` goes before the run).
+    run_rest: Option<u32>,
     stats: EncoderStats,
 }
 
@@ -662,6 +669,7 @@ impl Encoder {
                 base_scratch: Vec::new(),
                 delta_scratch: Vec::new(),
                 pieces_sent: 0,
+                run_rest: None,
                 stats: EncoderStats::default(),
             },
             chunker,
@@ -952,7 +960,17 @@ impl Core {
                 .flatten();
             self.cursor = base;
             if !base.is_some_and(|base| self.try_delta(fingerprint, base, chunk, sent, out)) {
-                self.piece(chunk.len() as u32, &chunk[sent..], out);
+                if sent < chunk.len() && self.streams_next_literal() {
+                    // The rest goes into the flow's stream with what
+                    // follows (compressed alone, a response's first chunk
+                    // behind its header cost up to 1.2% of the file).
+                    self.flush_span(out);
+                    self.flush_run(out);
+                    self.run_rest = Some(chunk.len() as u32);
+                    self.gather(fingerprint, &chunk[sent..], out);
+                } else {
+                    self.piece(chunk.len() as u32, &chunk[sent..], out);
+                }
             }
             self.note_sent(fingerprint, chunk);
             return;
@@ -1184,6 +1202,11 @@ impl Core {
             self.single_literal((!slow_link).then_some(fingerprint), chunk, out);
             return;
         }
+        self.gather(fingerprint, chunk, out);
+    }
+
+    /// Adds a literal to the run, sending the run when it is long enough.
+    fn gather(&mut self, fingerprint: Fingerprint, chunk: &[u8], out: &mut Vec<u8>) {
         if self.run.len() + chunk.len() > MAX_RUN_LEN {
             self.flush_run(out);
         }
@@ -1204,7 +1227,17 @@ impl Core {
         } else {
             self.stats.pieces += 1;
             self.stats.piece_bytes += bytes.len() as u64;
-            let codec = self.compress(bytes);
+            let codec = if bytes.len() < SHORT_PIECE {
+                // A request line that does not compress says nothing of
+                // the body behind it: no backoff (it left the body's first
+                // chunk raw).
+                let backoff = (self.skip_compression, self.compress_backoff);
+                let codec = self.compress_now(bytes);
+                (self.skip_compression, self.compress_backoff) = backoff;
+                codec
+            } else {
+                self.compress(bytes)
+            };
             Some(self.payload(codec, bytes))
         };
         DataRepr::Piece { cut, payload }.emit(out);
@@ -1237,6 +1270,10 @@ impl Core {
         let count = self.run_lengths.len() / 4;
         if count == 0 {
             return;
+        }
+        if let Some(cut) = self.run_rest.take() {
+            // Whatever frame the run becomes, its first chunk comes first.
+            DataRepr::PieceRest { cut }.emit(out);
         }
         let run = std::mem::take(&mut self.run);
         let lengths = std::mem::take(&mut self.run_lengths);

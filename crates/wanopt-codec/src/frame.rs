@@ -28,6 +28,7 @@
 //! | 0x0d | Piece     | cut u32, then (unless the body ends) codec u8, raw length u32, payload |
 //! | 0x0e | PieceRef  | fingerprint (16), raw length u32 |
 //! | 0x0f | PieceDelta | as Delta |
+//! | 0x10 | PieceRest | cut u32 |
 //!
 //! A `Span` stands for `count` chunks the decoder holds one after the other
 //! in its store (the encoder knows from the positions in the decoder's
@@ -59,6 +60,11 @@
 //! references all the same). A `PieceDelta` does the same for a chunk
 //! encoded against a base the decoder holds (an upload of a file just
 //! downloaded, behind its own request line), and is stored like a delta.
+//! A `PieceRest` says that the chunk the pieces begin is `cut` bytes long
+//! and that its rest is the first chunk of the next frame, a `Literal`,
+//! `Named`, `Run` or `StreamRun`: the rest of a response's first chunk,
+//! behind its header sent at once, goes into the flow's compression
+//! stream with what follows it instead of being compressed alone.
 //!
 //! A `Named` literal is a `Literal` that carries its chunk's fingerprint,
 //! so the decoder stores it without hashing it: a third of the decoder's
@@ -200,6 +206,8 @@ pub mod kind {
     pub const PIECE_REF: u8 = 0x0e;
     /// The chunk the pieces held begin, as a delta: the rest of it.
     pub const PIECE_DELTA: u8 = 0x0f;
+    /// The chunk the pieces held begin ends in the next literal or run.
+    pub const PIECE_REST: u8 = 0x10;
     /// Control: the decoder cannot resolve a reference.
     pub const NEED_CHUNK: u8 = 0x41;
     /// Control: the decoder stored chunks in its cache.
@@ -498,6 +506,13 @@ pub enum DataRepr<'a> {
         cut: u32,
         /// The bytes, if any (a cut may add none).
         payload: Option<Payload<'a>>,
+    },
+    /// The chunk whose start the decoder holds as pieces is `cut` bytes
+    /// long; its rest is the first chunk of the next frame, a literal or a
+    /// run (see the module documentation).
+    PieceRest {
+        /// Length of the whole chunk, from the first byte held.
+        cut: u32,
     },
     /// The chunk whose start the decoder holds as pieces is this one,
     /// which it holds in its store: the bytes after the pieces (see the
@@ -1081,6 +1096,16 @@ impl<'a> DataRepr<'a> {
                 };
                 DataRepr::Piece { cut, payload }
             }
+            kind::PIECE_REST => {
+                if body.len() != 4 {
+                    return Err(FrameError::Malformed(t));
+                }
+                let cut = read_u32(body, 0..4).ok_or(FrameError::Malformed(t))?;
+                if cut < 2 || cut as usize > MAX_CHUNK_LEN {
+                    return Err(FrameError::ChunkLength(cut));
+                }
+                DataRepr::PieceRest { cut }
+            }
             kind::REFERENCE | kind::PIECE_REF => {
                 if body.len() != FINGERPRINT_LEN + 4 {
                     return Err(FrameError::Malformed(t));
@@ -1263,6 +1288,10 @@ impl<'a> DataRepr<'a> {
             }
             DataRepr::End => emit_header(out, kind::END, 0),
             DataRepr::StreamEnd => emit_header(out, kind::STREAM_END, 0),
+            DataRepr::PieceRest { cut } => {
+                emit_header(out, kind::PIECE_REST, 4);
+                out.extend_from_slice(&cut.to_be_bytes());
+            }
             DataRepr::Piece { cut, payload } => {
                 emit_header(out, kind::PIECE, 4 + payload.map_or(0, |p| p.body_len()));
                 out.extend_from_slice(&cut.to_be_bytes());
@@ -1372,6 +1401,22 @@ mod tests {
             fingerprint: fp,
             raw_len: 9000,
         });
+        round_trip(DataRepr::PieceRest { cut: 9000 });
+        for (body, err) in [
+            (&[0u8, 0, 0][..], FrameError::Malformed(kind::PIECE_REST)),
+            (
+                &[0, 0, 0, 0, 0][..],
+                FrameError::Malformed(kind::PIECE_REST),
+            ),
+            (&[0, 0, 0, 1][..], FrameError::ChunkLength(1)),
+            (&[0, 0x10, 0, 1][..], FrameError::ChunkLength(0x0010_0001)),
+        ] {
+            let mut buf = Vec::new();
+            emit_header(&mut buf, kind::PIECE_REST, body.len());
+            buf.extend_from_slice(body);
+            let frame = Frame::new_checked(&buf[..]).unwrap();
+            assert_eq!(DataRepr::parse(&frame).map(|_| ()), Err(err));
+        }
         // References (to whole chunks or after pieces) of the wrong size,
         // of no bytes, or longer than a chunk may be.
         for t in [kind::REFERENCE, kind::PIECE_REF] {
