@@ -10,9 +10,9 @@
 use std::collections::BTreeMap;
 
 use wanopt_codec::frame::kind;
-use wanopt_codec::{
-    CacheConfig, CacheId, Compression, Decoder, DecoderConfig, Encoder, EncoderConfig, PeerCache,
-};
+use wanopt_codec::{Compression, Decoder, DecoderConfig, Encoder, EncoderConfig};
+
+mod support;
 
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
@@ -62,24 +62,19 @@ fn main() {
         .take(prefix)
         .collect();
     data.extend_from_slice(&file);
-    let a = tempfile::tempdir().expect("temporary directory");
-    let b = tempfile::tempdir().expect("temporary directory");
-    let edge = PeerCache::open(a.path(), CacheConfig::default(), CacheId([1; 16])).expect("cache");
-    let core = PeerCache::open(b.path(), CacheConfig::default(), CacheId([2; 16])).expect("cache");
-    core.handle_hello(&edge.hello());
-    edge.handle_hello(&core.hello());
+    let pair = support::cache_pair();
     let config = EncoderConfig {
         compression,
         stream_runs: true,
         ..EncoderConfig::default()
     };
-    let mut enc = Encoder::new(edge, config).expect("encoder");
+    let mut enc = Encoder::new(pair.edge.clone(), config).expect("encoder");
     let mut wire = Vec::new();
     for piece in data.chunks(read) {
         enc.push(piece, &mut wire);
     }
     enc.finish(&mut wire);
-    let mut dec = Decoder::new(core, DecoderConfig::default());
+    let mut dec = Decoder::new(pair.core.clone(), DecoderConfig::default());
     let mut out = Vec::new();
     dec.push(&wire, &mut out).expect("decodes");
     assert!(out == data, "round trip");

@@ -4,9 +4,9 @@
 
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use wanopt_codec::{
-    CacheConfig, CacheId, Decoder, DecoderConfig, Encoder, EncoderConfig, PeerCache,
-};
+use wanopt_codec::{Decoder, DecoderConfig, Encoder, EncoderConfig};
+
+mod support;
 
 fn main() {
     let mut r = ChaCha8Rng::seed_from_u64(1);
@@ -24,19 +24,14 @@ fn main() {
     let mut random = vec![0u8; 8 << 20];
     r.fill_bytes(&mut random);
     for (name, data) in [("text", &text), ("random", &random)] {
-        let a = tempfile::tempdir().unwrap();
-        let b = tempfile::tempdir().unwrap();
-        let edge = PeerCache::open(a.path(), CacheConfig::default(), CacheId([1; 16])).unwrap();
-        let core = PeerCache::open(b.path(), CacheConfig::default(), CacheId([2; 16])).unwrap();
-        core.handle_hello(&edge.hello());
-        edge.handle_hello(&core.hello());
+        let pair = support::cache_pair();
         let mut sizes = Vec::new();
         for _ in 0..2 {
-            let mut enc = Encoder::new(edge.clone(), EncoderConfig::default()).unwrap();
+            let mut enc = Encoder::new(pair.edge.clone(), EncoderConfig::default()).unwrap();
             let mut wire = Vec::new();
             enc.push(data, &mut wire);
             enc.finish(&mut wire);
-            let mut dec = Decoder::new(core.clone(), DecoderConfig::default());
+            let mut dec = Decoder::new(pair.core.clone(), DecoderConfig::default());
             let mut out = Vec::new();
             dec.push(&wire, &mut out).unwrap();
             assert_eq!(&out, data);

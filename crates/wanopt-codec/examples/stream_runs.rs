@@ -14,9 +14,9 @@
 
 use std::time::Instant;
 
-use wanopt_codec::{
-    CacheConfig, CacheId, Compression, Decoder, DecoderConfig, Encoder, EncoderConfig, PeerCache,
-};
+use wanopt_codec::{Compression, Decoder, DecoderConfig, Encoder, EncoderConfig};
+
+mod support;
 
 const READ: usize = 64 << 10;
 
@@ -24,18 +24,13 @@ const READ: usize = 64 << 10;
 /// the decompression context before the end) of one cold transfer of
 /// `data`.
 fn cold(data: &[u8], compression: Compression, stream_runs: bool) -> (usize, f64, usize, usize) {
-    let a = tempfile::tempdir().expect("temporary directory");
-    let b = tempfile::tempdir().expect("temporary directory");
-    let edge = PeerCache::open(a.path(), CacheConfig::default(), CacheId([1; 16])).expect("cache");
-    let core = PeerCache::open(b.path(), CacheConfig::default(), CacheId([2; 16])).expect("cache");
-    core.handle_hello(&edge.hello());
-    edge.handle_hello(&core.hello());
+    let pair = support::cache_pair();
     let config = EncoderConfig {
         compression,
         stream_runs,
         ..EncoderConfig::default()
     };
-    let mut enc = Encoder::new(edge, config).expect("encoder");
+    let mut enc = Encoder::new(pair.edge.clone(), config).expect("encoder");
     let mut wire = Vec::new();
     let start = Instant::now();
     for piece in data.chunks(READ) {
@@ -44,7 +39,7 @@ fn cold(data: &[u8], compression: Compression, stream_runs: bool) -> (usize, f64
     let held = enc.compressor_bytes();
     enc.finish(&mut wire);
     let seconds = start.elapsed().as_secs_f64();
-    let mut dec = Decoder::new(core, DecoderConfig::default());
+    let mut dec = Decoder::new(pair.core.clone(), DecoderConfig::default());
     let mut out = Vec::new();
     // The End frame (4 bytes, last) frees the decoder's context.
     let (body, end) = wire.split_at(wire.len() - 4);
