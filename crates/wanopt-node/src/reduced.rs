@@ -103,8 +103,9 @@ pub const PROMPT_MAX: usize = 4096;
 ///
 /// A short read that ends a quiet goes at once ([`PROMPT_MAX`]): a
 /// request or a reply does not wait to see whether more follows (when a
-/// body does follow, its chunks are cut where they always are, and a
-/// chunk the peer holds completes the piece as a reference).
+/// body does follow, its chunks are cut where they always are, and the
+/// chunk the piece begins completes as a reference, a delta or in the
+/// flow's compression stream, as it would have without the piece).
 ///
 /// The idle flush covers a source that goes quiet. A source that trickles
 /// (a 200-byte message every millisecond: market data, a terminal, a
