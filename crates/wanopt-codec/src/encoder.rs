@@ -751,9 +751,16 @@ impl Encoder {
     /// Held bytes that are, as they stand, a whole chunk the peer holds
     /// (the same request as before, cut there by an earlier idle flush)
     /// are cut there and go as a reference instead.
+    ///
+    /// With nothing held that has not gone as pieces, it only sends what
+    /// was decided before (a pending span or run), keeping the chunk open.
     pub fn send_held(&mut self, out: &mut Vec<u8>) {
         let held = self.chunker.pending();
         if held.len() <= self.core.pieces_sent {
+            let before = out.len();
+            self.core.flush_pending(out);
+            self.core.emit_stored(out);
+            self.core.stats.wan_bytes_out += (out.len() - before) as u64;
             return;
         }
         if self.core.pieces_sent == 0 && self.core.peer_holds(&Fingerprint::of(held)) {

@@ -1630,6 +1630,10 @@ fn head_then_file(pair: &Pair, head: &[u8], file: &[u8]) -> Flow {
     flow.enc.send_held(&mut flow.wire);
     flow.pump();
     assert_eq!(flow.delivered, head, "the head is delivered at once");
+    // Nothing more held (an idle flush now): nothing sent, no cut.
+    flow.enc.send_held(&mut flow.wire);
+    assert!(flow.wire.is_empty());
+    assert_eq!(flow.enc.stats().chunks, 0);
     flow.send(file);
     flow.finish();
     let mut all = head.to_vec();

@@ -403,7 +403,14 @@ async fn uplink(
                     let mut out = Vec::new();
                     {
                         let mut encoder = lock(encoder);
-                        if pending {
+                        if pending && encoder.held_len() == 0 {
+                            // All it holds went as pieces: the chunk stays
+                            // open (no cut, no datagram of its own behind
+                            // a request's, which tail duplication covers
+                            // only when it is the last one); what was
+                            // decided before goes now.
+                            encoder.send_held(&mut out);
+                        } else if pending {
                             encoder.flush(&mut out);
                         } else {
                             encoder.release_compressor(&mut out);
