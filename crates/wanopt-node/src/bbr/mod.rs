@@ -381,16 +381,16 @@ impl Bbr {
         self.set_pacing_rate(self.pacing_gain);
         self.set_cwnd(acked, lost, in_flight);
         if self.round_start {
-            let send_mbit = self.round_mark.map_or(0, |(at, bytes)| {
+            let send_kbit = self.round_mark.map_or(0, |(at, bytes)| {
                 let seconds = now.saturating_duration_since(at).as_secs_f64().max(1e-6);
-                ((self.sent_bytes - bytes) as f64 * 8.0 / seconds / 1e6) as u64
+                ((self.sent_bytes - bytes) as f64 * 8.0 / seconds / 1e3) as u64
             });
             self.round_mark = Some((now, self.sent_bytes));
             tracing::trace!(
-                send_mbit,
+                send_kbit,
                 mode = ?self.mode,
-                bandwidth_mbit = self.bandwidth.get() * 8 / 1_000_000,
-                pacing_mbit = self.pacing_rate * 8 / 1_000_000,
+                bandwidth_kbit = self.bandwidth.get() * 8 / 1_000,
+                pacing_kbit = self.pacing_rate * 8 / 1_000,
                 min_rtt = ?self.min_rtt,
                 cwnd = self.cwnd,
                 in_flight,
@@ -491,6 +491,13 @@ impl Bbr {
         if next {
             self.cycle_index = (self.cycle_index + 1) % PACING_GAIN_CYCLE.len();
             self.cycle_stamp = Some(now);
+            tracing::trace!(
+                gain = PACING_GAIN_CYCLE[self.cycle_index],
+                prior_in_flight,
+                bdp = self.bdp(1.0),
+                "bbr phase {}",
+                self.cycle_index
+            );
         }
     }
 
