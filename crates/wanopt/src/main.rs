@@ -196,7 +196,8 @@ fn main() -> ExitCode {
                 Ok(need) => need,
                 Err(e) => return fail(EXIT_USAGE, &e),
             };
-            match cli::path::host_check(need.as_ref()) {
+            let (need, direction) = need.map_or((None, None), |(n, d)| (Some(n), d));
+            match cli::path::host_check(need.as_ref(), direction.as_deref()) {
                 Ok((text, short)) => {
                     print!("{text}");
                     if short {

@@ -575,8 +575,103 @@ fn window_computes_what_a_path_needs() {
         assert_eq!(code, 2, "{args:?}: {err}");
         assert_one_line_error(&err, needle);
     }
-    // --rtt without --rate is refused by the parser, also exit code 2.
-    assert_eq!(run(&["host-check", "--rtt", "1ms"]).0, 2);
+    // --rtt without --rate is a usage error, also exit code 2.
+    let (code, _, err) = run(&["host-check", "--rtt", "1ms"]);
+    assert_eq!(code, 2, "{err}");
+    assert_one_line_error(&err, "--rate and --rtt together");
+    assert_eq!(run(&["window", "--rtt", "1ms"]).0, 2);
+}
+
+/// `wanopt probe --json` against a reflector on loopback, fed to `window`
+/// and `host-check` with `--probe` (a file, and standard input): each
+/// direction's window at the probes' RTT; bad files are one-line errors.
+#[test]
+fn window_and_host_check_read_what_probe_measured() {
+    let reflector = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = reflector.local_addr().unwrap();
+    drop(reflector);
+    let mut listener = Command::new(BIN)
+        .args(["probe", "--listen", &addr.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (code, json, err) = run(&[
+        "probe",
+        &addr.to_string(),
+        "--count",
+        "50",
+        "--interval",
+        "1ms",
+        "--trains",
+        "3",
+        "--train-len",
+        "8",
+        "--json",
+    ]);
+    let _ = listener.kill();
+    let _ = listener.wait();
+    assert_eq!(code, 0, "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("path.json");
+    std::fs::write(&file, &json).unwrap();
+    let file = file.to_str().unwrap();
+
+    let (code, out, err) = run(&["window", "--probe", file]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&format!("here -> {addr} (probed")), "{out}");
+    assert!(out.contains(&format!("{addr} -> here (probed")), "{out}");
+    assert_eq!(out.matches("bandwidth-delay product: ").count(), 2, "{out}");
+    // The probe's own median RTT, as the report printed it.
+    let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let median = report["rtt"]["median_ms"].as_f64().unwrap();
+    assert!(median > 0.0, "{json}");
+    // Overrides win: at 1 Mbit/s and 100 ms the product is 12500 bytes,
+    // whatever loopback measured.
+    let mut child = Command::new(BIN)
+        .args([
+            "window", "--probe", "-", "--rate", "1mbit", "--rtt", "100ms",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write as _;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(json.as_bytes()).unwrap();
+    }
+    let piped = child.wait_with_output().unwrap();
+    assert!(piped.status.success());
+    let piped = String::from_utf8_lossy(&piped.stdout);
+    assert_eq!(
+        piped
+            .matches("bandwidth-delay product: 12500 bytes")
+            .count(),
+        2,
+        "{piped}"
+    );
+
+    let (code, out, err) = run(&["host-check", "--probe", file]);
+    assert!(code == 0 || code == 3, "{code}: {err}");
+    assert!(
+        out.contains("as probed (the direction that needs the larger window)"),
+        "{out}"
+    );
+
+    let garbage = dir.path().join("garbage.json");
+    std::fs::write(&garbage, "rtt 150ms").unwrap();
+    let missing = dir.path().join("missing.json");
+    for args in [
+        vec!["window", "--probe", garbage.to_str().unwrap()],
+        vec!["window", "--probe", missing.to_str().unwrap()],
+        vec!["host-check", "--probe", garbage.to_str().unwrap()],
+    ] {
+        let (code, _, err) = run(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_one_line_error(&err, "--probe");
+    }
 }
 
 /// The value of a sysctl as `/proc/sys` holds it, whitespace collapsed.

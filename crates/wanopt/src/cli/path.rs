@@ -10,9 +10,16 @@
 //! so the buffers' maximum must be twice the product; and on a lossy path
 //! a loss-based TCP is held to about `MSS / RTT x 1.22 / sqrt(loss)`
 //! (Mathis, Semke, Mahdavi and Ott, 1997) whatever its window.
+//!
+//! Both read a path from `wanopt probe --json` output too (`--probe FILE`):
+//! each direction the probe measured a rate for, at the probes' median
+//! round-trip time and that direction's loss; flags given with it override
+//! what the probe measured.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -30,11 +37,11 @@ const INITIAL_WINDOW: f64 = 10.0;
 #[derive(Debug, Args)]
 pub struct PathArgs {
     /// The path's bottleneck rate (`250mbit`, `2mbit`, `1gbit`).
-    #[arg(long, value_name = "RATE")]
-    pub rate: String,
+    #[arg(long, value_name = "RATE", required_unless_present = "probe")]
+    pub rate: Option<String>,
     /// The path's round-trip time (`150ms`).
-    #[arg(long, value_name = "TIME")]
-    pub rtt: String,
+    #[arg(long, value_name = "TIME", required_unless_present = "probe")]
+    pub rtt: Option<String>,
     /// Random packet loss on the path (`0.5%`): adds what a loss-based TCP
     /// can reach there.
     #[arg(long, value_name = "PERCENT")]
@@ -42,6 +49,11 @@ pub struct PathArgs {
     /// TCP payload bytes per segment (1448: a 1500-byte MTU with timestamps).
     #[arg(long, default_value_t = 1448, value_name = "BYTES")]
     pub mss: u32,
+    /// The path as `wanopt probe --json` measured it (`-`: standard
+    /// input): each direction with a rate, at the probes' median RTT and
+    /// its own loss; --rate, --rtt and --loss override the probe's values.
+    #[arg(long, value_name = "FILE")]
+    pub probe: Option<PathBuf>,
 }
 
 /// Arguments of `wanopt host-check`.
@@ -49,15 +61,20 @@ pub struct PathArgs {
 pub struct HostCheckArgs {
     /// The path to check the buffers against (`--rate` and `--rtt`
     /// together); without it only the switches are checked.
-    #[arg(long, value_name = "RATE", requires = "rtt")]
+    #[arg(long, value_name = "RATE")]
     pub rate: Option<String>,
     /// The path's round-trip time (`150ms`).
-    #[arg(long, value_name = "TIME", requires = "rate")]
+    #[arg(long, value_name = "TIME")]
     pub rtt: Option<String>,
     /// Random packet loss on the path (`0.5%`): weighs the congestion
     /// control.
-    #[arg(long, value_name = "PERCENT", requires = "rate")]
+    #[arg(long, value_name = "PERCENT")]
     pub loss: Option<String>,
+    /// The path as `wanopt probe --json` measured it (`-`: standard
+    /// input): checked against the direction that needs the larger window;
+    /// --rate, --rtt and --loss override the probe's values.
+    #[arg(long, value_name = "FILE")]
+    pub probe: Option<PathBuf>,
 }
 
 /// What a path needs from TCP.
@@ -119,18 +136,164 @@ fn parse_path(rate: &str, rtt: &str) -> Result<(u64, Duration)> {
     Ok((rate, rtt))
 }
 
-/// `wanopt window`.
-pub fn window(args: &PathArgs) -> Result<String> {
-    let (rate, rtt) = parse_path(&args.rate, &args.rtt)?;
-    if args.mss < 88 {
-        bail!("--mss: {} bytes is below TCP's minimum of 88", args.mss);
+/// One direction of a probed path.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProbedPath {
+    /// Which way: `here -> HOST:PORT` or `HOST:PORT -> here`.
+    pub direction: String,
+    /// What it needs.
+    pub need: Need,
+    /// The probe's trains left this direction's sender about as fast as
+    /// they arrived: the path may be faster than measured.
+    pub sender_limited: bool,
+}
+
+/// Values given on the command line next to `--probe`, which win.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Overrides {
+    /// `--rate`, bits per second.
+    pub rate_bps: Option<u64>,
+    /// `--rtt`.
+    pub rtt: Option<Duration>,
+    /// `--loss`, a fraction.
+    pub loss: Option<f64>,
+}
+
+/// Reads `wanopt probe --json` output from `file` (`-`: standard input).
+pub fn read_probe(file: &Path) -> Result<crate::cli::probe::Report> {
+    let name = file.display();
+    let text = if file == Path::new("-") {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .with_context(|| format!("--probe {name}: reading standard input"))?;
+        text
+    } else {
+        std::fs::read_to_string(file).with_context(|| format!("--probe {name}"))?
+    };
+    serde_json::from_str(&text).map_err(|e| {
+        anyhow::anyhow!("--probe {name}: not the output of `wanopt probe --json` ({e})")
+    })
+}
+
+/// The directions of a probed path, each with what it needs: those the
+/// probe measured a rate for (or all, with `--rate`), at the probes'
+/// median RTT and each direction's own loss, unless overridden.
+pub fn probed_paths(
+    report: &crate::cli::probe::Report,
+    given: Overrides,
+    mss: u32,
+) -> Result<Vec<ProbedPath>> {
+    let rtt = match (given.rtt, &report.rtt) {
+        (Some(rtt), _) => rtt,
+        (None, Some(r)) if r.median_ms.is_finite() && r.median_ms > 0.0 => {
+            Duration::from_secs_f64(r.median_ms / 1e3)
+        }
+        _ => bail!(
+            "--probe: no probe came back from {} (no round-trip time); give --rtt",
+            report.target
+        ),
+    };
+    let rates = report.rate.as_ref();
+    let ways = [
+        (
+            format!("here -> {}", report.target),
+            rates.and_then(|r| r.forward.as_ref()),
+            report.forward.as_ref(),
+        ),
+        (
+            format!("{} -> here", report.target),
+            rates.and_then(|r| r.reverse.as_ref()),
+            report.reverse.as_ref(),
+        ),
+    ];
+    let mut paths = Vec::new();
+    for (direction, estimate, counts) in ways {
+        let measured = estimate
+            .map(|e| e.median_bps)
+            .filter(|bps| bps.is_finite() && *bps >= 1.0);
+        let Some(rate_bps) = given.rate_bps.or(measured.map(|bps| bps.round() as u64)) else {
+            continue;
+        };
+        let loss = given.loss.or_else(|| {
+            counts
+                .map(|d| d.loss_percent / 100.0)
+                .filter(|p| p.is_finite() && *p > 0.0 && *p <= 1.0)
+        });
+        paths.push(ProbedPath {
+            direction,
+            need: need(rate_bps, rtt, mss, loss),
+            sender_limited: given.rate_bps.is_none() && estimate.is_some_and(|e| e.sender_limited),
+        });
     }
-    if args.mss > 65_535 {
+    if paths.is_empty() {
         bail!(
-            "--mss: {} bytes does not fit TCP's 16-bit MSS option",
-            args.mss
+            "--probe: no rate measured either way to {} (probe with --trains above 0); give --rate",
+            report.target
         );
     }
+    Ok(paths)
+}
+
+fn overrides(
+    rate: Option<&String>,
+    rtt: Option<&String>,
+    loss: Option<&String>,
+) -> Result<Overrides> {
+    let rtt = rtt
+        .map(|r| parse_duration(r).context("--rtt"))
+        .transpose()?;
+    if rtt.is_some_and(|r| r.is_zero()) {
+        bail!("--rtt: a round-trip time must be above zero");
+    }
+    Ok(Overrides {
+        rate_bps: rate
+            .map(|r| parse_rate(r).context("--rate").map(|r| r.0))
+            .transpose()?,
+        rtt,
+        loss: parse_loss(loss)?,
+    })
+}
+
+fn check_mss(mss: u32) -> Result<()> {
+    if mss < 88 {
+        bail!("--mss: {mss} bytes is below TCP's minimum of 88");
+    }
+    if mss > 65_535 {
+        bail!("--mss: {mss} bytes does not fit TCP's 16-bit MSS option");
+    }
+    Ok(())
+}
+
+/// `wanopt window`.
+pub fn window(args: &PathArgs) -> Result<String> {
+    check_mss(args.mss)?;
+    if let Some(file) = &args.probe {
+        let given = overrides(args.rate.as_ref(), args.rtt.as_ref(), args.loss.as_ref())?;
+        let report = read_probe(file)?;
+        let mut out = String::new();
+        for (i, path) in probed_paths(&report, given, args.mss)?.iter().enumerate() {
+            if i > 0 {
+                out.push('\n');
+            }
+            let _ = writeln!(
+                out,
+                "{} (probed{}):",
+                path.direction,
+                if path.sender_limited {
+                    "; the trains were sender-limited, the path may be faster"
+                } else {
+                    ""
+                }
+            );
+            out.push_str(&window_text(&path.need));
+        }
+        return Ok(out);
+    }
+    let (Some(rate), Some(rtt)) = (&args.rate, &args.rtt) else {
+        bail!("--rate and --rtt are needed (or --probe FILE)");
+    };
+    let (rate, rtt) = parse_path(rate, rtt)?;
     let loss = parse_loss(args.loss.as_ref())?;
     Ok(window_text(&need(rate, rtt, args.mss, loss)))
 }
@@ -150,6 +313,13 @@ pub fn rate_text(bps: f64) -> String {
     let text = format!("{value:.2}");
     let text = text.trim_end_matches('0').trim_end_matches('.');
     format!("{text} {unit}")
+}
+
+/// A percentage for people: at most three decimals, none that are zero
+/// (`1`, `0.5`, `0.333`).
+fn percent_text(percent: f64) -> String {
+    let text = format!("{percent:.3}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// Bytes for people, binary units as buffer sizes are written.
@@ -240,7 +410,7 @@ fn window_text(n: &Need) -> String {
             out,
             "with {}% random loss: a loss-based TCP (Reno; CUBIC does somewhat better) reaches about {} \
              whatever its window (Mathis et al.: MSS / RTT x 1.22 / sqrt(loss)){}",
-            p * 100.0,
+            percent_text(p * 100.0),
             rate_text(bound.min(n.rate_bps as f64)),
             if bound < n.rate_bps as f64 {
                 format!(", {:.1}% of the path", bound / n.rate_bps as f64 * 100.0)
@@ -463,18 +633,29 @@ fn parse_loss(loss: Option<&String>) -> Result<Option<f64>> {
 
 /// The path `host-check` is asked to check against, if any (bad flags
 /// are usage errors).
-pub fn host_need(args: &HostCheckArgs) -> Result<Option<Need>> {
+/// With `--probe`, the direction that needs the larger window, named.
+pub fn host_need(args: &HostCheckArgs) -> Result<Option<(Need, Option<String>)>> {
+    if let Some(file) = &args.probe {
+        let given = overrides(args.rate.as_ref(), args.rtt.as_ref(), args.loss.as_ref())?;
+        let report = read_probe(file)?;
+        let paths = probed_paths(&report, given, 1448)?;
+        return Ok(paths
+            .into_iter()
+            .max_by_key(|p| p.need.bdp)
+            .map(|p| (p.need, Some(p.direction))));
+    }
     match (&args.rate, &args.rtt) {
         (Some(rate), Some(rtt)) => {
             let (rate, rtt) = parse_path(rate, rtt)?;
-            Ok(Some(need(rate, rtt, 1448, parse_loss(args.loss.as_ref())?)))
+            Ok(Some((need(rate, rtt, 1448, parse_loss(args.loss.as_ref())?), None)))
         }
-        _ => Ok(None),
+        (None, None) if args.loss.is_none() => Ok(None),
+        _ => bail!("--rate, --rtt and --loss describe a path: give --rate and --rtt together (or --probe FILE)"),
     }
 }
 
 /// `wanopt host-check`: the report and whether something falls short.
-pub fn host_check(need: Option<&Need>) -> Result<(String, bool)> {
+pub fn host_check(need: Option<&Need>, direction: Option<&str>) -> Result<(String, bool)> {
     let settings = read_settings();
     if settings.is_empty() {
         bail!("cannot read /proc/sys/net (is /proc mounted?)");
@@ -485,10 +666,13 @@ pub fn host_check(need: Option<&Need>) -> Result<(String, bool)> {
         Some(n) => {
             let _ = writeln!(
                 out,
-                "this host's TCP settings against {} at RTT {} (bandwidth-delay product {})",
+                "this host's TCP settings against {} at RTT {} (bandwidth-delay product {}){}",
                 rate_text(n.rate_bps as f64),
                 ms(n.rtt),
-                size_text(n.bdp)
+                size_text(n.bdp),
+                direction.map_or(String::new(), |d| format!(
+                    ", {d} as probed (the direction that needs the larger window)"
+                ))
             );
         }
         None => {
@@ -602,6 +786,110 @@ mod tests {
         assert_eq!(rate_text(500.0), "500 bit/s");
     }
 
+    /// What `wanopt probe` would report for the waas-3g link (RTT 150 ms,
+    /// 384 kbit/s up, 2 Mbit/s down), with `loss` per cent lost back.
+    fn probe_report(loss: f64, trains: bool) -> crate::cli::probe::Report {
+        let json = format!(
+            r#"{{"target": "192.0.2.7:7009", "probes": 1000, "size": 200, "interval_ms": 10.0,
+            "rtt": {{"min_ms": 150.2, "median_ms": 150.5, "p90_ms": 151.0, "p99_ms": 160.0,
+                     "max_ms": 170.0, "jitter_ms": 0.3}},
+            "forward": {{"sent": 1000, "received": 1000, "lost": 0, "loss_percent": 0.0,
+                         "reordered": 0, "duplicated": 0}},
+            "reverse": {{"sent": 1000, "received": 995, "lost": 5, "loss_percent": {loss},
+                         "reordered": 0, "duplicated": 0}},
+            "rate": {}}}"#,
+            if trains {
+                r#"{"trains": 10, "train_len": 16, "train_size": 1472,
+                   "forward": {"median_bps": 384000.0, "min_bps": 383000.0, "max_bps": 385000.0,
+                               "trains": 10, "sender_limited": false},
+                   "reverse": {"median_bps": 2000000.0, "min_bps": 1990000.0, "max_bps": 2010000.0,
+                               "trains": 9, "sender_limited": true}}"#
+            } else {
+                "null"
+            }
+        );
+        serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"))
+    }
+
+    #[test]
+    fn a_probed_path_is_each_direction_at_its_own_rate_and_loss() {
+        let paths = probed_paths(&probe_report(0.5, true), Overrides::default(), 1448)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(paths.len(), 2);
+        let (up, down) = (&paths[0], &paths[1]);
+        assert_eq!(up.direction, "here -> 192.0.2.7:7009");
+        assert_eq!(down.direction, "192.0.2.7:7009 -> here");
+        let rtt = Duration::from_secs_f64(0.1505);
+        assert_eq!(up.need, need(384_000, rtt, 1448, None));
+        assert_eq!(down.need, need(2_000_000, rtt, 1448, Some(0.005)));
+        assert_eq!(down.need.bdp, 37_625);
+        assert!(!up.sender_limited && down.sender_limited);
+        // Given values win, for both directions; a rate given is not the
+        // probe's, so not sender-limited.
+        let given = Overrides {
+            rate_bps: Some(10_000_000),
+            rtt: Some(Duration::from_millis(20)),
+            loss: Some(0.01),
+        };
+        let paths =
+            probed_paths(&probe_report(0.5, true), given, 1448).unwrap_or_else(|e| panic!("{e}"));
+        for p in &paths {
+            assert_eq!(
+                p.need,
+                need(10_000_000, Duration::from_millis(20), 1448, Some(0.01))
+            );
+            assert!(!p.sender_limited);
+        }
+    }
+
+    #[test]
+    fn a_probe_without_what_a_path_needs_is_a_clear_error() {
+        let no_rates = probe_report(0.0, false);
+        let e = probed_paths(&no_rates, Overrides::default(), 1448)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            e.contains("no rate measured") && e.contains("--rate"),
+            "{e}"
+        );
+        // With --rate, both directions at that rate.
+        let given = Overrides {
+            rate_bps: Some(1_000_000),
+            ..Overrides::default()
+        };
+        let paths = probed_paths(&no_rates, given, 1448).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(paths.len(), 2);
+        let mut silent = probe_report(0.0, true);
+        silent.rtt = None;
+        let e = probed_paths(&silent, Overrides::default(), 1448)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            e.contains("no probe came back") && e.contains("--rtt"),
+            "{e}"
+        );
+        // A nonsensical loss is ignored, not used; so is one the
+        // reflector's counters never reported.
+        let odd = probe_report(250.0, true);
+        let paths =
+            probed_paths(&odd, Overrides::default(), 1448).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(paths[1].need.loss, None);
+        let mut uncounted = probe_report(0.5, true);
+        uncounted.reverse = None;
+        let paths =
+            probed_paths(&uncounted, Overrides::default(), 1448).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(paths[1].need.loss, None);
+    }
+
+    #[test]
+    fn percentages_read_like_their_flags() {
+        assert_eq!(percent_text(0.5), "0.5");
+        assert_eq!(percent_text(1.0), "1");
+        assert_eq!(percent_text(100.0 / 3.0 / 100.0), "0.333");
+    }
+
     #[test]
     fn small_and_huge_products() {
         // 2 Mbit/s at 150 ms: 37.5 KB, no scaling, no slow start to speak of.
@@ -621,10 +909,11 @@ mod tests {
     #[test]
     fn bad_paths_are_one_line_errors() {
         let args = |rate: &str, rtt: &str, loss: Option<&str>, mss: u32| PathArgs {
-            rate: rate.into(),
-            rtt: rtt.into(),
+            rate: Some(rate.into()),
+            rtt: Some(rtt.into()),
             loss: loss.map(Into::into),
             mss,
+            probe: None,
         };
         for (a, needle) in [
             (args("10mbps", "100ms", None, 1448), "--rate"),

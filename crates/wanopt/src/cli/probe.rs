@@ -25,7 +25,7 @@ use nix::sys::socket::{
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use wanopt_netem::units::parse_duration;
 use wanopt_proto::probe::{
     set_send_offset, Arrivals, Kind, Packet, Reflector, HEADER_LEN, MAX_SEQ, MAX_TRAIN,
@@ -70,7 +70,7 @@ pub struct ProbeArgs {
 }
 
 /// One direction's arrivals.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Direction {
     /// Datagrams sent.
     pub sent: u32,
@@ -105,7 +105,7 @@ impl Direction {
 }
 
 /// Round-trip times of the probes that came back, milliseconds.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Rtt {
     /// Smallest.
     pub min_ms: f64,
@@ -122,7 +122,7 @@ pub struct Rtt {
 }
 
 /// What `wanopt probe` measured.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     /// The reflector.
     pub target: String,
@@ -144,7 +144,7 @@ pub struct Report {
 }
 
 /// What the packet trains measured.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Rates {
     /// Trains sent.
     pub trains: u32,
@@ -159,7 +159,7 @@ pub struct Rates {
 }
 
 /// One direction's rate over the trains that gave an estimate.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RateEstimate {
     /// Median, bits per second of IP packets.
     pub median_bps: f64,
