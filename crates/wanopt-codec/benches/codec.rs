@@ -157,6 +157,28 @@ fn bench(c: &mut Criterion) {
         });
     }
     g.finish();
+    // The chunker alone, fed in reads of different sizes: a trickling
+    // source's 200-byte reads must not cost more per byte than a bulk
+    // transfer's 128 KiB ones (each byte scanned once).
+    let mut g = c.benchmark_group("chunk");
+    g.throughput(Throughput::Bytes(LEN as u64));
+    g.sample_size(10);
+    for (name, read) in [("reads_200", 200), ("reads_4k", 4096), ("reads_128k", READ)] {
+        let data = &inputs[1].1;
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let chunker = wanopt_codec::Chunker::new(ChunkerConfig::default()).unwrap();
+                let mut stream = wanopt_codec::StreamChunker::new(chunker);
+                let mut chunks = 0usize;
+                for piece in data.chunks(read) {
+                    stream.push(piece, |_| chunks += 1);
+                }
+                stream.flush(|_| chunks += 1);
+                black_box(chunks)
+            })
+        });
+    }
+    g.finish();
 
     let mut g = c.benchmark_group("decode");
     g.throughput(Throughput::Bytes(LEN as u64));
