@@ -132,12 +132,43 @@ impl Chunker {
     /// decided, even with fewer than `max` bytes: a cut found before the
     /// end of `data` is the cut the full window would give, because every
     /// position before it is tested with the same mask and the same hash.
-    fn decided_len(&self, data: &[u8]) -> Option<usize> {
-        if data.len() >= self.config.max {
-            return self.next_chunk_len(data, false);
+    ///
+    /// The scan resumes where an earlier call on a prefix of `data` with
+    /// the same `state` stopped: the positions that call tested are not
+    /// tested again (a chunk that grows by small reads is scanned once, not
+    /// once per read; see the `chunk` benchmark). `state` must start
+    /// [`ScanState::default`] for each chunk; `data` may only grow between
+    /// calls with the same state.
+    fn decided_len_from(&self, data: &[u8], state: &mut ScanState) -> Option<usize> {
+        let ChunkerConfig { min, avg, max } = self.config;
+        let len = data.len();
+        if len <= min {
+            // `cut` returns the whole window: decided only once it is `max`.
+            return (len >= max && len > 0).then_some(len.min(max).max(1));
         }
-        let len = self.cut(data);
-        (len < data.len()).then_some(len.max(1))
+        // The positions `cut` tests on a window of `len` bytes: from
+        // `start` to the even bound below the window's end, with the strict
+        // mask below `middle` and the relaxed one from there. A longer
+        // window tests the same positions with the same masks, and more.
+        let start = min / 2 * 2;
+        let middle = avg / 2 * 2;
+        let end = len.min(max) / 2 * 2;
+        if state.pos < start {
+            *state = ScanState {
+                pos: start,
+                hash: 0,
+            };
+        }
+        for (to, mask) in [(middle.min(end), self.mask_s), (end, self.mask_l)] {
+            if state.pos < to {
+                let from = state.pos;
+                if let Some(p) = scan(self.gear, &data[from..to], &mut state.hash, mask) {
+                    return Some(from + p);
+                }
+                state.pos = to;
+            }
+        }
+        (len >= max).then_some(max)
     }
 
     /// Length of the first chunk of `source`, exactly as
@@ -251,6 +282,16 @@ fn scan(gear: &[u64; 256], window: &[u8], hash: &mut u64, mask: u64) -> Option<u
 pub struct StreamChunker {
     chunker: Chunker,
     pending: Vec<u8>,
+    /// How far the pending chunk has been scanned for its cut.
+    scan: ScanState,
+}
+
+/// Where a scan for a chunk's cut stopped without finding it: the next
+/// position to test and the gear hash before it (`pos` 0: not begun).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct ScanState {
+    pos: usize,
+    hash: u64,
 }
 
 impl StreamChunker {
@@ -259,6 +300,7 @@ impl StreamChunker {
         StreamChunker {
             chunker,
             pending: Vec::new(),
+            scan: ScanState::default(),
         }
     }
 
@@ -285,8 +327,9 @@ impl StreamChunker {
         // (they sit at the end of `pending` and can be handed back).
         let mut borrowed = 0;
         while !self.pending.is_empty() {
-            if let Some(len) = self.chunker.decided_len(&self.pending) {
+            if let Some(len) = self.chunker.decided_len_from(&self.pending, &mut self.scan) {
                 on_chunk(&self.pending[..len]);
+                self.scan = ScanState::default();
                 let old = self.pending.len() - borrowed;
                 if len >= old {
                     // The old tail is consumed: continue in `input`.
@@ -307,10 +350,15 @@ impl StreamChunker {
             self.pending.extend_from_slice(&unread[..take]);
             borrowed += take;
         }
-        while let Some(len) = self.chunker.decided_len(input) {
+        // Each chunk of `input` is scanned once; the scan of its tail,
+        // which has no cut yet, goes on from where it stopped next time.
+        let mut scan = ScanState::default();
+        while let Some(len) = self.chunker.decided_len_from(input, &mut scan) {
             on_chunk(&input[..len]);
             input = &input[len..];
+            scan = ScanState::default();
         }
+        self.scan = scan;
         self.pending.extend_from_slice(input);
     }
 
@@ -324,6 +372,7 @@ impl StreamChunker {
             start += len;
         }
         self.pending.clear();
+        self.scan = ScanState::default();
     }
 }
 
@@ -440,6 +489,88 @@ mod tests {
                 let ours = chunker.cut(window);
                 prop_assert_eq!(ours, crate_cut(config, window));
                 rest = &rest[ours.max(1)..];
+            }
+        }
+    }
+
+    /// A valid configuration from three numbers (min 64 to 8 KiB, avg a
+    /// power of two at or above it, max even and at or above avg).
+    fn config_of(min: usize, avg_log: u32, extra: usize) -> ChunkerConfig {
+        let avg = (1usize << avg_log).max(min.next_power_of_two());
+        ChunkerConfig {
+            min,
+            avg,
+            max: (avg + extra) / 2 * 2,
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// A chunk fed a few bytes at a time (a trickle, a chatty
+        /// protocol) resumes its scan where the last read left it: the
+        /// boundaries are still those of the whole stream at once, for any
+        /// sizes, odd minimums and maxima equal to the average included.
+        #[test]
+        fn small_reads_resume_the_scan_and_cut_the_same(
+            len in 0usize..120_000,
+            seed in any::<u64>(),
+            min in 64usize..8192,
+            avg_log in 8u32..15,
+            extra in prop_oneof![Just(0usize), 0usize..70_000],
+            reads in proptest::collection::vec(1usize..1500, 1..64),
+        ) {
+            let config = config_of(min, avg_log, extra);
+            prop_assume!(config.validate().is_ok());
+            let input = data(len, seed);
+            let whole: Vec<Vec<u8>> = Chunker::new(config).unwrap().split(&input)
+                .into_iter().map(|c| c.to_vec()).collect();
+            let mut pieces = Vec::new();
+            let mut rest = &input[..];
+            for size in reads.iter().cycle() {
+                if rest.is_empty() {
+                    break;
+                }
+                let (piece, tail) = rest.split_at((*size).min(rest.len()));
+                pieces.push(piece);
+                rest = tail;
+            }
+            let streamed = stream_split(config, &pieces);
+            prop_assert_eq!(streamed.concat(), input.clone());
+            prop_assert_eq!(streamed, whole);
+        }
+
+        /// The resumed scan of a growing window decides exactly what a
+        /// fresh scan of the same window decides, at every length.
+        #[test]
+        fn a_resumed_scan_decides_what_a_fresh_one_does(
+            seed in any::<u64>(),
+            min in 64usize..4096,
+            avg_log in 8u32..14,
+            extra in 0usize..20_000,
+            step in 1usize..900,
+        ) {
+            let config = config_of(min, avg_log, extra);
+            prop_assume!(config.validate().is_ok());
+            let chunker = Chunker::new(config).unwrap();
+            let input = data(config.max + 2 * step, seed);
+            let mut state = ScanState::default();
+            let mut len = 0;
+            while len <= input.len() {
+                let window = &input[..len];
+                let resumed = chunker.decided_len_from(window, &mut state);
+                // What `cut` (checked against the crate) decides on the
+                // window as it stands: a full window always, a shorter one
+                // only with a cut before its end.
+                let fresh = if len >= config.max {
+                    chunker.next_chunk_len(window, false)
+                } else {
+                    Some(chunker.cut(window)).filter(|&cut| cut < len)
+                };
+                prop_assert_eq!(resumed, fresh, "at {} bytes", len);
+                if resumed.is_some() {
+                    break;
+                }
+                len += step;
             }
         }
     }
