@@ -493,6 +493,36 @@ mod tests {
         }
     }
 
+    /// A read that ends one byte past a cut the chunker could not test yet
+    /// (the scan stops at an even bound): the next read finds the cut
+    /// inside the bytes already pending, and the scan of the chunk after
+    /// it must start afresh, not where the cut's scan stood.
+    #[test]
+    fn a_cut_found_in_the_pending_bytes_starts_the_next_scan_afresh() {
+        let config = ChunkerConfig::default();
+        let chunker = Chunker::new(config).unwrap();
+        let mut exercised = 0;
+        for seed in 0..400 {
+            let input = data(200_000, seed);
+            let whole = chunker.split(&input);
+            let first = whole[0].len();
+            if !first.is_multiple_of(2) || first >= config.max {
+                continue;
+            }
+            // `first + 1` bytes: the last tested position is `first - 1`.
+            let mut pieces = vec![&input[..first + 1]];
+            pieces.extend(input[first + 1..].chunks(100));
+            let streamed = stream_split(config, &pieces);
+            let whole: Vec<Vec<u8>> = whole.into_iter().map(|c| c.to_vec()).collect();
+            assert_eq!(streamed, whole, "seed {seed}");
+            exercised += 1;
+        }
+        assert!(
+            exercised >= 50,
+            "only {exercised} streams cut inside pending bytes"
+        );
+    }
+
     /// A valid configuration from three numbers (min 64 to 8 KiB, avg a
     /// power of two at or above it, max even and at or above avg).
     fn config_of(min: usize, avg_log: u32, extra: usize) -> ChunkerConfig {
