@@ -623,10 +623,23 @@ fn window_and_host_check_read_what_probe_measured() {
     assert!(out.contains(&format!("here -> {addr} (probed")), "{out}");
     assert!(out.contains(&format!("{addr} -> here (probed")), "{out}");
     assert_eq!(out.matches("bandwidth-delay product: ").count(), 2, "{out}");
-    // The probe's own median RTT, as the report printed it.
+    // Each product is the direction's measured rate times the probes'
+    // smallest RTT, as the report has them.
     let report: serde_json::Value = serde_json::from_str(&json).unwrap();
-    let median = report["rtt"]["median_ms"].as_f64().unwrap();
-    assert!(median > 0.0, "{json}");
+    let min_rtt = report["rtt"]["min_ms"].as_f64().unwrap() / 1e3;
+    let products: Vec<f64> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("bandwidth-delay product: "))
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .collect();
+    for (product, dir) in products.iter().zip(["forward", "reverse"]) {
+        let rate = report["rate"][dir]["median_bps"].as_f64().unwrap().round();
+        let expected = (rate * min_rtt / 8.0).ceil();
+        assert!(
+            (product - expected).abs() <= 1.0,
+            "{dir}: {product} vs {expected}: {out}"
+        );
+    }
     // Overrides win: at 1 Mbit/s and 100 ms the product is 12500 bytes,
     // whatever loopback measured.
     let mut child = Command::new(BIN)

@@ -1,7 +1,8 @@
 //! `wanopt probe` against the lab's emulator: the round-trip time and the
 //! bottleneck rates it measures are the emulated ones, and what it counts
 //! per direction (loss, duplication, reordering) is what the emulator's
-//! own counters say it did. Needs root (network namespaces); the lab's prefix is `wpt-`.
+//! own counters say it did; `wanopt window --probe` sizes the emulated link
+//! from its report. Needs root (network namespaces); the lab's prefix is `wpt-`.
 
 mod common;
 
@@ -177,5 +178,38 @@ fn probe_measures_what_the_emulator_does() {
         );
         assert_eq!(u(&e["trains"]), 10, "{e}");
         assert_eq!(e["sender_limited"], false, "{e}");
+    }
+    // `window --probe` sizes each direction from this report: its rate x
+    // the probes' smallest RTT (60 ms plus a probe's transmission on the
+    // two links; the median holds the queue the probes, 800 kbit/s of
+    // them, build on the 384 kbit/s uplink).
+    let mut window = Command::new(BIN)
+        .args(["window", "--probe", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write as _;
+        let mut stdin = window.stdin.take().unwrap();
+        stdin.write_all(r.to_string().as_bytes()).unwrap();
+    }
+    let out = window.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let products: Vec<f64> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("bandwidth-delay product: "))
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .collect();
+    assert_eq!(products.len(), 2, "{text}");
+    let min_rtt = r["rtt"]["min_ms"].as_f64().unwrap_or(0.0);
+    assert!((60.0..70.0).contains(&min_rtt), "{r}");
+    for (product, rate) in products.iter().zip([384e3, 2e6]) {
+        let emulated = rate * min_rtt / 1e3 / 8.0;
+        assert!(
+            (product / emulated - 1.0).abs() < 0.03,
+            "{product} vs {emulated}: {text}"
+        );
     }
 }

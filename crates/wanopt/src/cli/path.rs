@@ -12,9 +12,11 @@
 //! (Mathis, Semke, Mahdavi and Ott, 1997) whatever its window.
 //!
 //! Both read a path from `wanopt probe --json` output too (`--probe FILE`):
-//! each direction the probe measured a rate for, at the probes' median
-//! round-trip time and that direction's loss; flags given with it override
-//! what the probe measured.
+//! each direction the probe measured a rate for, at the probes' smallest
+//! round-trip time (the path's own: a probe that fills a slow uplink
+//! queues behind itself, and the median then holds that queue) and that
+//! direction's loss; flags given with it override what the probe
+//! measured.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -50,8 +52,8 @@ pub struct PathArgs {
     #[arg(long, default_value_t = 1448, value_name = "BYTES")]
     pub mss: u32,
     /// The path as `wanopt probe --json` measured it (`-`: standard
-    /// input): each direction with a rate, at the probes' median RTT and
-    /// its own loss; --rate, --rtt and --loss override the probe's values.
+    /// input): each direction with a rate, at the probes' smallest RTT
+    /// and its own loss; --rate, --rtt and --loss override the probe's values.
     #[arg(long, value_name = "FILE")]
     pub probe: Option<PathBuf>,
 }
@@ -178,7 +180,7 @@ pub fn read_probe(file: &Path) -> Result<crate::cli::probe::Report> {
 
 /// The directions of a probed path, each with what it needs: those the
 /// probe measured a rate for (or all, with `--rate`), at the probes'
-/// median RTT and each direction's own loss, unless overridden.
+/// smallest RTT and each direction's own loss, unless overridden.
 pub fn probed_paths(
     report: &crate::cli::probe::Report,
     given: Overrides,
@@ -186,8 +188,8 @@ pub fn probed_paths(
 ) -> Result<Vec<ProbedPath>> {
     let rtt = match (given.rtt, &report.rtt) {
         (Some(rtt), _) => rtt,
-        (None, Some(r)) if r.median_ms.is_finite() && r.median_ms > 0.0 => {
-            Duration::from_secs_f64(r.median_ms / 1e3)
+        (None, Some(r)) if r.min_ms.is_finite() && r.min_ms > 0.0 => {
+            Duration::from_secs_f64(r.min_ms / 1e3)
         }
         _ => bail!(
             "--probe: no probe came back from {} (no round-trip time); give --rtt",
@@ -819,10 +821,10 @@ mod tests {
         let (up, down) = (&paths[0], &paths[1]);
         assert_eq!(up.direction, "here -> 192.0.2.7:7009");
         assert_eq!(down.direction, "192.0.2.7:7009 -> here");
-        let rtt = Duration::from_secs_f64(0.1505);
+        let rtt = Duration::from_secs_f64(0.1502);
         assert_eq!(up.need, need(384_000, rtt, 1448, None));
         assert_eq!(down.need, need(2_000_000, rtt, 1448, Some(0.005)));
-        assert_eq!(down.need.bdp, 37_625);
+        assert_eq!(down.need.bdp, 37_550);
         assert!(!up.sender_limited && down.sender_limited);
         // Given values win, for both directions; a rate given is not the
         // probe's, so not sender-limited.
