@@ -138,6 +138,23 @@ fn parse_path(rate: &str, rtt: &str) -> Result<(u64, Duration)> {
     Ok((rate, rtt))
 }
 
+/// Longest round-trip time taken from a probe's report (a probe waits
+/// for its echoes far less; anything longer is not a measurement).
+const MAX_PROBED_RTT: Duration = Duration::from_secs(60);
+
+/// Fastest rate taken from a probe's report, bits per second (10 Tbit/s).
+const MAX_PROBED_BPS: f64 = 1e13;
+
+/// A number from a file for an error message: plain when it is of a
+/// sensible size, else in scientific notation.
+fn number_text(v: f64) -> String {
+    if v.is_finite() && v.abs() < 1e9 {
+        format!("{v}")
+    } else {
+        format!("{v:e}")
+    }
+}
+
 /// One direction of a probed path.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProbedPath {
@@ -188,10 +205,14 @@ pub fn probed_paths(
 ) -> Result<Vec<ProbedPath>> {
     let rtt = match (given.rtt, &report.rtt) {
         (Some(rtt), _) => rtt,
-        (None, Some(r)) if r.min_ms.is_finite() && r.min_ms > 0.0 => {
-            Duration::from_secs_f64(r.min_ms / 1e3)
-        }
-        _ => bail!(
+        (None, Some(r)) => match Duration::try_from_secs_f64(r.min_ms / 1e3) {
+            Ok(rtt) if !rtt.is_zero() && rtt <= MAX_PROBED_RTT => rtt,
+            _ => bail!(
+                "--probe: a smallest round-trip time of {} ms is not a path's; give --rtt",
+                number_text(r.min_ms)
+            ),
+        },
+        (None, None) => bail!(
             "--probe: no probe came back from {} (no round-trip time); give --rtt",
             report.target
         ),
@@ -211,9 +232,15 @@ pub fn probed_paths(
     ];
     let mut paths = Vec::new();
     for (direction, estimate, counts) in ways {
-        let measured = estimate
-            .map(|e| e.median_bps)
-            .filter(|bps| bps.is_finite() && *bps >= 1.0);
+        let measured = estimate.map(|e| e.median_bps);
+        if let Some(bps) = measured.filter(|bps| !(1.0..=MAX_PROBED_BPS).contains(bps)) {
+            if given.rate_bps.is_none() {
+                bail!(
+                    "--probe: a rate of {} bit/s is not a path's; give --rate",
+                    number_text(bps)
+                );
+            }
+        }
         let Some(rate_bps) = given.rate_bps.or(measured.map(|bps| bps.round() as u64)) else {
             continue;
         };
@@ -862,6 +889,29 @@ mod tests {
         };
         let paths = probed_paths(&no_rates, given, 1448).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(paths.len(), 2);
+        for bad in [0.0, -5.0, 1e300, f64::NAN, 61_000.0] {
+            let mut odd = probe_report(0.0, true);
+            if let Some(rtt) = odd.rtt.as_mut() {
+                rtt.min_ms = bad;
+            }
+            let e = probed_paths(&odd, Overrides::default(), 1448)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(
+                e.contains("is not a path's") && e.contains("--rtt"),
+                "{bad}: {e}"
+            );
+        }
+        let mut fast = probe_report(0.0, true);
+        if let Some(e) = fast.rate.as_mut().and_then(|r| r.reverse.as_mut()) {
+            e.median_bps = 1e30;
+        }
+        let e = probed_paths(&fast, Overrides::default(), 1448)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("rate of 1e30 bit/s is not a path's"), "{e}");
         let mut silent = probe_report(0.0, true);
         silent.rtt = None;
         let e = probed_paths(&silent, Overrides::default(), 1448)
