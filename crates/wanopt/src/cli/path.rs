@@ -130,12 +130,15 @@ pub fn need(rate_bps: u64, rtt: Duration, mss: u32, loss: Option<f64>) -> Need {
 }
 
 fn parse_path(rate: &str, rtt: &str) -> Result<(u64, Duration)> {
-    let rate = parse_rate(rate).context("--rate")?.0;
+    Ok((parse_rate(rate).context("--rate")?.0, parse_rtt(rtt)?))
+}
+
+fn parse_rtt(rtt: &str) -> Result<Duration> {
     let rtt = parse_duration(rtt).context("--rtt")?;
     if rtt.is_zero() {
         bail!("--rtt: a round-trip time must be above zero");
     }
-    Ok((rate, rtt))
+    Ok(rtt)
 }
 
 /// Longest round-trip time taken from a probe's report (a probe waits
@@ -269,17 +272,11 @@ fn overrides(
     rtt: Option<&String>,
     loss: Option<&String>,
 ) -> Result<Overrides> {
-    let rtt = rtt
-        .map(|r| parse_duration(r).context("--rtt"))
-        .transpose()?;
-    if rtt.is_some_and(|r| r.is_zero()) {
-        bail!("--rtt: a round-trip time must be above zero");
-    }
     Ok(Overrides {
         rate_bps: rate
             .map(|r| parse_rate(r).context("--rate").map(|r| r.0))
             .transpose()?,
-        rtt,
+        rtt: rtt.map(|r| parse_rtt(r)).transpose()?,
         loss: parse_loss(loss)?,
     })
 }
@@ -871,13 +868,15 @@ mod tests {
         }
     }
 
+    /// The error's text, empty when there was none.
+    fn error_of<T>(result: Result<T>) -> String {
+        result.err().map(|e| e.to_string()).unwrap_or_default()
+    }
+
     #[test]
     fn a_probe_without_what_a_path_needs_is_a_clear_error() {
         let no_rates = probe_report(0.0, false);
-        let e = probed_paths(&no_rates, Overrides::default(), 1448)
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+        let e = error_of(probed_paths(&no_rates, Overrides::default(), 1448));
         assert!(
             e.contains("no rate measured") && e.contains("--rate"),
             "{e}"
@@ -894,10 +893,7 @@ mod tests {
             if let Some(rtt) = odd.rtt.as_mut() {
                 rtt.min_ms = bad;
             }
-            let e = probed_paths(&odd, Overrides::default(), 1448)
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default();
+            let e = error_of(probed_paths(&odd, Overrides::default(), 1448));
             assert!(
                 e.contains("is not a path's") && e.contains("--rtt"),
                 "{bad}: {e}"
@@ -907,17 +903,11 @@ mod tests {
         if let Some(e) = fast.rate.as_mut().and_then(|r| r.reverse.as_mut()) {
             e.median_bps = 1e30;
         }
-        let e = probed_paths(&fast, Overrides::default(), 1448)
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+        let e = error_of(probed_paths(&fast, Overrides::default(), 1448));
         assert!(e.contains("rate of 1e30 bit/s is not a path's"), "{e}");
         let mut silent = probe_report(0.0, true);
         silent.rtt = None;
-        let e = probed_paths(&silent, Overrides::default(), 1448)
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+        let e = error_of(probed_paths(&silent, Overrides::default(), 1448));
         assert!(
             e.contains("no probe came back") && e.contains("--rtt"),
             "{e}"
