@@ -666,6 +666,21 @@ fn window_and_host_check_read_what_probe_measured() {
         "{piped}"
     );
 
+    // Loopback is far faster than the probes: nothing to warn about.
+    assert_eq!(report["warnings"], serde_json::json!([]), "{json}");
+    assert!(!out.contains("the probe warned"), "{out}");
+    // A probe's warnings are repeated under the windows they concern.
+    let mut warned = report.clone();
+    warned["warnings"] = serde_json::json!(["the probes are 238% of the forward bottleneck"]);
+    let warned_file = dir.path().join("warned.json");
+    std::fs::write(&warned_file, warned.to_string()).unwrap();
+    let (code, out, err) = run(&["window", "--probe", warned_file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.ends_with("\nthe probe warned: the probes are 238% of the forward bottleneck\n"),
+        "{out}"
+    );
+
     let (code, out, err) = run(&["host-check", "--probe", file]);
     assert!(code == 0 || code == 3, "{code}: {err}");
     assert!(

@@ -109,6 +109,8 @@ fn probe_measures_what_the_emulator_does() {
     let lab = Lab::up(&["--rtt", "60ms", "--loss", "3%", "--seed", "7"]);
     let r = lab.probe(&["--trains", "0"]);
     assert!(r["rate"].is_null(), "{r}");
+    // Without trains there is no bottleneck rate to hold the probes to.
+    assert_eq!(r["warnings"], serde_json::json!([]), "{r}");
     let c = lab.counters();
     let rtt = &r["rtt"];
     let min = rtt["min_ms"].as_f64().unwrap_or(0.0);
@@ -179,6 +181,20 @@ fn probe_measures_what_the_emulator_does() {
         assert_eq!(u(&e["trains"]), 10, "{e}");
         assert_eq!(e["sender_limited"], false, "{e}");
     }
+    // The probes (200 bytes every 2 ms: 912 kbit/s of IP) exceed the
+    // uplink, and the probe says so; they are under half the downlink.
+    let warnings = r["warnings"].as_array().cloned().unwrap_or_default();
+    assert_eq!(warnings.len(), 1, "{r}");
+    let w = warnings[0].as_str().unwrap_or("");
+    assert!(
+        w.contains("of the forward bottleneck") && w.contains("exceed it"),
+        "{w}"
+    );
+    // The suggested interval loads the uplink to about a quarter.
+    assert!(
+        w.contains("--interval 19ms") || w.contains("--interval 20ms"),
+        "{w}"
+    );
     // `window --probe` sizes each direction from this report: its rate x
     // the probes' smallest RTT (60 ms plus a probe's transmission on the
     // two links; the median holds the queue the probes, 800 kbit/s of
@@ -203,6 +219,10 @@ fn probe_measures_what_the_emulator_does() {
         .filter_map(|l| l.split_whitespace().next()?.parse().ok())
         .collect();
     assert_eq!(products.len(), 2, "{text}");
+    assert!(
+        text.contains("the probe warned: the probes (912 kbit/s"),
+        "{text}"
+    );
     let min_rtt = r["rtt"]["min_ms"].as_f64().unwrap_or(0.0);
     assert!((60.0..70.0).contains(&min_rtt), "{r}");
     for (product, rate) in products.iter().zip([384e3, 2e6]) {

@@ -314,6 +314,10 @@ pub fn window(args: &PathArgs) -> Result<String> {
             );
             out.push_str(&window_text(&path.need));
         }
+        // The loss above is the probe's: say when the probe doubted it.
+        for w in &report.warnings {
+            let _ = writeln!(out, "\nthe probe warned: {w}");
+        }
         return Ok(out);
     }
     let (Some(rate), Some(rtt)) = (&args.rate, &args.rtt) else {

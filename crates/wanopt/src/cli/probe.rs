@@ -141,6 +141,10 @@ pub struct Report {
     pub reverse: Option<Direction>,
     /// The bottleneck rate each way (absent with `--trains 0`).
     pub rate: Option<Rates>,
+    /// What may make these figures the probe's own rather than the
+    /// path's (probes that load a bottleneck the trains measured).
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 /// What the packet trains measured.
@@ -501,7 +505,7 @@ pub fn probe(args: &ProbeArgs, addr: SocketAddr, interval: Duration) -> Result<R
         None => (None, None),
     };
     let rate = (args.trains > 0).then(|| trains(&sock, args, session, addr, max_rtt));
-    Ok(Report {
+    let mut report = Report {
         target: addr.to_string(),
         probes: count,
         size: args.size,
@@ -510,7 +514,76 @@ pub fn probe(args: &ProbeArgs, addr: SocketAddr, interval: Duration) -> Result<R
         forward,
         reverse,
         rate,
-    })
+        warnings: Vec::new(),
+    };
+    report.warnings = load_warnings(&report, ip_overhead(addr));
+    Ok(report)
+}
+
+/// IP and UDP header bytes of a datagram to `addr`.
+fn ip_overhead(addr: SocketAddr) -> usize {
+    if addr.is_ipv4() {
+        28
+    } else {
+        48
+    }
+}
+
+/// Share of a bottleneck the probes may take before their own queue shows
+/// in the RTT and loss once other traffic shares the link.
+const PROBE_LOAD_WARN: f64 = 0.5;
+
+/// Share of the slower bottleneck the suggested `--interval` loads.
+const PROBE_LOAD_SUGGESTED: f64 = 0.25;
+
+/// Warnings for each direction whose bottleneck (as the trains measured
+/// it, and not the trains' sender) the probes, `overhead` IP and UDP
+/// bytes on top of their payload, load to [`PROBE_LOAD_WARN`] or more:
+/// probes above the bottleneck's rate queue behind each other until the
+/// queue overflows, and the RTT and loss measured are then the probe's.
+/// Echoes are as large as probes, so both directions carry the same load.
+pub fn load_warnings(r: &Report, overhead: usize) -> Vec<String> {
+    let Some(rates) = &r.rate else {
+        return Vec::new();
+    };
+    if r.interval_ms.is_nan() || r.interval_ms <= 0.0 {
+        return Vec::new();
+    }
+    let wire = (r.size + overhead) as f64;
+    let load = wire * 8.0 * 1000.0 / r.interval_ms;
+    let measured: Vec<(&str, f64)> = [("forward", &rates.forward), ("reverse", &rates.reverse)]
+        .into_iter()
+        .filter_map(|(name, e)| {
+            let e = e.as_ref()?;
+            (!e.sender_limited && e.median_bps > 0.0).then_some((name, e.median_bps))
+        })
+        .collect();
+    let slowest = measured
+        .iter()
+        .map(|&(_, bps)| bps)
+        .fold(f64::INFINITY, f64::min);
+    // The interval that loads the slower bottleneck to PROBE_LOAD_SUGGESTED,
+    // rounded up to a whole millisecond.
+    let suggested_ms = (wire * 8.0 * 1000.0 / (PROBE_LOAD_SUGGESTED * slowest)).ceil();
+    measured
+        .iter()
+        .filter(|&&(_, bps)| load >= PROBE_LOAD_WARN * bps)
+        .map(|&(name, bps)| {
+            let what = if load >= bps {
+                "exceed it: they queue behind each other until the queue overflows, so the RTT and this direction's loss are mostly the probe's own"
+            } else {
+                "queue behind each other as soon as other traffic shares it: the RTT and this direction's loss may include the probe's own queueing"
+            };
+            format!(
+                "the probes ({} of {} bytes every {} ms) are {:.0}% of the {name} bottleneck ({}) and {what}; probe with --interval {suggested_ms}ms or more",
+                rate_text(load),
+                r.size,
+                r.interval_ms,
+                load * 100.0 / bps,
+                rate_text(bps),
+            )
+        })
+        .collect()
 }
 
 /// Sends `--trains` trains, one at a time, and estimates each
@@ -669,6 +742,9 @@ pub fn text(r: &Report) -> String {
     if let Some(rates) = &r.rate {
         let _ = writeln!(out, "{}", rate_line(rates));
     }
+    for w in &r.warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
     out
 }
 
@@ -732,6 +808,88 @@ mod tests {
         );
     }
 
+    /// A report of the waas-3g link (384 kbit/s up, 2 Mbit/s down) probed
+    /// with 200-byte probes every `interval_ms`.
+    fn three_g(interval_ms: f64, reverse_sender_limited: bool) -> Report {
+        let estimate = |bps: f64, sender_limited| RateEstimate {
+            median_bps: bps,
+            min_bps: bps,
+            max_bps: bps,
+            trains: 10,
+            sender_limited,
+        };
+        Report {
+            target: "192.0.2.7:7009".into(),
+            probes: 1000,
+            size: 200,
+            interval_ms,
+            rtt: rtt_stats(&[Some(150.0)]),
+            forward: Some(Direction::new(1000, 560, 0, 0)),
+            reverse: Some(Direction::new(560, 560, 0, 0)),
+            rate: Some(Rates {
+                trains: 10,
+                train_len: 16,
+                train_size: 1472,
+                forward: Some(estimate(384e3, false)),
+                reverse: Some(estimate(2e6, reverse_sender_limited)),
+            }),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Probes above a bottleneck's rate are warned about, with the
+    /// interval that would not load it; probes well under it are not.
+    #[test]
+    fn probes_that_load_a_bottleneck_are_warned_about() {
+        // 228 IP bytes every 2 ms: 912 kbit/s, 237% of the uplink and 46%
+        // of the downlink.
+        let w = load_warnings(&three_g(2.0, false), 28);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert_eq!(
+            w[0],
+            "the probes (912 kbit/s of 200 bytes every 2 ms) are 238% of the forward bottleneck \
+             (384 kbit/s) and exceed it: they queue behind each other until the queue overflows, \
+             so the RTT and this direction's loss are mostly the probe's own; probe with \
+             --interval 19ms or more"
+        );
+        // Every 4 ms: 456 kbit/s, still above the uplink.
+        assert!(load_warnings(&three_g(4.0, false), 28)[0].contains("119% of the forward"));
+        // Every 6 ms: 304 kbit/s, 79% of the uplink: queues with others.
+        let w = load_warnings(&three_g(6.0, false), 28);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("79% of the forward") && w[0].contains("may include"),
+            "{w:?}"
+        );
+        // The default 10 ms: 182 kbit/s, under half of either.
+        assert!(load_warnings(&three_g(10.0, false), 28).is_empty());
+        // Every 0.5 ms loads the downlink too (3.6 Mbit/s).
+        let w = load_warnings(&three_g(0.5, false), 28);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(
+            w[1].contains("of the reverse bottleneck (2 Mbit/s)"),
+            "{w:?}"
+        );
+        // A sender-limited estimate is not the bottleneck's: no warning on
+        // it, and the interval is suggested from the uplink alone.
+        let w = load_warnings(&three_g(0.5, true), 28);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("--interval 19ms"), "{w:?}");
+        // Without trains there is no rate to compare with.
+        let mut no_trains = three_g(2.0, false);
+        no_trains.rate = None;
+        assert!(load_warnings(&no_trains, 28).is_empty());
+        // The text report ends with them.
+        let mut r = three_g(2.0, false);
+        r.warnings = load_warnings(&r, 28);
+        assert!(
+            text(&r).ends_with("--interval 19ms or more\n"),
+            "{}",
+            text(&r)
+        );
+        assert!(text(&r).contains("\nwarning: the probes (912 kbit/s"));
+    }
+
     /// Without the reflector's counters the report still says what was
     /// sent, and that the per-direction loss is unknown.
     #[test]
@@ -745,6 +903,7 @@ mod tests {
             forward: None,
             reverse: None,
             rate: None,
+            warnings: Vec::new(),
         };
         let t = text(&r);
         assert!(
