@@ -150,6 +150,7 @@ pub fn run(lab: &Lab, seconds: u64, runs: usize) -> anyhow::Result<i32> {
             up: String::new(),
             down: String::new(),
             seed: 1,
+            middlebox: String::new(),
         },
         profile: &LINUX,
         optimize: false,

@@ -147,6 +147,10 @@ pub fn start_emulator(lab: &Lab, specs: &LinkSpecs, exe: &Path) -> Result<(), Up
     lab.kill_recorded("emulator");
     let counters = counters_path(lab);
     let _ = std::fs::remove_file(&counters);
+    let mut middlebox = Vec::new();
+    if !specs.middlebox.is_empty() {
+        middlebox = vec!["--middlebox".to_string(), specs.middlebox.clone()];
+    }
     lab.spawn_daemon(
         Node::Wan,
         "emulator",
@@ -166,7 +170,10 @@ pub fn start_emulator(lab: &Lab, specs: &LinkSpecs, exe: &Path) -> Result<(), Up
             specs.seed.to_string(),
             "--counters".into(),
             counters.to_string_lossy().into_owned(),
-        ],
+        ]
+        .into_iter()
+        .chain(middlebox)
+        .collect::<Vec<String>>(),
     )?;
     wait_for(lab, &counters, "emulator", "emulator")
 }

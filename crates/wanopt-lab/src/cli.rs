@@ -210,6 +210,9 @@ pub struct EmulateArgs {
     /// Forward frames untouched (measures the driver's own ceiling).
     #[arg(long)]
     pub wire: bool,
+    /// Middlebox rules applied to both directions before the link.
+    #[arg(long, default_value = "")]
+    pub middlebox: String,
 }
 
 /// Options of the internal `lab gen-client`.
@@ -265,7 +268,7 @@ pub fn run(command: LabCommand) -> anyhow::Result<i32> {
             bringup::up(&lab, &config, &exe)?;
             let reduce = config.optimize && config.reduce && crate::optimize::supports_reduce(&exe);
             println!(
-                "lab up: up [{}] down [{}] seed {} profile {}{}",
+                "lab up: up [{}] down [{}] seed {} profile {}{}{}",
                 config.specs.up,
                 config.specs.down,
                 config.specs.seed,
@@ -274,6 +277,11 @@ pub fn run(command: LabCommand) -> anyhow::Result<i32> {
                     (false, _) => "",
                     (true, true) => " optimize (tcp-opt, reduce)",
                     (true, false) => " optimize (tcp-opt)",
+                },
+                if config.specs.middlebox.is_empty() {
+                    String::new()
+                } else {
+                    format!(" middlebox [{}]", config.specs.middlebox)
                 }
             );
             Ok(0)
@@ -496,6 +504,7 @@ fn emulate(args: EmulateArgs) -> anyhow::Result<i32> {
     });
     let settings = serde_json::json!({
         "up": args.up_spec, "down": args.down_spec, "seed": args.seed, "wire": args.wire,
+        "middlebox": args.middlebox,
     });
     if args.wire {
         let up = Dir {
@@ -512,10 +521,19 @@ fn emulate(args: EmulateArgs) -> anyhow::Result<i32> {
         };
         driver::run(up, down, settings, &args.counters, stop)?;
     } else {
-        let up_link = crate::model::build(&args.up_spec, args.seed)
+        // Both directions' middleboxes share the seed, so they agree on
+        // each flow's sequence offset.
+        let rules = wanopt_netem::middlebox::parse_rules(&args.middlebox)
+            .map_err(|e| anyhow::anyhow!("--middlebox: {e}"))?;
+        let up_link = crate::model::build(&args.up_spec, args.seed, &rules, args.seed)
             .map_err(|e| anyhow::anyhow!("up spec: {e}"))?;
-        let down_link = crate::model::build(&args.down_spec, args.seed.wrapping_add(1))
-            .map_err(|e| anyhow::anyhow!("down spec: {e}"))?;
+        let down_link = crate::model::build(
+            &args.down_spec,
+            args.seed.wrapping_add(1),
+            &rules,
+            args.seed,
+        )
+        .map_err(|e| anyhow::anyhow!("down spec: {e}"))?;
         let up = Dir {
             name: "up",
             ingress: args.edge_if.clone(),

@@ -22,6 +22,14 @@ pub enum LinkOptionError {
         /// What is wrong with it.
         message: String,
     },
+    /// The middlebox rules do not parse.
+    #[error("bad --middlebox `{rules}`: {message}")]
+    Middlebox {
+        /// The rules as given.
+        rules: String,
+        /// What is wrong with them.
+        message: String,
+    },
     /// A direction's spec was rejected by the emulator model.
     #[error("bad {direction} link spec `{spec}`: {message}")]
     Spec {
@@ -75,6 +83,12 @@ pub struct LinkOptions {
     /// Extra spec for the server-to-client direction.
     #[arg(long)]
     pub down: Option<String>,
+    /// Middlebox rules that rewrite TCP segments both ways before the link
+    /// (first match wins, `;` between rules; e.g. `strip-sack-permitted`,
+    /// `port 5201 strip-wscale; mss 1200`, `randomize-seq-broken-sack`,
+    /// `bleach-ecn`; see docs/lab.md).
+    #[arg(long, value_name = "RULES")]
+    pub middlebox: Option<String>,
 }
 
 /// The two validated direction specs and the seed.
@@ -86,6 +100,9 @@ pub struct LinkSpecs {
     pub down: String,
     /// Seed; the down direction uses `seed + 1`.
     pub seed: u64,
+    /// Middlebox rules for both directions (empty: none), keyed by `seed`.
+    #[serde(default)]
+    pub middlebox: String,
 }
 
 /// Default seed when `--seed` is not given.
@@ -127,7 +144,14 @@ impl LinkOptions {
             up: join(&self.up),
             down: join(&self.down),
             seed: self.seed.unwrap_or(DEFAULT_SEED),
+            middlebox: self.middlebox.as_deref().unwrap_or("").trim().to_string(),
         };
+        wanopt_netem::middlebox::parse_rules(&specs.middlebox).map_err(|e| {
+            LinkOptionError::Middlebox {
+                rules: specs.middlebox.clone(),
+                message: e.to_string(),
+            }
+        })?;
         crate::model::validate(&specs.up).map_err(|message| LinkOptionError::Spec {
             direction: "up",
             spec: specs.up.clone(),
@@ -205,5 +229,57 @@ mod tests {
         ] {
             assert!(bad.specs().is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn middlebox_rules_are_checked_and_kept() {
+        let options = LinkOptions {
+            middlebox: Some(" port 5201 strip-wscale; mss 1200 ".into()),
+            ..LinkOptions::default()
+        };
+        let specs = options.specs().ok();
+        assert_eq!(
+            specs.map(|s| s.middlebox),
+            Some("port 5201 strip-wscale; mss 1200".to_string())
+        );
+        assert_eq!(
+            LinkOptions::default().specs().ok().map(|s| s.middlebox),
+            Some(String::new())
+        );
+        for (rules, needle) in [
+            (
+                "strip-everything",
+                "unknown middlebox action `strip-everything`",
+            ),
+            ("mss", "needs a value"),
+            ("wscale 15", "wscale 15"),
+            ("port 80", "has no action"),
+        ] {
+            let options = LinkOptions {
+                middlebox: Some(rules.into()),
+                ..LinkOptions::default()
+            };
+            let e = options
+                .specs()
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(
+                e.starts_with(&format!("bad --middlebox `{rules}`: ")) && e.contains(needle),
+                "{rules}: {e}"
+            );
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
+    /// Settings written by a lab without middleboxes still read.
+    #[test]
+    fn specs_without_a_middlebox_still_read() {
+        let specs: Result<LinkSpecs, _> =
+            serde_json::from_str(r#"{"up": "rtt 10ms", "down": "rtt 10ms", "seed": 4}"#);
+        assert_eq!(
+            specs.ok().map(|s| (s.seed, s.middlebox)),
+            Some((4, String::new()))
+        );
     }
 }

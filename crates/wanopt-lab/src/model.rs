@@ -2,6 +2,7 @@
 
 use std::time::Instant;
 
+use wanopt_netem::middlebox::{Middlebox, Rule, Verdict};
 use wanopt_netem::{units, Link, LinkConfig};
 
 use crate::driver::FrameLink;
@@ -19,27 +20,50 @@ pub fn validate(spec: &str) -> Result<(), String> {
     config(spec).map(|_| ())
 }
 
-/// Builds the link model of one direction from its spec.
-pub fn build(spec: &str, seed: u64) -> Result<Link, String> {
-    Ok(Link::new(config(spec)?, seed))
+/// One direction of the wan namespace: the middlebox rules (if any), then
+/// the link.
+pub struct Bump {
+    middlebox: Option<Middlebox>,
+    link: Link,
 }
 
-impl FrameLink for Link {
-    fn handle_frame(&mut self, now: Instant, frame: Vec<u8>) {
-        Link::handle_frame(self, now, frame)
+/// Builds one direction from its link spec and seed, behind a middlebox
+/// with `rules` keyed by `middlebox_seed` (no middlebox without rules).
+pub fn build(spec: &str, seed: u64, rules: &[Rule], middlebox_seed: u64) -> Result<Bump, String> {
+    Ok(Bump {
+        middlebox: (!rules.is_empty()).then(|| Middlebox::new(rules.to_vec(), middlebox_seed)),
+        link: Link::new(config(spec)?, seed),
+    })
+}
+
+impl FrameLink for Bump {
+    fn handle_frame(&mut self, now: Instant, mut frame: Vec<u8>) {
+        if let Some(middlebox) = &mut self.middlebox {
+            if middlebox.process(&mut frame) == Verdict::Drop {
+                return;
+            }
+        }
+        self.link.handle_frame(now, frame)
     }
     fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
-        Link::poll_transmit(self, now)
+        self.link.poll_transmit(now)
     }
     fn poll_timeout(&self) -> Option<Instant> {
-        Link::poll_timeout(self)
+        self.link.poll_timeout()
     }
     fn counters_json(&self) -> serde_json::Value {
-        let mut value = serde_json::to_value(self.counters()).unwrap_or(serde_json::Value::Null);
-        if let (Some(map), Some(limit)) = (value.as_object_mut(), self.queue_limit()) {
+        let mut value =
+            serde_json::to_value(self.link.counters()).unwrap_or(serde_json::Value::Null);
+        if let (Some(map), Some(limit)) = (value.as_object_mut(), self.link.queue_limit()) {
             map.insert(
                 "queue_limit".into(),
                 serde_json::Value::String(format!("{limit:?}")),
+            );
+        }
+        if let (Some(map), Some(middlebox)) = (value.as_object_mut(), &self.middlebox) {
+            map.insert(
+                "middlebox".into(),
+                serde_json::to_value(middlebox.counters()).unwrap_or(serde_json::Value::Null),
             );
         }
         value

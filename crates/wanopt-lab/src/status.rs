@@ -50,6 +50,9 @@ pub fn print(lab: &Lab) -> anyhow::Result<i32> {
                     &s.link.down
                 }
             );
+            if !s.link.middlebox.is_empty() {
+                outln!(out, "middlebox {}", s.link.middlebox);
+            }
         }
         None => outln!(
             out,
