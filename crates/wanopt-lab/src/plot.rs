@@ -29,29 +29,34 @@ fn series(results: &Results) -> Vec<Series> {
         RGBColor(255, 127, 14),
         RGBColor(44, 160, 44),
         RGBColor(214, 39, 40),
+        RGBColor(148, 103, 189),
+        RGBColor(140, 86, 75),
+        RGBColor(227, 119, 194),
+        RGBColor(23, 190, 207),
     ];
     let mut out: Vec<Series> = Vec::new();
-    let mut keys: Vec<(String, String)> = results
-        .rows
-        .iter()
-        .map(|r| (r.profile.clone(), r.mode.clone()))
-        .collect();
-    keys.sort();
-    keys.dedup();
-    for (i, (profile, mode)) in keys.iter().enumerate() {
+    // In the order the rows were measured (the grid's order).
+    let mut keys: Vec<(String, String, String)> = Vec::new();
+    for r in &results.rows {
+        let key = (r.middlebox.clone(), r.profile.clone(), r.mode.clone());
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    for (i, (middlebox, profile, mode)) in keys.iter().enumerate() {
         let mut pts: Vec<(f64, f64)> = results
             .rows
             .iter()
-            .filter(|r| &r.profile == profile && &r.mode == mode)
+            .filter(|r| &r.middlebox == middlebox && &r.profile == profile && &r.mode == mode)
             .map(|r| (r.rtt_ms as f64, r.throughput_mbps))
             .collect();
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-        out.push((
-            format!("{profile} {mode}"),
-            palette[i % palette.len()],
-            false,
-            pts,
-        ));
+        let name = if middlebox.is_empty() {
+            format!("{profile} {mode}")
+        } else {
+            format!("{middlebox}: {profile} {mode}")
+        };
+        out.push((name, palette[i % palette.len()], false, pts));
     }
     if results.scenario == "tcp-opt" {
         let off = TCP_OPT_REFERENCE

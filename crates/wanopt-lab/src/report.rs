@@ -6,11 +6,40 @@ use std::fmt::Write as _;
 use crate::scenario::spec::TCP_OPT_REFERENCE;
 use crate::scenario::{Results, Row};
 
-fn find<'a>(results: &'a Results, rtt: u64, profile: &str, mode: &str) -> Option<&'a Row> {
-    results
-        .rows
-        .iter()
-        .find(|r| r.rtt_ms == rtt && r.profile == profile && r.mode == mode)
+fn find<'a>(
+    results: &'a Results,
+    rtt: u64,
+    middlebox: &str,
+    profile: &str,
+    mode: &str,
+) -> Option<&'a Row> {
+    results.rows.iter().find(|r| {
+        r.rtt_ms == rtt && r.middlebox == middlebox && r.profile == profile && r.mode == mode
+    })
+}
+
+/// Whether any point had middlebox rules (the tables then name them).
+fn has_middleboxes(results: &Results) -> bool {
+    results.rows.iter().any(|r| !r.middlebox.is_empty())
+        || results.skipped.iter().any(|s| !s.middlebox.is_empty())
+}
+
+/// A point's rules for a table cell: `none`, or the rules in backticks.
+fn rules_cell(rules: &str) -> String {
+    if rules.is_empty() {
+        "none".into()
+    } else {
+        format!("`{rules}`")
+    }
+}
+
+/// `RTT 100 ms, linux, wanopt` (with the middlebox when there is one).
+fn point_text(rtt: u64, middlebox: &str, profile: &str, mode: &str) -> String {
+    if middlebox.is_empty() {
+        format!("RTT {rtt} ms, {profile}, {mode}")
+    } else {
+        format!("RTT {rtt} ms, middlebox `{middlebox}`, {profile}, {mode}")
+    }
 }
 
 fn reference(results: &Results, rtt: u64) -> Option<(f64, f64)> {
@@ -37,22 +66,56 @@ fn cell(row: Option<&Row>) -> (String, String) {
 /// by side with their ratio, and the reference's figures when the scenario
 /// is `tcp-opt`.
 pub fn table(results: &Results) -> String {
-    let mut keys: BTreeSet<(u64, String)> = BTreeSet::new();
+    // In the grid's order of middleboxes, not alphabetical.
+    let order = |rules: &str| {
+        results
+            .rows
+            .iter()
+            .map(|r| r.middlebox.as_str())
+            .chain(results.skipped.iter().map(|s| s.middlebox.as_str()))
+            .position(|m| m == rules)
+            .unwrap_or(0)
+    };
+    let mut keys: BTreeSet<(u64, usize, String, String)> = BTreeSet::new();
     for r in &results.rows {
-        keys.insert((r.rtt_ms, r.profile.clone()));
+        keys.insert((
+            r.rtt_ms,
+            order(&r.middlebox),
+            r.middlebox.clone(),
+            r.profile.clone(),
+        ));
     }
     for s in &results.skipped {
-        keys.insert((s.rtt_ms, s.profile.clone()));
+        keys.insert((
+            s.rtt_ms,
+            order(&s.middlebox),
+            s.middlebox.clone(),
+            s.profile.clone(),
+        ));
     }
+    let middleboxes = has_middleboxes(results);
+    // The reference's columns only where there is a reference.
+    let referenced = results.scenario == "tcp-opt";
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "| RTT (ms) | profile | direct Mbit/s | direct s | wanopt Mbit/s | wanopt s | wanopt/direct | reference disabled Mbit/s | reference enabled Mbit/s | reference ratio |"
+        "| RTT (ms) |{} profile | direct Mbit/s | direct s | wanopt Mbit/s | wanopt s | wanopt/direct |{}",
+        if middleboxes { " middlebox |" } else { "" },
+        if referenced {
+            " reference disabled Mbit/s | reference enabled Mbit/s | reference ratio |"
+        } else {
+            ""
+        }
     );
-    let _ = writeln!(out, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for (rtt, profile) in keys {
-        let direct = find(results, rtt, &profile, "direct");
-        let wanopt = find(results, rtt, &profile, "wanopt");
+    let _ = writeln!(
+        out,
+        "|---:|{}---|---:|---:|---:|---:|---:|{}",
+        if middleboxes { "---|" } else { "" },
+        if referenced { "---:|---:|---:|" } else { "" }
+    );
+    for (rtt, _, middlebox, profile) in keys {
+        let direct = find(results, rtt, &middlebox, &profile, "direct");
+        let wanopt = find(results, rtt, &middlebox, &profile, "wanopt");
         let (dm, ds) = cell(direct);
         let (wm, ws) = cell(wanopt);
         let ratio = match (direct, wanopt) {
@@ -61,17 +124,19 @@ pub fn table(results: &Results) -> String {
             }
             _ => "n/a".into(),
         };
-        let (ro, rn, rr) = match reference(results, rtt) {
-            Some((off, on)) => (
-                format!("{off}"),
-                format!("{on}"),
-                format!("{:.2}", on / off),
-            ),
-            None => ("".into(), "".into(), "".into()),
+        let reference = match (referenced, reference(results, rtt)) {
+            (false, _) => String::new(),
+            (true, Some((off, on))) => format!(" {off} | {on} | {:.2} |", on / off),
+            (true, None) => " | | |".into(),
+        };
+        let rules = if middleboxes {
+            format!(" {} |", rules_cell(&middlebox))
+        } else {
+            String::new()
         };
         let _ = writeln!(
             out,
-            "| {rtt} | {profile} | {dm} | {ds} | {wm} | {ws} | {ratio} | {ro} | {rn} | {rr} |"
+            "| {rtt} |{rules} {profile} | {dm} | {ds} | {wm} | {ws} | {ratio} |{reference}"
         );
     }
     out
@@ -160,22 +225,34 @@ pub fn markdown(results: &Results) -> String {
         for s in &results.skipped {
             let _ = writeln!(
                 out,
-                "- RTT {} ms, {}, {}: {}",
-                s.rtt_ms, s.profile, s.mode, s.reason
+                "- {}: {}",
+                point_text(s.rtt_ms, &s.middlebox, &s.profile, &s.mode),
+                s.reason
             );
         }
         out.push('\n');
     }
     let _ = writeln!(out, "## Every run\n");
+    let middleboxes = has_middleboxes(results);
     let _ = writeln!(
         out,
-        "| RTT (ms) | profile | mode | Mbit/s per run | seconds per run |"
+        "| RTT (ms) |{} profile | mode | Mbit/s per run | seconds per run |",
+        if middleboxes { " middlebox |" } else { "" }
     );
-    let _ = writeln!(out, "|---:|---|---|---|---|");
+    let _ = writeln!(
+        out,
+        "|---:|{}---|---|---|---|",
+        if middleboxes { "---|" } else { "" }
+    );
     for r in &results.rows {
+        let rules = if middleboxes {
+            format!(" {} |", rules_cell(&r.middlebox))
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {:?} | {:?} |",
+            "| {} |{rules} {} | {} | {:?} | {:?} |",
             r.rtt_ms, r.profile, r.mode, r.samples_mbps, r.samples_seconds
         );
     }
@@ -190,8 +267,9 @@ pub fn markdown(results: &Results) -> String {
             for f in &r.failed_runs {
                 let _ = writeln!(
                     out,
-                    "- RTT {} ms, {}, {}: {}",
-                    r.rtt_ms, r.profile, r.mode, f
+                    "- {}: {}",
+                    point_text(r.rtt_ms, &r.middlebox, &r.profile, &r.mode),
+                    f
                 );
             }
         }

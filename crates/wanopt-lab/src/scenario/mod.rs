@@ -44,6 +44,9 @@ pub struct Row {
     pub profile: String,
     /// `direct` or `wanopt`.
     pub mode: String,
+    /// The middlebox rules of the point (absent: none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub middlebox: String,
     /// Aggregate payload throughput, Mbit/s (trimmed mean of the runs).
     pub throughput_mbps: f64,
     /// Completion time, seconds (trimmed mean of the runs).
@@ -76,6 +79,9 @@ pub struct Skipped {
     pub profile: String,
     /// `direct` or `wanopt`.
     pub mode: String,
+    /// The middlebox rules of the point (absent: none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub middlebox: String,
     /// Why.
     pub reason: String,
 }
@@ -119,6 +125,18 @@ fn parse_rtt_ms(text: &str) -> Result<u64, String> {
         .map_err(|e| format!("rtt `{text}`: {e}"))
 }
 
+/// The middlebox rules of each point: the grid's list, or the `[link]`
+/// table's rules (if any) at every point.
+fn middleboxes(spec: &ScenarioSpec) -> Result<Vec<Option<String>>, String> {
+    match (spec.grid.middlebox.is_empty(), &spec.link.middlebox) {
+        (true, rules) => Ok(vec![rules.clone()]),
+        (false, None) => Ok(spec.grid.middlebox.iter().cloned().map(Some).collect()),
+        (false, Some(_)) => Err(
+            "give `middlebox` under [link] (every point) or under [grid] (a list), not both".into(),
+        ),
+    }
+}
+
 /// Runs a scenario; returns the exit code.
 pub fn run(lab: &Lab, args: RunArgs) -> anyhow::Result<i32> {
     if args.scenario == crate::waas::SCENARIO {
@@ -146,6 +164,13 @@ pub fn run(lab: &Lab, args: RunArgs) -> anyhow::Result<i32> {
             return Ok(2);
         }
     };
+    let middleboxes = match middleboxes(&spec) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("wanopt lab: {e}");
+            return Ok(2);
+        }
+    };
     let mut points = Vec::new();
     for rtt in &spec.grid.rtt {
         let rtt_ms = match parse_rtt_ms(rtt) {
@@ -155,27 +180,30 @@ pub fn run(lab: &Lab, args: RunArgs) -> anyhow::Result<i32> {
                 return Ok(2);
             }
         };
-        let link = LinkOptions {
-            rtt: Some(rtt.clone()),
-            ..spec.link.clone()
-        };
-        let specs = match link.specs() {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("wanopt lab: {e}");
-                return Ok(2);
-            }
-        };
-        for profile in &spec.grid.profile {
-            let profile = match Profile::named(profile) {
-                Ok(p) => p,
+        for middlebox in &middleboxes {
+            let link = LinkOptions {
+                rtt: Some(rtt.clone()),
+                middlebox: middlebox.clone(),
+                ..spec.link.clone()
+            };
+            let specs = match link.specs() {
+                Ok(s) => s,
                 Err(e) => {
                     eprintln!("wanopt lab: {e}");
                     return Ok(2);
                 }
             };
-            for mode in &spec.grid.mode {
-                points.push((rtt_ms, specs.clone(), profile, *mode));
+            for profile in &spec.grid.profile {
+                let profile = match Profile::named(profile) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        eprintln!("wanopt lab: {e}");
+                        return Ok(2);
+                    }
+                };
+                for mode in &spec.grid.mode {
+                    points.push((rtt_ms, specs.clone(), profile, *mode));
+                }
             }
         }
     }
@@ -222,7 +250,16 @@ fn run_points(
     let mut skipped = Vec::new();
     let mut endpoints = serde_json::Map::new();
     for (rtt_ms, specs, profile, mode) in points {
-        let label = format!("rtt {rtt_ms}ms {} {}", profile.name, mode.name());
+        let middlebox = specs.middlebox.clone();
+        let label = if middlebox.is_empty() {
+            format!("rtt {rtt_ms}ms {} {}", profile.name, mode.name())
+        } else {
+            format!(
+                "rtt {rtt_ms}ms middlebox [{middlebox}] {} {}",
+                profile.name,
+                mode.name()
+            )
+        };
         bar.set_message(label.clone());
         if mode == Mode::Wanopt {
             if let Err(reason) = &wanopt_available {
@@ -231,6 +268,7 @@ fn run_points(
                     rtt_ms,
                     profile: profile.name.into(),
                     mode: mode.name().into(),
+                    middlebox: middlebox.clone(),
                     reason: reason.clone(),
                 });
                 continue;
@@ -249,6 +287,7 @@ fn run_points(
                 rtt_ms,
                 profile: profile.name.into(),
                 mode: mode.name().into(),
+                middlebox: middlebox.clone(),
                 reason: format!("lab up failed: {e}"),
             });
             continue;
@@ -294,7 +333,12 @@ fn run_points(
             crate::optimize::save_logs(
                 lab,
                 &args.out,
-                &format!("rtt{rtt_ms}ms-{}-{}", profile.name, mode.name()),
+                &format!(
+                    "rtt{rtt_ms}ms-{}{}-{}",
+                    slug(&middlebox),
+                    profile.name,
+                    mode.name()
+                ),
             );
         }
         if samples.is_empty() {
@@ -302,6 +346,7 @@ fn run_points(
                 rtt_ms,
                 profile: profile.name.into(),
                 mode: mode.name().into(),
+                middlebox: middlebox.clone(),
                 reason: failures.pop().unwrap_or_else(|| "no run finished".into()),
             });
             if bar.is_hidden() {
@@ -326,6 +371,7 @@ fn run_points(
             rtt_ms,
             profile: profile.name.into(),
             mode: mode.name().into(),
+            middlebox: middlebox.clone(),
             throughput_mbps: round2(trimmed_mean(&mbps)),
             seconds: round2(trimmed_mean(&secs)),
             runs: samples.len(),
@@ -390,6 +436,25 @@ fn write_outputs(results: &Results, out: &std::path::Path) -> anyhow::Result<()>
     Ok(())
 }
 
+/// Middlebox rules as part of a file name (`strip-wscale-`; empty for
+/// none): letters, digits and dashes, at most 40 characters.
+fn slug(rules: &str) -> String {
+    if rules.is_empty() {
+        return String::new();
+    }
+    let mut out = String::new();
+    for c in rules.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c);
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    let mut out: String = out.trim_matches('-').chars().take(40).collect();
+    out.push('-');
+    out
+}
+
 fn round2(v: f64) -> f64 {
     (v * 100.0).round() / 100.0
 }
@@ -446,6 +511,7 @@ mod tests {
             rtt_ms: 100,
             profile: "legacy".into(),
             mode: "wanopt".into(),
+            middlebox: String::new(),
             throughput_mbps: 123.4,
             seconds: 26.1,
             runs: 5,
@@ -474,11 +540,127 @@ mod tests {
         assert_eq!(row["throughput_mbps"], 123.4);
         assert_eq!(row["seconds"], 26.1);
         assert_eq!(row["runs"], 5);
+        // No middlebox, no key: tcp-opt's rows are as they were.
+        assert!(row.get("middlebox").is_none(), "{row}");
         let table = crate::report::table(&results);
         assert!(
             table.contains("| 100 | legacy | n/a | n/a | 123.4 | 26.1 | n/a | 71 | 131 | 1.85 |"),
             "{table}"
         );
+    }
+
+    #[test]
+    fn a_grid_of_middleboxes_is_reported_per_point() {
+        let spec: ScenarioSpec = toml::from_str(
+            r#"
+            name = "brokenness"
+            [grid]
+            rtt = ["100ms"]
+            middlebox = ["", "strip-wscale"]
+            "#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            middleboxes(&spec),
+            Ok(vec![Some(String::new()), Some("strip-wscale".into())])
+        );
+        let mut both = spec.clone();
+        both.link.middlebox = Some("mss 1200".into());
+        assert!(middleboxes(&both).is_err_and(|e| e.contains("not both")));
+        let mut link_only = both.clone();
+        link_only.grid.middlebox.clear();
+        assert_eq!(middleboxes(&link_only), Ok(vec![Some("mss 1200".into())]));
+
+        let row = |middlebox: &str, mode: &str, mbps: f64| Row {
+            rtt_ms: 100,
+            profile: "linux".into(),
+            mode: mode.into(),
+            middlebox: middlebox.into(),
+            throughput_mbps: mbps,
+            seconds: 1.0,
+            runs: 1,
+            samples_mbps: vec![mbps],
+            samples_seconds: vec![1.0],
+            method: "mean".into(),
+            link_up: String::new(),
+            link_down: String::new(),
+            workload: String::new(),
+            failed_runs: vec![],
+        };
+        let results = Results {
+            scenario: "brokenness".into(),
+            rows: vec![
+                row("", "direct", 90.0),
+                row("", "wanopt", 92.0),
+                row("strip-wscale", "direct", 5.0),
+                row("strip-wscale", "wanopt", 90.0),
+            ],
+            skipped: vec![],
+            quick: false,
+            spec,
+            endpoints: serde_json::Value::Null,
+        };
+        let table = crate::report::table(&results);
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(
+            lines[0].starts_with("| RTT (ms) | middlebox | profile |"),
+            "{table}"
+        );
+        // In the grid's order: no middlebox first.
+        assert!(
+            lines[2].starts_with("| 100 | none | linux | 90.0 |"),
+            "{table}"
+        );
+        assert!(
+            lines[3] == "| 100 | `strip-wscale` | linux | 5.0 | 1.0 | 90.0 | 1.0 | 18.00 |",
+            "{table}"
+        );
+        let json = serde_json::to_value(&results).unwrap_or_default();
+        assert_eq!(json["rows"][2]["middlebox"], "strip-wscale");
+        assert!(json["rows"][0].get("middlebox").is_none());
+        let md = crate::report::markdown(&results);
+        assert!(
+            md.contains("| 100 | `strip-wscale` | linux | wanopt | [90.0] |"),
+            "{md}"
+        );
+    }
+
+    /// The scenario files shipped in `scenarios/` parse, and every point's
+    /// link and middlebox rules are valid.
+    #[test]
+    fn shipped_scenarios_are_valid() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let path = entry.unwrap_or_else(|e| panic!("{e}")).path();
+            let name = path.to_string_lossy().into_owned();
+            let spec = spec::load(&name, false).unwrap_or_else(|e| panic!("{e}"));
+            let boxes = middleboxes(&spec).unwrap_or_else(|e| panic!("{name}: {e}"));
+            for rtt in &spec.grid.rtt {
+                for middlebox in &boxes {
+                    let link = LinkOptions {
+                        rtt: Some(rtt.clone()),
+                        middlebox: middlebox.clone(),
+                        ..spec.link.clone()
+                    };
+                    assert!(link.specs().is_ok(), "{name}: {link:?}");
+                }
+            }
+            assert!(traffic::parse_size(&spec.workload.bytes).is_ok(), "{name}");
+            for profile in &spec.grid.profile {
+                assert!(Profile::named(profile).is_ok(), "{name}: {profile}");
+            }
+            seen += 1;
+        }
+        assert!(seen >= 1, "no scenario in {}", dir.display());
+    }
+
+    #[test]
+    fn middlebox_rules_name_files() {
+        assert_eq!(slug(""), "");
+        assert_eq!(slug("strip-wscale"), "strip-wscale-");
+        assert_eq!(slug("port 80 mss 1200; drop"), "port-80-mss-1200-drop-");
+        assert_eq!(slug(&"x".repeat(100)).len(), 41);
     }
 
     #[test]

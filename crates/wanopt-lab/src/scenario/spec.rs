@@ -14,6 +14,8 @@
 //! rtt = ["300ms", "600ms"]
 //! profile = ["linux", "legacy"]
 //! mode = ["direct", "wanopt"]
+//! middlebox = ["", "strip-wscale"]   # rules per point ("" none); or one
+//!                                    # `middlebox` under [link] for all
 //! [workload]
 //! streams = 4
 //! bytes = "10MB"
@@ -85,6 +87,10 @@ pub struct Grid {
     /// Paths.
     #[serde(default = "default_modes")]
     pub mode: Vec<Mode>,
+    /// Middlebox rules, one entry per point (`""`: none); empty: the
+    /// `[link]` table's `middlebox`, if any, at every point.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub middlebox: Vec<String>,
 }
 
 fn default_rtts() -> Vec<String> {
@@ -103,6 +109,7 @@ impl Default for Grid {
             rtt: default_rtts(),
             profile: default_profiles(),
             mode: default_modes(),
+            middlebox: Vec::new(),
         }
     }
 }
@@ -235,6 +242,7 @@ pub fn tcp_opt(quick: bool) -> ScenarioSpec {
             rtt: rtts.iter().map(|r| format!("{r}ms")).collect(),
             profile: vec!["linux".into(), "legacy".into()],
             mode: vec![Mode::Direct, Mode::Wanopt],
+            middlebox: Vec::new(),
         },
         workload: WorkloadSpec {
             streams: 4,
