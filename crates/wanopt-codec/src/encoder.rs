@@ -807,6 +807,11 @@ impl Encoder {
                 let before = out.len();
                 self.core.start(out);
                 let core = &mut self.core;
+                // The peer lacks it whatever we answer: no later flow may
+                // refer to it until the peer acknowledges storing it again
+                // (if neither side can supply it, the next flow sends it
+                // whole instead of failing on it again).
+                core.cache.lock().peer.forget(fingerprint);
                 let (data, retained) = match core.retained.data.remove(fingerprint) {
                     Some(data) => (data, true),
                     None => {

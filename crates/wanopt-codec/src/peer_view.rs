@@ -116,6 +116,15 @@ impl PeerView {
         }
     }
 
+    /// Forget that the peer holds `fingerprint`: it asked for the chunk,
+    /// so its copy is gone (damaged on its disk, or never stored). A later
+    /// `Ack` (once it stores the repair) puts it back.
+    pub fn forget(&mut self, fingerprint: &Fingerprint) {
+        // Its `order` entry stays behind and is skipped when it comes up:
+        // pruning removes a position only when it is still the same one.
+        self.positions.remove(fingerprint);
+    }
+
     /// Save to `path` (atomically, via a temporary file).
     pub fn save(&self, path: &Path) -> io::Result<()> {
         Self::write(path, self.encode().as_deref())
@@ -210,6 +219,27 @@ mod tests {
             low,
             high,
         }
+    }
+
+    #[test]
+    fn a_forgotten_chunk_is_not_held_until_acked_again() {
+        let mut v = PeerView::new(3);
+        v.handle_hello(&hello(1, 1, 0, 0));
+        let (a, b) = (
+            Fingerprint([1; FINGERPRINT_LEN]),
+            Fingerprint([2; FINGERPRINT_LEN]),
+        );
+        v.handle_ack(0, &[(a, 10), (b, 11)]);
+        v.forget(&a);
+        assert!(!v.holds(&a) && v.holds(&b));
+        v.handle_ack(0, &[(a, 12)]);
+        assert_eq!(v.position(&a), Some(12));
+        // The stale order entry of its first position is skipped when it
+        // is pruned: the new position stays.
+        let c = Fingerprint([3; FINGERPRINT_LEN]);
+        v.handle_ack(0, &[(c, 13)]);
+        assert_eq!(v.position(&a), Some(12));
+        assert!(v.holds(&c));
     }
 
     #[test]

@@ -34,7 +34,7 @@ use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
-use tracing::{debug, trace};
+use tracing::{debug, trace, warn};
 
 use wanopt_codec::{Compression, Decoder, DecoderConfig, Encoder, EncoderConfig, PeerCache};
 
@@ -551,10 +551,23 @@ async fn downlink(
                 let mut control = Vec::new();
                 {
                     let mut encoder = lock(encoder);
+                    let mut unavailable = Vec::new();
                     while let Some(message) = decoder.poll_peer_control() {
-                        encoder
-                            .handle_peer(&message, &mut control)
-                            .map_err(|e| Abort::Remote(e.to_string()))?;
+                        if let Err(e) = encoder.handle_peer(&message, &mut control) {
+                            unavailable.push(e);
+                        }
+                    }
+                    if let Some(first) = unavailable.first() {
+                        // Both byte caches lost chunks (damaged disks): this
+                        // flow cannot go on. Every request was still handled,
+                        // so the next flow sends all the chunks asked for so
+                        // far whole instead of failing on them one by one.
+                        warn!(
+                            "flow {}: {first} ({} chunks unavailable in all)",
+                            flow.id,
+                            unavailable.len()
+                        );
+                        return Err(Abort::Remote(first.to_string()));
                     }
                     // Repairs go out here, in answer to the peer.
                     flow.reduce.record_encoder(&encoder);
