@@ -50,7 +50,7 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Runs a core until `shutdown` resolves, then drains flows for a bounded time.
 pub async fn run(config: CoreConfig, shutdown: impl Future<Output = ()>) -> Result<(), NodeError> {
     if config.peer_keys.is_empty() {
-        return Err(NodeError::Config(
+        return Err(NodeError::Usage(
             "the core pins no edge: give at least one --peer-key".into(),
         ));
     }

@@ -156,7 +156,7 @@ struct Edge {
 /// time. Every listener is bound before this returns an error-free start.
 pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Result<(), NodeError> {
     if config.forwards.is_empty() && config.transparent.is_none() {
-        return Err(NodeError::Config(
+        return Err(NodeError::Usage(
             "the edge has nothing to accept: give --forward LISTEN=DEST or --transparent LISTEN"
                 .into(),
         ));

@@ -54,6 +54,10 @@ pub enum NodeError {
     /// The configuration is inconsistent.
     #[error("{0}")]
     Config(String),
+    /// A flag or configuration value the node cannot run with (a usage
+    /// error: the command line or file must change).
+    #[error("{0}")]
+    Usage(String),
 }
 
 /// A one-shot, cloneable shutdown flag.

@@ -315,6 +315,12 @@ impl Caches {
     /// Creates the cache directory if needed and checks it is writable.
     pub fn new(config: ReduceConfig) -> Result<Caches, NodeError> {
         let dir = &config.cache_dir;
+        if config.cache_size < 64 << 20 {
+            return Err(NodeError::Usage(format!(
+                "--cache-size {} bytes is too small: give at least 64MiB",
+                config.cache_size
+            )));
+        }
         let fail = |e: std::io::Error| {
             NodeError::Config(format!(
                 "cannot use cache directory {}: {e} (give --cache-dir DIR, or --no-reduce)",
@@ -328,12 +334,6 @@ impl Caches {
         let probe = dir.join(format!(".probe-{}", std::process::id()));
         std::fs::write(&probe, b"").map_err(fail)?;
         let _ = std::fs::remove_file(&probe);
-        if config.cache_size < 64 << 20 {
-            return Err(NodeError::Config(format!(
-                "--cache-size {} is too small: give at least 64MiB",
-                config.cache_size
-            )));
-        }
         Ok(Caches {
             budget: CompressorBudget::new(config.compressor_memory),
             config,

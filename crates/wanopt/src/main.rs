@@ -117,7 +117,13 @@ fn run_node(
     let result = runtime().and_then(|rt| rt.block_on(node).map_err(anyhow::Error::from));
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fail(EXIT_FAILURE, &e),
+        Err(e) => {
+            let usage = matches!(
+                e.downcast_ref::<wanopt_node::NodeError>(),
+                Some(wanopt_node::NodeError::Usage(_))
+            );
+            fail(if usage { EXIT_USAGE } else { EXIT_FAILURE }, &e)
+        }
     }
 }
 

@@ -205,6 +205,43 @@ fn bad_input_gets_one_clear_line_and_exit_code_2() {
         assert_eq!(code, 2, "{extra:?}: {err}");
         assert_one_line_error(&err, needle);
     }
+    // A byte cache too small to run with is a usage error too, found
+    // before anything is created on disk; so is an edge with nothing to
+    // accept.
+    let cache = keys.dir.path().join("small-cache");
+    let cache = cache.to_str().unwrap();
+    for (size, needle) in [
+        (
+            "0",
+            "--cache-size 0 bytes is too small: give at least 64MiB",
+        ),
+        ("63MiB", "--cache-size 66060288 bytes is too small"),
+    ] {
+        let extra = [
+            "--allow",
+            "127.0.0.1/32",
+            "--cache-dir",
+            cache,
+            "--cache-size",
+            size,
+        ];
+        let (code, _, err) = run(&[&core[..], &extra[..]].concat());
+        assert_eq!(code, 2, "{size}: {err}");
+        assert_one_line_error(&err, needle);
+        assert!(!std::path::Path::new(cache).exists());
+    }
+    let (code, _, err) = run(&[
+        "edge",
+        "--core",
+        "127.0.0.1:9",
+        "--key",
+        key,
+        "--peer-key",
+        &public,
+        "--no-reduce",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert_one_line_error(&err, "the edge has nothing to accept");
     // clap's own usage errors also exit 2.
     assert_eq!(run(&["edge", "--fail", "sideways"]).0, 2);
     for flag in ["--cache-size", "--compressor-memory"] {
