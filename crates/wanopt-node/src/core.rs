@@ -75,6 +75,7 @@ pub async fn run(config: CoreConfig, shutdown: impl Future<Output = ()>) -> Resu
     let endpoint = tunnel::endpoint(
         config.listen,
         Some(server_config),
+        &config.key,
         &config.tuning,
         &state.duplication,
     )?;

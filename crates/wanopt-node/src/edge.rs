@@ -190,7 +190,7 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
         SocketAddr::V4(_) => SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), 0),
         SocketAddr::V6(_) => SocketAddr::new(Ipv6Addr::UNSPECIFIED.into(), 0),
     });
-    let endpoint = tunnel::endpoint(bind, None, &config.tuning, &state.duplication)?;
+    let endpoint = tunnel::endpoint(bind, None, &config.key, &config.tuning, &state.duplication)?;
     let client_config = tunnel::client_config(&config.key, &config.peer_keys, &config.tuning)?;
     info!(
         "edge {} starting: core {}, {} forward(s){}",

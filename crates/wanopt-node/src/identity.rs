@@ -151,6 +151,17 @@ impl PrivateKey {
         der
     }
 
+    /// The secret behind this node's QUIC stateless-reset tokens, derived
+    /// from its key: a node restarted with the same key computes the same
+    /// token for a connection ID it issued before it stopped, so a peer
+    /// still sending on the old connection is told at once that it is gone
+    /// (and reconnects) instead of waiting out the idle timeout.
+    pub fn reset_key(&self) -> ring::hmac::Key {
+        let label = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, b"wanopt stateless reset v1");
+        let secret = ring::hmac::sign(&label, &self.seed);
+        ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_ref())
+    }
+
     /// The public key that peers pin.
     pub fn public_key(&self) -> PublicKey {
         let pair = Ed25519KeyPair::from_seed_unchecked(&self.seed)
@@ -325,6 +336,21 @@ impl ClientCertVerifier for PinnedKeys {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The same key gives the same reset tokens (after a restart); another
+    /// key gives others.
+    #[test]
+    fn reset_keys_follow_the_private_key() {
+        let a = PrivateKey::generate();
+        let again = PrivateKey { seed: a.seed };
+        let b = PrivateKey::generate();
+        let tag = |k: &PrivateKey| ring::hmac::sign(&k.reset_key(), b"cid!").as_ref().to_vec();
+        assert_eq!(tag(&a), tag(&again));
+        assert_ne!(tag(&a), tag(&b));
+        // Not the seed itself, nor an HMAC keyed by it alone.
+        let plain = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &a.seed);
+        assert_ne!(tag(&a), ring::hmac::sign(&plain, b"cid!").as_ref().to_vec());
+    }
 
     #[test]
     fn key_files_round_trip_with_mode_0600_and_are_never_overwritten() {

@@ -198,10 +198,12 @@ pub fn server_config(
 pub const TUNNEL_CID_LEN: usize = 4;
 
 /// Binds a UDP socket with large buffers and wraps it in a quinn endpoint,
-/// with `duplication` underneath (see [`crate::dupsock`]).
+/// with `duplication` underneath (see [`crate::dupsock`]); its stateless
+/// resets are keyed by `key` ([`PrivateKey::reset_key`]).
 pub fn endpoint(
     bind: SocketAddr,
     server: Option<quinn::ServerConfig>,
+    key: &PrivateKey,
     tuning: &TunnelTuning,
     duplication: &Duplication,
 ) -> Result<quinn::Endpoint, TunnelError> {
@@ -218,7 +220,7 @@ pub fn endpoint(
     let socket: std::net::UdpSocket = socket.into();
     let runtime = quinn::default_runtime()
         .ok_or_else(|| TunnelError::Tls("no async runtime for quinn".into()))?;
-    let mut config = quinn::EndpointConfig::default();
+    let mut config = quinn::EndpointConfig::new(Arc::new(key.reset_key()));
     config
         .max_udp_payload_size(tuning.max_mtu.max(1200))
         .map_err(|e| TunnelError::Tls(format!("max mtu {}: {e}", tuning.max_mtu)))?;

@@ -404,13 +404,25 @@ fn after_the_core_restarts_new_flows_work_again() {
     let args = core_args(&pair.keys, pair.core_addr, &["127.0.0.1"]);
     pair.core.child.kill().unwrap();
     pair.core.child.wait().unwrap();
-    assert_eq!(read_outcome(&mut live), Err(ErrorKind::ConnectionReset));
+    let restarted = std::time::Instant::now();
     pair.core = spawn(&pair.keys, "core2", &args);
+    assert_eq!(read_outcome(&mut live), Err(ErrorKind::ConnectionReset));
     assert!(
         eventually(Duration::from_secs(20), || pair.edge.status().is_some_and(
             |s| s["tunnel"] == "up" && s["peers"][0]["reconnects"].as_u64() >= Some(1)
         )),
         "edge log: {}",
+        pair.edge.log_text()
+    );
+    // The restarted core answers the old connection's packets with a
+    // stateless reset the edge can verify (the reset key comes from the
+    // core's private key): the edge reconnects at its next keepalive (2 s),
+    // not after the 10 s idle timeout.
+    let took = restarted.elapsed();
+    eprintln!("edge back up {took:?} after the core was killed and restarted");
+    assert!(
+        took < Duration::from_secs(6),
+        "{took:?}; edge log: {}",
         pair.edge.log_text()
     );
     assert!(roundtrip(), "a new flow works after the restart");
@@ -435,8 +447,14 @@ fn a_malformed_stream_header_resets_that_stream_and_the_core_serves_others() {
             tunnel::client_config(&key, &[PublicKey::from_base64(&core_pub).unwrap()], &tuning)
                 .unwrap();
         let duplication = wanopt_node::dupsock::Duplication::new(tuning.duplication);
-        let endpoint =
-            tunnel::endpoint("127.0.0.1:0".parse().unwrap(), None, &tuning, &duplication).unwrap();
+        let endpoint = tunnel::endpoint(
+            "127.0.0.1:0".parse().unwrap(),
+            None,
+            &key,
+            &tuning,
+            &duplication,
+        )
+        .unwrap();
         let mut conn = None;
         for _ in 0..100 {
             if let Ok(connecting) = endpoint.connect_with(config.clone(), core_addr, "wanopt") {
