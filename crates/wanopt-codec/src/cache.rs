@@ -129,6 +129,12 @@ impl PeerCache {
         Ok(())
     }
 
+    /// The store's last failed write since it opened (a full or failing
+    /// disk), if any.
+    pub fn last_write_error(&self) -> Option<String> {
+        self.lock().store.last_write_error().map(str::to_string)
+    }
+
     /// Counters.
     pub fn stats(&self) -> CacheStats {
         let shared = self.lock();

@@ -108,6 +108,9 @@ pub struct StoreStats {
     pub evicted_segments: u64,
     /// Bytes cut from damaged or torn tails when opening.
     pub truncated_bytes: u64,
+    /// Appends or flushes that failed (a full or failing disk): those
+    /// chunks are not held, and the peer is never told they are.
+    pub write_errors: u64,
 }
 
 /// Counters of a [`crate::PeerCache`].

@@ -356,5 +356,11 @@ pub fn render_metrics(state: &NodeState) -> String {
         "Damaged cache records found by verified reads (each was repaired from the peer).",
         &per_peer(|p| p.corrupt),
     );
+    metric(
+        "cache_write_errors_total",
+        "counter",
+        "Failed appends or flushes of the byte cache's store (a full or failing disk: that data is not cached), by peer.",
+        &per_peer(|p| p.write_errors),
+    );
     out
 }

@@ -242,6 +242,8 @@ pub struct PeerEntry {
     controls: Mutex<Vec<(usize, mpsc::UnboundedSender<bool>)>>,
     /// The connection whose hello the cache last applied.
     current: Mutex<Option<usize>>,
+    /// Write errors already reported in the log.
+    warned_write_errors: AtomicU64,
 }
 
 /// What `wanopt cache stats` shows for one peer.
@@ -275,6 +277,13 @@ pub struct PeerCacheStats {
     /// eviction, so the peer stops assuming them).
     #[serde(default)]
     pub epoch: u64,
+    /// Appends or flushes of the store that failed (a full or failing
+    /// disk): that data is not cached.
+    #[serde(default)]
+    pub write_errors: u64,
+    /// The last of them, as the system reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_write_error: Option<String>,
     /// Chunks the peer acknowledged holding (what we may reference).
     pub peer_chunks: u64,
     /// Whether the peer's hello confirmed that view on a live tunnel.
@@ -400,6 +409,7 @@ impl Caches {
             _lock: lock,
             controls: Mutex::new(Vec::new()),
             current: Mutex::new(None),
+            warned_write_errors: AtomicU64::new(0),
         });
         peers.insert(peer, entry.clone());
         Ok(entry)
@@ -415,12 +425,25 @@ impl Caches {
     }
 
     /// Syncs every open cache and saves what it knows of its peer.
+    /// Says in the log when writes to a cache failed since the last
+    /// checkpoint (a full disk would otherwise only show as transfers that
+    /// stay cold).
     pub fn checkpoint(&self) {
         for entry in self.entries() {
             if let Err(e) = entry.cache.checkpoint() {
                 warn!(
                     "cannot checkpoint the cache in {}: {e}",
                     entry.dir.display()
+                );
+            }
+            let failed = entry.cache.stats().store.write_errors;
+            let warned = entry.warned_write_errors.swap(failed, Ordering::Relaxed);
+            if failed > warned {
+                warn!(
+                    "cache in {}: {} writes failed since the last check ({}); new data is not cached, so its transfers stay cold",
+                    entry.dir.display(),
+                    failed - warned,
+                    entry.cache.last_write_error().unwrap_or_default()
                 );
             }
         }
@@ -497,6 +520,8 @@ fn peer_stats(entry: &PeerEntry, stats: CacheStats, capacity: u64) -> PeerCacheS
         corrupt: stats.store.corrupt,
         evicted_segments: stats.store.evicted_segments,
         truncated_bytes: stats.store.truncated_bytes,
+        write_errors: stats.store.write_errors,
+        last_write_error: entry.cache.last_write_error(),
         epoch: entry.cache.hello().epoch,
         peer_chunks: stats.peer_chunks,
         peer_confirmed: stats.peer_confirmed,

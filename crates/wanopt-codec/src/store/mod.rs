@@ -95,6 +95,7 @@ pub struct ChunkStore {
     total_bytes: u64,
     stats: StoreStats,
     sketches: std::collections::HashMap<u64, Fingerprint>,
+    last_write_error: Option<String>,
 }
 
 /// Bytes at each end of a chunk that [`ChunkStore::similar`] compares.
@@ -164,6 +165,7 @@ impl ChunkStore {
             total_bytes: 0,
             stats,
             sketches: std::collections::HashMap::new(),
+            last_write_error: None,
         };
         if fresh {
             // Unknown contents: start clean under the new identity.
@@ -253,6 +255,29 @@ impl ChunkStore {
         fingerprint: Fingerprint,
         data: &[u8],
     ) -> Result<u64, InsertError> {
+        let result = self.insert_unnoted(fingerprint, data);
+        if let Err(InsertError::Io(e)) = &result {
+            self.note_write_error(e);
+        }
+        result
+    }
+
+    /// Counts a failed write and keeps its text ([`ChunkStore::last_write_error`]).
+    fn note_write_error(&mut self, e: &io::Error) {
+        self.stats.write_errors += 1;
+        self.last_write_error = Some(e.to_string());
+    }
+
+    /// The last failed append or flush, if any since the store opened.
+    pub fn last_write_error(&self) -> Option<&str> {
+        self.last_write_error.as_deref()
+    }
+
+    fn insert_unnoted(
+        &mut self,
+        fingerprint: Fingerprint,
+        data: &[u8],
+    ) -> Result<u64, InsertError> {
         if data.is_empty() || data.len() > MAX_CHUNK_LEN {
             return Err(InsertError::Length(data.len()));
         }
@@ -267,7 +292,7 @@ impl ChunkStore {
         if needs_new {
             // A full segment's records reach its file before the next
             // segment starts (only the newest segment buffers).
-            self.flush()?;
+            self.flush_unnoted()?;
             if let Some(full) = self.segments.back_mut() {
                 full.release_buffer();
             }
@@ -312,6 +337,14 @@ impl ChunkStore {
     /// write). On failure they are dropped from the index (as if never
     /// inserted) and the file keeps what was written before.
     pub fn flush(&mut self) -> io::Result<()> {
+        let result = self.flush_unnoted();
+        if let Err(e) = &result {
+            self.note_write_error(e);
+        }
+        result
+    }
+
+    fn flush_unnoted(&mut self) -> io::Result<()> {
         let mut result = Ok(());
         for seg in self.segments.iter_mut() {
             let len = seg.len;

@@ -382,3 +382,36 @@ fn a_crash_loses_only_unflushed_records_and_tears_nothing() {
     let position = store.insert(Fingerprint::of(&b), &b).unwrap();
     assert_eq!(position, (RECORD_HEADER_LEN + a.len()) as u64);
 }
+
+/// A full disk (the segment file is `/dev/full`): the buffered record's
+/// write fails, it is dropped from the index, and the store counts the
+/// failure and keeps the system's words for it.
+#[test]
+fn failed_writes_are_counted_and_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = ChunkStore::open(dir.path(), config(), CacheId([1; 16])).unwrap();
+    // Segments are created at the first insert.
+    assert!(store.segment_paths().is_empty());
+    std::os::unix::fs::symlink("/dev/full", dir.path().join(segment::file_name(0))).unwrap();
+    assert_eq!(
+        (store.stats().write_errors, store.last_write_error()),
+        (0, None)
+    );
+    let data = chunk(9);
+    let fp = Fingerprint::of(&data);
+    store.insert_buffered(fp, &data).unwrap();
+    assert!(store.flush().is_err());
+    assert_eq!(store.stats().write_errors, 1);
+    assert!(
+        store
+            .last_write_error()
+            .is_some_and(|e| e.contains("No space left")),
+        "{:?}",
+        store.last_write_error()
+    );
+    let mut out = Vec::new();
+    assert!(
+        !store.get(&fp, &mut out).unwrap(),
+        "a chunk that was never written"
+    );
+}

@@ -74,6 +74,13 @@ fn stats(args: &QueryArgs) -> anyhow::Result<()> {
             "  lookups   {} hits, {} misses, {} damaged (repaired from the peer)",
             p.hits, p.misses, p.corrupt
         );
+        if p.write_errors > 0 {
+            println!(
+                "  writes    {} failed (last: {}): new data is not cached",
+                p.write_errors,
+                p.last_write_error.as_deref().unwrap_or("?")
+            );
+        }
         println!(
             "  peer      holds {} of our chunks ({})",
             p.peer_chunks,
