@@ -59,6 +59,9 @@ pub const COMPRESSOR_IDLE: Duration = Duration::from_secs(1);
 /// bytes produced by one call to a few MB).
 const DECODE_SLICE: usize = 16 * 1024;
 
+/// Decoded bytes written to the LAN socket (and counted) at a time.
+const LAN_WRITE: usize = 64 * 1024;
+
 /// Referenced chunk bytes each flow keeps to answer the peer's repair
 /// requests (a damaged or just-evicted record at the peer). Bounds memory:
 /// 200 flows hold at most 1.6 GB. Older chunks are read back from the
@@ -583,13 +586,16 @@ async fn downlink(
                         ),
                     }
                 }
-                if !plain.is_empty() {
-                    wr.write_all(&plain)
+                // References expand to megabytes: written and counted a
+                // piece at a time, so the flow table shows a slow reader's
+                // progress (and rate) as it goes, not once per slice.
+                for piece in plain.chunks(LAN_WRITE) {
+                    wr.write_all(piece)
                         .await
                         .map_err(|e| Abort::Local(e.to_string()))?;
-                    dir.lan.fetch_add(plain.len() as u64, Ordering::Relaxed);
-                    plain.clear();
+                    dir.lan.fetch_add(piece.len() as u64, Ordering::Relaxed);
                 }
+                plain.clear();
             }
             flow.reduce.record_decoder(&decoder);
             if decoder.is_finished() && !shut {
