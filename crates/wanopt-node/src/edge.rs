@@ -354,14 +354,17 @@ async fn control_exchange(
     tokio::spawn(reduce::run_control(conn.clone(), entry.clone(), first_tx));
     match tokio::time::timeout(HELLO_WAIT, first_rx).await {
         Ok(Ok(peer)) => {
+            let cache_open = entry.is_some();
             let reduce = entry.filter(|_| peer.accepts.contains(Services::REDUCE));
             info!(
                 "core {}: data reduction {}",
                 conn.remote_address(),
-                match (&reduce, &state.caches) {
-                    (Some(_), _) => "on",
-                    (None, Some(_)) => "off (the core runs --no-reduce)",
-                    (None, None) => "off (--no-reduce)",
+                match (&reduce, &state.caches, cache_open) {
+                    (Some(_), _, _) => "on",
+                    (None, None, _) => "off (--no-reduce)",
+                    // Its cache could not be opened (warned above).
+                    (None, Some(_), false) => "off (this node's byte cache is unusable)",
+                    (None, Some(_), true) => "off (the core runs --no-reduce)",
                 }
             );
             reduce.map(|e| e.cache.clone())
