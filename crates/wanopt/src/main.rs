@@ -127,8 +127,55 @@ fn run_node(
     }
 }
 
+/// A command-line error as one line (`wanopt: ...`), exit code 2; help and
+/// version go out as clap prints them.
+fn parse_args() -> Result<Cli, ExitCode> {
+    use clap::error::ErrorKind;
+    let error = match Cli::try_parse() {
+        Ok(cli) => return Ok(cli),
+        Err(e) => e,
+    };
+    if matches!(
+        error.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        error.exit();
+    }
+    eprintln!("wanopt: {}", clap_line(&error.to_string()));
+    Err(ExitCode::from(EXIT_USAGE))
+}
+
+/// clap's error text on one line: its message and details, without the
+/// usage block and the `--help` hint.
+fn clap_line(text: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with("Usage:") || line.starts_with("For more information") {
+            break;
+        }
+        if !line.is_empty() {
+            parts.push(line.strip_prefix("error: ").unwrap_or(line));
+        }
+    }
+    let mut joined = String::new();
+    for part in parts {
+        if !joined.is_empty() {
+            joined.push_str(if part.starts_with("tip:") { "; " } else { " " });
+        }
+        joined.push_str(part);
+    }
+    joined.push_str(" (see --help)");
+    joined
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match parse_args() {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
     match cli.command {
         Command::Keygen { out } => {
             let key = PrivateKey::generate();
@@ -253,7 +300,21 @@ fn main() -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use super::one_line;
+    use super::{clap_line, one_line};
+
+    #[test]
+    fn clap_errors_read_on_one_line() {
+        let text = "error: the following required arguments were not provided:\n  <TARGET>\n\nUsage: wanopt probe <TARGET>\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            clap_line(text),
+            "the following required arguments were not provided: <TARGET> (see --help)"
+        );
+        let text = "error: unrecognized subcommand 'frob'\n\n  tip: a similar subcommand exists: 'probe'\n\nUsage: wanopt <COMMAND>\n";
+        assert_eq!(
+            clap_line(text),
+            "unrecognized subcommand 'frob'; tip: a similar subcommand exists: 'probe' (see --help)"
+        );
+    }
 
     /// An error whose message quotes its source, as `thiserror`'s
     /// `#[error("...: {source}")]` does.

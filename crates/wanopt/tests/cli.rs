@@ -247,11 +247,15 @@ fn bad_input_gets_one_clear_line_and_exit_code_2() {
     for flag in ["--cache-size", "--compressor-memory"] {
         let (code, _, err) = run(&["core", flag, "lots"]);
         assert_eq!(code, 2, "{flag}");
-        assert!(err.contains("bad size"), "{flag}: {err}");
+        assert_one_line_error(&err, "bad size");
     }
     let (code, _, err) = run(&["edge", "--duplication", "twice"]);
     assert_eq!(code, 2);
-    assert!(err.contains("expected auto, tails or off"), "{err}");
+    assert_one_line_error(&err, "expected auto, tails or off");
+    // clap's multi-line messages too, usage block left out.
+    let (code, _, err) = run(&["probe"]);
+    assert_eq!(code, 2);
+    assert_one_line_error(&err, "required arguments were not provided: <TARGET>");
 
     // A core whose --cache-dir cannot be used exits non-zero without a
     // panic; the last line of its stderr, and the whole stderr.
