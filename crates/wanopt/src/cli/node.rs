@@ -337,6 +337,14 @@ struct Common {
     reduce: Option<ReduceConfig>,
 }
 
+/// The permission bits of `path` when group or others may read or write
+/// it (`None` when they may not, or it cannot be read).
+fn exposed_mode(path: &std::path::Path) -> Option<u32> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
+    (mode & 0o066 != 0).then_some(mode)
+}
+
 fn common(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<Common> {
     let key_path = flags
         .key
@@ -344,6 +352,14 @@ fn common(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<Common> {
         .or(file.key.take())
         .context("no key: give --key FILE (make one with `wanopt keygen --out FILE`)")?;
     let key = PrivateKey::read(&key_path)?;
+    if let Some(mode) = exposed_mode(&key_path) {
+        // A public key file has the same form as a private one: a key
+        // others may read is either unprotected or not the private key.
+        tracing::warn!(
+            "key file {} has mode {mode:o}: other users can read it; `wanopt keygen` writes private keys 0600 (is this the public key?)",
+            key_path.display()
+        );
+    }
     let peer_keys = list(&flags.peer_key, std::mem::take(&mut file.peer_key))
         .iter()
         .map(|k| PublicKey::from_base64(k))
@@ -572,6 +588,25 @@ fn nft_match(rule: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn key_files_others_can_read_are_noticed() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("k");
+        std::fs::write(&path, "x").unwrap_or_else(|e| panic!("{e}"));
+        for (mode, exposed) in [
+            (0o600, None),
+            (0o400, None),
+            (0o644, Some(0o644)),
+            (0o620, Some(0o620)),
+        ] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(exposed_mode(&path), exposed, "{mode:o}");
+        }
+        assert_eq!(exposed_mode(&dir.path().join("missing")), None);
+    }
 
     #[test]
     fn sizes_parse() {
