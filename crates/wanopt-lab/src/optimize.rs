@@ -101,6 +101,20 @@ fn reduce_args(lab: &Lab, node: Node, reduce: bool, supported: bool) -> Vec<Stri
     args
 }
 
+/// `text` as part of a file name: letters, digits, `-` and `.` kept, any
+/// run of other characters one `-`.
+pub(crate) fn file_safe(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+            out.push(c);
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out
+}
+
 /// Copies the edge's and core's logs of `lab` to
 /// `dir/logs/{label}-edge.log` and `-core.log` (call it before the nodes
 /// are stopped or the lab is rebuilt: the state directory goes with them).
@@ -110,16 +124,7 @@ pub fn save_logs(lab: &Lab, dir: &Path, label: &str) -> Vec<std::path::PathBuf> 
     if std::fs::create_dir_all(&logs).is_err() {
         return Vec::new();
     }
-    let safe: String = label
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect();
+    let safe = file_safe(label);
     let mut written = Vec::new();
     for (name, role) in [("wanopt-edge", "edge"), ("wanopt-core", "core")] {
         let from = lab.state_dir().join(format!("{name}.log"));

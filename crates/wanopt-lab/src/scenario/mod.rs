@@ -436,21 +436,14 @@ fn write_outputs(results: &Results, out: &std::path::Path) -> anyhow::Result<()>
     Ok(())
 }
 
-/// Middlebox rules as part of a file name (`strip-wscale-`; empty for
-/// none): letters, digits and dashes, at most 40 characters.
+/// Middlebox rules as the start of a file name (`strip-wscale-`; empty
+/// for none): [`crate::optimize::file_safe`], at most 40 characters.
 fn slug(rules: &str) -> String {
     if rules.is_empty() {
         return String::new();
     }
-    let mut out = String::new();
-    for c in rules.chars() {
-        if c.is_ascii_alphanumeric() {
-            out.push(c);
-        } else if !out.ends_with('-') {
-            out.push('-');
-        }
-    }
-    let mut out: String = out.trim_matches('-').chars().take(40).collect();
+    let safe = crate::optimize::file_safe(rules);
+    let mut out: String = safe.trim_matches('-').chars().take(40).collect();
     out.push('-');
     out
 }
