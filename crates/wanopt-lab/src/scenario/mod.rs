@@ -498,23 +498,35 @@ pub(crate) fn humantime(elapsed: std::time::Duration) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn results_json_keeps_the_interface_contract() {
-        let row = Row {
+    /// A one-run row at RTT 100 ms, `linux`, 1 s.
+    fn row(middlebox: &str, mode: &str, mbps: f64) -> Row {
+        Row {
             rtt_ms: 100,
-            profile: "legacy".into(),
-            mode: "wanopt".into(),
-            middlebox: String::new(),
-            throughput_mbps: 123.4,
-            seconds: 26.1,
-            runs: 5,
-            samples_mbps: vec![],
-            samples_seconds: vec![],
+            profile: "linux".into(),
+            mode: mode.into(),
+            middlebox: middlebox.into(),
+            throughput_mbps: mbps,
+            seconds: 1.0,
+            runs: 1,
+            samples_mbps: vec![mbps],
+            samples_seconds: vec![1.0],
             method: "mean".into(),
             link_up: String::new(),
             link_down: String::new(),
             workload: String::new(),
             failed_runs: vec![],
+        }
+    }
+
+    #[test]
+    fn results_json_keeps_the_interface_contract() {
+        let row = Row {
+            profile: "legacy".into(),
+            seconds: 26.1,
+            runs: 5,
+            samples_mbps: vec![],
+            samples_seconds: vec![],
+            ..row("", "wanopt", 123.4)
         };
         let results = Results {
             scenario: "tcp-opt".into(),
@@ -564,22 +576,6 @@ mod tests {
         link_only.grid.middlebox.clear();
         assert_eq!(middleboxes(&link_only), Ok(vec![Some("mss 1200".into())]));
 
-        let row = |middlebox: &str, mode: &str, mbps: f64| Row {
-            rtt_ms: 100,
-            profile: "linux".into(),
-            mode: mode.into(),
-            middlebox: middlebox.into(),
-            throughput_mbps: mbps,
-            seconds: 1.0,
-            runs: 1,
-            samples_mbps: vec![mbps],
-            samples_seconds: vec![1.0],
-            method: "mean".into(),
-            link_up: String::new(),
-            link_down: String::new(),
-            workload: String::new(),
-            failed_runs: vec![],
-        };
         let results = Results {
             scenario: "brokenness".into(),
             rows: vec![
