@@ -1273,14 +1273,9 @@ fn repairs_beyond_the_retained_bytes_are_read_from_the_local_store() {
     // Spans first (`NeedSpan`, answered with lists), then `NeedChunk`.
     for _ in 0..4 {
         flow.deliver_forward();
-        let back = std::mem::take(&mut flow.back);
-        let mut sink = Vec::new();
-        flow.edge_dec.push(&back, &mut sink).unwrap();
-        while let Some(m) = flow.edge_dec.poll_peer_control() {
-            if let Err(e) = flow.enc.handle_peer(&m, &mut flow.wire) {
-                assert!(matches!(e, PeerControlError::ChunkUnavailable(_)), "{e}");
-                errors += 1;
-            }
+        for e in flow.deliver_back_errors() {
+            assert!(matches!(e, PeerControlError::ChunkUnavailable(_)), "{e}");
+            errors += 1;
         }
     }
     assert!(errors > 0);
@@ -1299,14 +1294,7 @@ fn repairs_beyond_the_retained_bytes_are_read_from_the_local_store() {
         let mut failed = false;
         for _ in 0..8 {
             flow.deliver_forward();
-            let back = std::mem::take(&mut flow.back);
-            let mut sink = Vec::new();
-            flow.edge_dec.push(&back, &mut sink).unwrap();
-            while let Some(m) = flow.edge_dec.poll_peer_control() {
-                if flow.enc.handle_peer(&m, &mut flow.wire).is_err() {
-                    failed = true;
-                }
-            }
+            failed = !flow.deliver_back_errors().is_empty();
             if failed {
                 break;
             }

@@ -8,7 +8,8 @@ mod data;
 pub use data::{random, rng, text};
 use tempfile::TempDir;
 use wanopt_codec::{
-    CacheConfig, CacheId, Decoder, DecoderConfig, Encoder, EncoderConfig, PeerCache, StoreConfig,
+    CacheConfig, CacheId, Decoder, DecoderConfig, Encoder, EncoderConfig, PeerCache,
+    PeerControlError, StoreConfig,
 };
 
 pub struct Pair {
@@ -169,6 +170,22 @@ impl Flow {
         while let Some(m) = self.edge_dec.poll_peer_control() {
             self.enc.handle_peer(&m, &mut self.wire).unwrap();
         }
+    }
+
+    /// [`Flow::deliver_back`] for a flow that may fail: the errors of the
+    /// edge encoder's answers (every message is still handled, as a node
+    /// does before it resets the flow).
+    pub fn deliver_back_errors(&mut self) -> Vec<PeerControlError> {
+        let back = std::mem::take(&mut self.back);
+        let mut sink = Vec::new();
+        self.edge_dec.push(&back, &mut sink).unwrap();
+        let mut errors = Vec::new();
+        while let Some(m) = self.edge_dec.poll_peer_control() {
+            if let Err(e) = self.enc.handle_peer(&m, &mut self.wire) {
+                errors.push(e);
+            }
+        }
+        errors
     }
 
     /// Deliver everything in flight both ways until quiet.
