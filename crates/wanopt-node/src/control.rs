@@ -235,7 +235,7 @@ pub fn render_metrics(state: &NodeState) -> String {
         ],
     );
     // One sample for the node.
-    let node: [(&str, &str, &str, f64); 15] = [
+    let node: [(&str, &str, &str, f64); 16] = [
         (
             "flows_active",
             "gauge",
@@ -259,6 +259,12 @@ pub fn render_metrics(state: &NodeState) -> String {
             "counter",
             "Flows passed straight through, unoptimized.",
             s.flows_passed_through as f64,
+        ),
+        (
+            "flows_reduced_total",
+            "counter",
+            "Flows that ran the reduce service.",
+            s.flows_reduced as f64,
         ),
         (
             "reduction_ratio",

@@ -243,6 +243,8 @@ pub struct Totals {
     pub refused: AtomicU64,
     /// Flows passed straight through (not optimized).
     pub passed_through: AtomicU64,
+    /// Flows that ran the `reduce` service.
+    pub reduced: AtomicU64,
     /// Bytes client to server of finished flows.
     pub to_server: AtomicU64,
     /// Bytes server to client of finished flows.
@@ -427,6 +429,9 @@ impl FlowTable {
     ) -> FlowGuard {
         let id = id.unwrap_or_else(|| self.next_id.fetch_add(1, Ordering::Relaxed) + 1);
         self.totals.flows.fetch_add(1, Ordering::Relaxed);
+        if services.contains(&"reduce") {
+            self.totals.reduced.fetch_add(1, Ordering::Relaxed);
+        }
         let mut flows = self.flows.lock().unwrap_or_else(|e| e.into_inner());
         // Two edges may use the same id on a core; keep both by nudging.
         let mut key = id;

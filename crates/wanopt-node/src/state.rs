@@ -172,6 +172,10 @@ pub struct Status {
     /// Whether the node runs the `reduce` service.
     #[serde(default)]
     pub reduce: bool,
+    /// Flows since start that ran `reduce` (a node runs it only on flows
+    /// its peer reduces too, and not to `--no-reduce-to` destinations).
+    #[serde(default)]
+    pub flows_reduced: u64,
     /// WAN bytes client to server (after data reduction).
     #[serde(default)]
     pub wan_bytes_to_server: u64,
@@ -419,6 +423,7 @@ impl NodeState {
             bytes_to_server: bytes.to_server,
             bytes_to_client: bytes.to_client,
             reduce: self.caches.is_some(),
+            flows_reduced: totals.reduced.load(Ordering::Relaxed),
             wan_bytes_to_server: bytes.wan_to_server,
             wan_bytes_to_client: bytes.wan_to_client,
             reduction: crate::flow::reduction(

@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::Args;
 
 use wanopt_node::control::Flows;
-use wanopt_node::state::Status;
+use wanopt_node::state::{Role, Status};
 
 use super::path::rate_text;
 
@@ -81,6 +81,37 @@ fn refusal(body: &str, plain_text: bool) -> Option<&str> {
     let message = body.trim();
     (plain_text && !message.is_empty() && message.len() <= 500 && !message.contains('\n'))
         .then_some(message)
+}
+
+/// The `reduce` line of a node that runs it: what it saved, or why it
+/// saved nothing (no optimized flow ran it: the peer runs `--no-reduce`,
+/// or the edge's `--no-reduce-to` matched).
+fn reduce_line(s: &Status) -> String {
+    let optimized = s.flows_total.saturating_sub(s.flows_passed_through);
+    if optimized > 0 && s.flows_reduced == 0 {
+        let why = match s.role {
+            Role::Core => "its edge runs --no-reduce, or the edge's --no-reduce-to matched",
+            Role::Edge => "the core runs --no-reduce, or --no-reduce-to matched",
+        };
+        return format!(
+            "on, but none of {} ran it ({why})",
+            counted(optimized, "optimized flow", "optimized flows")
+        );
+    }
+    let share = if s.flows_reduced < optimized {
+        format!(
+            " ({} of {optimized} optimized flows ran it)",
+            s.flows_reduced
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "on: {:.1}% less on the WAN{share}, {} sent, {}",
+        s.reduction * 100.0,
+        counted(s.references, "reference", "references"),
+        counted(s.cache_hits, "cache hit", "cache hits")
+    )
 }
 
 pub(crate) fn human_bytes(n: u64) -> String {
@@ -198,12 +229,7 @@ pub fn status(args: &QueryArgs) -> anyhow::Result<()> {
         human_bytes(s.wan_bytes_to_client)
     );
     if s.reduce {
-        println!(
-            "reduce      on: {:.1}% less on the WAN, {} sent, {}",
-            s.reduction * 100.0,
-            counted(s.references, "reference", "references"),
-            counted(s.cache_hits, "cache hit", "cache hits")
-        );
+        println!("reduce      {}", reduce_line(&s));
         if s.pieces > 0 {
             println!(
                 "            {} sent early (a trickling source's held bytes)",
@@ -355,6 +381,40 @@ mod tests {
         assert_eq!(counted(0, "time", "times"), "0 times");
         assert_eq!(counted(1, "cache miss", "cache misses"), "1 cache miss");
         assert_eq!(counted(207, "cache hit", "cache hits"), "207 cache hits");
+    }
+
+    #[test]
+    fn the_reduce_line_says_when_no_flow_ran_reduce() {
+        use wanopt_node::dupsock::DuplicationMode;
+        use wanopt_node::state::NodeState;
+        use wanopt_node::tunnel::Congestion;
+        let mut s =
+            NodeState::new(Role::Core, Congestion::Bbr, DuplicationMode::Off, None).status();
+        s.reduce = true;
+        // Nothing yet: the usual line.
+        assert!(reduce_line(&s).starts_with("on: 0.0% less on the WAN, 0 references"));
+        // Three optimized flows (one more passed through), none reduced:
+        // the edge ran --no-reduce.
+        (s.flows_total, s.flows_passed_through) = (4, 1);
+        let line = reduce_line(&s);
+        assert!(
+            line.starts_with("on, but none of 3 optimized flows ran it (its edge runs --no-reduce"),
+            "{line}"
+        );
+        s.role = Role::Edge;
+        assert!(reduce_line(&s).ends_with("(the core runs --no-reduce, or --no-reduce-to matched)"));
+        s.role = Role::Core;
+        // Some did: the share says over how many flows the figure is.
+        (s.flows_reduced, s.reduction, s.references) = (2, 0.5, 7);
+        assert_eq!(
+            reduce_line(&s),
+            "on: 50.0% less on the WAN (2 of 3 optimized flows ran it), 7 references sent, 0 cache hits"
+        );
+        s.flows_reduced = 3;
+        assert_eq!(
+            reduce_line(&s),
+            "on: 50.0% less on the WAN, 7 references sent, 0 cache hits"
+        );
     }
 
     #[test]
