@@ -56,12 +56,13 @@ pub struct PeerCache {
 
 impl PeerCache {
     /// Open (or create with identity `new_id`) the cache in `dir`. The peer
-    /// view saved by [`PeerCache::checkpoint`] is loaded but unusable until
-    /// [`PeerCache::handle_hello`] confirms it.
+    /// view saved by [`PeerCache::checkpoint`], with the changes journaled
+    /// since, is loaded but unusable until [`PeerCache::handle_hello`]
+    /// confirms it.
     pub fn open(dir: &Path, config: CacheConfig, new_id: CacheId) -> Result<Self, OpenError> {
         let store = ChunkStore::open(dir, config.store, new_id)?;
         let peer_view_path = dir.join(PEER_VIEW_FILE);
-        let peer = PeerView::load(&peer_view_path, config.max_peer_entries);
+        let peer = PeerView::open(&peer_view_path, config.max_peer_entries);
         Ok(PeerCache {
             shared: Arc::new(Mutex::new(Shared { store, peer })),
             checkpointing: Arc::new(Mutex::new(())),
@@ -99,22 +100,32 @@ impl PeerCache {
     }
 
     /// Flush the store and save the peer view (call periodically and on
-    /// shutdown; a crash loses at most the acks since the last call, which
-    /// costs dedup, never correctness).
+    /// shutdown). Between two calls the view's changes are journaled, so a
+    /// crashed process loses none of the peer's acknowledgements; a power
+    /// cut may lose those since the last call, which costs dedup, never
+    /// correctness.
     ///
     /// The disk syncs happen outside the lock the flows use: the store's
-    /// buffered records are written and the peer view is serialized under
-    /// it, then the files are synced and the view written without it.
+    /// buffered records are written, the view's journal moves on to a new
+    /// file and the view is serialized under it, then the files are synced
+    /// and the view written without it (and the journal files it covers
+    /// deleted).
     pub fn checkpoint(&self) -> std::io::Result<()> {
         let _one = self.checkpointing.lock().unwrap_or_else(|e| e.into_inner());
-        let (files, view) = {
+        let (files, view, mark) = {
             let mut shared = self.lock();
-            (shared.store.prepare_sync()?, shared.peer.encode())
+            let files = shared.store.prepare_sync()?;
+            let mark = shared.peer.rotate_journal();
+            (files, shared.peer.encode(), mark)
         };
         for file in files {
             file.sync_data()?;
         }
-        PeerView::write(&self.peer_view_path, view.as_deref())
+        PeerView::write(&self.peer_view_path, view.as_deref())?;
+        if let Some(mark) = mark {
+            PeerView::snapshot_written(&self.peer_view_path, mark);
+        }
+        Ok(())
     }
 
     /// Delete the store and the peer view; the cache gets identity `new_id`
@@ -124,15 +135,20 @@ impl PeerCache {
         let _one = self.checkpointing.lock().unwrap_or_else(|e| e.into_inner());
         let mut shared = self.lock();
         shared.store.clear(new_id)?;
-        shared.peer = PeerView::new(self.max_peer_entries);
-        let _ = std::fs::remove_file(&self.peer_view_path);
+        PeerView::remove_files(&self.peer_view_path);
+        shared.peer = PeerView::open(&self.peer_view_path, self.max_peer_entries);
         Ok(())
     }
 
     /// The store's last failed write since it opened (a full or failing
     /// disk), if any.
     pub fn last_write_error(&self) -> Option<String> {
-        self.lock().store.last_write_error().map(str::to_string)
+        let shared = self.lock();
+        shared
+            .store
+            .last_write_error()
+            .or(shared.peer.journal_last_error())
+            .map(str::to_string)
     }
 
     /// Counters.
@@ -142,6 +158,7 @@ impl PeerCache {
             store: shared.store.stats(),
             peer_chunks: shared.peer.len() as u64,
             peer_confirmed: shared.peer.is_confirmed(),
+            journal_write_errors: shared.peer.journal_write_errors(),
         }
     }
 

@@ -123,4 +123,15 @@ pub struct CacheStats {
     pub peer_chunks: u64,
     /// True once the peer's `Hello` was seen on this tunnel.
     pub peer_confirmed: bool,
+    /// Appends to the peer view's journal that failed (a full or failing
+    /// disk): a crash would lose those acknowledgements, a clean stop not.
+    pub journal_write_errors: u64,
+}
+
+impl CacheStats {
+    /// Writes to the cache's directory that failed: the store's and the
+    /// peer view journal's.
+    pub fn write_errors(&self) -> u64 {
+        self.store.write_errors + self.journal_write_errors
+    }
 }
