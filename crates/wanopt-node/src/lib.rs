@@ -133,7 +133,7 @@ fn spawn_housekeeping(
     }
     if let Some(caches) = state.caches.clone() {
         tasks.spawn(async move {
-            let mut tick = tokio::time::interval(reduce::CHECKPOINT_INTERVAL);
+            let mut tick = tokio::time::interval(caches.config().cache_checkpoint);
             tick.tick().await;
             loop {
                 tick.tick().await;

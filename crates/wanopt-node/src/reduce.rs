@@ -33,8 +33,9 @@ use crate::NodeError;
 /// Default bound on each peer's on-disk store.
 pub const DEFAULT_CACHE_SIZE: u64 = 4 << 30;
 
-/// How often caches are checkpointed (segments synced, peer view saved).
-pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(10);
+/// How often caches are checkpointed by default (segments synced, peer
+/// view saved and its journal folded in): [`ReduceConfig::cache_checkpoint`].
+pub const DEFAULT_CACHE_CHECKPOINT: Duration = Duration::from_secs(10);
 
 /// Below this estimated tunnel rate, `auto` compresses literals with zstd
 /// or LZMA2 (about a third fewer bytes than LZ4 on office documents, at a
@@ -204,6 +205,8 @@ pub struct ReduceConfig {
     pub cache_dir: PathBuf,
     /// Bound on each peer's store, bytes.
     pub cache_size: u64,
+    /// How often every cache is checkpointed ([`Caches::checkpoint`]).
+    pub cache_checkpoint: Duration,
     /// How literals are compressed.
     pub compression: CompressionMode,
     /// Bound on the memory all flows' stream compressors may hold, bytes
@@ -321,6 +324,11 @@ fn random_id() -> CacheId {
 }
 
 impl Caches {
+    /// The settings the caches were opened with.
+    pub fn config(&self) -> &ReduceConfig {
+        &self.config
+    }
+
     /// Creates the cache directory if needed and checks it is writable.
     pub fn new(config: ReduceConfig) -> Result<Caches, NodeError> {
         let dir = &config.cache_dir;
@@ -436,7 +444,7 @@ impl Caches {
                     entry.dir.display()
                 );
             }
-            let failed = entry.cache.stats().store.write_errors;
+            let failed = entry.cache.stats().write_errors();
             let warned = entry.warned_write_errors.swap(failed, Ordering::Relaxed);
             if failed > warned {
                 warn!(
@@ -520,7 +528,7 @@ fn peer_stats(entry: &PeerEntry, stats: CacheStats, capacity: u64) -> PeerCacheS
         corrupt: stats.store.corrupt,
         evicted_segments: stats.store.evicted_segments,
         truncated_bytes: stats.store.truncated_bytes,
-        write_errors: stats.store.write_errors,
+        write_errors: stats.write_errors(),
         last_write_error: entry.cache.last_write_error(),
         epoch: entry.cache.hello().epoch,
         peer_chunks: stats.peer_chunks,
@@ -790,6 +798,7 @@ mod tests {
             cache_size: 64 << 20,
             compression: CompressionMode::Auto,
             compressor_memory: crate::budget::DEFAULT_COMPRESSOR_MEMORY,
+            cache_checkpoint: DEFAULT_CACHE_CHECKPOINT,
         };
         let caches = Caches::new(config.clone()).unwrap();
         let a = caches.for_peer(PublicKey([1; 32])).unwrap();
@@ -811,6 +820,7 @@ mod tests {
             cache_size: 64 << 20,
             compression: CompressionMode::Auto,
             compressor_memory: crate::budget::DEFAULT_COMPRESSOR_MEMORY,
+            cache_checkpoint: DEFAULT_CACHE_CHECKPOINT,
         };
         {
             let earlier = Caches::new(config.clone()).unwrap();
@@ -834,6 +844,7 @@ mod tests {
             cache_size: DEFAULT_CACHE_SIZE,
             compression: CompressionMode::Auto,
             compressor_memory: crate::budget::DEFAULT_COMPRESSOR_MEMORY,
+            cache_checkpoint: DEFAULT_CACHE_CHECKPOINT,
         })
         .unwrap_err()
         .to_string();
@@ -844,6 +855,7 @@ mod tests {
             cache_size: 1000,
             compression: CompressionMode::Auto,
             compressor_memory: crate::budget::DEFAULT_COMPRESSOR_MEMORY,
+            cache_checkpoint: DEFAULT_CACHE_CHECKPOINT,
         })
         .unwrap_err()
         .to_string();

@@ -127,6 +127,8 @@ struct Lab {
     wan: Arc<WanBytes>,
     listen: SocketAddr,
     server: FileServer,
+    /// Each node's own arguments, given again when it restarts.
+    extra: [Vec<String>; 2],
 }
 
 impl Lab {
@@ -156,6 +158,7 @@ impl Lab {
             wan,
             listen,
             server,
+            extra: [core_extra, edge_extra].map(|e| e.iter().map(|s| s.to_string()).collect()),
         }
     }
 
@@ -200,34 +203,56 @@ impl Lab {
     /// Stops a node gracefully (SIGTERM: drain, checkpoint) and starts it
     /// again with the same key and cache directory.
     fn restart(&mut self, which: &str) {
+        self.restart_after(which, "TERM");
+    }
+
+    /// Stops a node with `signal` (TERM, or KILL: a crash) and starts it
+    /// again with the same key, arguments and cache directory.
+    fn restart_after(&mut self, which: &str, signal: &str) {
         let node = if which == "core" {
             &mut self.core
         } else {
             &mut self.edge
         };
-        node.signal("TERM");
+        node.signal(signal);
         let _ = node.child.wait();
+        let [core_extra, edge_extra] = &self.extra;
         let args = if which == "core" {
-            Self::core_args(&self.keys, self.core_addr, &[])
+            Self::core_args(&self.keys, self.core_addr, &as_strs(core_extra))
         } else {
-            Self::edge_args(&self.keys, self.via, self.listen, self.server.addr, &[])
+            Self::edge_args(
+                &self.keys,
+                self.via,
+                self.listen,
+                self.server.addr,
+                &as_strs(edge_extra),
+            )
         };
         *node = spawn(&self.keys, which, &args);
         self.edge.wait_tunnel_up(Duration::from_secs(20));
-        // The hello exchange completes right after the handshake.
-        assert!(
-            eventually(Duration::from_secs(10), || self
-                .edge
-                .status()
-                .is_some_and(|s| s["peers"][0]["state"] == "up")),
-            "edge log: {}",
-            self.edge.log_text()
-        );
+        // The hello exchange completes right after the handshake. Both
+        // nodes are asked: after a kill the other node still calls the
+        // dead connection up until it hears of the restart, and the new
+        // process sees only the new one.
+        for node in [&self.edge, &self.core] {
+            assert!(
+                eventually(Duration::from_secs(10), || node
+                    .status()
+                    .is_some_and(|s| s["peers"][0]["state"] == "up")),
+                "edge log: {}\ncore log: {}",
+                self.edge.log_text(),
+                self.core.log_text()
+            );
+        }
     }
 
     fn cache(&self, node: &Node) -> serde_json::Value {
         serde_json::from_str(&http_get(node.control, "/cache").unwrap()).unwrap()
     }
+}
+
+fn as_strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
 }
 
 const LEN: usize = 4 << 20;
@@ -349,6 +374,45 @@ fn warm_stays_warm_after_either_node_restarts_and_clear_makes_it_cold() {
     assert!(stats.status.success(), "{stats:?}");
     assert!(text.contains("cleared     1 time since start"), "{text}");
     assert!(text.contains("chunks"), "{text}");
+}
+
+#[test]
+fn warm_stays_warm_after_either_node_is_killed() {
+    // No checkpoint while the test runs: what the killed node knows of
+    // its peer's cache after its restart comes from its journal alone.
+    let slow = ["--cache-checkpoint", "1h"];
+    let download = office_file(5, LEN);
+    let mut lab = Lab::start(download.clone(), &slow, &slow);
+    let cold = lab.download_cost();
+    // The core sent the download, and learned from the edge's
+    // acknowledgements what the edge holds: killed, it must not forget.
+    lab.restart_after("core", "KILL");
+    let after_core = lab.download_cost();
+    // The same for an upload, sent by the edge.
+    let upload = office_file(6, LEN);
+    let upload_cold = lab.upload_cost(&upload);
+    lab.restart_after("edge", "KILL");
+    let after_edge = lab.upload_cost(&upload);
+    eprintln!(
+        "download: cold {cold}, after the core was killed {after_core}; \
+         upload: cold {upload_cold}, after the edge was killed {after_edge}"
+    );
+    assert!(cold > LEN as u64 / 10 && upload_cold > LEN as u64 / 10);
+    for (what, cost) in [
+        ("download after the core was killed", after_core),
+        ("upload after the edge was killed", after_edge),
+    ] {
+        assert!(cost * 50 < LEN as u64, "{what} cost {cost} B (>= 2%)");
+    }
+    // And killed twice in a row, the second time before any new transfer:
+    // the journal of the first life replays too.
+    lab.restart_after("core", "KILL");
+    lab.restart_after("core", "KILL");
+    let twice = lab.download_cost();
+    assert!(
+        twice * 50 < LEN as u64,
+        "after two kills: {twice} B (>= 2%)"
+    );
 }
 
 /// Flips bytes all over the segment files of a cache directory.

@@ -15,7 +15,9 @@ use wanopt_node::dupsock::DuplicationMode;
 use wanopt_node::edge::{EdgeConfig, FailMode, Forward};
 use wanopt_node::identity::{PrivateKey, PublicKey};
 use wanopt_node::policy::{AddrRule, RuleSet};
-use wanopt_node::reduce::{CompressionMode, ReduceConfig, DEFAULT_CACHE_SIZE};
+use wanopt_node::reduce::{
+    CompressionMode, ReduceConfig, DEFAULT_CACHE_CHECKPOINT, DEFAULT_CACHE_SIZE,
+};
 use wanopt_node::tunnel::{Congestion, TunnelTuning};
 
 /// Options both node roles share.
@@ -72,6 +74,12 @@ pub struct CommonArgs {
     /// [default: 4GiB]; the oldest data is evicted beyond it.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub cache_size: Option<u64>,
+    /// How often the byte cache is synced to disk and its journal folded
+    /// into a snapshot, e.g. 30s [default: 10s]: a power cut loses at
+    /// most what the peer acknowledged since (a crashed process loses
+    /// nothing: every acknowledgement is journaled as it comes).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub cache_checkpoint: Option<Duration>,
     /// Compression of literals: auto (LZMA2, and PPMd for runs of text,
     /// while the tunnel's estimated rate is under 3 Mbit/s, zstd under 100
     /// Mbit/s, LZ4 above), lz4, zstd, lzma, max (PPMd for text, LZMA2 for
@@ -251,6 +259,7 @@ struct FileConfig {
     no_reduce: Option<bool>,
     cache_dir: Option<PathBuf>,
     cache_size: Option<String>,
+    cache_checkpoint: Option<String>,
     compression: Option<CompressionMode>,
     compressor_memory: Option<String>,
     // core
@@ -411,6 +420,15 @@ fn common(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<Common> {
         "compressor-memory",
         DEFAULT_COMPRESSOR_MEMORY,
     )?;
+    let cache_checkpoint = positive(
+        duration(
+            flags.cache_checkpoint,
+            file.cache_checkpoint.as_deref(),
+            "cache-checkpoint",
+            DEFAULT_CACHE_CHECKPOINT,
+        )?,
+        "cache-checkpoint",
+    )?;
     let reduce = (!no_reduce).then(|| ReduceConfig {
         cache_dir: flags
             .cache_dir
@@ -418,6 +436,7 @@ fn common(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<Common> {
             .or(file.cache_dir.take())
             .unwrap_or_else(ReduceConfig::default_dir),
         cache_size,
+        cache_checkpoint,
         compression: flags.compression.or(file.compression).unwrap_or_default(),
         compressor_memory,
     });
