@@ -62,7 +62,9 @@
 //! **Restarts.** Call [`PeerCache::checkpoint`] periodically and at
 //! shutdown: it syncs the segments and saves the peer view, which a
 //! restarted node reloads and re-confirms with the peer's next `Hello`, so
-//! warm transfers stay warm across restarts of either side. After a tunnel
+//! warm transfers stay warm across restarts of either side. Between
+//! checkpoints the view's changes are journaled as they happen, so a
+//! process that crashes loses none of them either. After a tunnel
 //! drops, call [`PeerCache::handle_tunnel_down`] and discard control frames
 //! of the old connection.
 //!
