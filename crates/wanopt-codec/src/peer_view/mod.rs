@@ -8,7 +8,8 @@
 //! The view can be saved to a file and loaded after a restart; loaded
 //! entries are unusable until a `Hello` with the same identity and epoch
 //! confirms them. A view opened from a file ([`PeerView::open`]) also
-//! journals every change as it happens ([`journal`]), so a crash between
+//! journals every change as it happens (`peer-view.journal.N` files beside
+//! the snapshot; the format is in `journal.rs`), so a crash between
 //! two saves loses nothing.
 
 mod journal;
