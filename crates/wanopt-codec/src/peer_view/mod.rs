@@ -241,7 +241,10 @@ impl PeerView {
     }
 
     /// The file [`PeerView::save`] writes; `None` when there is no
-    /// confirmed peer to describe.
+    /// confirmed peer to describe. It names the journal's current
+    /// generation as the first it does not cover: for a journaled view,
+    /// start a new generation just before ([`PeerView::rotate_journal`],
+    /// under the same lock), as [`crate::PeerCache::checkpoint`] does.
     pub fn encode(&self) -> Option<Vec<u8>> {
         let (id, epoch) = self.peer?;
         let mut bytes = Vec::with_capacity(48 + self.order.len() * 24);
