@@ -448,7 +448,7 @@ impl Caches {
             let warned = entry.warned_write_errors.swap(failed, Ordering::Relaxed);
             if failed > warned {
                 warn!(
-                    "cache in {}: {} writes failed since the last check ({}); new data is not cached, so its transfers stay cold",
+                    "cache in {}: {} writes failed since the last check (last: {}); what could not be written is not cached (or, for the journal, not kept through a crash), so its transfers stay cold",
                     entry.dir.display(),
                     failed - warned,
                     entry.cache.last_write_error().unwrap_or_default()
