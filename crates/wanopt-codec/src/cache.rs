@@ -109,23 +109,32 @@ impl PeerCache {
     /// buffered records are written, the view's journal moves on to a new
     /// file and the view is serialized under it, then the files are synced
     /// and the view written without it (and the journal files it covers
-    /// deleted).
+    /// deleted). A view that has not changed since the last checkpoint is
+    /// not written again.
     pub fn checkpoint(&self) -> std::io::Result<()> {
         let _one = self.checkpointing.lock().unwrap_or_else(|e| e.into_inner());
-        let (files, view, mark) = {
+        let (files, snapshot) = {
             let mut shared = self.lock();
             let files = shared.store.prepare_sync()?;
-            let mark = shared.peer.rotate_journal();
-            (files, shared.peer.encode(), mark)
+            let snapshot = shared
+                .peer
+                .rotate_journal()
+                .map(|mark| (mark, shared.peer.encode()));
+            (files, snapshot)
         };
         for file in files {
             file.sync_data()?;
         }
-        PeerView::write(&self.peer_view_path, view.as_deref())?;
-        if let Some(mark) = mark {
+        if let Some((mark, view)) = snapshot {
+            PeerView::write(&self.peer_view_path, view.as_deref())?;
             PeerView::snapshot_written(&self.peer_view_path, mark);
         }
         Ok(())
+    }
+
+    /// What opening found of the peer view on disk (damage included).
+    pub fn view_load(&self) -> crate::peer_view::ViewLoad {
+        self.lock().peer.loaded()
     }
 
     /// Delete the store and the peer view; the cache gets identity `new_id`

@@ -126,11 +126,12 @@ impl Record {
 }
 
 /// The records of one journal file's bytes, up to the first that is cut
-/// short or damaged (and nothing when the magic is wrong).
-pub(crate) fn parse_file(bytes: &[u8]) -> Vec<Record> {
+/// short or damaged (and nothing when the magic is wrong), and how many
+/// bytes were left over after them (0 for a whole file).
+pub(crate) fn parse_file(bytes: &[u8]) -> (Vec<Record>, usize) {
     let mut records = Vec::new();
     let Some(mut rest) = bytes.strip_prefix(&MAGIC) else {
-        return records;
+        return (records, bytes.len());
     };
     while let Some(len) = rest.get(..4) {
         let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
@@ -149,7 +150,7 @@ pub(crate) fn parse_file(bytes: &[u8]) -> Vec<Record> {
         records.push(record);
         rest = &rest[8 + len..];
     }
-    records
+    (records, rest.len())
 }
 
 /// The journal file of generation `generation` for the snapshot at `snapshot`.
@@ -186,9 +187,10 @@ pub(crate) fn generations(snapshot: &Path) -> Vec<u64> {
 }
 
 /// Reads the records of generation `generation` (none when the file is
-/// missing or unreadable).
-pub(crate) fn read(snapshot: &Path, generation: u64) -> Vec<Record> {
-    fs::read(file_path(snapshot, generation)).map_or_else(|_| Vec::new(), |b| parse_file(&b))
+/// missing or unreadable) and the bytes left over after the last good one
+/// ([`parse_file`]).
+pub(crate) fn read(snapshot: &Path, generation: u64) -> (Vec<Record>, usize) {
+    fs::read(file_path(snapshot, generation)).map_or_else(|_| (Vec::new(), 0), |b| parse_file(&b))
 }
 
 /// Deletes the journal files beside `snapshot` of generations before
@@ -210,6 +212,9 @@ pub(crate) struct Journal {
     /// generation (its replay would stop at the damage anyway); the next
     /// one starts afresh.
     file: Option<File>,
+    /// Whether anything was appended (or failed to be) since this
+    /// generation started: a view whose journal is clean has not changed.
+    dirty: bool,
     scratch: Vec<u8>,
     /// Appends that failed since the view was loaded.
     pub(crate) write_errors: u64,
@@ -225,6 +230,7 @@ impl Journal {
             snapshot: snapshot.to_path_buf(),
             generation,
             file: None,
+            dirty: false,
             scratch: Vec::new(),
             write_errors: 0,
             last_error: None,
@@ -238,14 +244,22 @@ impl Journal {
         self.generation
     }
 
+    /// Whether anything was appended since this generation started.
+    pub(crate) fn is_dirty(&self) -> bool {
+        self.dirty
+    }
+
     /// Continues in generation `generation`: later records go to a new file.
     pub(crate) fn start(&mut self, generation: u64) {
         self.generation = generation;
-        let opened = File::create(file_path(&self.snapshot, generation))
-            .and_then(|mut f| f.write_all(&MAGIC).map(|()| f));
+        self.dirty = false;
+        let path = file_path(&self.snapshot, generation);
+        let opened = File::create(&path).and_then(|mut f| f.write_all(&MAGIC).map(|()| f));
         self.file = match opened {
             Ok(f) => Some(f),
             Err(e) => {
+                // A full disk must not leave an empty file each time.
+                let _ = fs::remove_file(&path);
                 self.failed(&e);
                 None
             }
@@ -254,6 +268,7 @@ impl Journal {
 
     /// Appends `record` (one write).
     pub(crate) fn append(&mut self, record: &Record) {
+        self.dirty = true;
         let Some(file) = self.file.as_mut() else {
             return;
         };
@@ -312,20 +327,28 @@ mod tests {
     fn records_round_trip_and_a_cut_or_damaged_tail_ends_the_replay() {
         let all = records();
         let bytes = file_of(&all);
-        assert_eq!(parse_file(&bytes), all);
+        assert_eq!(parse_file(&bytes), (all.clone(), 0));
         // Every cut inside the last record keeps the ones before it.
         let last_start = file_of(&all[..3]).len();
         for cut in last_start..bytes.len() {
-            assert_eq!(parse_file(&bytes[..cut]), all[..3], "cut at {cut}");
+            let left = cut - last_start;
+            assert_eq!(
+                parse_file(&bytes[..cut]),
+                (all[..3].to_vec(), left),
+                "cut at {cut}"
+            );
         }
         // A flipped byte in the second record ends the replay before it.
         let mut damaged = bytes.clone();
         let second = file_of(&all[..1]).len();
         damaged[second + 6] ^= 0x40;
-        assert_eq!(parse_file(&damaged), all[..1]);
-        // Not a journal: nothing.
-        assert!(parse_file(b"WOV1whatever").is_empty());
-        assert!(parse_file(&[]).is_empty());
+        assert_eq!(
+            parse_file(&damaged),
+            (all[..1].to_vec(), bytes.len() - second)
+        );
+        // Not a journal: nothing, and all of it left over.
+        assert_eq!(parse_file(b"WOV1whatever"), (vec![], 12));
+        assert_eq!(parse_file(&[]), (vec![], 0));
     }
 
     #[test]
@@ -358,7 +381,7 @@ mod tests {
         // The next generation starts afresh.
         journal.start(1);
         journal.append(&records()[1]);
-        assert_eq!(read(&snapshot, 1), records()[1..2]);
+        assert_eq!(read(&snapshot, 1), (records()[1..2].to_vec(), 0));
     }
 
     #[test]
@@ -404,15 +427,18 @@ mod tests {
             flip in proptest::option::of((any::<proptest::sample::Index>(), 1u8..=255)),
         ) {
             let mut bytes = file_of(&all);
-            prop_assert_eq!(parse_file(&bytes), all.clone());
+            prop_assert_eq!(parse_file(&bytes), (all.clone(), 0));
             bytes.truncate(cut.index(bytes.len() + 1));
             if let (Some((at, mask)), false) = (flip, bytes.is_empty()) {
                 let at = at.index(bytes.len());
                 bytes[at] ^= mask;
             }
-            let parsed = parse_file(&bytes);
+            let (parsed, left) = parse_file(&bytes);
             prop_assert!(parsed.len() <= all.len());
             prop_assert_eq!(&parsed[..], &all[..parsed.len()]);
+            // What was read and what was left over make up the file.
+            let read = if parsed.is_empty() && left == bytes.len() { 0 } else { file_of(&parsed).len() };
+            prop_assert_eq!(read + left, bytes.len());
         }
     }
 }

@@ -27,6 +27,19 @@ use crate::store::index::FingerprintMap;
 const FILE_MAGIC_V1: [u8; 4] = *b"WOV1";
 const FILE_MAGIC: [u8; 4] = *b"WOV2";
 
+/// What [`PeerView::open`] found on disk.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ViewLoad {
+    /// The snapshot was there but did not check out (a bad checksum, a
+    /// cut or unknown file): nothing of it was used.
+    pub snapshot_damaged: bool,
+    /// Journaled changes replayed on the snapshot.
+    pub journal_records: u64,
+    /// Journal bytes after the last good record of their file (a write
+    /// cut short by a power cut, or damage): those changes were lost.
+    pub journal_dropped_bytes: u64,
+}
+
 /// The encoder's knowledge of the peer's cache.
 #[derive(Debug)]
 pub struct PeerView {
@@ -38,6 +51,8 @@ pub struct PeerView {
     max_entries: usize,
     /// Where changes are journaled (a view from [`PeerView::open`]).
     journal: Option<journal::Journal>,
+    /// What [`PeerView::open`] found.
+    loaded: ViewLoad,
 }
 
 impl PeerView {
@@ -51,6 +66,7 @@ impl PeerView {
             order: VecDeque::new(),
             max_entries: max_entries.max(1),
             journal: None,
+            loaded: ViewLoad::default(),
         }
     }
 
@@ -58,19 +74,45 @@ impl PeerView {
     /// journaled since, replayed; later changes are journaled too. The
     /// result is unconfirmed, like [`PeerView::load`]'s.
     pub fn open(path: &Path, max_entries: usize) -> PeerView {
-        let (mut view, from) = Self::load_snapshot(path, max_entries);
+        let (mut view, snapshot) = Self::load_snapshot(path, max_entries);
         let existing = journal::generations(path);
+        let from = match snapshot {
+            Snapshot::Missing => 0,
+            Snapshot::Damaged => {
+                view.loaded.snapshot_damaged = true;
+                0
+            }
+            Snapshot::Covers(mark) => mark,
+            // Written by a node that did not journal: every journal file
+            // left from before is older than it.
+            Snapshot::Unjournaled => u64::MAX,
+        };
         // Generations before the snapshot's mark are in it already.
-        journal::remove_before(path, from.unwrap_or(0));
-        let mut next = from.unwrap_or(0);
-        for &generation in existing.iter().filter(|&&g| g >= from.unwrap_or(0)) {
-            for record in journal::read(path, generation) {
+        journal::remove_before(path, from);
+        let mut next = if from == u64::MAX { 0 } else { from };
+        for &generation in existing.iter().filter(|&&g| g >= from) {
+            let (records, dropped) = journal::read(path, generation);
+            view.loaded.journal_records += records.len() as u64;
+            view.loaded.journal_dropped_bytes += dropped as u64;
+            for record in records {
                 view.replay(record);
             }
             next = generation + 1;
         }
         view.journal = Some(journal::Journal::create(path, next));
+        if snapshot == Snapshot::Unjournaled {
+            // Say which generations the snapshot covers before anything
+            // is journaled: read as unjournaled again, it would have the
+            // next open drop them. (Should this fail, a crash before the
+            // first checkpoint loses the journal, not a byte.)
+            let _ = Self::write(path, view.encode().as_deref());
+        }
         view
+    }
+
+    /// What [`PeerView::open`] found on disk.
+    pub fn loaded(&self) -> ViewLoad {
+        self.loaded
     }
 
     /// Applies a journaled change.
@@ -87,9 +129,11 @@ impl PeerView {
     /// Starts the journal's next generation and returns it: a snapshot
     /// encoded now ([`PeerView::encode`]) covers everything before it.
     /// Once that snapshot is written, [`PeerView::snapshot_written`]
-    /// deletes the older generations. `None` for a view without a journal.
+    /// deletes the older generations. `None`, and nothing to save, when
+    /// the view has not changed since the last call (or since it was
+    /// opened), and for a view without a journal.
     pub fn rotate_journal(&mut self) -> Option<u64> {
-        let journal = self.journal.as_mut()?;
+        let journal = self.journal.as_mut().filter(|j| j.is_dirty())?;
         let next = journal.generation() + 1;
         journal.start(next);
         Some(next)
@@ -273,12 +317,11 @@ impl PeerView {
         Self::load_snapshot(path, max_entries).0
     }
 
-    /// [`PeerView::load`], and the first journal generation the file does
-    /// not cover (`None` without a usable file: every generation counts).
-    fn load_snapshot(path: &Path, max_entries: usize) -> (PeerView, Option<u64>) {
+    /// [`PeerView::load`], and what the file says of the journal.
+    fn load_snapshot(path: &Path, max_entries: usize) -> (PeerView, Snapshot) {
         let mut view = PeerView::new(max_entries);
         let Ok(bytes) = fs::read(path) else {
-            return (view, None);
+            return (view, Snapshot::Missing);
         };
         let parsed = (|| {
             let body_len = bytes.len().checked_sub(4)?;
@@ -298,8 +341,8 @@ impl PeerView {
             let epoch = u64::from_be_bytes(body.get(20..28)?.try_into().ok()?);
             let low = u64::from_be_bytes(body.get(28..36)?.try_into().ok()?);
             let mark = match body.get(36..header) {
-                Some(m) if m.len() == 8 => u64::from_be_bytes(m.try_into().ok()?),
-                _ => 0,
+                Some(m) if m.len() == 8 => Snapshot::Covers(u64::from_be_bytes(m.try_into().ok()?)),
+                _ => Snapshot::Unjournaled,
             };
             let entries: Vec<_> = body[header..]
                 .chunks_exact(FINGERPRINT_LEN + 8)
@@ -312,7 +355,7 @@ impl PeerView {
             Some((id, epoch, low, mark, entries))
         })();
         let Some((id, epoch, low, mark, entries)) = parsed else {
-            return (view, None);
+            return (view, Snapshot::Damaged);
         };
         view.peer = Some((id, epoch));
         view.low_water = low;
@@ -320,8 +363,22 @@ impl PeerView {
             view.positions.insert(fp, pos);
             view.order.push_back((fp, pos));
         }
-        (view, Some(mark))
+        (view, mark)
     }
+}
+
+/// What a snapshot file says of the journal beside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Snapshot {
+    /// No file: every journal generation counts.
+    Missing,
+    /// A file that did not check out: every generation counts, on an
+    /// empty view.
+    Damaged,
+    /// It covers the generations before this one.
+    Covers(u64),
+    /// A snapshot from before the journal (`WOV1`): it covers them all.
+    Unjournaled,
 }
 
 #[cfg(test)]
@@ -404,7 +461,10 @@ mod tests {
     /// What [`crate::PeerCache::checkpoint`] does with the view; with
     /// `written` false the process dies before the snapshot is on disk.
     fn checkpoint(view: &mut PeerView, path: &Path, written: bool) {
-        let mark = view.rotate_journal().expect("a journaled view");
+        // Nothing changed since the last checkpoint: nothing to save.
+        let Some(mark) = view.rotate_journal() else {
+            return;
+        };
         if written {
             PeerView::write(path, view.encode().as_deref()).unwrap();
             PeerView::snapshot_written(path, mark);
@@ -563,6 +623,79 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn what_open_found_is_reported_and_an_unchanged_view_is_not_saved_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("peer-view");
+        let a = Fingerprint([1; FINGERPRINT_LEN]);
+        let mut view = PeerView::open(&path, 100);
+        assert_eq!(view.loaded(), ViewLoad::default());
+        assert_eq!(view.rotate_journal(), None, "nothing changed yet");
+        view.handle_hello(&hello(1, 0, 0, 0));
+        view.handle_ack(0, &[(a, 1)]);
+        checkpoint(&mut view, &path, true);
+        assert_eq!(view.rotate_journal(), None, "nothing changed since");
+        view.handle_ack(0, &[(Fingerprint([2; FINGERPRINT_LEN]), 2)]);
+        drop(view);
+        // A torn tail on the journal: reported, the records before kept.
+        let generation = *journal::generations(&path).last().unwrap();
+        let file = dir.path().join(format!("peer-view.journal.{generation}"));
+        let mut bytes = fs::read(&file).unwrap();
+        bytes.extend_from_slice(&[0, 0, 0, 9, 2, 0]);
+        fs::write(&file, &bytes).unwrap();
+        let view = PeerView::open(&path, 100);
+        assert_eq!(
+            view.loaded(),
+            ViewLoad {
+                snapshot_damaged: false,
+                journal_records: 1,
+                journal_dropped_bytes: 6,
+            }
+        );
+        drop(view);
+        // A damaged snapshot: reported, nothing of it used.
+        let mut snapshot = fs::read(&path).unwrap();
+        snapshot[10] ^= 1;
+        fs::write(&path, &snapshot).unwrap();
+        let mut view = PeerView::open(&path, 100);
+        assert!(view.loaded().snapshot_damaged);
+        view.handle_hello(&hello(1, 0, 0, 10));
+        assert!(!view.holds(&a));
+    }
+
+    #[test]
+    fn a_snapshot_from_before_the_journal_is_read_and_stale_journals_are_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("peer-view");
+        let fp = |n: u8| Fingerprint([n; FINGERPRINT_LEN]);
+        // A journal left by a journaling node (fingerprint 9 at position
+        // 9), then a node without a journal that saved a WOV1 snapshot.
+        let mut journaled = PeerView::open(&path, 100);
+        journaled.handle_hello(&hello(1, 0, 0, 0));
+        journaled.handle_ack(0, &[(fp(9), 9)]);
+        drop(journaled);
+        let mut v1 = b"WOV1".to_vec();
+        v1.extend_from_slice(&[1; 16]);
+        v1.extend_from_slice(&0u64.to_be_bytes());
+        v1.extend_from_slice(&0u64.to_be_bytes());
+        v1.extend_from_slice(&[1; FINGERPRINT_LEN]);
+        v1.extend_from_slice(&5u64.to_be_bytes());
+        let crc = crc32fast::hash(&v1);
+        v1.extend_from_slice(&crc.to_be_bytes());
+        fs::write(&path, &v1).unwrap();
+        let mut view = PeerView::open(&path, 100);
+        view.handle_hello(&hello(1, 0, 0, 20));
+        assert!(view.holds(&fp(1)), "the old snapshot is read");
+        assert!(!view.holds(&fp(9)), "the journal before it is not");
+        // Changes journaled after the upgrade survive a crash before the
+        // first checkpoint.
+        view.handle_ack(0, &[(fp(2), 10)]);
+        drop(view);
+        let mut view = PeerView::open(&path, 100);
+        view.handle_hello(&hello(1, 0, 0, 20));
+        assert!(view.holds(&fp(1)) && view.holds(&fp(2)) && !view.holds(&fp(9)));
     }
 
     #[test]
