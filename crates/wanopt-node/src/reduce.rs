@@ -404,11 +404,27 @@ impl Caches {
                 dir.display()
             );
         }
+        let view = cache.view_load();
+        if view.snapshot_damaged || view.journal_dropped_bytes > 0 {
+            warn!(
+                "byte cache for peer {peer}: what the peer holds was damaged on disk in {} ({}); chunks it holds may cross once more (nothing wrong is ever delivered)",
+                dir.display(),
+                match (view.snapshot_damaged, view.journal_dropped_bytes) {
+                    (true, 0) => "the peer-view snapshot did not check out".to_string(),
+                    (false, n) => format!("{n} journal bytes after the last good record dropped"),
+                    (true, n) => format!(
+                        "the peer-view snapshot did not check out, {n} journal bytes dropped"
+                    ),
+                }
+            );
+        }
         info!(
-            "byte cache for peer {peer}: {} chunks, {} MB in {}",
+            "byte cache for peer {peer}: {} chunks, {} MB in {}; the peer holds {} of ours as far as we know ({} journaled changes replayed), to be confirmed by its hello",
             stats.store.chunks,
             stats.store.bytes / 1_000_000,
-            dir.display()
+            dir.display(),
+            stats.peer_chunks,
+            view.journal_records
         );
         let entry = Arc::new(PeerEntry {
             peer,

@@ -77,7 +77,7 @@ pub struct CommonArgs {
     /// How often the byte cache is synced to disk and its journal folded
     /// into a snapshot, e.g. 30s [default: 10s]: a power cut loses at
     /// most what the peer acknowledged since (a crashed process loses
-    /// nothing: every acknowledgement is journaled as it comes).
+    /// nothing: every acknowledgement is journaled as it comes); at least 1s.
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub cache_checkpoint: Option<Duration>,
     /// Compression of literals: auto (LZMA2, and PPMd for runs of text,
@@ -420,15 +420,17 @@ fn common(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<Common> {
         "compressor-memory",
         DEFAULT_COMPRESSOR_MEMORY,
     )?;
-    let cache_checkpoint = positive(
-        duration(
-            flags.cache_checkpoint,
-            file.cache_checkpoint.as_deref(),
-            "cache-checkpoint",
-            DEFAULT_CACHE_CHECKPOINT,
-        )?,
+    let cache_checkpoint = duration(
+        flags.cache_checkpoint,
+        file.cache_checkpoint.as_deref(),
         "cache-checkpoint",
+        DEFAULT_CACHE_CHECKPOINT,
     )?;
+    if cache_checkpoint < Duration::from_secs(1) {
+        bail!(
+            "--cache-checkpoint must be at least 1s (each checkpoint syncs the cache to disk; crashes are covered by the journal between checkpoints)"
+        );
+    }
     let reduce = (!no_reduce).then(|| ReduceConfig {
         cache_dir: flags
             .cache_dir

@@ -106,9 +106,16 @@ fn reduce_line(s: &Status) -> String {
     } else {
         String::new()
     };
+    // Acknowledgements of the peer's data cost a little: a node that
+    // only received reads "more", not "-0.4% less".
+    let (share_of_lan, less_or_more) = if s.reduction < 0.0 {
+        (-s.reduction, "more")
+    } else {
+        (s.reduction, "less")
+    };
     format!(
-        "on: {:.1}% less on the WAN{share}, {} sent, {}",
-        s.reduction * 100.0,
+        "on: {:.1}% {less_or_more} on the WAN{share}, {} sent, {}",
+        share_of_lan * 100.0,
         counted(s.references, "reference", "references"),
         counted(s.cache_hits, "cache hit", "cache hits")
     )
@@ -415,6 +422,9 @@ mod tests {
             reduce_line(&s),
             "on: 50.0% less on the WAN, 7 references sent, 0 cache hits"
         );
+        // A node that only received: its acknowledgements cost a little.
+        s.reduction = -0.004;
+        assert!(reduce_line(&s).starts_with("on: 0.4% more on the WAN"));
     }
 
     #[test]
