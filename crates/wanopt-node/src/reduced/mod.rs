@@ -34,7 +34,7 @@ use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
-use tracing::{debug, trace, warn};
+use tracing::{debug, trace};
 
 use wanopt_codec::{Compression, Decoder, DecoderConfig, Encoder, EncoderConfig, PeerCache};
 
@@ -415,7 +415,7 @@ async fn downlink(
                 } else {
                     decode()
                 };
-                decoded.map_err(|e| Abort::Remote(format!("bad data from the peer: {e}")))?;
+                decoded.map_err(|e| Abort::Codec(format!("bad data from the peer: {e}")))?;
                 let mut control = Vec::new();
                 {
                     let mut encoder = lock(encoder);
@@ -430,12 +430,10 @@ async fn downlink(
                         // flow cannot go on. Every request was still handled,
                         // so the next flow sends all the chunks asked for so
                         // far whole instead of failing on them one by one.
-                        warn!(
-                            "flow {}: {first} ({} chunks unavailable in all)",
-                            flow.id,
+                        return Err(Abort::Codec(format!(
+                            "{first} ({} chunks unavailable in all)",
                             unavailable.len()
-                        );
-                        return Err(Abort::Remote(first.to_string()));
+                        )));
                     }
                     // Repairs go out here, in answer to the peer.
                     flow.reduce.record_encoder(&encoder);
@@ -485,11 +483,9 @@ async fn writer(
     dir: &Direction<'_>,
     ends: &StreamEnds,
 ) -> Result<(), Abort> {
-    let failed = |e: quinn::WriteError| Abort::Remote(e.to_string());
+    let failed = Abort::from_write;
     dir.wan.fetch_add(preamble.len() as u64, Ordering::Relaxed);
-    send.write_all(&preamble)
-        .await
-        .map_err(|e| Abort::Remote(e.to_string()))?;
+    send.write_all(&preamble).await.map_err(failed)?;
     let (mut data_open, mut control_open) = (true, true);
     // Once the uplink's last frames (its `End`) are written the stream is
     // ending, though control frames may still follow: tail duplication is
@@ -531,8 +527,6 @@ mod tests {
     use std::pin::Pin;
     use std::sync::atomic::AtomicUsize;
     use std::task::{Context, Poll};
-
-    const MS: Duration = Duration::from_millis(1);
 
     use tokio::io::ReadBuf;
     use wanopt_codec::{CacheConfig, CacheId};
