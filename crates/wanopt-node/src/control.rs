@@ -244,7 +244,7 @@ pub fn render_metrics(state: &NodeState) -> String {
             .collect::<Vec<_>>(),
     );
     // One sample for the node.
-    let node: [(&str, &str, &str, f64); 16] = [
+    let node: [(&str, &str, &str, f64); 17] = [
         (
             "flows_active",
             "gauge",
@@ -262,6 +262,12 @@ pub fn render_metrics(state: &NodeState) -> String {
             "counter",
             "Flows refused or reset before data flowed end to end.",
             s.flows_refused as f64,
+        ),
+        (
+            "flows_limited_total",
+            "counter",
+            "Flows refused because the node or their source carried the most flows allowed (--max-flows, --max-flows-per-source).",
+            s.flows_limited as f64,
         ),
         (
             "flows_passed_through_total",

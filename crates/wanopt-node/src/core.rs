@@ -14,6 +14,7 @@ use wanopt_proto::{codes, open_header_len, Open, OpenRepr, ReplyRepr, Services, 
 
 use crate::flow::{splice_stream, Facing, FlowState};
 use crate::identity::{PrivateKey, PublicKey};
+use crate::limits::{FlowLimits, FlowLimitsConfig};
 use crate::policy::RuleSet;
 use crate::reduce::{self, Caches, PeerEntry, ReduceConfig};
 use crate::reduced::{splice_reduced, Reduction};
@@ -42,6 +43,8 @@ pub struct CoreConfig {
     pub drain: Duration,
     /// Transport tuning.
     pub tuning: TunnelTuning,
+    /// Bounds on the flows carried at once.
+    pub limits: FlowLimitsConfig,
 }
 
 /// Time an edge has to send a complete stream header.
@@ -93,6 +96,7 @@ pub async fn run(config: CoreConfig, shutdown: impl Future<Output = ()>) -> Resu
     crate::spawn_housekeeping(&mut tasks, &state, control);
     let drain = config.drain;
     let core = Arc::new(Core {
+        limits: FlowLimits::new(config.limits),
         config,
         state: state.clone(),
     });
@@ -127,6 +131,7 @@ pub async fn run(config: CoreConfig, shutdown: impl Future<Output = ()>) -> Resu
 struct Core {
     config: CoreConfig,
     state: Arc<NodeState>,
+    limits: Arc<FlowLimits>,
 }
 
 impl Core {
@@ -217,6 +222,29 @@ impl Core {
             }
         };
         let flows = &self.state.flows;
+        let _permit = match self
+            .limits
+            .admit(header.source.ip(), std::time::Instant::now())
+        {
+            Ok(permit) => permit,
+            Err(refusal) => {
+                flows.totals.limited.fetch_add(1, Ordering::Relaxed);
+                if let Some(n) = refusal.log {
+                    warn!(
+                        "refusing new flows from edge {peer}: {}; {n} refused since the last such line",
+                        refusal.hit
+                    );
+                }
+                let reply = ReplyRepr {
+                    status: wanopt_proto::Status::Unavailable,
+                }
+                .emit();
+                let _ = send.write_all(&reply).await;
+                let _ = send.finish();
+                let _ = recv.stop(quinn::VarInt::from_u32(codes::TCP_RESET));
+                return;
+            }
+        };
         let guard = flows.start(
             Some(header.flow_id),
             header.source,

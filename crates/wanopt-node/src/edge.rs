@@ -16,6 +16,7 @@ use wanopt_proto::{OpenRepr, Services, Target};
 
 use crate::flow::{reset_tcp, splice_stream, splice_tcp, Abort, Facing, FlowState};
 use crate::identity::{PrivateKey, PublicKey};
+use crate::limits::{FlowLimits, FlowLimitsConfig};
 use crate::policy::RuleSet;
 use crate::reduce::{self, Caches, ReduceConfig};
 use crate::reduced::{splice_reduced, Reduction};
@@ -126,6 +127,8 @@ pub struct EdgeConfig {
     pub bind: Option<SocketAddr>,
     /// Transport tuning.
     pub tuning: TunnelTuning,
+    /// Bounds on the flows carried at once.
+    pub limits: FlowLimitsConfig,
 }
 
 impl std::fmt::Debug for PrivateKey {
@@ -150,6 +153,7 @@ struct Edge {
     config: EdgeConfig,
     state: Arc<NodeState>,
     tunnel: watch::Receiver<Option<Tunnel>>,
+    limits: Arc<FlowLimits>,
 }
 
 /// Runs an edge until `shutdown` resolves, then drains flows for a bounded
@@ -217,6 +221,7 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
     crate::spawn_housekeeping(&mut tasks, &state, control);
     let drain = config.drain;
     let edge = Arc::new(Edge {
+        limits: FlowLimits::new(config.limits),
         config,
         state: state.clone(),
         tunnel: tunnel_rx,
@@ -391,10 +396,29 @@ async fn accept_loop(edge: Arc<Edge>, listener: TcpListener, destination: Option
                 continue;
             }
         };
+        let permit = match edge.limits.admit(source.ip(), std::time::Instant::now()) {
+            Ok(permit) => permit,
+            Err(refusal) => {
+                edge.state
+                    .flows
+                    .totals
+                    .limited
+                    .fetch_add(1, Ordering::Relaxed);
+                if let Some(n) = refusal.log {
+                    warn!(
+                        "refusing new flows: {}; {n} refused since the last such line",
+                        refusal.hit
+                    );
+                }
+                reset_tcp(tcp);
+                continue;
+            }
+        };
         let _ = tcp.set_nodelay(true);
         let edge = edge.clone();
         let destination = destination.clone();
         tokio::spawn(async move {
+            let _permit = permit;
             match destination {
                 Some(dest) => edge.tunnelled(tcp, source, dest, true).await,
                 None => edge.transparent(tcp, source, local).await,

@@ -243,6 +243,9 @@ pub struct Totals {
     pub refused: AtomicU64,
     /// Flows passed straight through (not optimized).
     pub passed_through: AtomicU64,
+    /// Flows refused because the node or their source carried the most
+    /// flows allowed (`--max-flows`, `--max-flows-per-source`).
+    pub limited: AtomicU64,
     /// Flows that ran the `reduce` service.
     pub reduced: AtomicU64,
     /// Bytes client to server of finished flows.

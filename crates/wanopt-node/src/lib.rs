@@ -20,6 +20,7 @@ pub mod dupsock;
 pub mod edge;
 pub mod flow;
 pub mod identity;
+pub mod limits;
 pub mod policy;
 pub mod reassembly;
 pub mod reduce;

@@ -165,6 +165,9 @@ pub struct Status {
     pub flows_refused: u64,
     /// Flows passed straight through.
     pub flows_passed_through: u64,
+    /// Flows refused by `--max-flows` or `--max-flows-per-source`.
+    #[serde(default)]
+    pub flows_limited: u64,
     /// Flows reset since start, by reason (`lan`, `tunnel`, `codec`,
     /// `peer_codec`; see [`crate::abort::ResetReason`]).
     #[serde(default)]
@@ -424,6 +427,7 @@ impl NodeState {
             flows_total: totals.flows.load(Ordering::Relaxed),
             flows_refused: totals.refused.load(Ordering::Relaxed),
             flows_passed_through: totals.passed_through.load(Ordering::Relaxed),
+            flows_limited: totals.limited.load(Ordering::Relaxed),
             flow_resets: totals
                 .resets
                 .snapshot()

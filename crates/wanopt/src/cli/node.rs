@@ -14,6 +14,7 @@ use wanopt_node::core::CoreConfig;
 use wanopt_node::dupsock::DuplicationMode;
 use wanopt_node::edge::{EdgeConfig, FailMode, Forward};
 use wanopt_node::identity::{PrivateKey, PublicKey};
+use wanopt_node::limits::FlowLimitsConfig;
 use wanopt_node::policy::{AddrRule, RuleSet};
 use wanopt_node::reduce::{
     CompressionMode, ReduceConfig, DEFAULT_CACHE_CHECKPOINT, DEFAULT_CACHE_SIZE,
@@ -41,6 +42,14 @@ pub struct CommonArgs {
     /// How long live flows may drain on SIGINT/SIGTERM [default: 10s].
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub drain: Option<Duration>,
+    /// Flows carried at once; more are refused (reset), counted and logged
+    /// [default: the file-descriptor limit less 512].
+    #[arg(long, value_name = "N")]
+    pub max_flows: Option<usize>,
+    /// Flows carried at once from one source address [default: half of
+    /// --max-flows].
+    #[arg(long, value_name = "N")]
+    pub max_flows_per_source: Option<usize>,
     /// Tunnel congestion control: bbr, cubic or newreno [default: bbr].
     #[arg(long)]
     pub congestion: Option<Congestion>,
@@ -251,6 +260,8 @@ struct FileConfig {
     control: Option<SocketAddr>,
     connect_timeout: Option<String>,
     drain: Option<String>,
+    max_flows: Option<usize>,
+    max_flows_per_source: Option<usize>,
     congestion: Option<Congestion>,
     duplication: Option<DuplicationMode>,
     max_mtu: Option<u16>,
@@ -344,6 +355,7 @@ struct Common {
     drain: Duration,
     tuning: TunnelTuning,
     reduce: Option<ReduceConfig>,
+    limits: FlowLimitsConfig,
 }
 
 /// The permission bits of `path` when group or others may read or write
@@ -442,7 +454,23 @@ fn common(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<Common> {
         compression: flags.compression.or(file.compression).unwrap_or_default(),
         compressor_memory,
     });
+    let defaults = FlowLimitsConfig::for_this_process();
+    let max_flows = flags
+        .max_flows
+        .or(file.max_flows)
+        .unwrap_or(defaults.max_flows);
+    let limits = FlowLimitsConfig {
+        max_flows: positive_count(max_flows, "max-flows")?,
+        max_flows_per_source: positive_count(
+            flags
+                .max_flows_per_source
+                .or(file.max_flows_per_source)
+                .unwrap_or((max_flows / 2).max(1)),
+            "max-flows-per-source",
+        )?,
+    };
     Ok(Common {
+        limits,
         reduce,
         key,
         peer_keys,
@@ -484,6 +512,7 @@ pub fn core_config(args: &CoreArgs) -> anyhow::Result<CoreConfig> {
         connect_timeout: common.connect_timeout,
         drain: common.drain,
         tuning: common.tuning,
+        limits: common.limits,
     })
 }
 
@@ -524,7 +553,16 @@ pub fn edge_config(args: &EdgeArgs) -> anyhow::Result<EdgeConfig> {
         drain: common.drain,
         bind: args.bind.or(file.bind),
         tuning: common.tuning,
+        limits: common.limits,
     })
+}
+
+/// A count that must be at least 1.
+fn positive_count(n: usize, name: &str) -> anyhow::Result<usize> {
+    if n == 0 {
+        bail!("--{name} must be at least 1");
+    }
+    Ok(n)
 }
 
 /// The firewall rules that send a LAN's TCP to the edge's transparent port.

@@ -221,8 +221,12 @@ pub fn status(args: &QueryArgs) -> anyhow::Result<()> {
             println!("  last error {err}");
         }
     }
+    let limited = match s.flows_limited {
+        0 => String::new(),
+        n => format!(", {n} over --max-flows limits"),
+    };
     println!(
-        "flows       {} active, {} total, {} refused, {} passed through",
+        "flows       {} active, {} total, {} refused, {} passed through{limited}",
         s.flows_active, s.flows_total, s.flows_refused, s.flows_passed_through
     );
     println!("resets      {}", resets_line(&s.flow_resets));
