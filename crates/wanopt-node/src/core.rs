@@ -45,6 +45,9 @@ pub struct CoreConfig {
     pub tuning: TunnelTuning,
     /// Bounds on the flows carried at once.
     pub limits: FlowLimitsConfig,
+    /// Flows that carry no byte either way this long are reset; `None`:
+    /// never.
+    pub flow_idle_timeout: Option<Duration>,
 }
 
 /// Time an edge has to send a complete stream header.
@@ -70,6 +73,7 @@ pub async fn run(config: CoreConfig, shutdown: impl Future<Output = ()>) -> Resu
         config.tuning.duplication,
         caches,
     );
+    state.flows.set_idle_timeout(config.flow_idle_timeout);
     let control = match config.control {
         Some(addr) => Some(control::bind(addr).await?),
         None => None,

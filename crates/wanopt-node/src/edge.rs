@@ -129,6 +129,9 @@ pub struct EdgeConfig {
     pub tuning: TunnelTuning,
     /// Bounds on the flows carried at once.
     pub limits: FlowLimitsConfig,
+    /// Flows that carry no byte either way this long are reset; `None`:
+    /// never.
+    pub flow_idle_timeout: Option<Duration>,
 }
 
 impl std::fmt::Debug for PrivateKey {
@@ -185,6 +188,7 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
         config.tuning.duplication,
         caches,
     );
+    state.flows.set_idle_timeout(config.flow_idle_timeout);
     let control = match config.control {
         Some(addr) => Some(control::bind(addr).await?),
         None => None,

@@ -85,11 +85,16 @@ pub struct Flow {
     pub reduce: ReduceCounters,
     started: Instant,
     rate: Mutex<RateSample>,
+    /// Told when the flow has carried no byte either way for the node's
+    /// `--flow-idle-timeout`: its pumps end it with [`Abort::Idle`].
+    idle: tokio::sync::Notify,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
 struct RateSample {
     at: Option<Instant>,
+    /// When the flow last carried a byte (as sampled).
+    active_at: Option<Instant>,
     to_server: u64,
     to_client: u64,
     bps_to_server: f64,
@@ -120,10 +125,15 @@ impl Flow {
 
     /// Updates the rate estimate from the byte counters (called about once a
     /// second by the table's sampler).
-    fn sample(&self, now: Instant) {
+    /// Samples the flow's rates; how long it has carried no byte.
+    fn sample(&self, now: Instant) -> Duration {
         let to_server = self.to_server.load(Ordering::Relaxed);
         let to_client = self.to_client.load(Ordering::Relaxed);
         let mut rate = self.rate.lock().unwrap_or_else(|e| e.into_inner());
+        if rate.at.is_none() || (to_server, to_client) != (rate.to_server, rate.to_client) {
+            rate.active_at = Some(now);
+        }
+        let idle = now.saturating_duration_since(rate.active_at.unwrap_or(self.started));
         let since = rate.at.unwrap_or(self.started);
         let secs = now.saturating_duration_since(since).as_secs_f64();
         if secs > 0.0 {
@@ -133,6 +143,14 @@ impl Flow {
         rate.at = Some(now);
         rate.to_server = to_server;
         rate.to_client = to_client;
+        idle
+    }
+
+    /// Resolves to [`Abort::Idle`] once the node's sampler finds the flow
+    /// idle for its `--flow-idle-timeout`.
+    async fn idle_out(&self) -> Result<(), Abort> {
+        self.idle.notified().await;
+        Err(Abort::Idle)
     }
 
     /// A serializable snapshot.
@@ -391,6 +409,8 @@ pub fn reduction(lan: u64, wan: u64) -> f64 {
 pub struct FlowTable {
     next_id: AtomicU64,
     flows: Mutex<HashMap<u64, Arc<Flow>>>,
+    /// `--flow-idle-timeout` in milliseconds; 0: flows never time out.
+    idle_timeout_ms: AtomicU64,
     /// Totals over the node's life.
     pub totals: Totals,
 }
@@ -457,6 +477,7 @@ impl FlowTable {
             reduce: ReduceCounters::default(),
             started: Instant::now(),
             rate: Mutex::new(RateSample::default()),
+            idle: tokio::sync::Notify::new(),
         });
         flows.insert(key, flow.clone());
         drop(flows);
@@ -518,9 +539,28 @@ impl FlowTable {
         loop {
             tick.tick().await;
             let now = Instant::now();
+            let timeout = self.idle_timeout();
             for flow in self.live() {
-                flow.sample(now);
+                let idle = flow.sample(now);
+                if timeout.is_some_and(|t| idle >= t) {
+                    flow.idle.notify_one();
+                }
             }
+        }
+    }
+
+    /// Flows that carry no byte either way for `timeout` are reset (by
+    /// the sampler, within a second of it); `None`: never.
+    pub fn set_idle_timeout(&self, timeout: Option<Duration>) {
+        let ms = timeout.map_or(0, |t| t.as_millis().clamp(1, u64::MAX as u128) as u64);
+        self.idle_timeout_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// The idle timeout, if any.
+    pub fn idle_timeout(&self) -> Option<Duration> {
+        match self.idle_timeout_ms.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(Duration::from_millis(ms)),
         }
     }
 }
@@ -743,19 +783,37 @@ pub async fn splice_stream(
     let (up, down) = directions(flow, facing);
     let result = {
         let (mut rd, mut wr) = tcp.split();
-        tokio::try_join!(
-            tcp_to_stream(&mut rd, &mut send, &up, flow, ends),
-            stream_to_tcp(
-                &mut recv,
-                &mut wr,
-                &down,
-                flow,
-                start,
-                facing == Facing::Client
-            ),
-        )
+        until_idle(flow, async {
+            tokio::try_join!(
+                tcp_to_stream(&mut rd, &mut send, &up, flow, ends),
+                stream_to_tcp(
+                    &mut recv,
+                    &mut wr,
+                    &down,
+                    flow,
+                    start,
+                    facing == Facing::Client
+                ),
+            )
+            .map(|_| ())
+        })
+        .await
     };
-    abort_on_error(result.map(|_| ()), tcp, send, recv, flow)
+    abort_on_error(result, tcp, send, recv, flow)
+}
+
+/// Runs a flow's `pumps` until they end, or until the flow is idle for the
+/// node's `--flow-idle-timeout` ([`Abort::Idle`]: the caller resets both
+/// sides as for any abort).
+pub(crate) async fn until_idle(
+    flow: &Flow,
+    pumps: impl std::future::Future<Output = Result<(), Abort>>,
+) -> Result<(), Abort> {
+    tokio::select! {
+        biased;
+        result = pumps => result,
+        idle = flow.idle_out() => idle,
+    }
 }
 
 /// Resets everything of a flow whose pumps failed.
@@ -817,25 +875,29 @@ pub async fn splice_tcp(
     let result = {
         let (mut crd, mut cwr) = client.split();
         let (mut srd, mut swr) = server.split();
-        tokio::try_join!(
-            tcp_to_tcp(
-                &mut crd,
-                &mut swr,
-                [&flow.to_server, &flow.wan_to_server],
-                flow,
-                FlowState::ClientDone
-            ),
-            tcp_to_tcp(
-                &mut srd,
-                &mut cwr,
-                [&flow.to_client, &flow.wan_to_client],
-                flow,
-                FlowState::ServerDone
-            ),
-        )
+        until_idle(flow, async {
+            tokio::try_join!(
+                tcp_to_tcp(
+                    &mut crd,
+                    &mut swr,
+                    [&flow.to_server, &flow.wan_to_server],
+                    flow,
+                    FlowState::ClientDone
+                ),
+                tcp_to_tcp(
+                    &mut srd,
+                    &mut cwr,
+                    [&flow.to_client, &flow.wan_to_client],
+                    flow,
+                    FlowState::ServerDone
+                ),
+            )
+            .map(|_| ())
+        })
+        .await
     };
     match result {
-        Ok(_) => Ok(()),
+        Ok(()) => Ok(()),
         Err(abort) => {
             flow.set_state(FlowState::Closing);
             reset_tcp(client);

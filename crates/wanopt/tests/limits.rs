@@ -116,3 +116,43 @@ fn a_zero_limit_is_a_usage_error() {
     assert!(err.contains("--max-flows must be at least 1"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
+
+#[test]
+fn a_flow_idle_for_the_timeout_is_reset_and_a_busy_one_is_not() {
+    let server = echo_server();
+    let listen = free_tcp();
+    let keys = Keys::new();
+    let core_addr = free_udp();
+    let core = spawn(&keys, "core", &core_args(&keys, core_addr, &["127.0.0.1"]));
+    let edge = spawn(
+        &keys,
+        "edge",
+        &edge_args(
+            &keys,
+            core_addr,
+            &[(listen, server.to_string())],
+            &["--flow-idle-timeout", "2s"],
+        ),
+    );
+    edge.wait_tunnel_up(Duration::from_secs(10));
+    let local = IpAddr::from([127, 0, 0, 1]);
+    let mut idle = open_from(local, listen).expect("idle flow");
+    let mut busy = open_from(local, listen).expect("busy flow");
+    let mut back = [0u8; 4];
+    for _ in 0..8 {
+        thread::sleep(Duration::from_millis(500));
+        busy.write_all(b"ping").unwrap();
+        busy.read_exact(&mut back)
+            .expect("the busy flow is carried on");
+    }
+    // The idle one was reset within a second of its 2 s.
+    let mut buf = [0u8; 4];
+    let read = idle.write_all(b"ping").and_then(|()| idle.read(&mut buf));
+    assert!(
+        matches!(read, Ok(0) | Err(_)),
+        "an idle flow still carried bytes: {read:?}"
+    );
+    let status = edge.status().unwrap();
+    assert_eq!(status["flow_resets"]["idle"], 1, "{status}");
+    drop(core);
+}

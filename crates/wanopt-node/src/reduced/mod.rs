@@ -43,8 +43,8 @@ use crate::dupsock::StreamEnds;
 use crate::reduce::{estimated_rate_bps, CompressionMode};
 
 use crate::flow::{
-    abort_on_error, directions, payload_reassembler, read_ahead, Abort, Direction, Facing, Flow,
-    CHUNK,
+    abort_on_error, directions, payload_reassembler, read_ahead, until_idle, Abort, Direction,
+    Facing, Flow, CHUNK,
 };
 
 mod quiet;
@@ -224,23 +224,27 @@ pub async fn splice_reduced(
     let (control_tx, control_rx) = mpsc::unbounded_channel();
     let result = {
         let (mut rd, mut wr) = tcp.split();
-        tokio::try_join!(
-            uplink(&mut rd, &encoder, choice, data_tx, &up, flow, &ends),
-            downlink(
-                &mut recv,
-                &mut wr,
-                decoder,
-                &encoder,
-                control_tx,
-                &down,
-                flow,
-                start,
-                facing == Facing::Client,
-            ),
-            writer(&mut send, preamble, data_rx, control_rx, &up, &ends),
-        )
+        until_idle(flow, async {
+            tokio::try_join!(
+                uplink(&mut rd, &encoder, choice, data_tx, &up, flow, &ends),
+                downlink(
+                    &mut recv,
+                    &mut wr,
+                    decoder,
+                    &encoder,
+                    control_tx,
+                    &down,
+                    flow,
+                    start,
+                    facing == Facing::Client,
+                ),
+                writer(&mut send, preamble, data_rx, control_rx, &up, &ends),
+            )
+            .map(|_| ())
+        })
+        .await
     };
-    abort_on_error(result.map(|_| ()), tcp, send, recv, flow)
+    abort_on_error(result, tcp, send, recv, flow)
 }
 
 async fn uplink(

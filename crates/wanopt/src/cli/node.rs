@@ -50,6 +50,10 @@ pub struct CommonArgs {
     /// --max-flows].
     #[arg(long, value_name = "N")]
     pub max_flows_per_source: Option<usize>,
+    /// Reset flows that carry no byte either way for this long [default:
+    /// never].
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub flow_idle_timeout: Option<Duration>,
     /// Tunnel congestion control: bbr, cubic or newreno [default: bbr].
     #[arg(long)]
     pub congestion: Option<Congestion>,
@@ -262,6 +266,7 @@ struct FileConfig {
     drain: Option<String>,
     max_flows: Option<usize>,
     max_flows_per_source: Option<usize>,
+    flow_idle_timeout: Option<String>,
     congestion: Option<Congestion>,
     duplication: Option<DuplicationMode>,
     max_mtu: Option<u16>,
@@ -356,6 +361,7 @@ struct Common {
     tuning: TunnelTuning,
     reduce: Option<ReduceConfig>,
     limits: FlowLimitsConfig,
+    flow_idle_timeout: Option<Duration>,
 }
 
 /// The permission bits of `path` when group or others may read or write
@@ -469,8 +475,16 @@ fn common(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<Common> {
             "max-flows-per-source",
         )?,
     };
+    let flow_idle_timeout = match (flags.flow_idle_timeout, file.flow_idle_timeout.as_deref()) {
+        (None, None) => None,
+        (flag, file) => Some(positive(
+            duration(flag, file, "flow-idle-timeout", Duration::ZERO)?,
+            "flow-idle-timeout",
+        )?),
+    };
     Ok(Common {
         limits,
+        flow_idle_timeout,
         reduce,
         key,
         peer_keys,
@@ -513,6 +527,7 @@ pub fn core_config(args: &CoreArgs) -> anyhow::Result<CoreConfig> {
         drain: common.drain,
         tuning: common.tuning,
         limits: common.limits,
+        flow_idle_timeout: common.flow_idle_timeout,
     })
 }
 
@@ -554,6 +569,7 @@ pub fn edge_config(args: &EdgeArgs) -> anyhow::Result<EdgeConfig> {
         bind: args.bind.or(file.bind),
         tuning: common.tuning,
         limits: common.limits,
+        flow_idle_timeout: common.flow_idle_timeout,
     })
 }
 
