@@ -28,6 +28,51 @@ use crate::reassembly::Reassembler;
 /// costs, small enough that a flow never holds much beyond the stream window.
 pub const CHUNK: usize = 128 * 1024;
 
+/// A flow's first read buffer: an idle or interactive flow holds no more
+/// than this per direction (10,000 idle flows held 128 KiB each).
+pub const FIRST_READ: usize = 4 * 1024;
+
+/// A flow's buffer for reads from its TCP socket: [`FIRST_READ`] while the
+/// flow is idle or interactive, [`CHUNK`] once a read fills it (a bulk
+/// transfer), small again when the caller finds the flow quiet.
+#[derive(Debug)]
+pub(crate) struct ReadBuffer(Vec<u8>);
+
+impl ReadBuffer {
+    pub(crate) fn new() -> ReadBuffer {
+        ReadBuffer(vec![0; FIRST_READ])
+    }
+
+    /// Where the next read goes.
+    pub(crate) fn space(&mut self) -> &mut [u8] {
+        &mut self.0
+    }
+
+    /// The bytes of a read of `n`; a read that filled a small buffer makes
+    /// it [`CHUNK`] for the next.
+    pub(crate) fn read(&mut self, n: usize) -> &[u8] {
+        if n == self.0.len() && n < CHUNK {
+            // Copy what was read: the caller uses it now.
+            let mut big = vec![0; CHUNK];
+            big[..n].copy_from_slice(&self.0[..n]);
+            self.0 = big;
+        }
+        &self.0[..n]
+    }
+
+    /// Whether it holds more than [`FIRST_READ`].
+    pub(crate) fn is_large(&self) -> bool {
+        self.0.len() > FIRST_READ
+    }
+
+    /// Back to [`FIRST_READ`] (the flow went quiet).
+    pub(crate) fn shrink(&mut self) {
+        if self.is_large() {
+            *self = ReadBuffer::new();
+        }
+    }
+}
+
 /// Where a flow is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -844,16 +889,16 @@ async fn tcp_to_tcp(
     flow: &Flow,
     done: FlowState,
 ) -> Result<(), Abort> {
-    let mut buf = vec![0u8; CHUNK];
+    let mut buf = ReadBuffer::new();
     loop {
-        match rd.read(&mut buf).await {
+        match rd.read(buf.space()).await {
             Ok(0) => {
                 let _ = wr.shutdown().await;
                 flow.set_state(done);
                 return Ok(());
             }
             Ok(n) => {
-                wr.write_all(&buf[..n])
+                wr.write_all(buf.read(n))
                     .await
                     .map_err(|e| Abort::Remote(e.to_string()))?;
                 for counter in counters {
