@@ -13,6 +13,7 @@
 
 pub mod bbr;
 pub mod budget;
+pub mod cache_dir;
 pub mod control;
 pub mod core;
 pub mod dupsock;
