@@ -187,7 +187,10 @@ impl Core {
         let conn = match incoming.await {
             Ok(conn) => conn,
             Err(e) => {
-                warn!("tunnel handshake from {remote} refused: {e}");
+                warn!(
+                    "tunnel handshake from {remote} refused: {}",
+                    crate::identity::readable_handshake_error(e)
+                );
                 return;
             }
         };

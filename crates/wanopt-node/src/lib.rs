@@ -104,6 +104,26 @@ pub async fn shutdown_signal() {
     }
 }
 
+/// Makes SIGHUP harmless from now on: each one is logged and ignored (a
+/// node does not reload its configuration yet; SIGTERM stops it). Its
+/// default action would kill the node at once, without draining. Call
+/// it inside the runtime, before the node starts.
+pub fn ignore_hangups() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::hangup()) {
+        Ok(mut hangup) => {
+            tokio::spawn(async move {
+                while hangup.recv().await.is_some() {
+                    tracing::info!(
+                        "SIGHUP received and ignored: a node does not reload its configuration (restart it, or SIGTERM to stop it)"
+                    );
+                }
+            });
+        }
+        Err(e) => tracing::warn!("cannot catch SIGHUP ({e}): one would stop this node"),
+    }
+}
+
 /// Starts what every node runs beside its data plane: the flow-rate and
 /// tunnel-rate samplers (once a second) and, if bound, the control API.
 fn spawn_housekeeping(
