@@ -10,6 +10,12 @@
 //! bump, which forwards raw Ethernet frames between `e0` and `c0`. Every
 //! namespace name carries the lab's prefix so that several labs (tests) can
 //! exist side by side; the default prefix is empty.
+//!
+//! The lab records each namespace it creates (name and namespace inode, in
+//! `created` in its state directory) and tears down only those: a
+//! namespace that merely has a lab's name is left alone (and `create`
+//! refuses to build over it). The veth pairs are created inside the
+//! namespaces and go with them.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -52,6 +58,36 @@ pub enum TopologyError {
     /// The lab is not up.
     #[error("the lab is not up (no namespace `{0}`): run `wanopt lab up` first")]
     NotUp(String),
+    /// A namespace with a lab's name exists that the lab did not create.
+    #[error("network namespace `{0}` exists and this lab did not create it: it is left alone; delete it yourself (`ip netns del {0}`) or choose another WANOPT_LAB_PREFIX")]
+    Foreign(String),
+}
+
+/// What [`Lab::destroy`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Teardown {
+    /// Namespaces it created and deleted now.
+    pub removed: Vec<String>,
+    /// Namespaces with the lab's names that it did not create, left alone.
+    pub foreign: Vec<String>,
+    /// Recorded processes it ended.
+    pub processes: usize,
+}
+
+impl Teardown {
+    /// Whether there was nothing of this lab to remove.
+    pub fn is_empty(&self) -> bool {
+        self.removed.is_empty() && self.processes == 0
+    }
+}
+
+/// The inode of the namespace mounted at `/run/netns/{name}`, if any:
+/// what tells the lab's own namespace from a later one of the same name.
+fn netns_inode(name: &str) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(Path::new("/run/netns").join(name))
+        .ok()
+        .map(|m| m.ino())
 }
 
 /// One namespace of the lab.
@@ -184,17 +220,27 @@ impl Lab {
             .all(|n| Path::new("/run/netns").join(self.netns(*n)).exists())
     }
 
-    /// Creates the namespaces, veths, addresses and routes (clearing any
-    /// leftover of a previous lab first). Starts no process.
+    /// Creates the namespaces, veths, addresses and routes (clearing what
+    /// a previous run of this lab created first; a namespace of the lab's
+    /// names that it did not create is an error). Starts no process.
     pub fn create(&self) -> Result<(), TopologyError> {
         self.destroy()?;
+        if let Some(ns) = Node::ALL
+            .iter()
+            .map(|&n| self.netns(n))
+            .find(|ns| netns_inode(ns).is_some())
+        {
+            return Err(TopologyError::Foreign(ns));
+        }
         let dir = self.state_dir();
         fs::create_dir_all(dir.join("pids")).map_err(|source| TopologyError::State {
             path: dir.clone(),
             cause: source,
         })?;
         for node in Node::ALL {
-            ip(&["netns", "add", &self.netns(node)])?;
+            let ns = self.netns(node);
+            ip(&["netns", "add", &ns])?;
+            self.record_created(&ns)?;
             self.ip_in(node, &["link", "set", "lo", "up"])?;
             // No IPv6: no router solicitations or DAD noise through the emulator.
             self.sysctl(node, "net.ipv6.conf.all.disable_ipv6", "1")?;
@@ -290,12 +336,63 @@ impl Lab {
         Ok(())
     }
 
-    /// Kills every lab process and deletes every namespace. Idempotent.
-    pub fn destroy(&self) -> Result<(), TopologyError> {
-        self.kill_recorded_processes();
+    /// The file listing the namespaces this lab created.
+    fn created_path(&self) -> PathBuf {
+        self.state_dir().join("created")
+    }
+
+    /// Notes that the lab created namespace `ns` (with its inode).
+    fn record_created(&self, ns: &str) -> Result<(), TopologyError> {
+        use std::io::Write;
+        let path = self.created_path();
+        let inode = netns_inode(ns).unwrap_or(0);
+        fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| writeln!(f, "netns {ns} {inode}"))
+            .map_err(|source| TopologyError::State {
+                path,
+                cause: source,
+            })
+    }
+
+    /// The namespaces recorded as created by this lab, with their inodes.
+    fn created(&self) -> Vec<(String, u64)> {
+        let text = fs::read_to_string(self.created_path()).unwrap_or_default();
+        text.lines()
+            .filter_map(|line| {
+                let mut words = line.split_whitespace();
+                match (words.next(), words.next(), words.next()) {
+                    (Some("netns"), Some(ns), Some(inode)) => {
+                        Some((ns.to_owned(), inode.parse().ok()?))
+                    }
+                    _ => None,
+                }
+            })
+            .collect()
+    }
+
+    /// Ends the lab's recorded processes and deletes the namespaces it
+    /// created (still the same namespaces: same inode), with whatever
+    /// runs in them; a namespace that only has a lab's name is left alone
+    /// and reported. Idempotent.
+    pub fn destroy(&self) -> Result<Teardown, TopologyError> {
+        let mut teardown = Teardown {
+            processes: self.kill_recorded_processes(),
+            ..Teardown::default()
+        };
+        let created = self.created();
         for node in Node::ALL {
             let ns = self.netns(node);
-            if !Path::new("/run/netns").join(&ns).exists() {
+            let Some(inode) = netns_inode(&ns) else {
+                continue;
+            };
+            if !created
+                .iter()
+                .any(|(name, ino)| *name == ns && *ino == inode)
+            {
+                teardown.foreign.push(ns);
                 continue;
             }
             // Anything still running inside belongs to the lab.
@@ -307,6 +404,7 @@ impl Lab {
                 }
             }
             ip(&["netns", "del", &ns])?;
+            teardown.removed.push(ns);
         }
         let dir = self.state_dir();
         if dir.exists() {
@@ -315,7 +413,7 @@ impl Lab {
                 cause: source,
             })?;
         }
-        Ok(())
+        Ok(teardown)
     }
 
     /// Records the pid of a process that `destroy` must end.
@@ -352,16 +450,20 @@ impl Lab {
         let _ = fs::remove_file(path);
     }
 
-    fn kill_recorded_processes(&self) {
+    /// Ends every recorded process; returns how many were recorded.
+    fn kill_recorded_processes(&self) -> usize {
         let dir = self.state_dir().join("pids");
         let Ok(entries) = fs::read_dir(&dir) else {
-            return;
+            return 0;
         };
+        let mut recorded = 0;
         for entry in entries.flatten() {
             if let Some(name) = entry.path().file_stem().and_then(|s| s.to_str()) {
                 self.kill_recorded(name);
+                recorded += 1;
             }
         }
+        recorded
     }
 
     /// A `Command` that runs `program` inside the namespace of `node`.

@@ -922,3 +922,75 @@ fn host_check_reports_the_hosts_settings() {
         "{out}"
     );
 }
+
+/// Deletes the namespaces of a test lab, whatever the test left.
+struct LabCleanup(String);
+
+impl Drop for LabCleanup {
+    fn drop(&mut self) {
+        let _ = Command::new(BIN)
+            .args(["lab", "down"])
+            .env("WANOPT_LAB_PREFIX", &self.0)
+            .output();
+        for node in ["client", "edge", "wan", "core", "server"] {
+            let _ = Command::new("ip")
+                .args(["netns", "del", &format!("{}{node}", self.0)])
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+    }
+}
+
+#[test]
+fn lab_down_and_up_leave_a_namespace_the_lab_did_not_create() {
+    let prefix = format!("fx{}-", std::process::id());
+    let _cleanup = LabCleanup(prefix.clone());
+    let foreign = format!("{prefix}client");
+    let added = Command::new("ip")
+        .args(["netns", "add", &foreign])
+        .status()
+        .unwrap();
+    assert!(added.success(), "cannot create a namespace (not root?)");
+    let exists = |ns: &str| std::path::Path::new("/run/netns").join(ns).exists();
+    let lab = |args: &[&str]| {
+        let out = Command::new(BIN)
+            .arg("lab")
+            .args(args)
+            .env("WANOPT_LAB_PREFIX", &prefix)
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = lab(&["down"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        exists(&foreign),
+        "lab down deleted a namespace it did not create"
+    );
+    assert!(
+        err.contains(&format!("left namespace `{foreign}` alone")),
+        "{err}"
+    );
+    assert!(out.contains("nothing to remove"), "{out}");
+    let (code, _, err) = lab(&["up"]);
+    assert_ne!(code, 0, "lab up built over a foreign namespace: {err}");
+    assert_one_line_error(&err, "this lab did not create it");
+    assert!(
+        exists(&foreign),
+        "lab up deleted a namespace it did not create"
+    );
+    assert!(!exists(&format!("{prefix}edge")), "lab up built half a lab");
+    // A prefix that matches nothing at all says so.
+    let none = Command::new(BIN)
+        .args(["lab", "down"])
+        .env("WANOPT_LAB_PREFIX", format!("fy{}-", std::process::id()))
+        .output()
+        .unwrap();
+    assert!(none.status.success());
+    assert!(String::from_utf8_lossy(&none.stdout).contains("nothing to remove"));
+    assert!(none.stderr.is_empty(), "{none:?}");
+}
