@@ -70,7 +70,7 @@ pub struct Teardown {
     pub removed: Vec<String>,
     /// Namespaces with the lab's names that it did not create, left alone.
     pub foreign: Vec<String>,
-    /// Recorded processes it ended.
+    /// Recorded processes it ended (still running in the lab).
     pub processes: usize,
 }
 
@@ -439,31 +439,45 @@ impl Lab {
         process_ended(pid)
     }
 
-    /// Ends the process recorded under `name`, if any.
-    pub fn kill_recorded(&self, name: &str) {
+    /// Ends the process recorded under `name`, if any, and if it still
+    /// runs in one of the namespaces this lab created: a recorded pid
+    /// reused since by another process is left alone. Returns whether it
+    /// ended one.
+    pub fn kill_recorded(&self, name: &str) -> bool {
         let path = self.state_dir().join("pids").join(format!("{name}.pid"));
-        if let Ok(text) = fs::read_to_string(&path) {
-            if let Ok(pid) = text.trim().parse::<i32>() {
-                kill_and_wait(pid);
-            }
+        let pid = fs::read_to_string(&path)
+            .ok()
+            .and_then(|text| text.trim().parse::<i32>().ok())
+            .filter(|&pid| self.runs_in_lab(pid));
+        if let Some(pid) = pid {
+            kill_and_wait(pid);
         }
         let _ = fs::remove_file(path);
+        pid.is_some()
     }
 
-    /// Ends every recorded process; returns how many were recorded.
+    /// Whether process `pid` runs in a namespace this lab created.
+    fn runs_in_lab(&self, pid: i32) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(ns) = fs::metadata(format!("/proc/{pid}/ns/net")) else {
+            return false;
+        };
+        self.created().iter().any(|&(_, inode)| inode == ns.ino())
+    }
+
+    /// Ends every recorded process; returns how many it ended.
     fn kill_recorded_processes(&self) -> usize {
         let dir = self.state_dir().join("pids");
         let Ok(entries) = fs::read_dir(&dir) else {
             return 0;
         };
-        let mut recorded = 0;
+        let mut ended = 0;
         for entry in entries.flatten() {
             if let Some(name) = entry.path().file_stem().and_then(|s| s.to_str()) {
-                self.kill_recorded(name);
-                recorded += 1;
+                ended += usize::from(self.kill_recorded(name));
             }
         }
-        recorded
+        ended
     }
 
     /// A `Command` that runs `program` inside the namespace of `node`.
@@ -645,6 +659,27 @@ fn process_ended(pid: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_recorded_pid_outside_the_lab_is_not_killed() {
+        if !nix::unistd::geteuid().is_root() {
+            return;
+        }
+        let lab = Lab::new(&format!("pidtest{}-", std::process::id()));
+        fs::create_dir_all(lab.state_dir().join("pids")).unwrap();
+        // A process of this (root) namespace whose pid a stale record
+        // names, as after pid reuse.
+        let mut bystander = Command::new("sleep").arg("30").spawn().unwrap();
+        lab.record_pid("gen-server", bystander.id()).unwrap();
+        let teardown = lab.destroy().unwrap();
+        assert_eq!(teardown.removed, Vec::<String>::new());
+        assert!(
+            bystander.try_wait().unwrap().is_none(),
+            "the bystander was killed"
+        );
+        let _ = bystander.kill();
+        let _ = bystander.wait();
+    }
 
     #[test]
     fn a_zombie_or_missing_process_has_ended_a_running_one_has_not() {
