@@ -8,7 +8,8 @@
 //! Ed25519 keys ([`identity`]). Each node keeps a flow table ([`flow`]) and
 //! its state ([`state`]), served by the control API ([`control`]). Flows
 //! with the `reduce` service run through the codec ([`reduced`]) against a
-//! persistent per-peer byte cache ([`reduce`]). Under QUIC, the tunnel's
+//! persistent per-peer byte cache ([`reduce`]), private to the node's user
+//! on disk ([`cache_dir`]). Under QUIC, the tunnel's
 //! socket repeats the tails of bursts on lossy paths ([`dupsock`]).
 
 pub mod bbr;
