@@ -15,7 +15,7 @@ use wanopt_proto::{codes, open_header_len, Open, OpenRepr, ReplyRepr, Services, 
 use crate::flow::{splice_stream, Facing, FlowState};
 use crate::identity::{PrivateKey, PublicKey};
 use crate::limits::{FlowLimits, FlowLimitsConfig};
-use crate::policy::RuleSet;
+use crate::policy::{Permit, RuleSet};
 use crate::reduce::{self, Caches, PeerEntry, ReduceConfig};
 use crate::reduced::{splice_reduced, Reduction};
 use crate::state::{peer_key, NodeState, Role};
@@ -52,6 +52,56 @@ pub struct CoreConfig {
 
 /// Time an edge has to send a complete stream header.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long the host's interface addresses are reused before they are
+/// listed again (an address added since may be reached by a broad rule
+/// for up to this long).
+const HOST_ADDRS_TTL: Duration = Duration::from_secs(1);
+
+/// The core host's own interface addresses (`getifaddrs`), listed again
+/// at most every [`HOST_ADDRS_TTL`].
+#[derive(Debug, Default)]
+struct HostAddrs {
+    listed: std::sync::Mutex<Option<(std::time::Instant, Arc<Vec<std::net::IpAddr>>)>>,
+}
+
+impl HostAddrs {
+    fn current(&self) -> Arc<Vec<std::net::IpAddr>> {
+        let mut listed = self.listed.lock().unwrap_or_else(|e| e.into_inner());
+        let now = std::time::Instant::now();
+        match &*listed {
+            Some((at, addrs)) if now.duration_since(*at) < HOST_ADDRS_TTL => addrs.clone(),
+            _ => {
+                let addrs = Arc::new(host_addresses());
+                *listed = Some((now, addrs.clone()));
+                addrs
+            }
+        }
+    }
+}
+
+/// Every address of the host's interfaces (empty, with a warning, when
+/// they cannot be listed: loopback, unspecified and link-local are refused
+/// anyway).
+fn host_addresses() -> Vec<std::net::IpAddr> {
+    match nix::ifaddrs::getifaddrs() {
+        Ok(list) => list
+            .filter_map(|ifa| {
+                let addr = ifa.address?;
+                if let Some(v4) = addr.as_sockaddr_in() {
+                    Some(std::net::IpAddr::V4(v4.ip()))
+                } else {
+                    addr.as_sockaddr_in6()
+                        .map(|v6| std::net::IpAddr::V6(v6.ip()))
+                }
+            })
+            .collect(),
+        Err(e) => {
+            warn!("cannot list this host's addresses ({e}); only loopback, unspecified and link-local destinations are known to be the host");
+            Vec::new()
+        }
+    }
+}
 
 /// Runs a core until `shutdown` resolves, then drains flows for a bounded time.
 pub async fn run(config: CoreConfig, shutdown: impl Future<Output = ()>) -> Result<(), NodeError> {
@@ -103,6 +153,7 @@ pub async fn run(config: CoreConfig, shutdown: impl Future<Output = ()>) -> Resu
         limits: FlowLimits::new(config.limits),
         config,
         state: state.clone(),
+        host: HostAddrs::default(),
     });
     {
         let endpoint = endpoint.clone();
@@ -136,6 +187,7 @@ struct Core {
     config: CoreConfig,
     state: Arc<NodeState>,
     limits: Arc<FlowLimits>,
+    host: HostAddrs,
 }
 
 impl Core {
@@ -144,7 +196,10 @@ impl Core {
         let conn = match incoming.await {
             Ok(conn) => conn,
             Err(e) => {
-                warn!("tunnel handshake from {remote} refused: {e}");
+                warn!(
+                    "tunnel handshake from {remote} refused: {}",
+                    crate::identity::readable_handshake_error(e)
+                );
                 return;
             }
         };
@@ -313,15 +368,30 @@ impl Core {
         if candidates.is_empty() {
             return (Status::NameNotFound, None);
         }
+        let host = self.host.current();
+        let mut itself = None;
         let allowed: Vec<SocketAddr> = candidates
             .into_iter()
-            .filter(|a| self.config.allow.matches(*a))
+            .filter(|&a| match self.config.allow.permits(a, &host) {
+                Permit::Allowed => true,
+                Permit::NotListed => false,
+                Permit::SelfNotNamed(why) => {
+                    itself = Some((a, why));
+                    false
+                }
+            })
             .collect();
         if allowed.is_empty() {
-            warn!(
-                "refused flow {} -> {}: not permitted by the allowlist",
-                header.source, header.destination
-            );
+            match itself {
+                Some((addr, why)) => warn!(
+                    "refused flow {} -> {}: {addr} is this core host itself ({why}), which a broad --allow does not reach; name it to allow it (e.g. --allow {addr})",
+                    header.source, header.destination
+                ),
+                None => warn!(
+                    "refused flow {} -> {}: not permitted by the allowlist",
+                    header.source, header.destination
+                ),
+            }
             return (Status::Denied, None);
         }
         let mut status = Status::Unreachable;

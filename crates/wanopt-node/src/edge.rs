@@ -326,6 +326,7 @@ async fn maintain_tunnel(
                 continue;
             }
             Err((addr, error)) => {
+                let error = crate::identity::readable_handshake_error(error);
                 if error != last_error {
                     warn!("cannot reach core {core}: {error}; retrying with backoff");
                     last_error = error.clone();

@@ -8,12 +8,14 @@
 //! Ed25519 keys ([`identity`]). Each node keeps a flow table ([`flow`]) and
 //! its state ([`state`]), served by the control API ([`control`]). Flows
 //! with the `reduce` service run through the codec ([`reduced`]) against a
-//! persistent per-peer byte cache ([`reduce`]). Under QUIC, the tunnel's
+//! persistent per-peer byte cache ([`reduce`]), private to the node's user
+//! on disk ([`cache_dir`]). Under QUIC, the tunnel's
 //! socket repeats the tails of bursts on lossy paths ([`dupsock`]).
 
 pub mod abort;
 pub mod bbr;
 pub mod budget;
+pub mod cache_dir;
 pub mod control;
 pub mod core;
 pub mod dupsock;
@@ -102,6 +104,26 @@ pub async fn shutdown_signal() {
     tokio::select! {
         _ = term.recv() => {}
         _ = int.recv() => {}
+    }
+}
+
+/// Makes SIGHUP harmless from now on: each one is logged and ignored (a
+/// node does not reload its configuration yet; SIGTERM stops it). Its
+/// default action would kill the node at once, without draining. Call
+/// it inside the runtime, before the node starts.
+pub fn ignore_hangups() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::hangup()) {
+        Ok(mut hangup) => {
+            tokio::spawn(async move {
+                while hangup.recv().await.is_some() {
+                    tracing::info!(
+                        "SIGHUP received and ignored: a node does not reload its configuration (restart it, or SIGTERM to stop it)"
+                    );
+                }
+            });
+        }
+        Err(e) => tracing::warn!("cannot catch SIGHUP ({e}): one would stop this node"),
     }
 }
 

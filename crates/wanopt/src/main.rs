@@ -114,7 +114,13 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 fn run_node(
     node: impl std::future::Future<Output = Result<(), wanopt_node::NodeError>>,
 ) -> ExitCode {
-    let result = runtime().and_then(|rt| rt.block_on(node).map_err(anyhow::Error::from));
+    let result = runtime().and_then(|rt| {
+        rt.block_on(async {
+            wanopt_node::ignore_hangups();
+            node.await
+        })
+        .map_err(anyhow::Error::from)
+    });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

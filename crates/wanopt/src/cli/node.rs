@@ -380,10 +380,10 @@ fn common(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<Common> {
         .context("no key: give --key FILE (make one with `wanopt keygen --out FILE`)")?;
     let key = PrivateKey::read(&key_path)?;
     if let Some(mode) = exposed_mode(&key_path) {
-        // A public key file has the same form as a private one: a key
-        // others may read is either unprotected or not the private key.
+        // A file without the private-key header was refused above; this
+        // one is a private key that others may read or write.
         tracing::warn!(
-            "key file {} has mode {mode:o}: other users can read it; `wanopt keygen` writes private keys 0600 (is this the public key?)",
+            "key file {} has mode {mode:o}: other users can read or write this private key; `wanopt keygen` writes private keys 0600",
             key_path.display()
         );
     }
@@ -393,6 +393,12 @@ fn common(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<Common> {
         .collect::<Result<Vec<_>, _>>()?;
     if peer_keys.is_empty() {
         bail!("no peer key: give --peer-key PUB (the peer's `wanopt pubkey` output)");
+    }
+    if let Some(peer) = peer_keys.iter().find(|k| key.is_bytes_of(k)) {
+        bail!(
+            "key file {} holds the public key {peer}, which this node pins as a peer's --peer-key: give --key this node's private key file (from `wanopt keygen --out`)",
+            key_path.display()
+        );
     }
     let defaults = TunnelTuning::default();
     let tuning = TunnelTuning {
