@@ -129,9 +129,35 @@ impl fmt::Debug for ControlToken {
 /// `/run/wanopt/control-PORT.token` for root, else
 /// `$XDG_RUNTIME_DIR/wanopt/control-PORT.token`, else
 /// `/tmp/wanopt-UID/control-PORT.token`. The port tells nodes of one user
-/// apart; the CLI knows it from `--control`.
+/// apart (the CLI knows it from `--control`); in a named network namespace
+/// (`ip netns`), whose control ports other namespaces may use too (the
+/// lab's), the name also holds the namespace's: `control-PORT-NETNS.token`.
 pub fn default_path(port: u16) -> PathBuf {
-    default_dir().join(format!("control-{port}.token"))
+    let name = match network_namespace_name() {
+        Some(netns) => format!("control-{port}-{netns}.token"),
+        None => format!("control-{port}.token"),
+    };
+    default_dir().join(name)
+}
+
+/// The name under `/run/netns` of this process's network namespace, if it
+/// has one (and the name is safe in a file name).
+fn network_namespace_name() -> Option<String> {
+    let own = std::fs::metadata("/proc/self/ns/net").ok()?;
+    std::fs::read_dir("/run/netns")
+        .ok()?
+        .flatten()
+        .find(|entry| {
+            std::fs::metadata(entry.path())
+                .is_ok_and(|m| m.ino() == own.ino() && m.dev() == own.dev())
+        })?
+        .file_name()
+        .into_string()
+        .ok()
+        .filter(|name| {
+            name.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        })
 }
 
 fn default_dir() -> PathBuf {

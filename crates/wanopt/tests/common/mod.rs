@@ -145,6 +145,10 @@ impl Drop for Node {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // A killed node leaves its control token file behind.
+        let _ = std::fs::remove_file(wanopt_node::control::token::default_path(
+            self.control.port(),
+        ));
     }
 }
 
