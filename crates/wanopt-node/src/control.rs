@@ -2,7 +2,7 @@
 //! `/cache` and `POST /cache/clear` over HTTP on a local address. Reading
 //! is open to whoever reaches the address; changing anything needs the
 //! node's token ([`token`]); the listener bounds its connections and their
-//! time ([`serve`]), and every request passes the [`guard`].
+//! time ([`mod@serve`]), and every request passes the [`guard`].
 
 pub mod guard;
 pub mod serve;
