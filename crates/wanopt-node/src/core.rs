@@ -35,6 +35,8 @@ pub struct CoreConfig {
     pub allow: RuleSet,
     /// Control API address.
     pub control: Option<SocketAddr>,
+    /// The control token's file; `None` is [`control::token::default_path`].
+    pub control_token: Option<std::path::PathBuf>,
     /// Data reduction; `None` disables it (`--no-reduce`).
     pub reduce: Option<ReduceConfig>,
     /// Timeout of connections to destinations.
@@ -125,7 +127,7 @@ pub async fn run(config: CoreConfig, shutdown: impl Future<Output = ()>) -> Resu
     );
     state.flows.set_idle_timeout(config.flow_idle_timeout);
     let control = match config.control {
-        Some(addr) => Some(control::bind(addr).await?),
+        Some(addr) => Some(control::bind(addr, config.control_token.as_deref()).await?),
         None => None,
     };
     let server_config = tunnel::server_config(&config.key, &config.peer_keys, &config.tuning)?;

@@ -117,6 +117,8 @@ pub struct EdgeConfig {
     pub fail: FailMode,
     /// Control API address.
     pub control: Option<SocketAddr>,
+    /// The control token's file; `None` is [`control::token::default_path`].
+    pub control_token: Option<std::path::PathBuf>,
     /// How long a flow waits for the tunnel before it is reset.
     pub tunnel_wait: Duration,
     /// Timeout of direct (pass-through) connections.
@@ -190,7 +192,7 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
     );
     state.flows.set_idle_timeout(config.flow_idle_timeout);
     let control = match config.control {
-        Some(addr) => Some(control::bind(addr).await?),
+        Some(addr) => Some(control::bind(addr, config.control_token.as_deref()).await?),
         None => None,
     };
     let core_addr = resolve(&config.core).await?;

@@ -58,6 +58,9 @@ pub enum NodeError {
     /// The configuration is inconsistent.
     #[error("{0}")]
     Config(String),
+    /// The control API's token file could not be written.
+    #[error(transparent)]
+    ControlToken(#[from] control::token::TokenError),
     /// A flag or configuration value the node cannot run with (a usage
     /// error: the command line or file must change).
     #[error("{0}")]
@@ -89,6 +92,19 @@ impl Default for Shutdown {
     fn default() -> Self {
         Shutdown::new()
     }
+}
+
+/// Raises the soft limit on open file descriptors to the hard limit (each
+/// flow holds one or two; the default soft limit is often 1024). Returns
+/// the limits before and after, or `None` when nothing changed.
+pub fn raise_fd_limit() -> Option<(u64, u64)> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).ok()?;
+    if soft >= hard {
+        return None;
+    }
+    setrlimit(Resource::RLIMIT_NOFILE, hard, hard).ok()?;
+    Some((soft, hard))
 }
 
 /// Resolves on the first SIGINT or SIGTERM.
@@ -132,7 +148,7 @@ pub fn ignore_hangups() {
 fn spawn_housekeeping(
     tasks: &mut tokio::task::JoinSet<()>,
     state: &Arc<state::NodeState>,
-    control: Option<TcpListener>,
+    control: Option<control::ControlServer>,
 ) {
     tasks.spawn(state.flows.clone().run_sampler());
     let sampled = state.clone();

@@ -36,6 +36,12 @@ pub struct CommonArgs {
     /// Serve /status, /flows and /metrics on this address.
     #[arg(long, value_name = "ADDR")]
     pub control: Option<SocketAddr>,
+    /// File the node writes its control token to at start (mode 0600);
+    /// requests that change the node (`wanopt cache clear`) must send it
+    /// [default: /run/wanopt/control-PORT.token for root, else
+    /// $XDG_RUNTIME_DIR/wanopt/control-PORT.token].
+    #[arg(long, value_name = "FILE")]
+    pub control_token: Option<PathBuf>,
     /// Timeout of TCP connections this node opens [default: 10s].
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub connect_timeout: Option<Duration>,
@@ -262,6 +268,7 @@ struct FileConfig {
     #[serde(default)]
     peer_key: Vec<String>,
     control: Option<SocketAddr>,
+    control_token: Option<PathBuf>,
     connect_timeout: Option<String>,
     drain: Option<String>,
     max_flows: Option<usize>,
@@ -356,6 +363,7 @@ struct Common {
     key: PrivateKey,
     peer_keys: Vec<PublicKey>,
     control: Option<SocketAddr>,
+    control_token: Option<PathBuf>,
     connect_timeout: Duration,
     drain: Duration,
     tuning: TunnelTuning,
@@ -488,13 +496,19 @@ fn common(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<Common> {
             "flow-idle-timeout",
         )?),
     };
+    let control = flags.control.or(file.control);
+    let control_token = flags.control_token.clone().or(file.control_token.take());
+    if control.is_none() && control_token.is_some() {
+        bail!("--control-token needs --control ADDR (the node serves no control API without it)");
+    }
     Ok(Common {
         limits,
         flow_idle_timeout,
         reduce,
         key,
         peer_keys,
-        control: flags.control.or(file.control),
+        control,
+        control_token,
         connect_timeout: positive(
             duration(
                 flags.connect_timeout,
@@ -528,6 +542,7 @@ pub fn core_config(args: &CoreArgs) -> anyhow::Result<CoreConfig> {
         peer_keys: common.peer_keys,
         allow: rules(&list(&args.allow, file.allow))?,
         control: common.control,
+        control_token: common.control_token,
         reduce: common.reduce,
         connect_timeout: common.connect_timeout,
         drain: common.drain,
@@ -564,6 +579,7 @@ pub fn edge_config(args: &EdgeArgs) -> anyhow::Result<EdgeConfig> {
         reduce: common.reduce,
         fail: args.fail.or(file.fail).unwrap_or(FailMode::Open),
         control: common.control,
+        control_token: common.control_token,
         tunnel_wait: duration(
             args.tunnel_wait,
             file.tunnel_wait.as_deref(),
