@@ -18,6 +18,7 @@ pub mod core;
 pub mod dupsock;
 pub mod edge;
 pub mod flow;
+pub mod handshakes;
 pub mod identity;
 pub mod policy;
 pub mod reassembly;
