@@ -31,6 +31,23 @@ fn rss(pid: u32) -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// CPU time process `pid` has used (user and system), in seconds.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command name (which may hold spaces).
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime: fields 14 and 15 of stat, 11 and 12 from the state.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
@@ -229,6 +246,8 @@ fn flood_a_core(answer_retries: bool) -> Outcome {
             }
         })
     };
+    let cpu_before = cpu_seconds(pid);
+    let flood_started = Instant::now();
     let flooding = {
         let stop = stop.clone();
         let core_addr = pair.core_addr;
@@ -240,6 +259,7 @@ fn flood_a_core(answer_retries: bool) -> Outcome {
     let during = fetch(listen);
     let took = started.elapsed();
     let sent = flooding.join().unwrap();
+    let flood_took = flood_started.elapsed();
     let metrics = http_get(pair.core.control, "/metrics").unwrap_or_default();
     // The handshakes the flood left behind live about 10 s.
     let settle = Instant::now();
@@ -249,6 +269,7 @@ fn flood_a_core(answer_retries: bool) -> Outcome {
     }
     stop.store(true, Ordering::Relaxed);
     sampler.join().unwrap();
+    let cpu = cpu_seconds(pid) - cpu_before;
     let peak = peak.load(Ordering::Relaxed);
     // Back within a minute of the flood's end.
     let mut after = rss(pid);
@@ -257,7 +278,7 @@ fn flood_a_core(answer_retries: bool) -> Outcome {
         after < before + (32 << 20)
     });
     eprintln!(
-        "{sent} Initials at {rate}/s{}: core RSS {:.1} MB before, {:.1} MB at the peak (+{:.1} MB), {:.1} MB after; transfer during the flood: {during:?} in {took:?}",
+        "{sent} Initials at {rate}/s{} (sent in {flood_took:.1?}): core RSS {:.1} MB before, {:.1} MB at the peak (+{:.1} MB), {:.1} MB after; core CPU {cpu:.1} s in the flood and 12 s after; transfer during the flood: {during:?} in {took:?}",
         if answer_retries { ", Retries answered" } else { "" },
         mb(before),
         mb(peak),
