@@ -9,10 +9,12 @@
 //!   Initial from an address that has not proved it can receive is answered
 //!   with a QUIC Retry (RFC 9000 section 8.1.2), which costs the core no
 //!   state: a forged source never comes back with the token;
-//! - at most [`MAX_HANDSHAKES`] are in progress at once; beyond that an
+//! - at most [`MAX_HANDSHAKES`] are in progress at once, and at most
+//!   [`MAX_PER_SOURCE`] from one validated source address; beyond that an
 //!   Initial is refused (one small CONNECTION_REFUSED packet, so that a real
 //!   edge backs off and tries again at once instead of waiting out its
-//!   handshake timeout);
+//!   handshake timeout). Only validated handshakes count towards a source's
+//!   share: a forged address cannot use up the share of the edge it names;
 //! - failed and refused handshakes are counted for `/metrics` and logged at
 //!   most once per [`LOG_INTERVAL`] (the rest at debug level), so that the
 //!   log's volume is not the sender's to choose.
@@ -20,7 +22,8 @@
 //! The memory a burst of handshakes leaves freed but mapped is given back
 //! to the system ([`Handshakes::trim_after_burst`]).
 
-use std::net::SocketAddr;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -33,6 +36,11 @@ pub const VALIDATE_ABOVE: usize = 16;
 
 /// Handshakes in progress at once; more are refused.
 pub const MAX_HANDSHAKES: usize = 256;
+
+/// Handshakes in progress at once from one validated source address (one
+/// host, or the hosts behind one NAT): a stranger at a real address holds
+/// no more than this many of the [`MAX_HANDSHAKES`].
+pub const MAX_PER_SOURCE: usize = 8;
 
 /// At most one WARN line about failed or refused handshakes per interval.
 pub const LOG_INTERVAL: Duration = Duration::from_secs(10);
@@ -50,6 +58,7 @@ pub struct Handshakes {
     refused: AtomicU64,
     failed: AtomicU64,
     trimmed_at: AtomicU64,
+    per_source: Mutex<HashMap<IpAddr, usize>>,
     log: Mutex<LogLimit>,
 }
 
@@ -62,7 +71,8 @@ pub struct HandshakeCounts {
     pub started: u64,
     /// Initials answered with a Retry (address validation) under load.
     pub retried: u64,
-    /// Initials refused because [`MAX_HANDSHAKES`] were in progress.
+    /// Initials refused because [`MAX_HANDSHAKES`] were in progress, or
+    /// [`MAX_PER_SOURCE`] from their address.
     pub refused: u64,
     /// Handshakes that failed: a key that is not pinned, a timeout, a
     /// protocol error.
@@ -77,11 +87,24 @@ struct LogLimit {
 
 /// A handshake in progress; dropping it ends it.
 #[derive(Debug)]
-pub struct InProgress(Arc<Handshakes>);
+pub struct InProgress {
+    handshakes: Arc<Handshakes>,
+    /// The validated source address it counts against.
+    source: Option<IpAddr>,
+}
 
 impl Drop for InProgress {
     fn drop(&mut self) {
-        self.0.in_progress.fetch_sub(1, Ordering::Relaxed);
+        self.handshakes.in_progress.fetch_sub(1, Ordering::Relaxed);
+        if let Some(ip) = self.source {
+            let mut per_source = self.handshakes.per_source();
+            if let Some(count) = per_source.get_mut(&ip) {
+                *count -= 1;
+                if *count == 0 {
+                    per_source.remove(&ip);
+                }
+            }
+        }
     }
 }
 
@@ -106,18 +129,47 @@ impl Handshakes {
             }
             return None;
         }
-        if in_progress >= MAX_HANDSHAKES {
+        let refuse = |incoming: quinn::Incoming, why: String| {
             self.refused.fetch_add(1, Ordering::Relaxed);
             incoming.refuse();
-            self.log(
-                remote,
-                &format!("refused: {MAX_HANDSHAKES} handshakes in progress already"),
+            self.log(remote, &format!("refused: {why}"));
+            None
+        };
+        if in_progress >= MAX_HANDSHAKES {
+            return refuse(
+                incoming,
+                format!("{MAX_HANDSHAKES} handshakes in progress already"),
             );
-            return None;
         }
+        let source = if incoming.remote_address_validated() {
+            let ip = remote.ip();
+            let mut per_source = self.per_source();
+            let count = per_source.entry(ip).or_default();
+            if *count >= MAX_PER_SOURCE {
+                drop(per_source);
+                return refuse(
+                    incoming,
+                    format!("{MAX_PER_SOURCE} handshakes from {ip} in progress already"),
+                );
+            }
+            *count += 1;
+            Some(ip)
+        } else {
+            None
+        };
         self.in_progress.fetch_add(1, Ordering::Relaxed);
         self.started.fetch_add(1, Ordering::Relaxed);
-        Some((incoming, InProgress(self.clone())))
+        Some((
+            incoming,
+            InProgress {
+                handshakes: self.clone(),
+                source,
+            },
+        ))
+    }
+
+    fn per_source(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, usize>> {
+        self.per_source.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Records a handshake from `remote` that failed with `error`.

@@ -11,7 +11,7 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -96,7 +96,7 @@ fn fetch(listen: SocketAddr) -> Result<usize, String> {
 }
 
 /// Sends `count` QUIC Initials to `core` at `rate` per second from 256
-/// source ports, each the first datagram of a fresh connection under a
+/// source ports on 64 addresses, each the first datagram of a fresh connection under a
 /// random key that is abandoned at once, until `stop`. With
 /// `answer_retries`, a connection answered with a Retry sends its Initial
 /// again with the token (as a sender at a real address can) before it is
@@ -112,9 +112,10 @@ fn flood(
 ) -> u64 {
     let stranger = PrivateKey::generate();
     let config = tunnel::client_config(&stranger, &[core_key], &TunnelTuning::default()).unwrap();
-    let sockets: Vec<UdpSocket> = (0..256)
-        .map(|_| {
-            let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    // 256 ports on 64 addresses (all of 127/8 is loopback).
+    let sockets: Vec<UdpSocket> = (0..=255u8)
+        .map(|i| {
+            let socket = UdpSocket::bind((Ipv4Addr::new(127, 0, 1, 1 + i % 64), 0)).unwrap();
             socket
                 .set_read_timeout(Some(Duration::from_millis(100)))
                 .unwrap();
