@@ -101,9 +101,11 @@ impl TunnelTuning {
             // Few until the peer has proved its key: quinn-proto allocates
             // the state of every stream the peer may open when the
             // connection is created, and 16,384 of them cost a core about
-            // 0.6 MB per stranger's Initial. The core raises the limit to
-            // `MAX_FLOW_STREAMS` once the edge is authenticated
-            // ([`authenticated`]); the core opens no streams to an edge.
+            // 0.6 MB per stranger's Initial (quinn-rs/quinn#2600; lazy
+            // allocation is proposed upstream in #2601, not yet released).
+            // The core raises the limit to `MAX_FLOW_STREAMS` once the
+            // edge is authenticated ([`authenticated`]); the core opens
+            // no streams to an edge.
             .max_concurrent_bidi_streams(VarInt::from_u32(PRE_AUTH_STREAMS))
             // One control stream each way (see `reduce`).
             .max_concurrent_uni_streams(VarInt::from_u32(1))
