@@ -205,6 +205,8 @@ struct Outcome {
     during: Result<usize, String>,
     took: Duration,
     metrics: String,
+    /// WARN lines of the core about refused or failed handshakes.
+    warnings: usize,
 }
 
 const LIMIT: u64 = 200 << 20;
@@ -305,7 +307,14 @@ fn flood_a_core(answer_retries: bool) -> Outcome {
         Some(1),
         "{status}"
     );
+    let warnings = pair
+        .core
+        .log_text()
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("tunnel handshake from"))
+        .count();
     Outcome {
+        warnings,
         sent: if sent < initials { sent } else { initials },
         before,
         peak,
@@ -378,4 +387,63 @@ fn a_flood_that_answers_retries_holds_no_more_handshakes_than_the_cap() {
     );
     assert!(outcome.metric("tunnel_handshakes_refused_total") > 0.0);
     assert!(outcome.metric("tunnel_handshakes_in_progress") <= 256.0);
+    // Thousands refused and 256 timed out, in a few lines (one per 10 s).
+    assert!(
+        (1..=4).contains(&outcome.warnings),
+        "{} warnings",
+        outcome.warnings
+    );
+}
+
+#[test]
+fn an_edge_connects_and_carries_a_transfer_while_a_flood_runs() {
+    let server = source_server(1 << 20);
+    let listen = free_tcp();
+    let keys = Keys::new();
+    let core_addr = free_udp();
+    let core = spawn(&keys, "core", &core_args(&keys, core_addr, &["127.0.0.1"]));
+    let (_, core_pub) = keys.key("core");
+    let core_key = PublicKey::from_base64(&core_pub).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let cut = Arc::new(AtomicBool::new(false));
+    // Stop the flood rather than take the machine's memory.
+    let guard = {
+        let (stop, cut, pid) = (stop.clone(), cut.clone(), core.child.id());
+        thread::sleep(Duration::from_millis(300));
+        let before = rss(pid);
+        thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                if rss(pid) > before + 2 * LIMIT {
+                    cut.store(true, Ordering::Relaxed);
+                    stop.store(true, Ordering::Relaxed);
+                }
+                thread::sleep(Duration::from_millis(50));
+            }
+        })
+    };
+    let flooding = {
+        let stop = stop.clone();
+        thread::spawn(move || flood(core_addr, core_key, 30_000, 2_000, false, &stop))
+    };
+    thread::sleep(Duration::from_secs(1));
+    let edge = spawn(
+        &keys,
+        "edge",
+        &edge_args(&keys, core_addr, &[(listen, server.to_string())], &[]),
+    );
+    let started = Instant::now();
+    edge.wait_tunnel_up(Duration::from_secs(10));
+    let up = started.elapsed();
+    let fetched = fetch(listen);
+    let flood_ran = !flooding.is_finished();
+    stop.store(true, Ordering::Relaxed);
+    flooding.join().unwrap();
+    guard.join().unwrap();
+    assert!(
+        !cut.load(Ordering::Relaxed),
+        "the core's RSS grew by 400 MB"
+    );
+    eprintln!("tunnel up {up:?} after the edge started, during a flood; fetch: {fetched:?}");
+    assert!(flood_ran, "the flood ended before the fetch did");
+    assert_eq!(fetched, Ok(1 << 20), "core log: {}", core.log_text());
 }
