@@ -108,6 +108,20 @@ impl Drop for InProgress {
     }
 }
 
+/// What to do with an incoming connection attempt.
+#[derive(Debug)]
+pub enum Admission {
+    /// Start its handshake; the token ends it when dropped.
+    Start(InProgress),
+    /// Answer with a QUIC Retry: its address must be validated first.
+    Retry,
+    /// Send nothing (a Retry is not allowed for it and its address is not
+    /// validated).
+    Ignore,
+    /// Refuse it, for the reason given.
+    Refuse(String),
+}
+
 impl Handshakes {
     /// Decides what to do with an incoming connection attempt: returns it
     /// with its [`InProgress`] token when its handshake may start, or
@@ -117,40 +131,58 @@ impl Handshakes {
         incoming: quinn::Incoming,
     ) -> Option<(quinn::Incoming, InProgress)> {
         let remote = incoming.remote_address();
-        let in_progress = self.in_progress.load(Ordering::Relaxed);
-        if in_progress >= VALIDATE_ABOVE && !incoming.remote_address_validated() {
-            if incoming.may_retry() {
-                self.retried.fetch_add(1, Ordering::Relaxed);
+        match self.decide(
+            remote,
+            incoming.remote_address_validated(),
+            incoming.may_retry(),
+        ) {
+            Admission::Start(token) => return Some((incoming, token)),
+            Admission::Retry => {
                 if let Err(e) = incoming.retry() {
                     e.into_incoming().ignore();
                 }
-            } else {
-                incoming.ignore();
             }
-            return None;
+            Admission::Ignore => incoming.ignore(),
+            Admission::Refuse(why) => {
+                incoming.refuse();
+                self.log(remote, &format!("refused: {why}"));
+            }
         }
-        let refuse = |incoming: quinn::Incoming, why: String| {
+        None
+    }
+
+    /// The decision of [`Handshakes::admit`] for an attempt from `remote`,
+    /// counted.
+    pub fn decide(
+        self: &Arc<Self>,
+        remote: SocketAddr,
+        validated: bool,
+        may_retry: bool,
+    ) -> Admission {
+        let in_progress = self.in_progress.load(Ordering::Relaxed);
+        if in_progress >= VALIDATE_ABOVE && !validated {
+            if may_retry {
+                self.retried.fetch_add(1, Ordering::Relaxed);
+                return Admission::Retry;
+            }
+            return Admission::Ignore;
+        }
+        let refuse = |why: String| {
             self.refused.fetch_add(1, Ordering::Relaxed);
-            incoming.refuse();
-            self.log(remote, &format!("refused: {why}"));
-            None
+            Admission::Refuse(why)
         };
         if in_progress >= MAX_HANDSHAKES {
-            return refuse(
-                incoming,
-                format!("{MAX_HANDSHAKES} handshakes in progress already"),
-            );
+            return refuse(format!("{MAX_HANDSHAKES} handshakes in progress already"));
         }
-        let source = if incoming.remote_address_validated() {
+        let source = if validated {
             let ip = remote.ip();
             let mut per_source = self.per_source();
             let count = per_source.entry(ip).or_default();
             if *count >= MAX_PER_SOURCE {
                 drop(per_source);
-                return refuse(
-                    incoming,
-                    format!("{MAX_PER_SOURCE} handshakes from {ip} in progress already"),
-                );
+                return refuse(format!(
+                    "{MAX_PER_SOURCE} handshakes from {ip} in progress already"
+                ));
             }
             *count += 1;
             Some(ip)
@@ -159,13 +191,10 @@ impl Handshakes {
         };
         self.in_progress.fetch_add(1, Ordering::Relaxed);
         self.started.fetch_add(1, Ordering::Relaxed);
-        Some((
-            incoming,
-            InProgress {
-                handshakes: self.clone(),
-                source,
-            },
-        ))
+        Admission::Start(InProgress {
+            handshakes: self.clone(),
+            source,
+        })
     }
 
     fn per_source(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, usize>> {
@@ -238,5 +267,82 @@ pub fn release_free_memory() {
     // SAFETY: malloc_trim only walks the allocator's own free lists.
     unsafe {
         libc::malloc_trim(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(last: u8, port: u16) -> SocketAddr {
+        SocketAddr::from(([192, 0, 2, last], port))
+    }
+
+    #[test]
+    fn unvalidated_attempts_start_until_there_are_enough_then_get_a_retry() {
+        let handshakes = Arc::new(Handshakes::default());
+        let started: Vec<Admission> = (0..VALIDATE_ABOVE)
+            .map(|i| handshakes.decide(addr(1, i as u16), false, true))
+            .collect();
+        assert!(started.iter().all(|a| matches!(a, Admission::Start(_))));
+        assert!(matches!(
+            handshakes.decide(addr(1, 9999), false, true),
+            Admission::Retry
+        ));
+        assert!(matches!(
+            handshakes.decide(addr(1, 9999), false, false),
+            Admission::Ignore
+        ));
+        // A validated address still gets in, and an ended handshake frees
+        // its place.
+        let validated = handshakes.decide(addr(2, 1), true, false);
+        assert!(matches!(validated, Admission::Start(_)));
+        drop(started);
+        let later = handshakes.decide(addr(1, 9999), false, true);
+        assert!(matches!(later, Admission::Start(_)));
+        let counts = handshakes.counts();
+        assert_eq!((counts.in_progress, counts.retried), (2, 1));
+    }
+
+    #[test]
+    fn one_validated_address_holds_its_share_and_all_hold_the_cap() {
+        let handshakes = Arc::new(Handshakes::default());
+        let mut held: Vec<Admission> = (0..MAX_PER_SOURCE)
+            .map(|i| handshakes.decide(addr(1, i as u16), true, false))
+            .collect();
+        assert!(matches!(
+            handshakes.decide(addr(1, 9999), true, false),
+            Admission::Refuse(_)
+        ));
+        // An unvalidated attempt naming that address (it may be forged)
+        // does not count against its share.
+        held.push(handshakes.decide(addr(1, 9999), false, true));
+        assert!(matches!(held.last(), Some(Admission::Start(_))));
+        for source in 2..=u8::MAX {
+            for port in 0..MAX_PER_SOURCE as u16 {
+                held.push(handshakes.decide(addr(source, port), true, false));
+            }
+        }
+        let started = held
+            .iter()
+            .filter(|a| matches!(a, Admission::Start(_)))
+            .count();
+        assert_eq!(started, MAX_HANDSHAKES);
+        assert_eq!(handshakes.counts().in_progress, MAX_HANDSHAKES as u64);
+        held.clear();
+        assert_eq!(handshakes.counts().in_progress, 0);
+        assert!(handshakes.per_source().is_empty());
+    }
+
+    #[test]
+    fn memory_is_trimmed_once_after_a_burst_is_over() {
+        let handshakes = Arc::new(Handshakes::default());
+        let burst: Vec<Admission> = (0..TRIM_AFTER)
+            .map(|i| handshakes.decide(addr((i % 200) as u8, i as u16), true, false))
+            .collect();
+        assert!(!handshakes.trim_after_burst(), "not while they run");
+        drop(burst);
+        assert!(handshakes.trim_after_burst());
+        assert!(!handshakes.trim_after_burst(), "once per burst");
     }
 }

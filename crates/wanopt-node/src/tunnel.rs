@@ -210,7 +210,7 @@ pub fn server_config(
     let quic = QuicServerConfig::try_from(tls).map_err(|e| TunnelError::Tls(e.to_string()))?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(quic));
     config.transport_config(Arc::new(tuning.transport()));
-    // Peers are pinned; a retry round trip buys nothing.
+    // A Retry round trip is asked only under load (see `crate::handshakes`).
     config.migration(true);
     Ok(config)
 }
