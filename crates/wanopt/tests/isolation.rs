@@ -97,3 +97,63 @@ fn three_clients_that_never_read_do_not_stall_a_fetch_by_another() {
     assert!(took < Duration::from_secs(1), "took {took:?}");
     drop(stalled);
 }
+
+/// Uploads likewise (fails today): three clients send to a server that
+/// accepts and never reads; their data fills the core's connection window,
+/// and another client's request (upstream) and so its download get no
+/// byte through.
+#[test]
+#[ignore = "fails until flows are isolated (issue 31, item 1)"]
+fn three_uploads_to_a_server_that_never_reads_do_not_stall_a_fetch_by_another() {
+    let sink = TcpListener::bind("127.0.0.1:0").unwrap();
+    let sink_addr = sink.local_addr().unwrap();
+    thread::spawn(move || {
+        // Accept and hold, never read.
+        let held: Vec<TcpStream> = sink.incoming().map_while(Result::ok).take(3).collect();
+        thread::sleep(Duration::from_secs(60));
+        drop(held);
+    });
+    let small = fresh_source(1 << 20);
+    let (listen_sink, listen_small) = (free_tcp(), free_tcp());
+    let _pair = Pair::start(
+        &["127.0.0.1"],
+        &[
+            (listen_sink, sink_addr.to_string()),
+            (listen_small, small.to_string()),
+        ],
+        &std::env::var("WANOPT_ISOLATION_EDGE_ARGS")
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect::<Vec<_>>(),
+    );
+    for seed in 0..3u64 {
+        thread::spawn(move || {
+            let Ok(mut c) = TcpStream::connect(listen_sink) else {
+                return;
+            };
+            let mut pattern = Pattern::new(seed + 100);
+            let mut buf = vec![0u8; 1 << 20];
+            for _ in 0..1024 {
+                pattern.fill(&mut buf);
+                if c.write_all(&buf).is_err() {
+                    return;
+                }
+            }
+        });
+    }
+    thread::sleep(Duration::from_secs(3));
+
+    let started = Instant::now();
+    let mut c = TcpStream::connect(listen_small).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    c.write_all(b"GET /small\r\n").unwrap();
+    let mut got = Vec::new();
+    let outcome = c.read_to_end(&mut got);
+    let took = started.elapsed();
+    eprintln!(
+        "1 MiB fetch with 3 uploads stalled at the server: {} bytes in {took:?} ({outcome:?})",
+        got.len()
+    );
+    assert_eq!(got.len(), 1 << 20, "{outcome:?} after {took:?}");
+    assert!(took < Duration::from_secs(1), "took {took:?}");
+}
