@@ -338,6 +338,41 @@ pub fn render_metrics(state: &NodeState) -> String {
     for (name, kind, help, value) in node {
         metric(name, kind, help, &[(String::new(), value)]);
     }
+    let handshakes = state.handshakes.counts();
+    for (name, kind, help, value) in [
+        (
+            "tunnel_handshakes_in_progress",
+            "gauge",
+            "Incoming tunnel handshakes in progress (peers that have not proved their key yet).",
+            handshakes.in_progress,
+        ),
+        (
+            "tunnel_handshakes_started_total",
+            "counter",
+            "Incoming tunnel handshakes started.",
+            handshakes.started,
+        ),
+        (
+            "tunnel_handshakes_failed_total",
+            "counter",
+            "Incoming tunnel handshakes that failed: a key that is not pinned, a timeout, a protocol error.",
+            handshakes.failed,
+        ),
+        (
+            "tunnel_handshakes_refused_total",
+            "counter",
+            "Incoming tunnel handshakes refused because the most that may be in progress at once were.",
+            handshakes.refused,
+        ),
+        (
+            "tunnel_handshakes_retried_total",
+            "counter",
+            "Incoming tunnel handshakes asked to validate their address first (QUIC Retry) because many were in progress.",
+            handshakes.retried,
+        ),
+    ] {
+        metric(name, kind, help, &[(String::new(), value as f64)]);
+    }
     let cache = cache_report(state);
     let per_peer = |value: fn(&crate::reduce::PeerCacheStats) -> u64| {
         cache

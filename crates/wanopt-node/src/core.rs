@@ -13,6 +13,7 @@ use tracing::{debug, info, warn};
 use wanopt_proto::{codes, open_header_len, Open, OpenRepr, ReplyRepr, Services, Status, Target};
 
 use crate::flow::{splice_stream, Facing, FlowState};
+use crate::handshakes::InProgress;
 use crate::identity::{PrivateKey, PublicKey};
 use crate::limits::{FlowLimits, FlowLimitsConfig};
 use crate::policy::{Permit, RuleSet};
@@ -51,6 +52,10 @@ pub struct CoreConfig {
     /// never.
     pub flow_idle_timeout: Option<Duration>,
 }
+
+/// How often the core checks whether a burst of handshakes is over and its
+/// memory can be given back ([`crate::handshakes::Handshakes::trim_after_burst`]).
+const TRIM_CHECK: Duration = Duration::from_secs(2);
 
 /// Time an edge has to send a complete stream header.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -150,6 +155,17 @@ pub async fn run(config: CoreConfig, shutdown: impl Future<Output = ()>) -> Resu
     let shutdown_signal = Shutdown::new();
     let mut tasks = tokio::task::JoinSet::new();
     crate::spawn_housekeeping(&mut tasks, &state, control);
+    {
+        let handshakes = state.handshakes.clone();
+        tasks.spawn(async move {
+            let mut tick = tokio::time::interval(TRIM_CHECK);
+            loop {
+                tick.tick().await;
+                let handshakes = handshakes.clone();
+                let _ = tokio::task::spawn_blocking(move || handshakes.trim_after_burst()).await;
+            }
+        });
+    }
     let drain = config.drain;
     let core = Arc::new(Core {
         limits: FlowLimits::new(config.limits),
@@ -162,7 +178,9 @@ pub async fn run(config: CoreConfig, shutdown: impl Future<Output = ()>) -> Resu
         let core = core.clone();
         tasks.spawn(async move {
             while let Some(incoming) = endpoint.accept().await {
-                tokio::spawn(core.clone().connection(incoming));
+                if let Some((incoming, handshake)) = core.state.handshakes.admit(incoming) {
+                    tokio::spawn(core.clone().connection(incoming, handshake));
+                }
             }
         });
     }
@@ -193,18 +211,19 @@ struct Core {
 }
 
 impl Core {
-    async fn connection(self: Arc<Self>, incoming: quinn::Incoming) {
+    async fn connection(self: Arc<Self>, incoming: quinn::Incoming, handshake: InProgress) {
         let remote = incoming.remote_address();
         let conn = match incoming.await {
             Ok(conn) => conn,
             Err(e) => {
-                warn!(
-                    "tunnel handshake from {remote} refused: {}",
-                    crate::identity::readable_handshake_error(e)
-                );
+                self.state
+                    .handshakes
+                    .failed(remote, &crate::identity::readable_handshake_error(e));
                 return;
             }
         };
+        drop(handshake);
+        tunnel::authenticated(&conn);
         info!("tunnel up from edge {remote}");
         self.state.peer_up(&conn);
         let entry = match (&self.state.caches, peer_key(&conn)) {

@@ -21,6 +21,7 @@ pub mod core;
 pub mod dupsock;
 pub mod edge;
 pub mod flow;
+pub mod handshakes;
 pub mod identity;
 pub mod limits;
 pub mod policy;

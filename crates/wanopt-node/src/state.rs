@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dupsock::{Duplication, DuplicationMode, DuplicationStatus, PathSample};
 use crate::flow::FlowTable;
+use crate::handshakes::Handshakes;
 use crate::identity::{certificate_key, PublicKey};
 use crate::reduce::Caches;
 use crate::tunnel::Congestion;
@@ -62,6 +63,8 @@ pub struct NodeState {
     pub caches: Option<Arc<Caches>>,
     /// Tail duplication under the tunnel (the endpoint's socket).
     pub duplication: Duplication,
+    /// Incoming tunnel handshakes (a core's; an edge accepts none).
+    pub handshakes: Arc<Handshakes>,
     started: Instant,
     peers: Mutex<BTreeMap<SocketAddr, PeerEntry>>,
 }
@@ -243,6 +246,7 @@ impl NodeState {
             flows: Arc::new(FlowTable::default()),
             caches,
             duplication: Duplication::new(duplication),
+            handshakes: Arc::default(),
             started: Instant::now(),
             peers: Mutex::new(BTreeMap::new()),
         })
