@@ -28,6 +28,10 @@ use crate::reassembly::Reassembler;
 /// costs, small enough that a flow never holds much beyond the stream window.
 pub const CHUNK: usize = 128 * 1024;
 
+/// The flow table gives freed memory back to the system once this many
+/// flows ended since the most it held.
+const TRIM_AFTER_FLOWS: usize = 1000;
+
 /// A flow's first read buffer: an idle or interactive flow holds no more
 /// than this per direction (10,000 idle flows held 128 KiB each).
 pub const FIRST_READ: usize = 4 * 1024;
@@ -581,15 +585,24 @@ impl FlowTable {
     /// Refreshes every flow's rate estimate once a second, forever.
     pub async fn run_sampler(self: Arc<Self>) {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let mut peak = 0;
         loop {
             tick.tick().await;
             let now = Instant::now();
             let timeout = self.idle_timeout();
-            for flow in self.live() {
+            let live = self.live();
+            for flow in &live {
                 let idle = flow.sample(now);
                 if timeout.is_some_and(|t| idle >= t) {
                     flow.idle.notify_one();
                 }
+            }
+            // Many flows ended since the most there were: give their
+            // memory back (the allocator keeps it in its arenas).
+            peak = peak.max(live.len());
+            if peak - live.len() >= TRIM_AFTER_FLOWS {
+                peak = live.len();
+                let _ = tokio::task::spawn_blocking(crate::release_free_memory).await;
             }
         }
     }

@@ -255,20 +255,11 @@ impl Handshakes {
             return false;
         }
         self.trimmed_at.store(started, Ordering::Relaxed);
-        release_free_memory();
+        crate::release_free_memory();
         true
     }
 }
 
-/// Returns the allocator's free memory to the system (glibc's
-/// `malloc_trim`, which unmaps the free pages of every arena).
-pub fn release_free_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only walks the allocator's own free lists.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
 
 #[cfg(test)]
 mod tests {
