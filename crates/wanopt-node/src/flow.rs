@@ -602,6 +602,11 @@ impl FlowTable {
             peak = peak.max(live.len());
             if peak - live.len() >= TRIM_AFTER_FLOWS {
                 peak = live.len();
+                drop(live);
+                self.flows
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .shrink_to_fit();
                 let _ = tokio::task::spawn_blocking(crate::release_free_memory).await;
             }
         }

@@ -260,7 +260,6 @@ impl Handshakes {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
