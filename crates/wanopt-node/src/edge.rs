@@ -16,6 +16,7 @@ use wanopt_proto::{OpenRepr, Services, Target};
 
 use crate::flow::{reset_tcp, splice_stream, splice_tcp, Abort, Facing, FlowState};
 use crate::identity::{PrivateKey, PublicKey};
+use crate::intercept::{self, LogLimit};
 use crate::policy::RuleSet;
 use crate::reduce::{self, Caches, ReduceConfig};
 use crate::reduced::{splice_reduced, Reduction};
@@ -27,7 +28,10 @@ use crate::{control, listen_tcp, NodeError, Shutdown};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FailMode {
-    /// Pass the flow straight through to its destination, unoptimized.
+    /// Leave the flow to the kernel: the transparent listener is closed
+    /// while the tunnel is down, so TPROXY rules no longer match and the
+    /// kernel routes new flows under its FORWARD policy (NAT REDIRECT
+    /// refuses them). The edge never connects a flow from its own address.
     Open,
     /// Reset the flow (after waiting `tunnel_wait` for the tunnel).
     Closed,
@@ -107,6 +111,11 @@ pub struct EdgeConfig {
     pub transparent: Option<SocketAddr>,
     /// Flows to optimize; empty means all.
     pub optimize: RuleSet,
+    /// Connect a transparent flow that matches no `optimize` rule to its
+    /// destination from the edge's own address (`--pass-unmatched`; such a
+    /// connection escapes the gateway's FORWARD policy). Without it such a
+    /// flow is refused.
+    pub pass_unmatched: bool,
     /// Data reduction; `None` disables it (`--no-reduce`).
     pub reduce: Option<ReduceConfig>,
     /// Optimized flows to these destinations skip data reduction (e.g.
@@ -150,7 +159,12 @@ struct Edge {
     config: EdgeConfig,
     state: Arc<NodeState>,
     tunnel: watch::Receiver<Option<Tunnel>>,
+    /// Log lines of refused unmatched flows.
+    unmatched_log: LogLimit,
 }
+
+/// At most one log line per this interval for flows refused by policy.
+const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
 /// Runs an edge until `shutdown` resolves, then drains flows for a bounded
 /// time. Every listener is bound before this returns an error-free start.
@@ -165,12 +179,18 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
     for forward in &config.forwards {
         listeners.push((
             listen_tcp(forward.listen, false)?,
-            Some(forward.destination.clone()),
+            forward.destination.clone(),
         ));
     }
-    if let Some(addr) = config.transparent {
-        listeners.push((listen_tcp(addr, true)?, None));
-    }
+    let transparent = match config.transparent {
+        Some(addr) => {
+            let listener = listen_tcp(addr, true)?;
+            // Port 0 took a port: reopen that one.
+            let addr = listener.local_addr().unwrap_or(addr);
+            Some((listener, addr))
+        }
+        None => None,
+    };
     let caches = match config.reduce.clone() {
         Some(reduce) => Some(Arc::new(Caches::new(reduce)?)),
         None => None,
@@ -219,10 +239,26 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
     let edge = Arc::new(Edge {
         config,
         state: state.clone(),
-        tunnel: tunnel_rx,
+        tunnel: tunnel_rx.clone(),
+        unmatched_log: LogLimit::new(REFUSAL_LOG_INTERVAL),
     });
     for (listener, destination) in listeners {
         tasks.spawn(accept_loop(edge.clone(), listener, destination));
+    }
+    if let Some((listener, addr)) = transparent {
+        let edge = edge.clone();
+        let close_while_down = edge.config.fail == FailMode::Open;
+        tasks.spawn(intercept::serve(
+            listener,
+            addr,
+            tunnel_rx,
+            close_while_down,
+            move |tcp, source| {
+                let _ = tcp.set_nodelay(true);
+                let edge = edge.clone();
+                tokio::spawn(async move { edge.transparent(tcp, source, Some(addr)).await });
+            },
+        ));
     }
 
     shutdown.await;
@@ -379,7 +415,7 @@ async fn control_exchange(
     }
 }
 
-async fn accept_loop(edge: Arc<Edge>, listener: TcpListener, destination: Option<Target>) {
+async fn accept_loop(edge: Arc<Edge>, listener: TcpListener, destination: Target) {
     let local = listener.local_addr().ok();
     loop {
         let (tcp, source) = match listener.accept().await {
@@ -394,12 +430,7 @@ async fn accept_loop(edge: Arc<Edge>, listener: TcpListener, destination: Option
         let _ = tcp.set_nodelay(true);
         let edge = edge.clone();
         let destination = destination.clone();
-        tokio::spawn(async move {
-            match destination {
-                Some(dest) => edge.tunnelled(tcp, source, dest, true).await,
-                None => edge.transparent(tcp, source, local).await,
-            }
-        });
+        tokio::spawn(async move { edge.tunnelled(tcp, source, destination, true).await });
     }
 }
 
@@ -423,8 +454,26 @@ impl Edge {
             }
         }
         if !self.config.optimize.is_empty() && !self.config.optimize.matches(dest) {
-            debug!("flow {source} -> {dest} matches no --optimize rule: passing through");
-            self.pass_through(tcp, source, dest).await;
+            if self.config.pass_unmatched {
+                debug!("flow {source} -> {dest} matches no --optimize rule: passing through (--pass-unmatched)");
+                self.pass_through(tcp, source, dest).await;
+                return;
+            }
+            let totals = &self.state.flows.totals;
+            totals.flows.fetch_add(1, Ordering::Relaxed);
+            totals.refused.fetch_add(1, Ordering::Relaxed);
+            if let Some(held) = self.unmatched_log.allow(std::time::Instant::now()) {
+                let more = match held {
+                    0 => String::new(),
+                    n => format!(" ({n} more since the last such line)"),
+                };
+                warn!(
+                    "flow {source} -> {dest} matches no --optimize rule: refused{more}; \
+                     the firewall should not send it here (use the rules of --print-firewall, \
+                     or give --pass-unmatched to connect such flows from the edge's address)"
+                );
+            }
+            reset_tcp(tcp);
             return;
         }
         self.tunnelled(tcp, source, Target::Addr(dest), false).await;
@@ -471,26 +520,19 @@ impl Edge {
 
     async fn tunnelled(&self, tcp: TcpStream, source: SocketAddr, dest: Target, explicit: bool) {
         let flows = &self.state.flows;
+        // Under --fail open the transparent listener closes with the
+        // tunnel; a flow accepted just before is reset, not connected from
+        // the edge's address.
         let wait = if !explicit && self.config.fail == FailMode::Open {
             Duration::ZERO
         } else {
             self.config.tunnel_wait
         };
         let Some(Tunnel { conn, cache }) = self.connection(wait).await else {
-            match (explicit, self.config.fail, &dest) {
-                (false, FailMode::Open, Target::Addr(addr)) => {
-                    debug!(
-                        "tunnel down: passing {source} -> {addr} straight through (--fail open)"
-                    );
-                    self.pass_through(tcp, source, *addr).await;
-                }
-                _ => {
-                    info!("tunnel down: resetting flow {source} -> {dest}");
-                    flows.totals.flows.fetch_add(1, Ordering::Relaxed);
-                    flows.totals.refused.fetch_add(1, Ordering::Relaxed);
-                    reset_tcp(tcp);
-                }
-            }
+            info!("tunnel down: resetting flow {source} -> {dest}");
+            flows.totals.flows.fetch_add(1, Ordering::Relaxed);
+            flows.totals.refused.fetch_add(1, Ordering::Relaxed);
+            reset_tcp(tcp);
             return;
         };
         let cache = cache.filter(|_| match &dest {

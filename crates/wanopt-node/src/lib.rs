@@ -10,6 +10,8 @@
 //! with the `reduce` service run through the codec ([`reduced`]) against a
 //! persistent per-peer byte cache ([`reduce`]). Under QUIC, the tunnel's
 //! socket repeats the tails of bursts on lossy paths ([`dupsock`]).
+//! Transparently redirected flows arrive on a listener that closes while the
+//! tunnel is down under `--fail open` (`intercept`).
 
 pub mod abort;
 pub mod bbr;
@@ -20,6 +22,7 @@ pub mod dupsock;
 pub mod edge;
 pub mod flow;
 pub mod identity;
+mod intercept;
 pub mod policy;
 pub mod reassembly;
 pub mod reduce;
