@@ -211,10 +211,17 @@ fn set_ip_transparent(socket: &socket2::Socket, v6: bool) {
 
 /// The destination a redirected connection was addressed to: from conntrack
 /// (`SO_ORIGINAL_DST`, iptables/nft REDIRECT) or, for TPROXY, the socket's
-/// own local address.
+/// own local address. An IPv4 flow on an IPv6 listener (`[::]:PORT`) comes
+/// back as IPv4.
 pub fn original_destination(tcp: &TcpStream) -> std::io::Result<SocketAddr> {
     use nix::sys::socket::{getsockopt, sockopt};
-    let local = tcp.local_addr()?;
+    let local = match tcp.local_addr()? {
+        SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
+            Some(v4) => SocketAddr::new(v4.into(), v6.port()),
+            None => SocketAddr::V6(v6),
+        },
+        v4 => v4,
+    };
     let recovered = match local {
         SocketAddr::V4(_) => getsockopt(tcp, sockopt::OriginalDst).ok().map(|sin| {
             SocketAddr::new(
