@@ -1,9 +1,10 @@
 //! Transparent interception with the rules `--print-firewall` prints, on a
 //! topology of network namespaces: a client, the edge as its gateway (with
-//! `iptables -P FORWARD DROP`), and a server host that also runs the core.
-//! Flows that `--optimize` does not select never get through the edge, with
-//! the tunnel up or down (`--fail open`); 8,000 open connections from one
-//! client do not hang its new ones. Needs root; namespaces are `wic*`.
+//! `iptables -P FORWARD DROP` and `ip6tables -P FORWARD DROP`), and a
+//! server host that also runs the core, IPv4 and IPv6. Flows that
+//! `--optimize` does not select never get through the edge, with the tunnel
+//! up or down (`--fail open`); 8,000 open connections from one client do
+//! not hang its new ones. Needs root; namespaces are `wic*`.
 
 mod common;
 
@@ -20,6 +21,10 @@ const CLIENT: &str = "10.77.1.2";
 const EDGE_LAN: &str = "10.77.1.1";
 const EDGE_WAN: &str = "10.77.2.1";
 const SERVER: &str = "10.77.2.2";
+const CLIENT6: &str = "fd77:1::2";
+const EDGE_LAN6: &str = "fd77:1::1";
+const EDGE_WAN6: &str = "fd77:2::1";
+const SERVER6: &str = "fd77:2::2";
 /// The server port `--optimize` selects.
 const OPTIMIZED: u16 = 8000;
 /// A second optimized server port (another destination).
@@ -66,7 +71,15 @@ impl Topology {
              ip -n {c} route add default via {EDGE_LAN} && \
              ip -n {s} route add default via {EDGE_WAN} && \
              ip netns exec {e} sysctl -qw net.ipv4.ip_forward=1 && \
-             ip netns exec {e} iptables -P FORWARD DROP"
+             ip netns exec {e} iptables -P FORWARD DROP && \
+             ip -n {c} addr add {CLIENT6}/64 dev c{tag} nodad && \
+             ip -n {e} addr add {EDGE_LAN6}/64 dev {lan} nodad && \
+             ip -n {e} addr add {EDGE_WAN6}/64 dev wan{tag} nodad && \
+             ip -n {s} addr add {SERVER6}/64 dev s{tag} nodad && \
+             ip -n {c} -6 route add default via {EDGE_LAN6} && \
+             ip -n {s} -6 route add default via {EDGE_WAN6} && \
+             ip netns exec {e} sysctl -qw net.ipv6.conf.all.forwarding=1 && \
+             ip netns exec {e} ip6tables -P FORWARD DROP"
         ));
         topo
     }
@@ -133,9 +146,11 @@ impl Topology {
             "--peer-key",
             core_pub,
             "--transparent",
-            "0.0.0.0:7000",
+            "[::]:7000",
             "--optimize",
             &format!("{SERVER}:{OPTIMIZED}-{OPTIMIZED_TOO}"),
+            "--optimize",
+            &format!("[{SERVER6}/128]:{OPTIMIZED}-{OPTIMIZED_TOO}"),
             "--no-reduce",
         ]
         .iter()
@@ -161,6 +176,8 @@ impl Topology {
                 &edge_pub,
                 "--allow",
                 &format!("{SERVER}/32"),
+                "--allow",
+                &format!("{SERVER6}/128"),
                 "--no-reduce",
             ]
             .map(String::from),
@@ -188,8 +205,10 @@ impl Topology {
     /// setup and teardown commands.
     fn firewall_methods(&self) -> Vec<(Vec<String>, Vec<String>)> {
         let out = Command::new(BIN)
-            .args(["edge", "--transparent", "0.0.0.0:7000", "--optimize"])
+            .args(["edge", "--transparent", "[::]:7000", "--optimize"])
             .arg(format!("{SERVER}:{OPTIMIZED}-{OPTIMIZED_TOO}"))
+            .arg("--optimize")
+            .arg(format!("[{SERVER6}/128]:{OPTIMIZED}-{OPTIMIZED_TOO}"))
             .args(["--lan-if", &self.lan_if(), "--print-firewall"])
             .output()
             .unwrap();
@@ -224,10 +243,10 @@ impl Topology {
         }
     }
 
-    /// What the client gets from `SERVER:port`: the server's banner, or
+    /// What the client gets from `server:port`: the server's banner, or
     /// `None` when it cannot reach it within `within`.
-    fn fetch(&self, port: u16, within: Duration) -> Option<String> {
-        let dest: SocketAddr = format!("{SERVER}:{port}").parse().unwrap();
+    fn fetch(&self, server: &str, port: u16, within: Duration) -> Option<String> {
+        let dest = SocketAddr::new(server.parse().unwrap(), port);
         let mut tcp = in_ns(&self.ns("cl"), || TcpStream::connect_timeout(&dest, within)).ok()?;
         tcp.set_read_timeout(Some(within)).unwrap();
         let mut banner = String::new();
@@ -268,11 +287,15 @@ fn in_ns<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> T {
 
 /// A server in the server namespace: each connection gets
 /// "PORT from PEER-ADDRESS\n" and is held open (for `hold`) or closed.
-fn serve(topo: &Topology, port: u16, hold: bool) -> Arc<Mutex<Vec<TcpStream>>> {
-    let addr: SocketAddr = format!("{SERVER}:{port}").parse().unwrap();
+fn serve(topo: &Topology, server: &str, port: u16, hold: bool) -> Arc<Mutex<Vec<TcpStream>>> {
+    let addr = SocketAddr::new(server.parse().unwrap(), port);
     let listener: TcpListener = in_ns(&topo.ns("sv"), || {
-        let socket =
-            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        let socket = socket2::Socket::new(
+            socket2::Domain::for_address(addr),
+            socket2::Type::STREAM,
+            None,
+        )
+        .unwrap();
         socket.bind(&addr.into()).unwrap();
         socket.listen(4096).unwrap();
         socket.into()
@@ -302,8 +325,10 @@ fn flows_not_optimized_never_pass_the_forward_policy_tunnel_up_or_down() {
         return;
     }
     let mut topo = Topology::new("f");
-    serve(&topo, OPTIMIZED, false);
-    serve(&topo, MANAGEMENT, false);
+    for server in [SERVER, SERVER6] {
+        serve(&topo, server, OPTIMIZED, false);
+        serve(&topo, server, MANAGEMENT, false);
+    }
     let (core, _edge) = topo.start_nodes(&["--fail", "open"]);
     let methods = topo.firewall_methods();
     let short = Duration::from_millis(1500);
@@ -312,15 +337,17 @@ fn flows_not_optimized_never_pass_the_forward_policy_tunnel_up_or_down() {
     // connects from the server host), the management port not at all.
     for (setup, teardown) in &methods {
         topo.apply(setup);
-        let got = topo.fetch(OPTIMIZED, Duration::from_secs(5));
-        assert_eq!(
-            got.as_deref(),
-            Some(&*format!("{OPTIMIZED} from {SERVER}\n")),
-            "{setup:?}\nedge log:\n{}",
-            topo.log("edge")
-        );
-        let got = topo.fetch(MANAGEMENT, short);
-        assert_eq!(got, None, "the management port was reached with {setup:?}");
+        for server in [SERVER, SERVER6] {
+            let got = topo.fetch(server, OPTIMIZED, Duration::from_secs(5));
+            assert_eq!(
+                got.as_deref(),
+                Some(&*format!("{OPTIMIZED} from {server}\n")),
+                "{setup:?}\nedge log:\n{}",
+                topo.log("edge")
+            );
+            let got = topo.fetch(server, MANAGEMENT, short);
+            assert_eq!(got, None, "the management port was reached with {setup:?}");
+        }
         topo.apply(teardown);
     }
 
@@ -335,8 +362,10 @@ fn flows_not_optimized_never_pass_the_forward_policy_tunnel_up_or_down() {
         ),
     ];
     topo.apply(&divert_all);
-    assert!(topo.fetch(OPTIMIZED, Duration::from_secs(5)).is_some());
-    assert_eq!(topo.fetch(MANAGEMENT, short), None);
+    assert!(topo
+        .fetch(SERVER, OPTIMIZED, Duration::from_secs(5))
+        .is_some());
+    assert_eq!(topo.fetch(SERVER, MANAGEMENT, short), None);
     assert!(
         topo.log("edge")
             .contains("matches no --optimize rule: refused"),
@@ -361,12 +390,14 @@ fn flows_not_optimized_never_pass_the_forward_policy_tunnel_up_or_down() {
     std::thread::sleep(Duration::from_millis(200));
     for (setup, teardown) in &methods {
         topo.apply(setup);
-        for port in [OPTIMIZED, MANAGEMENT] {
-            let got = topo.fetch(port, short);
-            assert_eq!(
-                got, None,
-                "port {port} was reached with the tunnel down, {setup:?}"
-            );
+        for server in [SERVER, SERVER6] {
+            for port in [OPTIMIZED, MANAGEMENT] {
+                let got = topo.fetch(server, port, short);
+                assert_eq!(
+                    got, None,
+                    "{server} port {port} was reached with the tunnel down, {setup:?}"
+                );
+            }
         }
         topo.apply(teardown);
     }
@@ -374,12 +405,17 @@ fn flows_not_optimized_never_pass_the_forward_policy_tunnel_up_or_down() {
     // With the recommended rules, --fail open means the kernel routes the
     // flow: once FORWARD lets it, it arrives from the client's own address.
     topo.apply(&methods[0].0);
-    topo.sh("ed", "iptables -P FORWARD ACCEPT");
-    let got = topo.fetch(OPTIMIZED, Duration::from_secs(5));
-    assert_eq!(
-        got.as_deref(),
-        Some(&*format!("{OPTIMIZED} from {CLIENT}\n"))
+    topo.sh(
+        "ed",
+        "iptables -P FORWARD ACCEPT && ip6tables -P FORWARD ACCEPT",
     );
+    for (server, client) in [(SERVER, CLIENT), (SERVER6, CLIENT6)] {
+        let got = topo.fetch(server, OPTIMIZED, Duration::from_secs(5));
+        assert_eq!(
+            got.as_deref(),
+            Some(&*format!("{OPTIMIZED} from {client}\n"))
+        );
+    }
     topo.apply(&methods[0].1);
 }
 
@@ -415,8 +451,8 @@ fn eight_thousand_open_connections_do_not_hang_new_ones() {
         "the open-file limit {limit} is too low"
     );
     let mut topo = Topology::new("p");
-    let held = serve(&topo, OPTIMIZED, true);
-    serve(&topo, OPTIMIZED_TOO, false);
+    let held = serve(&topo, SERVER, OPTIMIZED, true);
+    serve(&topo, SERVER, OPTIMIZED_TOO, false);
     topo.start_nodes(&[]);
     let methods = topo.firewall_methods();
     // The recommended rules.
