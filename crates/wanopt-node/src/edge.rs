@@ -17,6 +17,7 @@ use wanopt_proto::{OpenRepr, Services, Target};
 use crate::flow::{reset_tcp, splice_stream, splice_tcp, Abort, Facing, FlowState};
 use crate::identity::{PrivateKey, PublicKey};
 use crate::intercept::{self, LogLimit};
+use crate::limits::{FlowLimits, FlowLimitsConfig, FlowPermit};
 use crate::policy::RuleSet;
 use crate::reduce::{self, Caches, ReduceConfig};
 use crate::reduced::{splice_reduced, Reduction};
@@ -125,6 +126,8 @@ pub struct EdgeConfig {
     pub fail: FailMode,
     /// Control API address.
     pub control: Option<SocketAddr>,
+    /// The control token's file; `None` is [`control::token::default_path`].
+    pub control_token: Option<std::path::PathBuf>,
     /// How long a flow waits for the tunnel before it is reset.
     pub tunnel_wait: Duration,
     /// Timeout of direct (pass-through) connections.
@@ -135,6 +138,11 @@ pub struct EdgeConfig {
     pub bind: Option<SocketAddr>,
     /// Transport tuning.
     pub tuning: TunnelTuning,
+    /// Bounds on the flows carried at once.
+    pub limits: FlowLimitsConfig,
+    /// Flows that carry no byte either way this long are reset; `None`:
+    /// never.
+    pub flow_idle_timeout: Option<Duration>,
 }
 
 impl std::fmt::Debug for PrivateKey {
@@ -159,6 +167,7 @@ struct Edge {
     config: EdgeConfig,
     state: Arc<NodeState>,
     tunnel: watch::Receiver<Option<Tunnel>>,
+    limits: Arc<FlowLimits>,
     /// Log lines of refused unmatched flows.
     unmatched_log: LogLimit,
 }
@@ -201,8 +210,9 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
         config.tuning.duplication,
         caches,
     );
+    state.flows.set_idle_timeout(config.flow_idle_timeout);
     let control = match config.control {
-        Some(addr) => Some(control::bind(addr).await?),
+        Some(addr) => Some(control::bind(addr, config.control_token.as_deref()).await?),
         None => None,
     };
     let core_addr = resolve(&config.core).await?;
@@ -237,6 +247,7 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
     crate::spawn_housekeeping(&mut tasks, &state, control);
     let drain = config.drain;
     let edge = Arc::new(Edge {
+        limits: FlowLimits::new(config.limits),
         config,
         state: state.clone(),
         tunnel: tunnel_rx.clone(),
@@ -254,9 +265,16 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
             tunnel_rx,
             close_while_down,
             move |tcp, source| {
+                let Some(permit) = edge.admit(source) else {
+                    reset_tcp(tcp);
+                    return;
+                };
                 let _ = tcp.set_nodelay(true);
                 let edge = edge.clone();
-                tokio::spawn(async move { edge.transparent(tcp, source, Some(addr)).await });
+                tokio::spawn(async move {
+                    let _permit = permit;
+                    edge.transparent(tcp, source, Some(addr)).await
+                });
             },
         ));
     }
@@ -353,6 +371,7 @@ async fn maintain_tunnel(
                 continue;
             }
             Err((addr, error)) => {
+                let error = crate::identity::readable_handshake_error(error);
                 if error != last_error {
                     warn!("cannot reach core {core}: {error}; retrying with backoff");
                     last_error = error.clone();
@@ -427,14 +446,43 @@ async fn accept_loop(edge: Arc<Edge>, listener: TcpListener, destination: Target
                 continue;
             }
         };
+        let Some(permit) = edge.admit(source) else {
+            reset_tcp(tcp);
+            continue;
+        };
         let _ = tcp.set_nodelay(true);
         let edge = edge.clone();
         let destination = destination.clone();
-        tokio::spawn(async move { edge.tunnelled(tcp, source, destination, true).await });
+        tokio::spawn(async move {
+            let _permit = permit;
+            edge.tunnelled(tcp, source, destination, true).await
+        });
     }
 }
 
 impl Edge {
+    /// A place for a new flow from `source` under the flow limits, or
+    /// `None` (counted, and logged at a limited rate) when a limit is hit.
+    fn admit(&self, source: SocketAddr) -> Option<FlowPermit> {
+        match self.limits.admit(source.ip(), std::time::Instant::now()) {
+            Ok(permit) => Some(permit),
+            Err(refusal) => {
+                self.state
+                    .flows
+                    .totals
+                    .limited
+                    .fetch_add(1, Ordering::Relaxed);
+                if let Some(n) = refusal.log {
+                    warn!(
+                        "refusing new flows: {}; {n} refused since the last such line",
+                        refusal.hit
+                    );
+                }
+                None
+            }
+        }
+    }
+
     async fn transparent(&self, tcp: TcpStream, source: SocketAddr, listen: Option<SocketAddr>) {
         let dest = match crate::original_destination(&tcp) {
             Ok(dest) => dest,

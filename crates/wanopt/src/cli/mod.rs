@@ -6,3 +6,4 @@ pub mod node;
 pub mod path;
 pub mod probe;
 pub mod status;
+pub mod token;
