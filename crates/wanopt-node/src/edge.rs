@@ -16,7 +16,8 @@ use wanopt_proto::{OpenRepr, Services, Target};
 
 use crate::flow::{reset_tcp, splice_stream, splice_tcp, Abort, Facing, FlowState};
 use crate::identity::{PrivateKey, PublicKey};
-use crate::limits::{FlowLimits, FlowLimitsConfig};
+use crate::intercept::{self, LogLimit};
+use crate::limits::{FlowLimits, FlowLimitsConfig, FlowPermit};
 use crate::policy::RuleSet;
 use crate::reduce::{self, Caches, ReduceConfig};
 use crate::reduced::{splice_reduced, Reduction};
@@ -28,7 +29,10 @@ use crate::{control, listen_tcp, NodeError, Shutdown};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FailMode {
-    /// Pass the flow straight through to its destination, unoptimized.
+    /// Leave the flow to the kernel: the transparent listener is closed
+    /// while the tunnel is down, so TPROXY rules no longer match and the
+    /// kernel routes new flows under its FORWARD policy (NAT REDIRECT
+    /// refuses them). The edge never connects a flow from its own address.
     Open,
     /// Reset the flow (after waiting `tunnel_wait` for the tunnel).
     Closed,
@@ -108,6 +112,11 @@ pub struct EdgeConfig {
     pub transparent: Option<SocketAddr>,
     /// Flows to optimize; empty means all.
     pub optimize: RuleSet,
+    /// Connect a transparent flow that matches no `optimize` rule to its
+    /// destination from the edge's own address (`--pass-unmatched`; such a
+    /// connection escapes the gateway's FORWARD policy). Without it such a
+    /// flow is refused.
+    pub pass_unmatched: bool,
     /// Data reduction; `None` disables it (`--no-reduce`).
     pub reduce: Option<ReduceConfig>,
     /// Optimized flows to these destinations skip data reduction (e.g.
@@ -159,7 +168,12 @@ struct Edge {
     state: Arc<NodeState>,
     tunnel: watch::Receiver<Option<Tunnel>>,
     limits: Arc<FlowLimits>,
+    /// Log lines of refused unmatched flows.
+    unmatched_log: LogLimit,
 }
+
+/// At most one log line per this interval for flows refused by policy.
+const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
 /// Runs an edge until `shutdown` resolves, then drains flows for a bounded
 /// time. Every listener is bound before this returns an error-free start.
@@ -174,12 +188,18 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
     for forward in &config.forwards {
         listeners.push((
             listen_tcp(forward.listen, false)?,
-            Some(forward.destination.clone()),
+            forward.destination.clone(),
         ));
     }
-    if let Some(addr) = config.transparent {
-        listeners.push((listen_tcp(addr, true)?, None));
-    }
+    let transparent = match config.transparent {
+        Some(addr) => {
+            let listener = listen_tcp(addr, true)?;
+            // Port 0 took a port: reopen that one.
+            let addr = listener.local_addr().unwrap_or(addr);
+            Some((listener, addr))
+        }
+        None => None,
+    };
     let caches = match config.reduce.clone() {
         Some(reduce) => Some(Arc::new(Caches::new(reduce)?)),
         None => None,
@@ -230,10 +250,33 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
         limits: FlowLimits::new(config.limits),
         config,
         state: state.clone(),
-        tunnel: tunnel_rx,
+        tunnel: tunnel_rx.clone(),
+        unmatched_log: LogLimit::new(REFUSAL_LOG_INTERVAL),
     });
     for (listener, destination) in listeners {
         tasks.spawn(accept_loop(edge.clone(), listener, destination));
+    }
+    if let Some((listener, addr)) = transparent {
+        let edge = edge.clone();
+        let close_while_down = edge.config.fail == FailMode::Open;
+        tasks.spawn(intercept::serve(
+            listener,
+            addr,
+            tunnel_rx,
+            close_while_down,
+            move |tcp, source| {
+                let Some(permit) = edge.admit(source) else {
+                    reset_tcp(tcp);
+                    return;
+                };
+                let _ = tcp.set_nodelay(true);
+                let edge = edge.clone();
+                tokio::spawn(async move {
+                    let _permit = permit;
+                    edge.transparent(tcp, source, Some(addr)).await
+                });
+            },
+        ));
     }
 
     shutdown.await;
@@ -391,7 +434,7 @@ async fn control_exchange(
     }
 }
 
-async fn accept_loop(edge: Arc<Edge>, listener: TcpListener, destination: Option<Target>) {
+async fn accept_loop(edge: Arc<Edge>, listener: TcpListener, destination: Target) {
     let local = listener.local_addr().ok();
     loop {
         let (tcp, source) = match listener.accept().await {
@@ -403,10 +446,28 @@ async fn accept_loop(edge: Arc<Edge>, listener: TcpListener, destination: Option
                 continue;
             }
         };
-        let permit = match edge.limits.admit(source.ip(), std::time::Instant::now()) {
-            Ok(permit) => permit,
+        let Some(permit) = edge.admit(source) else {
+            reset_tcp(tcp);
+            continue;
+        };
+        let _ = tcp.set_nodelay(true);
+        let edge = edge.clone();
+        let destination = destination.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            edge.tunnelled(tcp, source, destination, true).await
+        });
+    }
+}
+
+impl Edge {
+    /// A place for a new flow from `source` under the flow limits, or
+    /// `None` (counted, and logged at a limited rate) when a limit is hit.
+    fn admit(&self, source: SocketAddr) -> Option<FlowPermit> {
+        match self.limits.admit(source.ip(), std::time::Instant::now()) {
+            Ok(permit) => Some(permit),
             Err(refusal) => {
-                edge.state
+                self.state
                     .flows
                     .totals
                     .limited
@@ -417,24 +478,11 @@ async fn accept_loop(edge: Arc<Edge>, listener: TcpListener, destination: Option
                         refusal.hit
                     );
                 }
-                reset_tcp(tcp);
-                continue;
+                None
             }
-        };
-        let _ = tcp.set_nodelay(true);
-        let edge = edge.clone();
-        let destination = destination.clone();
-        tokio::spawn(async move {
-            let _permit = permit;
-            match destination {
-                Some(dest) => edge.tunnelled(tcp, source, dest, true).await,
-                None => edge.transparent(tcp, source, local).await,
-            }
-        });
+        }
     }
-}
 
-impl Edge {
     async fn transparent(&self, tcp: TcpStream, source: SocketAddr, listen: Option<SocketAddr>) {
         let dest = match crate::original_destination(&tcp) {
             Ok(dest) => dest,
@@ -454,8 +502,26 @@ impl Edge {
             }
         }
         if !self.config.optimize.is_empty() && !self.config.optimize.matches(dest) {
-            debug!("flow {source} -> {dest} matches no --optimize rule: passing through");
-            self.pass_through(tcp, source, dest).await;
+            if self.config.pass_unmatched {
+                debug!("flow {source} -> {dest} matches no --optimize rule: passing through (--pass-unmatched)");
+                self.pass_through(tcp, source, dest).await;
+                return;
+            }
+            let totals = &self.state.flows.totals;
+            totals.flows.fetch_add(1, Ordering::Relaxed);
+            totals.refused.fetch_add(1, Ordering::Relaxed);
+            if let Some(held) = self.unmatched_log.allow(std::time::Instant::now()) {
+                let more = match held {
+                    0 => String::new(),
+                    n => format!(" ({n} more since the last such line)"),
+                };
+                warn!(
+                    "flow {source} -> {dest} matches no --optimize rule: refused{more}; \
+                     the firewall should not send it here (use the rules of --print-firewall, \
+                     or give --pass-unmatched to connect such flows from the edge's address)"
+                );
+            }
+            reset_tcp(tcp);
             return;
         }
         self.tunnelled(tcp, source, Target::Addr(dest), false).await;
@@ -502,26 +568,19 @@ impl Edge {
 
     async fn tunnelled(&self, tcp: TcpStream, source: SocketAddr, dest: Target, explicit: bool) {
         let flows = &self.state.flows;
+        // Under --fail open the transparent listener closes with the
+        // tunnel; a flow accepted just before is reset, not connected from
+        // the edge's address.
         let wait = if !explicit && self.config.fail == FailMode::Open {
             Duration::ZERO
         } else {
             self.config.tunnel_wait
         };
         let Some(Tunnel { conn, cache }) = self.connection(wait).await else {
-            match (explicit, self.config.fail, &dest) {
-                (false, FailMode::Open, Target::Addr(addr)) => {
-                    debug!(
-                        "tunnel down: passing {source} -> {addr} straight through (--fail open)"
-                    );
-                    self.pass_through(tcp, source, *addr).await;
-                }
-                _ => {
-                    info!("tunnel down: resetting flow {source} -> {dest}");
-                    flows.totals.flows.fetch_add(1, Ordering::Relaxed);
-                    flows.totals.refused.fetch_add(1, Ordering::Relaxed);
-                    reset_tcp(tcp);
-                }
-            }
+            info!("tunnel down: resetting flow {source} -> {dest}");
+            flows.totals.flows.fetch_add(1, Ordering::Relaxed);
+            flows.totals.refused.fetch_add(1, Ordering::Relaxed);
+            reset_tcp(tcp);
             return;
         };
         let cache = cache.filter(|_| match &dest {

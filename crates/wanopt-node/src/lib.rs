@@ -11,6 +11,8 @@
 //! persistent per-peer byte cache ([`reduce`]), private to the node's user
 //! on disk ([`cache_dir`]). Under QUIC, the tunnel's
 //! socket repeats the tails of bursts on lossy paths ([`dupsock`]).
+//! Transparently redirected flows arrive on a listener that closes while the
+//! tunnel is down under `--fail open` (`intercept`).
 
 pub mod abort;
 pub mod bbr;
@@ -23,6 +25,7 @@ pub mod edge;
 pub mod flow;
 pub mod handshakes;
 pub mod identity;
+mod intercept;
 pub mod limits;
 pub mod policy;
 pub mod reassembly;
@@ -248,10 +251,17 @@ fn set_ip_transparent(socket: &socket2::Socket, v6: bool) {
 
 /// The destination a redirected connection was addressed to: from conntrack
 /// (`SO_ORIGINAL_DST`, iptables/nft REDIRECT) or, for TPROXY, the socket's
-/// own local address.
+/// own local address. An IPv4 flow on an IPv6 listener (`[::]:PORT`) comes
+/// back as IPv4.
 pub fn original_destination(tcp: &TcpStream) -> std::io::Result<SocketAddr> {
     use nix::sys::socket::{getsockopt, sockopt};
-    let local = tcp.local_addr()?;
+    let local = match tcp.local_addr()? {
+        SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
+            Some(v4) => SocketAddr::new(v4.into(), v6.port()),
+            None => SocketAddr::V6(v6),
+        },
+        v4 => v4,
+    };
     let recovered = match local {
         SocketAddr::V4(_) => getsockopt(tcp, sockopt::OriginalDst).ok().map(|sin| {
             SocketAddr::new(

@@ -45,6 +45,21 @@ impl AddrRule {
         };
         self.net.contains(&ip) && (self.ports.0..=self.ports.1).contains(&addr.port())
     }
+
+    /// Whether the prefix is an IPv6 one.
+    pub fn is_ipv6(&self) -> bool {
+        matches!(self.net, IpNet::V6(_))
+    }
+
+    /// The prefix as `address/length`, e.g. `198.51.100.0/24`.
+    pub fn prefix(&self) -> String {
+        self.net.to_string()
+    }
+
+    /// The port range, `None` when the rule covers every port.
+    pub fn port_range(&self) -> Option<(u16, u16)> {
+        (self.ports != (0, u16::MAX)).then_some(self.ports)
+    }
 }
 
 impl FromStr for AddrRule {

@@ -572,6 +572,10 @@ fn print_firewall_names_the_port_and_the_optimized_prefixes() {
     assert!(out.contains("iptables -t nat -A PREROUTING -i lan0 -p tcp -j WANOPT"));
     assert!(out.contains("redirect to :7000"));
     assert!(out.contains("TPROXY --on-port 7000"));
+    // TPROXY is recommended, first; every method has its teardown.
+    let first = out.find("tproxy ip to :7000").unwrap();
+    assert!(first < out.find("REDIRECT").unwrap(), "{out}");
+    assert_eq!(out.matches("# Teardown:").count(), 4, "{out}");
 }
 
 #[test]

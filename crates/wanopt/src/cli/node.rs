@@ -231,12 +231,19 @@ pub struct EdgeArgs {
     #[arg(long, value_name = "LISTEN")]
     pub transparent: Option<SocketAddr>,
     /// Optimize only transparent flows to these destinations,
-    /// CIDR[:PORT[-PORT]] (repeatable); others pass straight through.
-    /// With no rule, everything is optimized.
+    /// CIDR[:PORT[-PORT]] (repeatable); --print-firewall sends only these to
+    /// the edge, which refuses any other. With no rule, everything is
+    /// optimized.
     #[arg(long, value_name = "RULE")]
     pub optimize: Vec<String>,
-    /// When the tunnel is down: `open` passes transparent flows straight
-    /// through, `closed` resets them [default: open].
+    /// Connect a transparent flow that matches no --optimize rule to its
+    /// destination from the edge's own address (it escapes the FORWARD
+    /// policy) instead of refusing it.
+    #[arg(long)]
+    pub pass_unmatched: bool,
+    /// When the tunnel is down: `open` closes the transparent listener, so
+    /// that under TPROXY rules the kernel routes new flows (FORWARD policy
+    /// applies), `closed` waits --tunnel-wait and resets them [default: open].
     #[arg(long, value_name = "open|closed")]
     pub fail: Option<FailMode>,
     /// How long a flow waits for the tunnel before it is reset [default: 10s].
@@ -250,7 +257,8 @@ pub struct EdgeArgs {
     /// for traffic that is already encrypted.
     #[arg(long, value_name = "RULE")]
     pub no_reduce_to: Vec<String>,
-    /// Print the firewall rules for --transparent and exit.
+    /// Print the firewall rules (TPROXY first, then REDIRECT) that send the
+    /// flows --optimize selects to --transparent, with their teardown, and exit.
     #[arg(long)]
     pub print_firewall: bool,
     /// LAN interface the clients arrive on, for --print-firewall.
@@ -296,6 +304,7 @@ struct FileConfig {
     transparent: Option<SocketAddr>,
     #[serde(default)]
     optimize: Vec<String>,
+    pass_unmatched: Option<bool>,
     fail: Option<FailMode>,
     tunnel_wait: Option<String>,
     bind: Option<SocketAddr>,
@@ -572,6 +581,7 @@ pub fn edge_config(args: &EdgeArgs) -> anyhow::Result<EdgeConfig> {
         forwards,
         transparent: args.transparent.or(file.transparent),
         optimize: rules(&list(&args.optimize, std::mem::take(&mut file.optimize)))?,
+        pass_unmatched: args.pass_unmatched || file.pass_unmatched.unwrap_or(false),
         no_reduce_to: rules(&list(
             &args.no_reduce_to,
             std::mem::take(&mut file.no_reduce_to),
@@ -603,83 +613,21 @@ fn positive_count(n: usize, name: &str) -> anyhow::Result<usize> {
     Ok(n)
 }
 
-/// The firewall rules that send a LAN's TCP to the edge's transparent port.
+/// The firewall rules that send the flows `--optimize` selects to the edge's
+/// transparent port (see [`super::firewall`]).
 pub fn firewall_rules(args: &EdgeArgs) -> anyhow::Result<String> {
     let mut file = read_file(args.common.config.as_deref())?;
-    let port = args
+    let listen = args
         .transparent
         .or(file.transparent)
-        .context("--print-firewall needs --transparent LISTEN")?
-        .port();
-    let rules = rules(&list(&args.optimize, std::mem::take(&mut file.optimize)))?;
-    let lan = &args.lan_if;
-    let mut out = format!(
-        "# wanopt edge: send TCP arriving on {lan} to the transparent port {port}.\n\
-         # The edge host must route the clients' traffic (it is their gateway).\n\
-         sysctl -w net.ipv4.ip_forward=1\n\n\
-         # Either iptables (nat REDIRECT; the edge reads SO_ORIGINAL_DST):\n\
-         iptables -t nat -N WANOPT\n"
-    );
-    let selectors: Vec<String> = if rules.is_empty() {
-        vec![String::new()]
-    } else {
-        rules
-            .0
-            .iter()
-            .map(|r| iptables_match(&r.to_string()))
-            .collect()
-    };
-    for sel in &selectors {
-        out += &format!("iptables -t nat -A WANOPT -p tcp{sel} -j REDIRECT --to-ports {port}\n");
-    }
-    out += &format!("iptables -t nat -A PREROUTING -i {lan} -p tcp -j WANOPT\n\n");
-    out += "# or nftables:\nnft add table ip wanopt\n\
-            nft 'add chain ip wanopt prerouting { type nat hook prerouting priority dstnat; }'\n";
-    let nft_selectors: Vec<String> = if rules.is_empty() {
-        vec![String::new()]
-    } else {
-        rules.0.iter().map(|r| nft_match(&r.to_string())).collect()
-    };
-    for sel in &nft_selectors {
-        out += &format!(
-            "nft add rule ip wanopt prerouting iifname \"{lan}\" meta l4proto tcp{sel} redirect to :{port}\n"
-        );
-    }
-    out += &format!(
-        "\n# or TPROXY (keeps the original destination as the socket's own address):\n\
-         ip rule add fwmark 0x77 lookup 177\n\
-         ip route add local 0.0.0.0/0 dev lo table 177\n\
-         iptables -t mangle -A PREROUTING -i {lan} -p tcp -j TPROXY --on-port {port} --tproxy-mark 0x77/0xffffffff\n"
-    );
-    Ok(out)
-}
-
-fn split_rule(rule: &str) -> (&str, Option<&str>) {
-    match rule.rsplit_once(':') {
-        Some((net, ports)) if !net.contains(':') || net.ends_with(']') => (
-            net.trim_start_matches('[').trim_end_matches(']'),
-            Some(ports),
-        ),
-        _ => (rule, None),
-    }
-}
-
-fn iptables_match(rule: &str) -> String {
-    let (net, ports) = split_rule(rule);
-    let mut sel = format!(" -d {net}");
-    if let Some(p) = ports {
-        sel += &format!(" --dport {}", p.replace('-', ":"));
-    }
-    sel
-}
-
-fn nft_match(rule: &str) -> String {
-    let (net, ports) = split_rule(rule);
-    let mut sel = format!(" ip daddr {net}");
-    if let Some(p) = ports {
-        sel += &format!(" tcp dport {p}");
-    }
-    sel
+        .context("--print-firewall needs --transparent LISTEN")?;
+    let optimize = rules(&list(&args.optimize, std::mem::take(&mut file.optimize)))?;
+    super::firewall::rules(&super::firewall::Interception {
+        lan_if: &args.lan_if,
+        port: listen.port(),
+        listen_v6: listen.is_ipv6(),
+        optimize: &optimize,
+    })
 }
 
 #[cfg(test)]
