@@ -33,6 +33,14 @@ pub struct RunArgs {
     /// A reduced grid for a fast look (tcp-opt: RTT 0/100/250 ms, 4 x 10 MB, 1 run; waas-3g: 3 files, 1 run).
     #[arg(long)]
     pub quick: bool,
+    /// waas-3g: only these tests (comma-separated: http-download, download, upload, edit-save,
+    /// cifs-copy-down, cifs-copy-up, cifs-open, cifs-save).
+    #[arg(long, value_delimiter = ',', value_name = "TEST,...")]
+    pub tests: Vec<crate::waas::transfer::Test>,
+    /// waas-3g: Samba's `smb encrypt` for the CIFS tests (`default`: Samba's default, sessions
+    /// not encrypted; `required`: every session encrypted).
+    #[arg(long, value_name = "MODE")]
+    pub smb_encrypt: Option<crate::waas::servers::SmbEncrypt>,
 }
 
 /// One grid point's result.
@@ -141,6 +149,10 @@ fn middleboxes(spec: &ScenarioSpec) -> Result<Vec<Option<String>>, String> {
 pub fn run(lab: &Lab, args: RunArgs) -> anyhow::Result<i32> {
     if args.scenario == crate::waas::SCENARIO {
         return crate::waas::run(lab, &args);
+    }
+    if !args.tests.is_empty() || args.smb_encrypt.is_some() {
+        eprintln!("wanopt lab: --tests and --smb-encrypt are options of the waas-3g scenario");
+        return Ok(2);
     }
     let mut spec = match spec::load(&args.scenario, args.quick) {
         Ok(s) => s,
