@@ -80,12 +80,15 @@ fuzz_target!(|data: &[u8]| {
     // 2. Round trip: encode `data` in pieces, decode, compare; with LZ4
     //    (the default), with zstd, with LZMA2 and with LZMA2 and PPMd
     //    (runs continuing one stream), the stream's compressor freed
-    //    after every `release`-th piece (as a
-    //    node does for an idle flow: a flush, then a StreamEnd) when the
-    //    second byte says so, and the held bytes sent as pieces after
-    //    every piece (a trickling source) when the third byte is odd.
+    //    after every `release`-th piece (as a node does for a flow quiet
+    //    for a second: a StreamEnd) when the second byte says so, after a
+    //    flush when the fourth byte is odd and otherwise with the chunk
+    //    left open (as pieces, when held bytes were sent), and the held
+    //    bytes sent as pieces after every piece (a trickling source) when
+    //    the third byte is odd.
     let release = data.get(1).map_or(0, |&b| usize::from(b % 4));
     let held = data.get(2).is_some_and(|&b| b % 2 == 1);
+    let flush = data.get(3).is_some_and(|&b| b % 2 == 1);
     for compression in [
         Compression::Lz4,
         Compression::ZSTD,
@@ -104,7 +107,9 @@ fuzz_target!(|data: &[u8]| {
                 enc.send_held(&mut wire);
             }
             if release > 0 && i % release == 0 {
-                enc.flush(&mut wire);
+                if flush {
+                    enc.flush(&mut wire);
+                }
                 enc.release_compressor(&mut wire);
             }
         }

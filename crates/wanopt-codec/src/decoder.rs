@@ -66,8 +66,10 @@ pub enum DecodeError {
     #[error("too many unread control frames from the peer")]
     ControlOverflow,
     /// Pieces that do not add up: a cut beyond the bytes held, more held
-    /// than a chunk can be, another chunk's frame while a chunk's pieces
-    /// are unfinished, a `PieceRef`, `PieceDelta` or `PieceRest` without
+    /// than a chunk can be, another frame carrying bytes of the stream
+    /// (or its end) while a chunk's pieces are unfinished (control frames,
+    /// repairs, span lists and `StreamEnd` may come between them), a
+    /// `PieceRef`, `PieceDelta` or `PieceRest` without
     /// pieces or no longer than them, a chunk that does not begin with
     /// them, or a rest that does not make the length its `PieceRest` said.
     #[error("pieces of a chunk out of order")]
@@ -347,6 +349,12 @@ impl Decoder {
                 }
                 return self.complete_pieces(target, raw_len, data, out);
             }
+            // A `StreamEnd` carries no byte of the stream: the encoder
+            // frees its compressor when the flow goes quiet, whether or
+            // not a chunk is open as pieces (an interactive session that
+            // pauses with a request's chunk open), and the chunk goes on
+            // after it.
+            DataRepr::StreamEnd => {}
             // The encoder finishes a chunk's pieces before anything else
             // of the byte stream.
             _ if !self.pieces.is_empty() => return Err(DecodeError::PieceOrder),

@@ -95,7 +95,9 @@
 //! [`STREAM_WINDOW_LOG`]; a run must decode to exactly its raw length.
 //! A `StreamEnd` says the encoder freed its compressor (the flow went
 //! idle): the decoder frees its context too (about 1.5 MiB for zstd, 1
-//! MiB for LZMA2), and the next `StreamRun` must start a new stream.
+//! MiB for LZMA2), and the next `StreamRun` must start a new stream. It
+//! carries no byte of the stream, so it may come between the pieces of a
+//! chunk (a flow that went quiet with a chunk open).
 //!
 //! Bit 1 of a `StreamRun`'s flags says the stream is raw LZMA2
 //! ([`Codec::Lzma`], dictionary [`STREAM_WINDOW_LOG`], each run ended by a

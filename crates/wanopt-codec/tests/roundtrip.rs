@@ -614,6 +614,59 @@ fn release_and_resume(compression: Compression) {
 }
 
 #[test]
+fn a_compressor_released_while_a_chunk_is_open_as_pieces_keeps_the_flow() {
+    // An interactive session on a slow link: a file crosses in the flow's
+    // compression stream, then a short request goes at once as a piece (its
+    // chunk stays open), and the flow goes quiet long enough for the node
+    // to free the compressor. The StreamEnd then sits between the chunk's
+    // pieces and the rest of it: it says nothing of the byte stream, and
+    // the flow must go on (it was reset with "pieces of a chunk out of
+    // order", as SMB sessions that paused for a second were).
+    for compression in [
+        Compression::Zstd { level: 9 },
+        Compression::Lzma { preset: 6 },
+        Compression::Max { preset: 6 },
+    ] {
+        let pair = Pair::new(small_config());
+        let mut enc = encoder_at(&pair, compression);
+        let mut dec = Decoder::new(pair.core.clone(), DecoderConfig::default());
+        let file = pooled_records(41, 4000, 40);
+        let request = text(300, 42);
+        let reply_body = pooled_records(43, 4000, 40);
+        let mut sent = Vec::new();
+        let mut out = Vec::new();
+        let mut wire = Vec::new();
+        for piece in file.chunks(64 << 10) {
+            enc.push(piece, &mut wire);
+        }
+        enc.flush(&mut wire);
+        sent.extend_from_slice(&file);
+        enc.push(&request, &mut wire);
+        enc.send_held(&mut wire);
+        sent.extend_from_slice(&request);
+        dec.push(&wire, &mut out).unwrap();
+        assert!(out == sent, "the request arrives at once ({compression:?})");
+        wire.clear();
+        // Quiet: the node frees the compressor, the chunk still open.
+        enc.release_compressor(&mut wire);
+        assert_eq!(wire, [kind::STREAM_END, 0, 0, 0], "{compression:?}");
+        dec.push(&wire, &mut out)
+            .unwrap_or_else(|e| panic!("StreamEnd between pieces ({compression:?}): {e}"));
+        assert_eq!(dec.decompressor_bytes(), 0, "the decoder frees its context");
+        wire.clear();
+        // The session goes on: more of the request's chunk, then a file.
+        for piece in reply_body.chunks(64 << 10) {
+            enc.push(piece, &mut wire);
+        }
+        enc.finish(&mut wire);
+        sent.extend_from_slice(&reply_body);
+        dec.push(&wire, &mut out).unwrap();
+        assert!(dec.is_finished(), "{compression:?}");
+        assert!(out == sent, "round trip ({compression:?})");
+    }
+}
+
+#[test]
 fn a_piece_that_completes_no_frame_decodes_nothing() {
     // A node decodes slow runs off its runtime's worker only for pieces
     // that complete a frame: the others must not decode anything.
@@ -1838,6 +1891,21 @@ fn pieces_that_do_not_add_up_are_errors() {
         other.emit(&mut wire);
         assert_eq!(decode(&wire), Err(DecodeError::PieceOrder));
     }
+    // A StreamEnd carries no byte of the stream: it may come between a
+    // chunk's pieces (a flow that went quiet with a chunk open)...
+    let mut wire = Vec::new();
+    piece(0, &a, &mut wire);
+    DataRepr::StreamEnd.emit(&mut wire);
+    piece(4000, &b, &mut wire);
+    piece(1000, &[], &mut wire);
+    DataRepr::End.emit(&mut wire);
+    assert_eq!(decode(&wire).unwrap(), [&a[..], &b].concat());
+    // ...but not between a PieceRest and the rest it announces.
+    let mut wire = Vec::new();
+    piece(0, &a, &mut wire);
+    DataRepr::PieceRest { cut: 4000 }.emit(&mut wire);
+    DataRepr::StreamEnd.emit(&mut wire);
+    assert_eq!(decode(&wire), Err(DecodeError::PieceOrder));
     // More held than a chunk may be.
     let big = vec![7u8; 600_000];
     let mut wire = Vec::new();

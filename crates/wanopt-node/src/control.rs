@@ -234,6 +234,15 @@ pub fn render_metrics(state: &NodeState) -> String {
             ),
         ],
     );
+    metric(
+        "flow_resets_total",
+        "counter",
+        "Flows reset, by reason: lan (the client or server reset), tunnel (the peer reset the stream or the tunnel was lost), codec (this node could not decode the peer's data), peer_codec (the peer could not decode this node's).",
+        &s.flow_resets
+            .iter()
+            .map(|(reason, n)| (format!(",reason=\"{reason}\""), *n as f64))
+            .collect::<Vec<_>>(),
+    );
     // One sample for the node.
     let node: [(&str, &str, &str, f64); 16] = [
         (

@@ -12,7 +12,7 @@ use tracing::{debug, info, warn};
 
 use wanopt_proto::{codes, open_header_len, Open, OpenRepr, ReplyRepr, Services, Status, Target};
 
-use crate::flow::{splice_stream, Abort, Facing, FlowState};
+use crate::flow::{splice_stream, Facing, FlowState};
 use crate::identity::{PrivateKey, PublicKey};
 use crate::policy::RuleSet;
 use crate::reduce::{self, Caches, PeerEntry, ReduceConfig};
@@ -261,8 +261,9 @@ impl Core {
         };
         match spliced {
             Ok(()) => debug!("flow {} done", flow.id),
-            Err(Abort::Local(why)) => debug!("flow {}: server side reset: {why}", flow.id),
-            Err(abort) => debug!("flow {}: {abort}", flow.id),
+            Err(abort) => {
+                crate::abort::report(&self.state.flows.totals.resets, flow, "server", &abort)
+            }
         }
     }
 

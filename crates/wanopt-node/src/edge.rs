@@ -452,7 +452,7 @@ impl Edge {
         let _ = server.set_nodelay(true);
         guard.flow.set_state(FlowState::Open);
         if let Err(abort) = splice_tcp(tcp, server, &guard.flow).await {
-            debug!("flow {} reset: {abort}", guard.flow.id);
+            crate::abort::report(&flows.totals.resets, &guard.flow, "client", &abort);
         }
     }
 
@@ -561,7 +561,7 @@ impl Edge {
                     flow.id
                 );
             }
-            Err(abort) => debug!("flow {} {source} -> {dest} reset: {abort}", flow.id),
+            Err(abort) => crate::abort::report(&flows.totals.resets, flow, "client", &abort),
         }
     }
 }

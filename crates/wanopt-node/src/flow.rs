@@ -19,8 +19,8 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Semaphore};
 
 use wanopt_codec::{Decoder, Encoder};
-use wanopt_proto::codes;
 
+pub use crate::abort::{reset_tcp, Abort};
 use crate::dupsock::StreamEnds;
 use crate::reassembly::Reassembler;
 
@@ -255,6 +255,8 @@ pub struct Totals {
     pub wan_to_client: AtomicU64,
     /// Data-reduction counters of finished flows.
     pub reduce: ReduceCounters,
+    /// Flows reset, by reason.
+    pub resets: crate::abort::ResetCounters,
 }
 
 /// Byte counters over all flows, live and finished.
@@ -529,33 +531,6 @@ pub enum Facing {
     Server,
 }
 
-/// Why a flow ended abnormally.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Abort {
-    /// The local TCP peer reset or failed.
-    Local(String),
-    /// The tunnel side reset the stream, stopped reading, or the tunnel died.
-    Remote(String),
-    /// The core could not or would not connect to the destination.
-    Refused(wanopt_proto::Status),
-}
-
-impl std::fmt::Display for Abort {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Abort::Local(why) => write!(f, "local side: {why}"),
-            Abort::Remote(why) => write!(f, "tunnel side: {why}"),
-            Abort::Refused(status) => write!(f, "{status}"),
-        }
-    }
-}
-
-/// Resets a TCP connection: linger 0 makes the close send RST.
-pub fn reset_tcp(tcp: TcpStream) {
-    let _ = socket2::SockRef::from(&tcp).set_linger(Some(Duration::ZERO));
-    drop(tcp);
-}
-
 async fn tcp_to_stream(
     rd: &mut (impl AsyncRead + Unpin),
     send: &mut quinn::SendStream,
@@ -578,7 +553,7 @@ async fn tcp_to_stream(
                 dir.wan.fetch_add(n as u64, Ordering::Relaxed);
                 send.write_chunk(buf.freeze())
                     .await
-                    .map_err(|e| Abort::Remote(e.to_string()))?;
+                    .map_err(Abort::from_write)?;
             }
             Err(e) => return Err(Abort::Local(e.to_string())),
         }
@@ -714,7 +689,7 @@ pub(crate) fn read_ahead(
                     }
                     return Ok(());
                 }
-                Err(e) => return Err(Abort::Remote(e.to_string())),
+                Err(e) => return Err(Abort::from_read(e)),
             }
         }
     };
@@ -792,7 +767,7 @@ pub(crate) fn abort_on_error(
         Ok(()) => Ok(()),
         Err(abort) => {
             flow.set_state(FlowState::Closing);
-            let code = quinn::VarInt::from_u32(codes::TCP_RESET);
+            let code = quinn::VarInt::from_u32(abort.stream_code());
             let _ = send.reset(code);
             let _ = recv.stop(code);
             reset_tcp(tcp);

@@ -11,6 +11,7 @@
 //! persistent per-peer byte cache ([`reduce`]). Under QUIC, the tunnel's
 //! socket repeats the tails of bursts on lossy paths ([`dupsock`]).
 
+pub mod abort;
 pub mod bbr;
 pub mod budget;
 pub mod control;

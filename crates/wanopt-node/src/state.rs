@@ -165,6 +165,10 @@ pub struct Status {
     pub flows_refused: u64,
     /// Flows passed straight through.
     pub flows_passed_through: u64,
+    /// Flows reset since start, by reason (`lan`, `tunnel`, `codec`,
+    /// `peer_codec`; see [`crate::abort::ResetReason`]).
+    #[serde(default)]
+    pub flow_resets: BTreeMap<String, u64>,
     /// Payload bytes client to server.
     pub bytes_to_server: u64,
     /// Payload bytes server to client.
@@ -420,6 +424,12 @@ impl NodeState {
             flows_total: totals.flows.load(Ordering::Relaxed),
             flows_refused: totals.refused.load(Ordering::Relaxed),
             flows_passed_through: totals.passed_through.load(Ordering::Relaxed),
+            flow_resets: totals
+                .resets
+                .snapshot()
+                .into_iter()
+                .map(|(reason, n)| (reason.name().to_owned(), n))
+                .collect(),
             bytes_to_server: bytes.to_server,
             bytes_to_client: bytes.to_client,
             reduce: self.caches.is_some(),

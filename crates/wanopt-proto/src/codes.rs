@@ -2,7 +2,8 @@
 //!
 //! A TCP reset on one side of the tunnel becomes a QUIC stream reset (and a
 //! STOP_SENDING) carrying [`TCP_RESET`]; the far side turns it back into a TCP
-//! reset. [`PROTOCOL`] marks a stream whose header could not be parsed.
+//! reset. [`PROTOCOL`] marks a stream whose header could not be parsed;
+//! [`CODEC_ERROR`] a flow whose reduced data did not decode.
 
 /// The TCP connection on the other side was reset, or must be.
 pub const TCP_RESET: u32 = 1;
@@ -12,3 +13,8 @@ pub const PROTOCOL: u32 = 2;
 pub const SHUTDOWN: u32 = 3;
 /// Connection close code: the peer's key is not pinned (logged by the refuser).
 pub const NOT_PINNED: u32 = 4;
+/// Stream reset and STOP_SENDING code: the reduced data from the peer did
+/// not decode (or asked for chunks this node cannot supply); the far side
+/// resets its TCP connection as for [`TCP_RESET`] and logs that its peer
+/// could not decode its data.
+pub const CODEC_ERROR: u32 = 5;

@@ -225,6 +225,7 @@ pub fn status(args: &QueryArgs) -> anyhow::Result<()> {
         "flows       {} active, {} total, {} refused, {} passed through",
         s.flows_active, s.flows_total, s.flows_refused, s.flows_passed_through
     );
+    println!("resets      {}", resets_line(&s.flow_resets));
     println!(
         "bytes       {} to servers, {} to clients",
         human_bytes(s.bytes_to_server),
@@ -379,6 +380,24 @@ pub fn flows(args: &QueryArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `status`'s resets line: the total, then each reason that occurred;
+/// codec errors (this node's or the peer's) are marked, they are defects.
+fn resets_line(resets: &std::collections::BTreeMap<String, u64>) -> String {
+    let total: u64 = resets.values().sum();
+    if total == 0 {
+        return "none".into();
+    }
+    let mut parts = Vec::new();
+    for (reason, &n) in resets.iter().filter(|(_, &n)| n > 0) {
+        let mark = match reason.as_str() {
+            "codec" | "peer_codec" => " (codec error: see the node's log)",
+            _ => "",
+        };
+        parts.push(format!("{n} {reason}{mark}"));
+    }
+    format!("{total}: {}", parts.join(", "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -437,5 +456,19 @@ mod tests {
         assert_eq!(refusal("", true), None);
         assert_eq!(refusal("one\ntwo", true), None);
         assert_eq!(refusal(&"x".repeat(501), true), None);
+    }
+
+    #[test]
+    fn the_resets_line_names_each_reason_and_marks_codec_errors() {
+        let mut resets = std::collections::BTreeMap::new();
+        resets.insert("lan".to_owned(), 0);
+        assert_eq!(resets_line(&resets), "none");
+        resets.insert("lan".to_owned(), 3);
+        resets.insert("codec".to_owned(), 1);
+        resets.insert("tunnel".to_owned(), 0);
+        assert_eq!(
+            resets_line(&resets),
+            "4: 1 codec (codec error: see the node's log), 3 lan"
+        );
     }
 }

@@ -34,7 +34,7 @@ use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
-use tracing::{debug, trace, warn};
+use tracing::{debug, trace};
 
 use wanopt_codec::{Compression, Decoder, DecoderConfig, Encoder, EncoderConfig, PeerCache};
 
@@ -47,13 +47,11 @@ use crate::flow::{
     CHUNK,
 };
 
-/// How long a partial chunk may wait for more bytes from a quiet socket.
-pub const IDLE_FLUSH: Duration = Duration::from_millis(2);
+mod quiet;
 
-/// How long a flow keeps its stream compressor (7-13 MiB with LZMA2 and
-/// the slow zstd levels) once its socket went quiet: an idle keep-alive
-/// connection holds none, and a flow sending again starts a new stream.
-pub const COMPRESSOR_IDLE: Duration = Duration::from_secs(1);
+pub use quiet::{
+    Quiet, Trickle, COMPRESSOR_IDLE, IDLE_FLUSH, PROMPT_MAX, TRICKLE_FLOOR_BPS, TRICKLE_RATE_SHARE,
+};
 
 /// Wire bytes decoded at a time (references expand: this bounds the plain
 /// bytes produced by one call to a few MB).
@@ -74,123 +72,6 @@ const DATA_QUEUE: usize = 4;
 
 /// How often `auto` compression re-reads the tunnel's rate.
 const RATE_CHECK: Duration = Duration::from_millis(250);
-
-/// A trickling source's held bytes go out early only while its rate is
-/// below this share of the tunnel's, or below [`TRICKLE_FLOOR_BPS`]: what
-/// its pieces cost (bytes that might have crossed as references) is then
-/// bounded by that share of the link, and a source faster than that (a
-/// bulk transfer from a slow LAN client over a slower WAN) keeps the whole
-/// of its reduction.
-pub const TRICKLE_RATE_SHARE: f64 = 0.125;
-
-/// A source slower than this may trickle whatever the tunnel's rate is
-/// thought to be: a tunnel that carried nothing but the trickle knows no
-/// rate above the trickle's own (BBR measures what it is given), and
-/// interactive traffic (terminals, market data, remote desktops) sits
-/// below it. Pieces still wait while the tunnel's sender has data queued.
-pub const TRICKLE_FLOOR_BPS: f64 = 2e6;
-
-/// Time constant of a flow's source rate (an exponential average).
-const SOURCE_RATE_WINDOW: Duration = Duration::from_millis(100);
-
-/// A read of at most this many bytes that ends a quiet (the flow's first,
-/// or one the flow waited [`IDLE_FLUSH`] for), leaving at most this many
-/// held, goes at once as a piece: a request, a reply, a keystroke. It
-/// used to wait out the idle flush, 2 ms at each end of every exchange.
-/// A bulk source's first read is larger and keeps its bytes for its run.
-pub const PROMPT_MAX: usize = 4096;
-
-/// Decides when the bytes a flow's encoder holds back for their chunk's
-/// content-defined end go out early, as pieces
-/// ([`wanopt_codec::Encoder::send_held`]).
-///
-/// A short read that ends a quiet goes at once ([`PROMPT_MAX`]): a
-/// request or a reply does not wait to see whether more follows (when a
-/// body does follow, its chunks are cut where they always are, and the
-/// chunk the piece begins completes as a reference, a delta or in the
-/// flow's compression stream, as it would have without the piece).
-///
-/// The idle flush covers a source that goes quiet. A source that trickles
-/// (a 200-byte message every millisecond: market data, a terminal, a
-/// remote desktop) never does, and each of its bytes waited for its
-/// chunk's end: 27 ms one-way on loopback at 1.6 Mbit/s (median; p99 124
-/// ms, max 153). Here the time the flow spent waiting for reads while
-/// bytes were held adds up, and once it reaches [`IDLE_FLUSH`] they go,
-/// provided the source is slow next to the tunnel ([`TRICKLE_RATE_SHARE`]
-/// of the higher of BBR's estimate and the path's remembered capacity, or
-/// [`TRICKLE_FLOOR_BPS`]) and the tunnel's sender has nothing waiting for
-/// its window or pacer (a piece never queues behind the link). Time spent
-/// encoding or waiting for the tunnel (back-pressure) does not count: a
-/// source that the tunnel holds back is not trickling. Sans-IO: the
-/// caller passes the times and asks the tunnel only when the rest holds.
-#[derive(Debug, Clone, Default)]
-pub struct Trickle {
-    /// Time spent waiting for reads since the oldest held byte arrived.
-    waited: Duration,
-    /// Source bytes, exponentially averaged, as of `at`.
-    recent: f64,
-    at: Option<tokio::time::Instant>,
-    /// The last read was short and ended a quiet.
-    prompt: bool,
-}
-
-impl Trickle {
-    /// A read of `n` bytes arrived at `now` after the flow waited `waited`
-    /// for it; `held_before` and `held_after` are the encoder's held
-    /// bytes ([`wanopt_codec::Encoder::held_len`]) around the push.
-    pub fn on_read(
-        &mut self,
-        now: tokio::time::Instant,
-        waited: Duration,
-        n: usize,
-        held_before: usize,
-        held_after: usize,
-    ) {
-        let quiet = self.at.is_none() || waited >= IDLE_FLUSH;
-        self.prompt = quiet && n <= PROMPT_MAX && held_after <= PROMPT_MAX;
-        let tau = SOURCE_RATE_WINDOW.as_secs_f64();
-        let dt = self
-            .at
-            .map_or(0.0, |at| now.saturating_duration_since(at).as_secs_f64());
-        self.recent = self.recent * (-dt / tau).exp() + n as f64;
-        self.at = Some(now);
-        if held_after < held_before + n {
-            // A chunk was cut: what is held arrived with this read.
-            self.waited = Duration::ZERO;
-        } else if held_before > 0 {
-            self.waited += waited;
-        }
-    }
-
-    /// The source's recent rate, bits per second.
-    pub fn source_rate_bps(&self) -> f64 {
-        self.recent * 8.0 / SOURCE_RATE_WINDOW.as_secs_f64()
-    }
-
-    /// Whether held bytes should go out now, given the tunnel's rate
-    /// (`None`: unknown) and whether its sender has data waiting, both
-    /// asked only when the rest holds.
-    pub fn due(&self, held: usize, tunnel: impl FnOnce() -> (Option<f64>, bool)) -> bool {
-        if held == 0 {
-            return false;
-        }
-        if self.prompt {
-            return true;
-        }
-        if self.waited < IDLE_FLUSH {
-            return false;
-        }
-        let (rate, busy) = tunnel();
-        let limit = rate.map_or(0.0, |r| TRICKLE_RATE_SHARE * r);
-        !busy && self.source_rate_bps() < limit.max(TRICKLE_FLOOR_BPS)
-    }
-
-    /// The held bytes went out (as pieces, or flushed).
-    pub fn sent(&mut self) {
-        self.waited = Duration::ZERO;
-        self.prompt = false;
-    }
-}
 
 /// What a flow with `reduce` needs besides its streams.
 #[derive(Debug, Clone)]
@@ -372,7 +253,7 @@ async fn uplink(
     ends: &StreamEnds,
 ) -> Result<(), Abort> {
     let mut buf = vec![0u8; CHUNK];
-    let mut pending = false;
+    let mut quiet = Quiet::default();
     let mut trickle = Trickle::default();
     // Whether the tunnel's sender has data waiting (wanopt's BBR says).
     let sender = choice.connection.as_ref().and_then(|c| {
@@ -384,21 +265,14 @@ async fn uplink(
     });
     // The codec was picked (and its memory reserved) when the flow began:
     // a flow whose socket stays silent gives it back after the idle time.
-    let mut holds_compressor = choice.reservation.bytes() > 0;
+    quiet.holding(choice.reservation.bytes() > 0);
     loop {
-        // Quiet for IDLE_FLUSH with bytes held back: flush them. Quiet for
+        // Quiet for IDLE_FLUSH with bytes held back: they go. Quiet for
         // COMPRESSOR_IDLE after that: free the stream compressor (a
         // StreamEnd tells the peer's decoder to free its context too) and
         // give its memory back to the node's budget.
-        let idle = if pending {
-            Some(IDLE_FLUSH)
-        } else if holds_compressor {
-            Some(COMPRESSOR_IDLE)
-        } else {
-            None
-        };
         let waiting = tokio::time::Instant::now();
-        let read = match idle {
+        let read = match quiet.wait() {
             None => rd.read(&mut buf).await,
             Some(idle) => match tokio::time::timeout(idle, rd.read(&mut buf)).await {
                 Ok(read) => read,
@@ -406,23 +280,14 @@ async fn uplink(
                     let mut out = Vec::new();
                     {
                         let mut encoder = lock(encoder);
-                        if pending && encoder.held_len() == 0 {
-                            // All it holds went as pieces: the chunk stays
-                            // open (no cut, no datagram of its own behind
-                            // a request's, which tail duplication covers
-                            // only when it is the last one); what was
-                            // decided before goes now.
-                            encoder.send_held(&mut out);
-                        } else if pending {
-                            encoder.flush(&mut out);
-                        } else {
-                            encoder.release_compressor(&mut out);
+                        if quiet.step(&mut encoder, &mut out) {
                             choice.release();
                         }
                         flow.reduce.record_encoder(&encoder);
-                        holds_compressor = encoder.compressor_bytes() > 0;
+                        quiet.holding(
+                            encoder.compressor_bytes() > 0 || choice.reservation.bytes() > 0,
+                        );
                     }
-                    pending = false;
                     trickle.sent();
                     if !out.is_empty() {
                         tx.send(out).await.map_err(|_| writer_gone())?;
@@ -467,7 +332,7 @@ async fn uplink(
                         trickle.sent();
                     }
                     flow.reduce.record_encoder(&encoder);
-                    holds_compressor = encoder.compressor_bytes() > 0;
+                    encoder.compressor_bytes() > 0
                 };
                 // The slow zstd levels spend tens of milliseconds on a
                 // read: off the runtime's worker, so the tunnel's other
@@ -476,17 +341,17 @@ async fn uplink(
                     == tokio::runtime::RuntimeFlavor::MultiThread;
                 let slow = lock(encoder).compression().is_slow();
                 let began = std::time::Instant::now();
-                if multi_thread && slow {
-                    tokio::task::block_in_place(encode);
+                let compressing = if multi_thread && slow {
+                    tokio::task::block_in_place(encode)
                 } else {
-                    encode();
-                }
+                    encode()
+                };
                 trace!(read = n, wan = out.len(), took = ?began.elapsed(), "encoded");
                 // A reservation not yet used for a compressor (the reads
                 // so far were references or did not compress) is given
                 // back after the same idle time.
-                holds_compressor |= choice.reservation.bytes() > 0;
-                pending = true;
+                quiet.on_read();
+                quiet.holding(compressing || choice.reservation.bytes() > 0);
                 if !out.is_empty() {
                     tx.send(out).await.map_err(|_| writer_gone())?;
                     // The writer shares this task: after a slow encode, let
@@ -550,7 +415,7 @@ async fn downlink(
                 } else {
                     decode()
                 };
-                decoded.map_err(|e| Abort::Remote(format!("bad data from the peer: {e}")))?;
+                decoded.map_err(|e| Abort::Codec(format!("bad data from the peer: {e}")))?;
                 let mut control = Vec::new();
                 {
                     let mut encoder = lock(encoder);
@@ -565,12 +430,10 @@ async fn downlink(
                         // flow cannot go on. Every request was still handled,
                         // so the next flow sends all the chunks asked for so
                         // far whole instead of failing on them one by one.
-                        warn!(
-                            "flow {}: {first} ({} chunks unavailable in all)",
-                            flow.id,
+                        return Err(Abort::Codec(format!(
+                            "{first} ({} chunks unavailable in all)",
                             unavailable.len()
-                        );
-                        return Err(Abort::Remote(first.to_string()));
+                        )));
                     }
                     // Repairs go out here, in answer to the peer.
                     flow.reduce.record_encoder(&encoder);
@@ -620,11 +483,9 @@ async fn writer(
     dir: &Direction<'_>,
     ends: &StreamEnds,
 ) -> Result<(), Abort> {
-    let failed = |e: quinn::WriteError| Abort::Remote(e.to_string());
+    let failed = Abort::from_write;
     dir.wan.fetch_add(preamble.len() as u64, Ordering::Relaxed);
-    send.write_all(&preamble)
-        .await
-        .map_err(|e| Abort::Remote(e.to_string()))?;
+    send.write_all(&preamble).await.map_err(failed)?;
     let (mut data_open, mut control_open) = (true, true);
     // Once the uplink's last frames (its `End`) are written the stream is
     // ending, though control frames may still follow: tail duplication is
@@ -666,118 +527,6 @@ mod tests {
     use std::pin::Pin;
     use std::sync::atomic::AtomicUsize;
     use std::task::{Context, Poll};
-
-    const MS: Duration = Duration::from_millis(1);
-
-    #[test]
-    fn a_trickle_is_due_after_the_idle_time_spent_waiting_for_reads() {
-        let t0 = tokio::time::Instant::now();
-        let mut trickle = Trickle::default();
-        let idle = || (Some(100e6), false);
-        // 200 bytes a millisecond (1.6 Mbit/s once the average settles),
-        // held by the chunker: each read kept the flow waiting 1 ms. The
-        // first ends a quiet and goes at once.
-        trickle.on_read(t0 + MS, MS, 200, 0, 200);
-        assert!(trickle.due(200, || unreachable!()));
-        trickle.sent();
-        let mut held = 200;
-        let mut due_at = None;
-        for i in 2..=1000u32 {
-            trickle.on_read(t0 + i * MS, MS, 200, held, held + 200);
-            held += 200;
-            if due_at.is_none() && trickle.due(held, idle) {
-                due_at = Some(i);
-                trickle.sent();
-            }
-        }
-        // The first read found nothing held: waiting for it did not count.
-        assert_eq!(due_at, Some(3));
-        let rate = trickle.source_rate_bps();
-        assert!((1.5e6..1.7e6).contains(&rate), "{rate}");
-        trickle.on_read(t0 + 1001 * MS, 5 * MS, 200, held, held + 200);
-        held += 200;
-        assert!(trickle.due(held, idle));
-        // Nothing held, or the tunnel's sender has data waiting: no.
-        assert!(!trickle.due(0, idle));
-        assert!(!trickle.due(held, || (Some(100e6), true)));
-        // Below the floor, whatever the tunnel's rate (or none known).
-        assert!(trickle.due(held, || (None, false)));
-        assert!(trickle.due(held, || (Some(1e6), false)));
-    }
-
-    #[test]
-    fn a_short_read_that_ends_a_quiet_goes_at_once() {
-        let t0 = tokio::time::Instant::now();
-        let busy = || (Some(1e6), true);
-        // A request: the flow's first read, whatever the tunnel does.
-        let mut trickle = Trickle::default();
-        trickle.on_read(t0, Duration::ZERO, 120, 0, 120);
-        assert!(trickle.due(120, busy));
-        trickle.sent();
-        assert!(!trickle.due(120, busy));
-        // The next, 1 ms later: not a quiet's end.
-        trickle.on_read(t0 + MS, MS, 120, 120, 240);
-        assert!(!trickle.due(240, busy));
-        // A reply after a wait of the idle time: at once.
-        trickle.on_read(t0 + 50 * MS, IDLE_FLUSH, 300, 0, 300);
-        assert!(trickle.due(300, busy));
-        // A bulk source's first read (or one leaving much held) waits for
-        // its chunk's end like any other.
-        let mut bulk = Trickle::default();
-        bulk.on_read(t0, Duration::ZERO, 65536, 0, 3000);
-        assert!(!bulk.due(3000, busy));
-        let mut bulk = Trickle::default();
-        bulk.on_read(t0, Duration::ZERO, 100, 5000, 5100);
-        assert!(!bulk.due(5100, busy));
-        // Nothing held: nothing to send.
-        let mut empty = Trickle::default();
-        empty.on_read(t0, Duration::ZERO, 100, 0, 0);
-        assert!(!empty.due(0, busy));
-    }
-
-    #[test]
-    fn a_source_fast_next_to_the_tunnel_keeps_its_bytes_held() {
-        let t0 = tokio::time::Instant::now();
-        let mut trickle = Trickle::default();
-        // 20 Mbit/s from a slow LAN client, each read waited for.
-        let mut held = 0;
-        for i in 1..=1000u32 {
-            trickle.on_read(t0 + i * MS, MS, 2500, held, held + 2500);
-            held += 2500;
-        }
-        let rate = trickle.source_rate_bps();
-        assert!((19e6..21e6).contains(&rate), "{rate}");
-        // Over a 2 Mbit/s WAN (or one whose rate is unknown) it stays held;
-        // over one eight times as fast as it, it may go.
-        assert!(!trickle.due(held, || (Some(2e6), false)));
-        assert!(!trickle.due(held, || (None, false)));
-        assert!(!trickle.due(held, || (Some(8.0 * rate), false)));
-        assert!(trickle.due(held, || (Some(8.5 * rate), false)));
-    }
-
-    #[test]
-    fn a_cut_or_a_send_restarts_the_wait_and_back_pressure_does_not_count() {
-        let t0 = tokio::time::Instant::now();
-        let mut trickle = Trickle::default();
-        let idle = || (Some(1e9), false);
-        trickle.on_read(t0, MS, 100, 0, 100);
-        trickle.on_read(t0 + MS, MS, 100, 100, 200);
-        assert!(!trickle.due(200, idle));
-        // This read completed a chunk: only its own tail is held now.
-        trickle.on_read(t0 + 2 * MS, MS, 100, 200, 50);
-        trickle.on_read(t0 + 3 * MS, MS, 100, 50, 150);
-        assert!(!trickle.due(150, idle));
-        trickle.on_read(t0 + 4 * MS, MS, 100, 150, 250);
-        assert!(trickle.due(250, idle));
-        trickle.sent();
-        assert!(!trickle.due(250, idle));
-        // A flow that waited on the tunnel (back-pressure) between reads
-        // that found data at once: wall time passes, no waiting counts.
-        for i in 0..50u32 {
-            trickle.on_read(t0 + (10 + 10 * i) * MS, Duration::ZERO, 100, 250, 350);
-        }
-        assert!(!trickle.due(350, idle));
-    }
 
     use tokio::io::ReadBuf;
     use wanopt_codec::{CacheConfig, CacheId};
