@@ -3,8 +3,9 @@
 //!
 //! curl reports its own times (`-w`): an HTTP download is timed from
 //! before the connect to the last byte (a new connection per file, as a
-//! browser following links); an FTP transfer from the `RETR`/`STOR` to the
-//! server's `226` (what an FTP client prints as the transfer's time), the
+//! browser following links); an FTP transfer from sending `RETR`/`STOR` to
+//! the server's `226` (what an FTP client prints as the transfer's time;
+//! read from curl's timestamped protocol trace, `-v --trace-time`), the
 //! session's login and directory commands apart.
 //!
 //! smbclient runs as an interactive session ([`SmbSession`]): commands go
@@ -59,15 +60,49 @@ pub struct CurlTimes {
     /// whole session).
     pub total: f64,
     /// From the start until the transfer was about to begin (FTP: login,
-    /// directory, passive mode, `RETR`/`STOR` sent).
+    /// directory, passive mode, `RETR`/`STOR` answered).
     pub pretransfer: f64,
+    /// FTP: from sending `RETR`/`STOR` to the `226`, from the trace.
+    pub command: Option<f64>,
 }
 
 impl CurlTimes {
-    /// The transfer alone (FTP: from `RETR`/`STOR` to the `226`).
+    /// The transfer alone: FTP from `RETR`/`STOR` to the `226`; otherwise
+    /// from when the transfer was about to begin to its end.
     pub fn transfer(&self) -> f64 {
-        (self.total - self.pretransfer).max(0.0)
+        self.command
+            .unwrap_or((self.total - self.pretransfer).max(0.0))
     }
+}
+
+/// Seconds since midnight of a `--trace-time` stamp (`12:31:10.593946`).
+fn time_of_day(stamp: &str) -> Option<f64> {
+    let mut parts = stamp.split(':');
+    let (h, m, s) = (parts.next()?, parts.next()?, parts.next()?);
+    Some(h.parse::<f64>().ok()? * 3600.0 + m.parse::<f64>().ok()? * 60.0 + s.parse::<f64>().ok()?)
+}
+
+/// From the last `RETR` or `STOR` curl sent to the last `226` it
+/// received, in a `-v --trace-time` trace.
+pub fn ftp_command_seconds(trace: &str) -> Option<f64> {
+    let mut sent = None;
+    let mut done = None;
+    for line in trace.lines() {
+        let mut words = line.split_whitespace();
+        let (Some(stamp), Some(arrow), Some(word)) = (words.next(), words.next(), words.next())
+        else {
+            continue;
+        };
+        match (arrow, word) {
+            (">", "RETR" | "STOR") => sent = time_of_day(stamp),
+            ("<", "226") => done = time_of_day(stamp),
+            _ => {}
+        }
+    }
+    let (sent, done) = (sent?, done?);
+    // Past midnight.
+    let took = if done < sent { done + 86_400.0 } else { done } - sent;
+    Some(took)
 }
 
 /// Runs curl in the client namespace: downloads `url` to `local`, or with
@@ -85,7 +120,12 @@ pub fn curl(
     cmd.args(["--disable", "-sS", "--fail", "--connect-timeout", "30"])
         .args(["--speed-limit", "1", "--speed-time"])
         .arg(stall.as_secs().max(1).to_string())
-        .args(["-w", "%{time_total} %{time_pretransfer}"]);
+        .args([
+            "-w",
+            "%{time_total} %{time_pretransfer}",
+            "-v",
+            "--trace-time",
+        ]);
     if upload {
         cmd.arg("-T").arg(local);
     } else {
@@ -97,9 +137,11 @@ pub fn curl(
         cause,
     })?;
     if !out.status.success() {
+        // The error is the trace's last line.
+        let stderr = String::from_utf8_lossy(&out.stderr);
         return Err(ClientError::Failed(format!(
             "curl {url}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
+            stderr.trim().lines().last().unwrap_or("failed")
         )));
     }
     let text = String::from_utf8_lossy(&out.stdout);
@@ -107,10 +149,15 @@ pub fn curl(
         .split_whitespace()
         .filter_map(|w| w.parse().ok())
         .collect();
+    let ftp = url.starts_with("ftp:");
+    let command = ftp
+        .then(|| ftp_command_seconds(&String::from_utf8_lossy(&out.stderr)))
+        .flatten();
     match times.as_slice() {
-        [total, pretransfer] => Ok(CurlTimes {
+        [total, pretransfer] if command.is_some() || !ftp => Ok(CurlTimes {
             total: *total,
             pretransfer: *pretransfer,
+            command,
         }),
         _ => Err(ClientError::Failed(format!(
             "curl {url}: unexpected times `{text}`"
@@ -278,5 +325,26 @@ impl Drop for SmbSession {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The FTP command's time runs from the `RETR` (or `STOR`) sent to the
+    /// `226` received, across midnight too.
+    #[test]
+    fn ftp_times_come_from_the_trace() {
+        let trace = "12:31:10.593852 > SIZE a.doc\n12:31:10.593904 < 213 100000\n\
+                     12:31:10.593946 > RETR a.doc\n\
+                     12:31:10.746296 < 150 Opening BINARY mode data connection\n\
+                     12:31:11.096885 < 226 Transfer complete.\n";
+        let took = ftp_command_seconds(trace).unwrap_or(0.0);
+        assert!((took - 0.502939).abs() < 1e-6, "{took}");
+        let late = "23:59:59.900000 > STOR z.doc\n00:00:00.300000 < 226 Transfer complete.\n";
+        let took = ftp_command_seconds(late).unwrap_or(0.0);
+        assert!((took - 0.4).abs() < 1e-6, "{took}");
+        assert_eq!(ftp_command_seconds("12:00:00.0 > RETR a\n"), None);
     }
 }

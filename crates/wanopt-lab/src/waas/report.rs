@@ -886,8 +886,14 @@ mod tests {
         }
         let md = markdown(&ftp);
         assert!(!md.contains("acknowledged the last byte)"), "{md}");
-        assert!(!md.contains("| 2M.xls | 2.11 MB | n/a | n/a | n/a | 146.2 |"), "{md}");
-        assert!(md.contains("(uploads until the server's OK): 0 of 1"), "{md}");
+        assert!(
+            !md.contains("| 2M.xls | 2.11 MB | n/a | n/a | n/a | 146.2 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("(uploads until the server's OK): 0 of 1"),
+            "{md}"
+        );
     }
 
     /// The cold goal is counted strictly and, when that differs, with

@@ -402,9 +402,14 @@ fn optimized_pass(ctx: &mut Context<'_>, run: usize) -> Result<(), Stop> {
     ctx.cache_stats.push(serde_json::Value::Object(stats));
     servers::stop(ctx.lab);
     // Before the next pass rebuilds the lab and its state directory.
+    let counted: Vec<String> = [(Node::Edge, EDGE_CONTROL), (Node::Core, CORE_CONTROL)]
+        .into_iter()
+        .filter_map(|(node, control)| counted_resets(ctx, node, control))
+        .collect();
     let logs = optimize::save_logs(ctx.lab, &ctx.options.out, &format!("run{}", run + 1));
     save_server_log(ctx, run, "optimized");
-    let resets = optimize::flow_resets(&logs);
+    let mut resets = optimize::flow_resets(&logs);
+    resets.extend(counted);
     if !resets.is_empty() {
         say(
             &ctx.bar,
@@ -421,6 +426,25 @@ fn optimized_pass(ctx: &mut Context<'_>, run: usize) -> Result<(), Stop> {
         }
     }
     result
+}
+
+/// The flow resets for a codec error a node counted (`wanopt status
+/// --json`, `flow_resets`: `codec` and `peer_codec`), as a line for the
+/// report, or `None` when it counted none (or cannot be asked).
+fn counted_resets(ctx: &Context<'_>, node: Node, control: &str) -> Option<String> {
+    let mut cmd = ctx.lab.command(node, &ctx.exe.to_string_lossy());
+    cmd.args(["status", "--json", "--control", control]);
+    let out = cmd.output().ok().filter(|o| o.status.success())?;
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    let resets = status["flow_resets"].as_object()?;
+    let count = |reason: &str| resets.get(reason).and_then(|v| v.as_u64()).unwrap_or(0);
+    let (codec, peer_codec) = (count("codec"), count("peer_codec"));
+    (codec + peer_codec > 0).then(|| {
+        format!(
+            "{}: status counts flow resets for codec errors: codec {codec}, peer_codec {peer_codec}",
+            node.name()
+        )
+    })
 }
 
 /// Random bytes each way through the freshly started nodes, unmeasured:
