@@ -259,8 +259,9 @@ fn wait_listening(lab: &Lab, node: Node, port: u16, name: &str) -> Result<(), St
 mod tests {
     use super::*;
 
-    /// A WARN line about a flow reset is found and quoted; DEBUG lines and
-    /// other warnings are not.
+    /// A WARN line about a flow reset (the format of the node's
+    /// `abort::report`) is found and quoted; DEBUG lines and other
+    /// warnings are not.
     #[test]
     fn flow_resets_are_the_warn_lines_naming_a_flow_reset() {
         let dir = std::env::temp_dir().join(format!("flow-resets-{}", std::process::id()));
@@ -268,7 +269,7 @@ mod tests {
         let log = dir.join("run1-edge.log");
         let text = "2026-11-26T12:00:00Z  INFO wanopt_node: tunnel up\n\
             2026-11-26T12:00:01Z DEBUG wanopt_node::flow: flow 7 reset: tunnel side\n\
-            2026-11-26T12:00:02Z  WARN wanopt_node::flow: flow 9 198.18.1.2:5000 -> 198.18.3.2:445 reset: bad data from the peer: pieces of a chunk out of order; sent the peer RESET_STREAM(1)\n\
+            2026-11-26T12:00:02Z  WARN wanopt_node::flow: flow 9 198.18.1.2:5000 -> 198.18.3.2:445 reset: tunnel side: bad data from the peer: pieces of a chunk out of order; sent the peer a stream reset (codec error) and the client a TCP reset\n\
             2026-11-26T12:00:03Z  WARN wanopt_node::transport: path lost\n";
         let _ = std::fs::write(&log, text);
         let found = flow_resets(&[log.clone(), dir.join("missing.log")]);
