@@ -170,6 +170,9 @@ pub fn url(scheme: &str, path: &str) -> String {
     format!("{scheme}://{SERVER_ADDR}/{path}")
 }
 
+/// How long smbclient waits for an answer to one request.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(180);
+
 /// The line smbclient's `pwd` answers with: the end of a command.
 const MARK: &str = "Current directory is ";
 
@@ -211,6 +214,10 @@ impl SmbSession {
             .arg(format!("//{SERVER_ADDR}/{SHARE}"))
             .arg("--user")
             .arg(format!("{SMB_USER}%{SMB_PASSWORD}"))
+            // smbclient writes up to 1 MB per request, several at once:
+            // over the 384 kbit/s uplink one takes over its default 20 s.
+            .arg("--timeout")
+            .arg(REQUEST_TIMEOUT.as_secs().to_string())
             .current_dir(local)
             .stdin(Stdio::piped())
             .stdout(writer)

@@ -776,10 +776,11 @@ fn collect(ctx: &Context<'_>) -> Results {
     }
 }
 
-/// The files of `plan`, each once, in the order of the file set.
+/// The files of `plan`, each once, in the order of the file sets.
 fn plan_files(plan: &[(Test, Vec<&'static FileSpec>)]) -> Vec<&'static FileSpec> {
     files::FILE_SET
         .iter()
+        .chain(files::OOXML_SET.iter())
         .filter(|f| {
             plan.iter()
                 .any(|(_, fs)| fs.iter().any(|g| g.name == f.name))

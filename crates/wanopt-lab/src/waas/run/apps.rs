@@ -57,6 +57,16 @@ pub(super) fn transfer(
         return Err(Failure::Failed("no file".into()));
     };
     let set = files::set_name(first);
+    if let Some(missing) = unit
+        .files
+        .iter()
+        .find(|f| !ctx.library.contains_key(f.name))
+    {
+        return Err(Failure::Failed(format!(
+            "{} is not in the run's file library",
+            missing.name
+        )));
+    }
     let original = |name: &str| ctx.library.get(name).map(Vec::as_slice).unwrap_or(&[]);
     let edited = matches!(test, Test::EditSave | Test::CifsSave)
         .then(|| files::content(first.name, ctx.options.seed, generation.max(1)))
