@@ -371,9 +371,7 @@ fn excel_parts(rng: &mut Rng, budget: usize, generation: u64) -> Vec<Part> {
             rng.zipf(labels.len())
         ));
         for c in 1..columns {
-            let value = if generation > 0 && c == 5 && r == 1 + rows.len() / 2 {
-                format!("{}.25", 1000 + generation)
-            } else if rng.chance(0.3) {
+            let value = if rng.chance(0.3) {
                 rng.range(0, 5000).to_string()
             } else {
                 format!("{}.{:02}", rng.range(0, 99_999), rng.below(100))
@@ -388,6 +386,21 @@ fn excel_parts(rng: &mut Rng, budget: usize, generation: u64) -> Vec<Part> {
         raw += row.len();
         rows.push(row);
         r += 1;
+    }
+    // The edit: a figure in the middle row changed.
+    if generation > 0 {
+        let middle = rows.len() / 2;
+        if let Some(row) = rows.get_mut(middle) {
+            let cell = format!("<c r=\"{}{}\"", column(5), middle + 1);
+            let value = row.find(&cell).and_then(|at| {
+                let start = at + row[at..].find("<v>")? + 3;
+                let end = start + row[start..].find("</v>")?;
+                Some((start, end))
+            });
+            if let Some((start, end)) = value {
+                row.replace_range(start..end, &format!("{}.25", 1000 + generation));
+            }
+        }
     }
     let main = "http://schemas.openxmlformats.org/spreadsheetml/2006/main";
     let sheet = format!(
@@ -631,6 +644,34 @@ mod tests {
 
     /// An edit changes the document's text part and nothing else but the
     /// properties; the pictures and the thumbnail stay byte for byte.
+    /// A workbook's edit changes one figure in the middle of the sheet:
+    /// the sheet's XML is the same up to it.
+    #[test]
+    fn a_workbook_edit_is_in_the_middle_of_the_sheet() {
+        let sheet = |generation| {
+            parts_of(&generate(
+                Document::Excel,
+                "80K.xlsx",
+                80_000,
+                4,
+                generation,
+            ))
+            .into_iter()
+            .find(|(n, _)| n == "xl/worksheets/sheet1.xml")
+            .map(|(_, d)| d)
+            .unwrap_or_default()
+        };
+        let (before, after) = (sheet(0), sheet(3));
+        assert!(before.len().abs_diff(after.len()) < 10);
+        let first = before.iter().zip(&after).position(|(a, b)| a != b);
+        let first = first.unwrap_or(before.len());
+        assert!(
+            first > before.len() * 2 / 5 && first < before.len() * 3 / 5,
+            "{first}"
+        );
+        assert!(String::from_utf8_lossy(&after).contains("<v>1003.25</v>"));
+    }
+
     #[test]
     fn an_edit_inserts_a_line_and_keeps_the_other_parts() {
         let before = parts_of(&generate(Document::Word, "300K.docx", 300_000, 4, 0));
