@@ -3,8 +3,10 @@
 //! unbounded allocation, and a piece that completes no frame decodes
 //! nothing; and any input split by the first byte round-trips
 //! through encoder and decoder, with the stream compressor freed between
-//! pieces or not, and held bytes sent early or not (the PPMd decoder on
-//! its own: `ppmd_run`).
+//! pieces or not, and held bytes sent early or not; and a body that
+//! compresses, then the input as requests sent as pieces with the
+//! compressor freed while their chunk is open (the PPMd decoder on its
+//! own: `ppmd_run`).
 //!
 //! `CFLAGS=-fno-sanitize-address-use-after-scope cargo fuzz run
 //! codec_frames` (see the README's note on zstd's slowest levels).
@@ -119,5 +121,41 @@ fuzz_target!(|data: &[u8]| {
         dec.push(&wire, &mut out).expect("own frames decode");
         assert_eq!(out, data);
         assert!(dec.is_finished());
+    }
+
+    // 3. An interactive session on a slow link: a body that compresses
+    //    (the input repeated) crosses in the flow's compression stream,
+    //    then the input's bytes go as requests sent at once as pieces, and
+    //    the compressor is freed after each while its chunk is open (a
+    //    session quiet for a second between commands).
+    if !data.is_empty() {
+        let body: Vec<u8> = data
+            .iter()
+            .copied()
+            .cycle()
+            .take((data.len() * 256).min(256 << 10))
+            .collect();
+        for compression in [Compression::Zstd { level: 9 }, Compression::Max { preset: 5 }] {
+            let config = EncoderConfig {
+                compression,
+                ..EncoderConfig::default()
+            };
+            let mut enc = Encoder::new(edge.clone(), config).unwrap();
+            let mut wire = Vec::new();
+            enc.push(&body, &mut wire);
+            enc.flush(&mut wire);
+            for piece in data.chunks(split.max(1)) {
+                enc.push(piece, &mut wire);
+                enc.send_held(&mut wire);
+                enc.release_compressor(&mut wire);
+            }
+            enc.finish(&mut wire);
+            let mut dec = Decoder::new(core.clone(), DecoderConfig::default());
+            let mut out = Vec::new();
+            dec.push(&wire, &mut out).expect("own frames decode");
+            assert_eq!(out.len(), body.len() + data.len());
+            assert!(out[..body.len()] == body[..] && out[body.len()..] == *data);
+            assert!(dec.is_finished());
+        }
     }
 });

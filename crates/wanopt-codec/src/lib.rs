@@ -128,6 +128,7 @@ pub mod encoder;
 pub mod fingerprint;
 pub mod frame;
 pub mod peer_view;
+pub mod private;
 pub mod stats;
 pub mod store;
 

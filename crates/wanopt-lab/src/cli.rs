@@ -287,7 +287,25 @@ pub fn run(command: LabCommand) -> anyhow::Result<i32> {
             Ok(0)
         }
         LabCommand::Down => {
-            lab.destroy()?;
+            let teardown = lab.destroy()?;
+            for ns in &teardown.foreign {
+                eprintln!(
+                    "wanopt lab: left namespace `{ns}` alone: this lab did not create it (`ip netns del {ns}` removes it)"
+                );
+            }
+            if teardown.is_empty() {
+                println!(
+                    "lab down: nothing to remove: no lab with prefix {:?} (WANOPT_LAB_PREFIX) was created here",
+                    lab.prefix()
+                );
+            } else {
+                println!(
+                    "lab down: removed {} namespace(s) and {} recorded process(es) of prefix {:?}",
+                    teardown.removed.len(),
+                    teardown.processes,
+                    lab.prefix()
+                );
+            }
             Ok(0)
         }
         LabCommand::Exec(args) => {

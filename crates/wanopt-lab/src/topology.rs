@@ -10,6 +10,12 @@
 //! bump, which forwards raw Ethernet frames between `e0` and `c0`. Every
 //! namespace name carries the lab's prefix so that several labs (tests) can
 //! exist side by side; the default prefix is empty.
+//!
+//! The lab records each namespace it creates (name and namespace inode, in
+//! `created` in its state directory) and tears down only those: a
+//! namespace that merely has a lab's name is left alone (and `create`
+//! refuses to build over it). The veth pairs are created inside the
+//! namespaces and go with them.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -52,6 +58,36 @@ pub enum TopologyError {
     /// The lab is not up.
     #[error("the lab is not up (no namespace `{0}`): run `wanopt lab up` first")]
     NotUp(String),
+    /// A namespace with a lab's name exists that the lab did not create.
+    #[error("network namespace `{0}` exists and this lab did not create it: it is left alone; delete it yourself (`ip netns del {0}`) or choose another WANOPT_LAB_PREFIX")]
+    Foreign(String),
+}
+
+/// What [`Lab::destroy`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Teardown {
+    /// Namespaces it created and deleted now.
+    pub removed: Vec<String>,
+    /// Namespaces with the lab's names that it did not create, left alone.
+    pub foreign: Vec<String>,
+    /// Recorded processes it ended (still running in the lab).
+    pub processes: usize,
+}
+
+impl Teardown {
+    /// Whether there was nothing of this lab to remove.
+    pub fn is_empty(&self) -> bool {
+        self.removed.is_empty() && self.processes == 0
+    }
+}
+
+/// The inode of the namespace mounted at `/run/netns/{name}`, if any:
+/// what tells the lab's own namespace from a later one of the same name.
+fn netns_inode(name: &str) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(Path::new("/run/netns").join(name))
+        .ok()
+        .map(|m| m.ino())
 }
 
 /// One namespace of the lab.
@@ -184,17 +220,27 @@ impl Lab {
             .all(|n| Path::new("/run/netns").join(self.netns(*n)).exists())
     }
 
-    /// Creates the namespaces, veths, addresses and routes (clearing any
-    /// leftover of a previous lab first). Starts no process.
+    /// Creates the namespaces, veths, addresses and routes (clearing what
+    /// a previous run of this lab created first; a namespace of the lab's
+    /// names that it did not create is an error). Starts no process.
     pub fn create(&self) -> Result<(), TopologyError> {
         self.destroy()?;
+        if let Some(ns) = Node::ALL
+            .iter()
+            .map(|&n| self.netns(n))
+            .find(|ns| netns_inode(ns).is_some())
+        {
+            return Err(TopologyError::Foreign(ns));
+        }
         let dir = self.state_dir();
         fs::create_dir_all(dir.join("pids")).map_err(|source| TopologyError::State {
             path: dir.clone(),
             cause: source,
         })?;
         for node in Node::ALL {
-            ip(&["netns", "add", &self.netns(node)])?;
+            let ns = self.netns(node);
+            ip(&["netns", "add", &ns])?;
+            self.record_created(&ns)?;
             self.ip_in(node, &["link", "set", "lo", "up"])?;
             // No IPv6: no router solicitations or DAD noise through the emulator.
             self.sysctl(node, "net.ipv6.conf.all.disable_ipv6", "1")?;
@@ -290,12 +336,63 @@ impl Lab {
         Ok(())
     }
 
-    /// Kills every lab process and deletes every namespace. Idempotent.
-    pub fn destroy(&self) -> Result<(), TopologyError> {
-        self.kill_recorded_processes();
+    /// The file listing the namespaces this lab created.
+    fn created_path(&self) -> PathBuf {
+        self.state_dir().join("created")
+    }
+
+    /// Notes that the lab created namespace `ns` (with its inode).
+    fn record_created(&self, ns: &str) -> Result<(), TopologyError> {
+        use std::io::Write;
+        let path = self.created_path();
+        let inode = netns_inode(ns).unwrap_or(0);
+        fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| writeln!(f, "netns {ns} {inode}"))
+            .map_err(|source| TopologyError::State {
+                path,
+                cause: source,
+            })
+    }
+
+    /// The namespaces recorded as created by this lab, with their inodes.
+    fn created(&self) -> Vec<(String, u64)> {
+        let text = fs::read_to_string(self.created_path()).unwrap_or_default();
+        text.lines()
+            .filter_map(|line| {
+                let mut words = line.split_whitespace();
+                match (words.next(), words.next(), words.next()) {
+                    (Some("netns"), Some(ns), Some(inode)) => {
+                        Some((ns.to_owned(), inode.parse().ok()?))
+                    }
+                    _ => None,
+                }
+            })
+            .collect()
+    }
+
+    /// Ends the lab's recorded processes and deletes the namespaces it
+    /// created (still the same namespaces: same inode), with whatever
+    /// runs in them; a namespace that only has a lab's name is left alone
+    /// and reported. Idempotent.
+    pub fn destroy(&self) -> Result<Teardown, TopologyError> {
+        let mut teardown = Teardown {
+            processes: self.kill_recorded_processes(),
+            ..Teardown::default()
+        };
+        let created = self.created();
         for node in Node::ALL {
             let ns = self.netns(node);
-            if !Path::new("/run/netns").join(&ns).exists() {
+            let Some(inode) = netns_inode(&ns) else {
+                continue;
+            };
+            if !created
+                .iter()
+                .any(|(name, ino)| *name == ns && *ino == inode)
+            {
+                teardown.foreign.push(ns);
                 continue;
             }
             // Anything still running inside belongs to the lab.
@@ -307,6 +404,7 @@ impl Lab {
                 }
             }
             ip(&["netns", "del", &ns])?;
+            teardown.removed.push(ns);
         }
         let dir = self.state_dir();
         if dir.exists() {
@@ -315,7 +413,7 @@ impl Lab {
                 cause: source,
             })?;
         }
-        Ok(())
+        Ok(teardown)
     }
 
     /// Records the pid of a process that `destroy` must end.
@@ -341,27 +439,45 @@ impl Lab {
         process_ended(pid)
     }
 
-    /// Ends the process recorded under `name`, if any.
-    pub fn kill_recorded(&self, name: &str) {
+    /// Ends the process recorded under `name`, if any, and if it still
+    /// runs in one of the namespaces this lab created: a recorded pid
+    /// reused since by another process is left alone. Returns whether it
+    /// ended one.
+    pub fn kill_recorded(&self, name: &str) -> bool {
         let path = self.state_dir().join("pids").join(format!("{name}.pid"));
-        if let Ok(text) = fs::read_to_string(&path) {
-            if let Ok(pid) = text.trim().parse::<i32>() {
-                kill_and_wait(pid);
-            }
+        let pid = fs::read_to_string(&path)
+            .ok()
+            .and_then(|text| text.trim().parse::<i32>().ok())
+            .filter(|&pid| self.runs_in_lab(pid));
+        if let Some(pid) = pid {
+            kill_and_wait(pid);
         }
         let _ = fs::remove_file(path);
+        pid.is_some()
     }
 
-    fn kill_recorded_processes(&self) {
+    /// Whether process `pid` runs in a namespace this lab created.
+    fn runs_in_lab(&self, pid: i32) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(ns) = fs::metadata(format!("/proc/{pid}/ns/net")) else {
+            return false;
+        };
+        self.created().iter().any(|&(_, inode)| inode == ns.ino())
+    }
+
+    /// Ends every recorded process; returns how many it ended.
+    fn kill_recorded_processes(&self) -> usize {
         let dir = self.state_dir().join("pids");
         let Ok(entries) = fs::read_dir(&dir) else {
-            return;
+            return 0;
         };
+        let mut ended = 0;
         for entry in entries.flatten() {
             if let Some(name) = entry.path().file_stem().and_then(|s| s.to_str()) {
-                self.kill_recorded(name);
+                ended += usize::from(self.kill_recorded(name));
             }
         }
+        ended
     }
 
     /// A `Command` that runs `program` inside the namespace of `node`.
@@ -543,6 +659,27 @@ fn process_ended(pid: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_recorded_pid_outside_the_lab_is_not_killed() {
+        if !nix::unistd::geteuid().is_root() {
+            return;
+        }
+        let lab = Lab::new(&format!("pidtest{}-", std::process::id()));
+        fs::create_dir_all(lab.state_dir().join("pids")).unwrap();
+        // A process of this (root) namespace whose pid a stale record
+        // names, as after pid reuse.
+        let mut bystander = Command::new("sleep").arg("30").spawn().unwrap();
+        lab.record_pid("gen-server", bystander.id()).unwrap();
+        let teardown = lab.destroy().unwrap();
+        assert_eq!(teardown.removed, Vec::<String>::new());
+        assert!(
+            bystander.try_wait().unwrap().is_none(),
+            "the bystander was killed"
+        );
+        let _ = bystander.kill();
+        let _ = bystander.wait();
+    }
 
     #[test]
     fn a_zombie_or_missing_process_has_ended_a_running_one_has_not() {

@@ -29,6 +29,9 @@ pub enum Abort {
     /// The peer reset the flow with [`codes::CODEC_ERROR`]: it could not
     /// decode this node's frames (its own log says why).
     PeerCodec,
+    /// The flow carried no byte either way for the node's
+    /// `--flow-idle-timeout`.
+    Idle,
 }
 
 impl std::fmt::Display for Abort {
@@ -42,6 +45,7 @@ impl std::fmt::Display for Abort {
                 f,
                 "the peer could not decode this node's data (its log says why)"
             ),
+            Abort::Idle => write!(f, "idle for --flow-idle-timeout"),
         }
     }
 }
@@ -85,6 +89,7 @@ impl Abort {
             Abort::Refused(_) => None,
             Abort::Codec(_) => Some(ResetReason::Codec),
             Abort::PeerCodec => Some(ResetReason::PeerCodec),
+            Abort::Idle => Some(ResetReason::Idle),
         }
     }
 }
@@ -102,15 +107,18 @@ pub enum ResetReason {
     Codec,
     /// The peer could not decode this node's data.
     PeerCodec,
+    /// The flow carried no byte for the node's `--flow-idle-timeout`.
+    Idle,
 }
 
 impl ResetReason {
     /// Every reason, in the order of [`ResetCounters`].
-    pub const ALL: [ResetReason; 4] = [
+    pub const ALL: [ResetReason; 5] = [
         ResetReason::Lan,
         ResetReason::Tunnel,
         ResetReason::Codec,
         ResetReason::PeerCodec,
+        ResetReason::Idle,
     ];
 
     /// The name in `status` and the `reason` label in `/metrics`.
@@ -120,6 +128,7 @@ impl ResetReason {
             ResetReason::Tunnel => "tunnel",
             ResetReason::Codec => "codec",
             ResetReason::PeerCodec => "peer_codec",
+            ResetReason::Idle => "idle",
         }
     }
 
@@ -217,7 +226,13 @@ mod tests {
             .collect();
         assert_eq!(
             counts,
-            [("lan", 1), ("tunnel", 0), ("codec", 2), ("peer_codec", 0)]
+            [
+                ("lan", 1),
+                ("tunnel", 0),
+                ("codec", 2),
+                ("peer_codec", 0),
+                ("idle", 0)
+            ]
         );
     }
 

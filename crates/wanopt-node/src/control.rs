@@ -1,8 +1,14 @@
 //! The control plane: `/status`, `/flows`, `/metrics` (Prometheus text),
-//! `/cache` and `POST /cache/clear` over HTTP on a local address.
+//! `/cache` and `POST /cache/clear` over HTTP on a local address. Reading
+//! is open to whoever reaches the address; changing anything needs the
+//! node's token ([`token`]); the listener bounds its connections and their
+//! time ([`mod@serve`]), and every request passes the [`guard`].
+
+pub mod guard;
+pub mod serve;
+pub mod token;
 
 use std::fmt::Write as _;
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::State;
@@ -10,13 +16,12 @@ use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use tokio::net::TcpListener;
-use tracing::warn;
 
 use crate::flow::FlowInfo;
 use crate::reduce::CacheReport;
 use crate::state::{NodeState, PeerStatus};
-use crate::NodeError;
+
+pub use serve::{bind, serve, ControlServer};
 
 /// What `/flows` returns.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -25,17 +30,6 @@ pub struct Flows {
     pub role: crate::state::Role,
     /// Live flows, oldest first.
     pub flows: Vec<FlowInfo>,
-}
-
-/// Binds the control listener (so an occupied port is reported at start).
-pub async fn bind(addr: SocketAddr) -> Result<TcpListener, NodeError> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|source| NodeError::Bind {
-            what: "control API",
-            addr,
-            source,
-        })
 }
 
 /// The control API's routes over `state`.
@@ -47,13 +41,6 @@ pub fn router(state: Arc<NodeState>) -> Router {
         .route("/cache", get(cache))
         .route("/cache/clear", post(cache_clear))
         .with_state(state)
-}
-
-/// Serves the control API until the task is dropped.
-pub async fn serve(listener: TcpListener, state: Arc<NodeState>) {
-    if let Err(e) = axum::serve(listener, router(state)).await {
-        warn!("control API stopped: {e}");
-    }
 }
 
 async fn status(State(state): State<Arc<NodeState>>) -> Json<crate::state::Status> {
@@ -244,7 +231,7 @@ pub fn render_metrics(state: &NodeState) -> String {
             .collect::<Vec<_>>(),
     );
     // One sample for the node.
-    let node: [(&str, &str, &str, f64); 16] = [
+    let node: [(&str, &str, &str, f64); 17] = [
         (
             "flows_active",
             "gauge",
@@ -262,6 +249,12 @@ pub fn render_metrics(state: &NodeState) -> String {
             "counter",
             "Flows refused or reset before data flowed end to end.",
             s.flows_refused as f64,
+        ),
+        (
+            "flows_limited_total",
+            "counter",
+            "Flows refused because the node or their source carried the most flows allowed (--max-flows, --max-flows-per-source).",
+            s.flows_limited as f64,
         ),
         (
             "flows_passed_through_total",
@@ -344,6 +337,41 @@ pub fn render_metrics(state: &NodeState) -> String {
     ];
     for (name, kind, help, value) in node {
         metric(name, kind, help, &[(String::new(), value)]);
+    }
+    let handshakes = state.handshakes.counts();
+    for (name, kind, help, value) in [
+        (
+            "tunnel_handshakes_in_progress",
+            "gauge",
+            "Incoming tunnel handshakes in progress (peers that have not proved their key yet).",
+            handshakes.in_progress,
+        ),
+        (
+            "tunnel_handshakes_started_total",
+            "counter",
+            "Incoming tunnel handshakes started.",
+            handshakes.started,
+        ),
+        (
+            "tunnel_handshakes_failed_total",
+            "counter",
+            "Incoming tunnel handshakes that failed: a key that is not pinned, a timeout, a protocol error.",
+            handshakes.failed,
+        ),
+        (
+            "tunnel_handshakes_refused_total",
+            "counter",
+            "Incoming tunnel handshakes refused because the most that may be in progress at once were.",
+            handshakes.refused,
+        ),
+        (
+            "tunnel_handshakes_retried_total",
+            "counter",
+            "Incoming tunnel handshakes asked to validate their address first (QUIC Retry) because many were in progress.",
+            handshakes.retried,
+        ),
+    ] {
+        metric(name, kind, help, &[(String::new(), value as f64)]);
     }
     let cache = cache_report(state);
     let per_peer = |value: fn(&crate::reduce::PeerCacheStats) -> u64| {

@@ -13,8 +13,10 @@ use tracing::{debug, info, warn};
 use wanopt_proto::{codes, open_header_len, Open, OpenRepr, ReplyRepr, Services, Status, Target};
 
 use crate::flow::{splice_stream, Facing, FlowState};
+use crate::handshakes::InProgress;
 use crate::identity::{PrivateKey, PublicKey};
-use crate::policy::RuleSet;
+use crate::limits::{FlowLimits, FlowLimitsConfig};
+use crate::policy::{Permit, RuleSet};
 use crate::reduce::{self, Caches, PeerEntry, ReduceConfig};
 use crate::reduced::{splice_reduced, Reduction};
 use crate::state::{peer_key, NodeState, Role};
@@ -34,6 +36,8 @@ pub struct CoreConfig {
     pub allow: RuleSet,
     /// Control API address.
     pub control: Option<SocketAddr>,
+    /// The control token's file; `None` is [`control::token::default_path`].
+    pub control_token: Option<std::path::PathBuf>,
     /// Data reduction; `None` disables it (`--no-reduce`).
     pub reduce: Option<ReduceConfig>,
     /// Timeout of connections to destinations.
@@ -42,10 +46,69 @@ pub struct CoreConfig {
     pub drain: Duration,
     /// Transport tuning.
     pub tuning: TunnelTuning,
+    /// Bounds on the flows carried at once.
+    pub limits: FlowLimitsConfig,
+    /// Flows that carry no byte either way this long are reset; `None`:
+    /// never.
+    pub flow_idle_timeout: Option<Duration>,
 }
+
+/// How often the core checks whether a burst of handshakes is over and its
+/// memory can be given back ([`crate::handshakes::Handshakes::trim_after_burst`]).
+const TRIM_CHECK: Duration = Duration::from_secs(2);
 
 /// Time an edge has to send a complete stream header.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long the host's interface addresses are reused before they are
+/// listed again (an address added since may be reached by a broad rule
+/// for up to this long).
+const HOST_ADDRS_TTL: Duration = Duration::from_secs(1);
+
+/// The core host's own interface addresses (`getifaddrs`), listed again
+/// at most every [`HOST_ADDRS_TTL`].
+#[derive(Debug, Default)]
+struct HostAddrs {
+    listed: std::sync::Mutex<Option<(std::time::Instant, Arc<Vec<std::net::IpAddr>>)>>,
+}
+
+impl HostAddrs {
+    fn current(&self) -> Arc<Vec<std::net::IpAddr>> {
+        let mut listed = self.listed.lock().unwrap_or_else(|e| e.into_inner());
+        let now = std::time::Instant::now();
+        match &*listed {
+            Some((at, addrs)) if now.duration_since(*at) < HOST_ADDRS_TTL => addrs.clone(),
+            _ => {
+                let addrs = Arc::new(host_addresses());
+                *listed = Some((now, addrs.clone()));
+                addrs
+            }
+        }
+    }
+}
+
+/// Every address of the host's interfaces (empty, with a warning, when
+/// they cannot be listed: loopback, unspecified and link-local are refused
+/// anyway).
+fn host_addresses() -> Vec<std::net::IpAddr> {
+    match nix::ifaddrs::getifaddrs() {
+        Ok(list) => list
+            .filter_map(|ifa| {
+                let addr = ifa.address?;
+                if let Some(v4) = addr.as_sockaddr_in() {
+                    Some(std::net::IpAddr::V4(v4.ip()))
+                } else {
+                    addr.as_sockaddr_in6()
+                        .map(|v6| std::net::IpAddr::V6(v6.ip()))
+                }
+            })
+            .collect(),
+        Err(e) => {
+            warn!("cannot list this host's addresses ({e}); only loopback, unspecified and link-local destinations are known to be the host");
+            Vec::new()
+        }
+    }
+}
 
 /// Runs a core until `shutdown` resolves, then drains flows for a bounded time.
 pub async fn run(config: CoreConfig, shutdown: impl Future<Output = ()>) -> Result<(), NodeError> {
@@ -67,8 +130,9 @@ pub async fn run(config: CoreConfig, shutdown: impl Future<Output = ()>) -> Resu
         config.tuning.duplication,
         caches,
     );
+    state.flows.set_idle_timeout(config.flow_idle_timeout);
     let control = match config.control {
-        Some(addr) => Some(control::bind(addr).await?),
+        Some(addr) => Some(control::bind(addr, config.control_token.as_deref()).await?),
         None => None,
     };
     let server_config = tunnel::server_config(&config.key, &config.peer_keys, &config.tuning)?;
@@ -91,17 +155,32 @@ pub async fn run(config: CoreConfig, shutdown: impl Future<Output = ()>) -> Resu
     let shutdown_signal = Shutdown::new();
     let mut tasks = tokio::task::JoinSet::new();
     crate::spawn_housekeeping(&mut tasks, &state, control);
+    {
+        let handshakes = state.handshakes.clone();
+        tasks.spawn(async move {
+            let mut tick = tokio::time::interval(TRIM_CHECK);
+            loop {
+                tick.tick().await;
+                let handshakes = handshakes.clone();
+                let _ = tokio::task::spawn_blocking(move || handshakes.trim_after_burst()).await;
+            }
+        });
+    }
     let drain = config.drain;
     let core = Arc::new(Core {
+        limits: FlowLimits::new(config.limits),
         config,
         state: state.clone(),
+        host: HostAddrs::default(),
     });
     {
         let endpoint = endpoint.clone();
         let core = core.clone();
         tasks.spawn(async move {
             while let Some(incoming) = endpoint.accept().await {
-                tokio::spawn(core.clone().connection(incoming));
+                if let Some((incoming, handshake)) = core.state.handshakes.admit(incoming) {
+                    tokio::spawn(core.clone().connection(incoming, handshake));
+                }
             }
         });
     }
@@ -127,18 +206,24 @@ pub async fn run(config: CoreConfig, shutdown: impl Future<Output = ()>) -> Resu
 struct Core {
     config: CoreConfig,
     state: Arc<NodeState>,
+    limits: Arc<FlowLimits>,
+    host: HostAddrs,
 }
 
 impl Core {
-    async fn connection(self: Arc<Self>, incoming: quinn::Incoming) {
+    async fn connection(self: Arc<Self>, incoming: quinn::Incoming, handshake: InProgress) {
         let remote = incoming.remote_address();
         let conn = match incoming.await {
             Ok(conn) => conn,
             Err(e) => {
-                warn!("tunnel handshake from {remote} refused: {e}");
+                self.state
+                    .handshakes
+                    .failed(remote, &crate::identity::readable_handshake_error(e));
                 return;
             }
         };
+        drop(handshake);
+        tunnel::authenticated(&conn);
         info!("tunnel up from edge {remote}");
         self.state.peer_up(&conn);
         let entry = match (&self.state.caches, peer_key(&conn)) {
@@ -217,6 +302,29 @@ impl Core {
             }
         };
         let flows = &self.state.flows;
+        let _permit = match self
+            .limits
+            .admit(header.source.ip(), std::time::Instant::now())
+        {
+            Ok(permit) => permit,
+            Err(refusal) => {
+                flows.totals.limited.fetch_add(1, Ordering::Relaxed);
+                if let Some(n) = refusal.log {
+                    warn!(
+                        "refusing new flows from edge {peer}: {}; {n} refused since the last such line",
+                        refusal.hit
+                    );
+                }
+                let reply = ReplyRepr {
+                    status: wanopt_proto::Status::Unavailable,
+                }
+                .emit();
+                let _ = send.write_all(&reply).await;
+                let _ = send.finish();
+                let _ = recv.stop(quinn::VarInt::from_u32(codes::TCP_RESET));
+                return;
+            }
+        };
         let guard = flows.start(
             Some(header.flow_id),
             header.source,
@@ -281,15 +389,30 @@ impl Core {
         if candidates.is_empty() {
             return (Status::NameNotFound, None);
         }
+        let host = self.host.current();
+        let mut itself = None;
         let allowed: Vec<SocketAddr> = candidates
             .into_iter()
-            .filter(|a| self.config.allow.matches(*a))
+            .filter(|&a| match self.config.allow.permits(a, &host) {
+                Permit::Allowed => true,
+                Permit::NotListed => false,
+                Permit::SelfNotNamed(why) => {
+                    itself = Some((a, why));
+                    false
+                }
+            })
             .collect();
         if allowed.is_empty() {
-            warn!(
-                "refused flow {} -> {}: not permitted by the allowlist",
-                header.source, header.destination
-            );
+            match itself {
+                Some((addr, why)) => warn!(
+                    "refused flow {} -> {}: {addr} is this core host itself ({why}), which a broad --allow does not reach; name it to allow it (e.g. --allow {addr})",
+                    header.source, header.destination
+                ),
+                None => warn!(
+                    "refused flow {} -> {}: not permitted by the allowlist",
+                    header.source, header.destination
+                ),
+            }
             return (Status::Denied, None);
         }
         let mut status = Status::Unreachable;

@@ -16,6 +16,7 @@ use wanopt_proto::{OpenRepr, Services, Target};
 
 use crate::flow::{reset_tcp, splice_stream, splice_tcp, Abort, Facing, FlowState};
 use crate::identity::{PrivateKey, PublicKey};
+use crate::limits::{FlowLimits, FlowLimitsConfig};
 use crate::policy::RuleSet;
 use crate::reduce::{self, Caches, ReduceConfig};
 use crate::reduced::{splice_reduced, Reduction};
@@ -116,6 +117,8 @@ pub struct EdgeConfig {
     pub fail: FailMode,
     /// Control API address.
     pub control: Option<SocketAddr>,
+    /// The control token's file; `None` is [`control::token::default_path`].
+    pub control_token: Option<std::path::PathBuf>,
     /// How long a flow waits for the tunnel before it is reset.
     pub tunnel_wait: Duration,
     /// Timeout of direct (pass-through) connections.
@@ -126,6 +129,11 @@ pub struct EdgeConfig {
     pub bind: Option<SocketAddr>,
     /// Transport tuning.
     pub tuning: TunnelTuning,
+    /// Bounds on the flows carried at once.
+    pub limits: FlowLimitsConfig,
+    /// Flows that carry no byte either way this long are reset; `None`:
+    /// never.
+    pub flow_idle_timeout: Option<Duration>,
 }
 
 impl std::fmt::Debug for PrivateKey {
@@ -150,6 +158,7 @@ struct Edge {
     config: EdgeConfig,
     state: Arc<NodeState>,
     tunnel: watch::Receiver<Option<Tunnel>>,
+    limits: Arc<FlowLimits>,
 }
 
 /// Runs an edge until `shutdown` resolves, then drains flows for a bounded
@@ -181,8 +190,9 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
         config.tuning.duplication,
         caches,
     );
+    state.flows.set_idle_timeout(config.flow_idle_timeout);
     let control = match config.control {
-        Some(addr) => Some(control::bind(addr).await?),
+        Some(addr) => Some(control::bind(addr, config.control_token.as_deref()).await?),
         None => None,
     };
     let core_addr = resolve(&config.core).await?;
@@ -217,6 +227,7 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
     crate::spawn_housekeeping(&mut tasks, &state, control);
     let drain = config.drain;
     let edge = Arc::new(Edge {
+        limits: FlowLimits::new(config.limits),
         config,
         state: state.clone(),
         tunnel: tunnel_rx,
@@ -317,6 +328,7 @@ async fn maintain_tunnel(
                 continue;
             }
             Err((addr, error)) => {
+                let error = crate::identity::readable_handshake_error(error);
                 if error != last_error {
                     warn!("cannot reach core {core}: {error}; retrying with backoff");
                     last_error = error.clone();
@@ -391,10 +403,29 @@ async fn accept_loop(edge: Arc<Edge>, listener: TcpListener, destination: Option
                 continue;
             }
         };
+        let permit = match edge.limits.admit(source.ip(), std::time::Instant::now()) {
+            Ok(permit) => permit,
+            Err(refusal) => {
+                edge.state
+                    .flows
+                    .totals
+                    .limited
+                    .fetch_add(1, Ordering::Relaxed);
+                if let Some(n) = refusal.log {
+                    warn!(
+                        "refusing new flows: {}; {n} refused since the last such line",
+                        refusal.hit
+                    );
+                }
+                reset_tcp(tcp);
+                continue;
+            }
+        };
         let _ = tcp.set_nodelay(true);
         let edge = edge.clone();
         let destination = destination.clone();
         tokio::spawn(async move {
+            let _permit = permit;
             match destination {
                 Some(dest) => edge.tunnelled(tcp, source, dest, true).await,
                 None => edge.transparent(tcp, source, local).await,

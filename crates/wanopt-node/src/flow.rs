@@ -28,6 +28,55 @@ use crate::reassembly::Reassembler;
 /// costs, small enough that a flow never holds much beyond the stream window.
 pub const CHUNK: usize = 128 * 1024;
 
+/// The flow table gives freed memory back to the system once this many
+/// flows ended since the most it held.
+const TRIM_AFTER_FLOWS: usize = 1000;
+
+/// A flow's first read buffer: an idle or interactive flow holds no more
+/// than this per direction (10,000 idle flows held 128 KiB each).
+pub const FIRST_READ: usize = 4 * 1024;
+
+/// A flow's buffer for reads from its TCP socket: [`FIRST_READ`] while the
+/// flow is idle or interactive, [`CHUNK`] once a read fills it (a bulk
+/// transfer), small again when the caller finds the flow quiet.
+#[derive(Debug)]
+pub(crate) struct ReadBuffer(Vec<u8>);
+
+impl ReadBuffer {
+    pub(crate) fn new() -> ReadBuffer {
+        ReadBuffer(vec![0; FIRST_READ])
+    }
+
+    /// Where the next read goes.
+    pub(crate) fn space(&mut self) -> &mut [u8] {
+        &mut self.0
+    }
+
+    /// The bytes of a read of `n`; a read that filled a small buffer makes
+    /// it [`CHUNK`] for the next.
+    pub(crate) fn read(&mut self, n: usize) -> &[u8] {
+        if n == self.0.len() && n < CHUNK {
+            // Copy what was read: the caller uses it now.
+            let mut big = vec![0; CHUNK];
+            big[..n].copy_from_slice(&self.0[..n]);
+            self.0 = big;
+        }
+        &self.0[..n]
+    }
+
+    /// Whether it holds more than [`FIRST_READ`].
+    pub(crate) fn is_large(&self) -> bool {
+        self.0.len() > FIRST_READ
+    }
+
+    /// Back to [`FIRST_READ`] (the flow went quiet).
+    pub(crate) fn shrink(&mut self) {
+        if self.is_large() {
+            *self = ReadBuffer::new();
+        }
+    }
+}
+
 /// Where a flow is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -85,11 +134,16 @@ pub struct Flow {
     pub reduce: ReduceCounters,
     started: Instant,
     rate: Mutex<RateSample>,
+    /// Told when the flow has carried no byte either way for the node's
+    /// `--flow-idle-timeout`: its pumps end it with [`Abort::Idle`].
+    idle: tokio::sync::Notify,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
 struct RateSample {
     at: Option<Instant>,
+    /// When the flow last carried a byte (as sampled).
+    active_at: Option<Instant>,
     to_server: u64,
     to_client: u64,
     bps_to_server: f64,
@@ -120,10 +174,15 @@ impl Flow {
 
     /// Updates the rate estimate from the byte counters (called about once a
     /// second by the table's sampler).
-    fn sample(&self, now: Instant) {
+    /// Samples the flow's rates; how long it has carried no byte.
+    fn sample(&self, now: Instant) -> Duration {
         let to_server = self.to_server.load(Ordering::Relaxed);
         let to_client = self.to_client.load(Ordering::Relaxed);
         let mut rate = self.rate.lock().unwrap_or_else(|e| e.into_inner());
+        if rate.at.is_none() || (to_server, to_client) != (rate.to_server, rate.to_client) {
+            rate.active_at = Some(now);
+        }
+        let idle = now.saturating_duration_since(rate.active_at.unwrap_or(self.started));
         let since = rate.at.unwrap_or(self.started);
         let secs = now.saturating_duration_since(since).as_secs_f64();
         if secs > 0.0 {
@@ -133,6 +192,14 @@ impl Flow {
         rate.at = Some(now);
         rate.to_server = to_server;
         rate.to_client = to_client;
+        idle
+    }
+
+    /// Resolves to [`Abort::Idle`] once the node's sampler finds the flow
+    /// idle for its `--flow-idle-timeout`.
+    async fn idle_out(&self) -> Result<(), Abort> {
+        self.idle.notified().await;
+        Err(Abort::Idle)
     }
 
     /// A serializable snapshot.
@@ -243,6 +310,9 @@ pub struct Totals {
     pub refused: AtomicU64,
     /// Flows passed straight through (not optimized).
     pub passed_through: AtomicU64,
+    /// Flows refused because the node or their source carried the most
+    /// flows allowed (`--max-flows`, `--max-flows-per-source`).
+    pub limited: AtomicU64,
     /// Flows that ran the `reduce` service.
     pub reduced: AtomicU64,
     /// Bytes client to server of finished flows.
@@ -388,6 +458,8 @@ pub fn reduction(lan: u64, wan: u64) -> f64 {
 pub struct FlowTable {
     next_id: AtomicU64,
     flows: Mutex<HashMap<u64, Arc<Flow>>>,
+    /// `--flow-idle-timeout` in milliseconds; 0: flows never time out.
+    idle_timeout_ms: AtomicU64,
     /// Totals over the node's life.
     pub totals: Totals,
 }
@@ -454,6 +526,7 @@ impl FlowTable {
             reduce: ReduceCounters::default(),
             started: Instant::now(),
             rate: Mutex::new(RateSample::default()),
+            idle: tokio::sync::Notify::new(),
         });
         flows.insert(key, flow.clone());
         drop(flows);
@@ -512,12 +585,40 @@ impl FlowTable {
     /// Refreshes every flow's rate estimate once a second, forever.
     pub async fn run_sampler(self: Arc<Self>) {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let mut peak = 0;
         loop {
             tick.tick().await;
             let now = Instant::now();
-            for flow in self.live() {
-                flow.sample(now);
+            let timeout = self.idle_timeout();
+            let live = self.live();
+            for flow in &live {
+                let idle = flow.sample(now);
+                if timeout.is_some_and(|t| idle >= t) {
+                    flow.idle.notify_one();
+                }
             }
+            // Many flows ended since the most there were: give their
+            // memory back (the allocator keeps it in its arenas).
+            peak = peak.max(live.len());
+            if peak - live.len() >= TRIM_AFTER_FLOWS {
+                peak = live.len();
+                let _ = tokio::task::spawn_blocking(crate::release_free_memory).await;
+            }
+        }
+    }
+
+    /// Flows that carry no byte either way for `timeout` are reset (by
+    /// the sampler, within a second of it); `None`: never.
+    pub fn set_idle_timeout(&self, timeout: Option<Duration>) {
+        let ms = timeout.map_or(0, |t| t.as_millis().clamp(1, u64::MAX as u128) as u64);
+        self.idle_timeout_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// The idle timeout, if any.
+    pub fn idle_timeout(&self) -> Option<Duration> {
+        match self.idle_timeout_ms.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(Duration::from_millis(ms)),
         }
     }
 }
@@ -740,19 +841,37 @@ pub async fn splice_stream(
     let (up, down) = directions(flow, facing);
     let result = {
         let (mut rd, mut wr) = tcp.split();
-        tokio::try_join!(
-            tcp_to_stream(&mut rd, &mut send, &up, flow, ends),
-            stream_to_tcp(
-                &mut recv,
-                &mut wr,
-                &down,
-                flow,
-                start,
-                facing == Facing::Client
-            ),
-        )
+        until_idle(flow, async {
+            tokio::try_join!(
+                tcp_to_stream(&mut rd, &mut send, &up, flow, ends),
+                stream_to_tcp(
+                    &mut recv,
+                    &mut wr,
+                    &down,
+                    flow,
+                    start,
+                    facing == Facing::Client
+                ),
+            )
+            .map(|_| ())
+        })
+        .await
     };
-    abort_on_error(result.map(|_| ()), tcp, send, recv, flow)
+    abort_on_error(result, tcp, send, recv, flow)
+}
+
+/// Runs a flow's `pumps` until they end, or until the flow is idle for the
+/// node's `--flow-idle-timeout` ([`Abort::Idle`]: the caller resets both
+/// sides as for any abort).
+pub(crate) async fn until_idle(
+    flow: &Flow,
+    pumps: impl std::future::Future<Output = Result<(), Abort>>,
+) -> Result<(), Abort> {
+    tokio::select! {
+        biased;
+        result = pumps => result,
+        idle = flow.idle_out() => idle,
+    }
 }
 
 /// Resets everything of a flow whose pumps failed.
@@ -783,16 +902,16 @@ async fn tcp_to_tcp(
     flow: &Flow,
     done: FlowState,
 ) -> Result<(), Abort> {
-    let mut buf = vec![0u8; CHUNK];
+    let mut buf = ReadBuffer::new();
     loop {
-        match rd.read(&mut buf).await {
+        match rd.read(buf.space()).await {
             Ok(0) => {
                 let _ = wr.shutdown().await;
                 flow.set_state(done);
                 return Ok(());
             }
             Ok(n) => {
-                wr.write_all(&buf[..n])
+                wr.write_all(buf.read(n))
                     .await
                     .map_err(|e| Abort::Remote(e.to_string()))?;
                 for counter in counters {
@@ -814,25 +933,29 @@ pub async fn splice_tcp(
     let result = {
         let (mut crd, mut cwr) = client.split();
         let (mut srd, mut swr) = server.split();
-        tokio::try_join!(
-            tcp_to_tcp(
-                &mut crd,
-                &mut swr,
-                [&flow.to_server, &flow.wan_to_server],
-                flow,
-                FlowState::ClientDone
-            ),
-            tcp_to_tcp(
-                &mut srd,
-                &mut cwr,
-                [&flow.to_client, &flow.wan_to_client],
-                flow,
-                FlowState::ServerDone
-            ),
-        )
+        until_idle(flow, async {
+            tokio::try_join!(
+                tcp_to_tcp(
+                    &mut crd,
+                    &mut swr,
+                    [&flow.to_server, &flow.wan_to_server],
+                    flow,
+                    FlowState::ClientDone
+                ),
+                tcp_to_tcp(
+                    &mut srd,
+                    &mut cwr,
+                    [&flow.to_client, &flow.wan_to_client],
+                    flow,
+                    FlowState::ServerDone
+                ),
+            )
+            .map(|_| ())
+        })
+        .await
     };
     match result {
-        Ok(_) => Ok(()),
+        Ok(()) => Ok(()),
         Err(abort) => {
             flow.set_state(FlowState::Closing);
             reset_tcp(client);

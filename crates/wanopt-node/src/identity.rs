@@ -1,8 +1,12 @@
 //! Node identity, WireGuard-style: an Ed25519 private key in a file, peers
 //! pinned by their public key.
 //!
-//! The key file holds one line: the base64 of the 32-byte Ed25519 seed. The
-//! public key is the base64 of the 32-byte Ed25519 public key. Inside TLS 1.3
+//! The key file holds a header line, `# wanopt private key (public key:
+//! PUB)`, and the base64 of the 32-byte Ed25519 seed. The public key is
+//! the base64 of the 32-byte Ed25519 public key: one such line alone has
+//! the same form as a seed, so a file without the header (written before
+//! it existed) is taken as a private key only when no other user can read
+//! it ([`KeyError::NotPrivate`]). Inside TLS 1.3
 //! each node presents a self-signed certificate made from its key; the peer
 //! accepts it only if the certificate's public key is pinned, and TLS itself
 //! proves possession of the private key (CertificateVerify). Names, dates and
@@ -48,6 +52,28 @@ pub enum KeyError {
     /// The file does not hold a base64 32-byte key.
     #[error("key file {0} does not hold a wanopt private key (one base64 line of 32 bytes, as written by `wanopt keygen`)")]
     Malformed(String),
+    /// The file's header names a public key that is not the seed's.
+    #[error(
+        "key file {path} is damaged: its header names public key {named}, its key is {actual}"
+    )]
+    Mismatch {
+        /// The file.
+        path: String,
+        /// The public key the header names.
+        named: String,
+        /// The public key of the seed in the file.
+        actual: String,
+    },
+    /// The file has no private-key header and other users can read it:
+    /// most likely a public key (the same form), else an unprotected
+    /// private key.
+    #[error("key file {path} looks like a public key, not a private one: it lacks the `# wanopt private key` line and other users can read it (mode {mode:o}); give --key the file `wanopt keygen --out` wrote (if this is an older private key, `chmod 600` it)")]
+    NotPrivate {
+        /// The file.
+        path: String,
+        /// Its permission bits.
+        mode: u32,
+    },
     /// A public key given on the command line or in a config is malformed.
     #[error("peer key {0:?} is not a wanopt public key (one base64 string of 32 bytes, as printed by `wanopt keygen`)")]
     BadPublicKey(String),
@@ -90,6 +116,9 @@ pub struct PrivateKey {
     seed: [u8; 32],
 }
 
+/// The first line of a key file (the public key follows, in parentheses).
+pub const KEY_FILE_HEADER: &str = "# wanopt private key";
+
 /// DER prefix of a PKCS#8 v1 Ed25519 private key (RFC 8410 section 7); the
 /// 32-byte seed follows.
 const PKCS8_ED25519_PREFIX: [u8; 16] = [
@@ -107,18 +136,66 @@ impl PrivateKey {
         PrivateKey { seed }
     }
 
-    /// Reads a key file written by [`PrivateKey::write_new`].
+    /// Reads a key file written by [`PrivateKey::write_new`] (or, without
+    /// the header, by an older version: then only when no other user can
+    /// read it, since a public key has the same form).
     pub fn read(path: &Path) -> Result<PrivateKey, KeyError> {
+        use std::os::unix::fs::PermissionsExt;
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| KeyError::Read {
+        let read_error = |source| KeyError::Read {
             path: name.clone(),
             source,
-        })?;
-        let bytes = BASE64
-            .decode(text.trim())
+        };
+        let mut file = std::fs::File::open(path).map_err(read_error)?;
+        let mode = file.metadata().map_err(read_error)?.permissions().mode() & 0o7777;
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut file, &mut text)
             .map_err(|_| KeyError::Malformed(name.clone()))?;
-        let seed: [u8; 32] = bytes.try_into().map_err(|_| KeyError::Malformed(name))?;
-        Ok(PrivateKey { seed })
+        let mut header = None;
+        let mut body = Vec::new();
+        for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            match line.strip_prefix(KEY_FILE_HEADER) {
+                Some(rest) if header.is_none() => header = Some(rest),
+                _ if line.starts_with('#') => {}
+                _ => body.push(line),
+            }
+        }
+        let [seed_text] = body[..] else {
+            return Err(KeyError::Malformed(name));
+        };
+        let bytes = BASE64
+            .decode(seed_text)
+            .map_err(|_| KeyError::Malformed(name.clone()))?;
+        let seed: [u8; 32] = bytes
+            .try_into()
+            .map_err(|_| KeyError::Malformed(name.clone()))?;
+        let key = PrivateKey { seed };
+        match header {
+            Some(rest) => {
+                let named = rest
+                    .split_once("public key:")
+                    .map(|(_, tail)| tail.trim().trim_end_matches(')').trim());
+                if let Some(named) = named.filter(|n| !n.is_empty()) {
+                    let actual = key.public_key().to_string();
+                    if named != actual {
+                        return Err(KeyError::Mismatch {
+                            path: name,
+                            named: named.to_owned(),
+                            actual,
+                        });
+                    }
+                }
+            }
+            None if mode & 0o044 != 0 => return Err(KeyError::NotPrivate { path: name, mode }),
+            None => {}
+        }
+        Ok(key)
+    }
+
+    /// Whether the file's 32 bytes are those of `key`: a public key given
+    /// where the private key belongs.
+    pub fn is_bytes_of(&self, key: &PublicKey) -> bool {
+        self.seed == key.0
     }
 
     /// Writes the key to a new file with mode 0600; never overwrites.
@@ -140,9 +217,14 @@ impl PrivateKey {
                     }
                 }
             })?;
-        writeln!(file, "{}", BASE64.encode(self.seed))
-            .and_then(|()| file.sync_all())
-            .map_err(|source| KeyError::Write { path: name, source })
+        writeln!(
+            file,
+            "{KEY_FILE_HEADER} (public key: {})\n{}",
+            self.public_key(),
+            BASE64.encode(self.seed)
+        )
+        .and_then(|()| file.sync_all())
+        .map_err(|source| KeyError::Write { path: name, source })
     }
 
     fn pkcs8(&self) -> Vec<u8> {
@@ -216,11 +298,11 @@ impl PinnedKeys {
         }
     }
 
-    fn check(&self, cert: &CertificateDer<'_>) -> Result<(), rustls::Error> {
+    fn check(&self, cert: &CertificateDer<'_>, peer: Side) -> Result<(), rustls::Error> {
         match certificate_key(cert) {
             Some(key) if self.keys.contains(&key) => Ok(()),
             Some(key) => Err(rustls::Error::InvalidCertificate(CertificateError::Other(
-                rustls::OtherError(Arc::new(NotPinned(key))),
+                rustls::OtherError(Arc::new(NotPinned { key, peer })),
             ))),
             None => Err(rustls::Error::InvalidCertificate(
                 CertificateError::BadEncoding,
@@ -243,17 +325,61 @@ impl PinnedKeys {
     }
 }
 
-/// The handshake error raised for a peer whose key is not pinned.
-#[derive(Debug)]
-pub struct NotPinned(pub PublicKey);
+/// Which end of a tunnel presented a certificate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The dialling end (an edge).
+    Edge,
+    /// The accepting end (a core).
+    Core,
+}
+
+/// The handshake error raised for a peer whose key is not pinned. Its
+/// text says in words which side did not pin which key; it travels to
+/// the peer in the handshake's close reason too (so it names no pinned
+/// key: a stranger learns nothing of them).
+pub struct NotPinned {
+    /// The key the peer presented.
+    pub key: PublicKey,
+    /// The side that presented it.
+    pub peer: Side,
+}
 
 impl fmt::Display for NotPinned {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "peer key {} is not pinned", self.0)
+        let (peer, this) = match self.peer {
+            Side::Edge => ("edge", "core"),
+            Side::Core => ("core", "edge"),
+        };
+        write!(
+            f,
+            "the {peer}'s key {} is not among the {this}'s --peer-key (give the {this} the {peer}'s `wanopt pubkey` as --peer-key, or the {peer} the --key whose public key the {this} pins)",
+            self.key
+        )
+    }
+}
+
+/// rustls quotes a verifier's error with `{:?}`: the same words.
+impl fmt::Debug for NotPinned {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
     }
 }
 
 impl std::error::Error for NotPinned {}
+
+/// A handshake error as a person reads it: rustls wraps a verifier's
+/// error as `Other(OtherError(...))`, which is dropped here.
+pub fn readable_handshake_error(error: impl fmt::Display) -> String {
+    let text = error.to_string();
+    match text.split_once("Other(OtherError(") {
+        Some((head, tail)) => {
+            let inner = tail.strip_suffix("))").unwrap_or(tail);
+            format!("{head}{inner}")
+        }
+        None => text,
+    }
+}
 
 impl ServerCertVerifier for PinnedKeys {
     fn verify_server_cert(
@@ -264,7 +390,7 @@ impl ServerCertVerifier for PinnedKeys {
         _ocsp_response: &[u8],
         _now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        self.check(end_entity)
+        self.check(end_entity, Side::Core)
             .map(|()| ServerCertVerified::assertion())
     }
 
@@ -304,7 +430,7 @@ impl ClientCertVerifier for PinnedKeys {
         _intermediates: &[CertificateDer<'_>],
         _now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
-        self.check(end_entity)
+        self.check(end_entity, Side::Edge)
             .map(|()| ClientCertVerified::assertion())
     }
 
@@ -393,6 +519,64 @@ mod tests {
     }
 
     #[test]
+    fn a_public_key_file_is_refused_and_an_older_private_one_read() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let key = PrivateKey::generate();
+        let set_mode =
+            |p: &Path, m| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+        // What `wanopt keygen --out k > k.pub` leaves in k.pub.
+        let public = dir.path().join("k.pub");
+        std::fs::write(&public, format!("{}\n", key.public_key())).unwrap();
+        set_mode(&public, 0o644);
+        let err = PrivateKey::read(&public).unwrap_err();
+        assert!(
+            matches!(err, KeyError::NotPrivate { mode: 0o644, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("looks like a public key"), "{err}");
+        // A private key of an older version (no header), kept 0600.
+        let older = dir.path().join("old.key");
+        std::fs::write(&older, format!("{}\n", BASE64.encode(key.seed))).unwrap();
+        set_mode(&older, 0o600);
+        assert_eq!(
+            PrivateKey::read(&older).unwrap().public_key(),
+            key.public_key()
+        );
+        // A key written now carries the header and reads whatever its mode.
+        let new = dir.path().join("new.key");
+        key.write_new(&new).unwrap();
+        let text = std::fs::read_to_string(&new).unwrap();
+        assert!(text.starts_with(KEY_FILE_HEADER), "{text}");
+        assert!(text.contains(&key.public_key().to_string()), "{text}");
+        set_mode(&new, 0o644);
+        assert_eq!(
+            PrivateKey::read(&new).unwrap().public_key(),
+            key.public_key()
+        );
+        // A header that names another key: damaged.
+        let other = PrivateKey::generate().public_key().to_string();
+        let damaged = dir.path().join("damaged.key");
+        std::fs::write(
+            &damaged,
+            text.replace(&key.public_key().to_string(), &other),
+        )
+        .unwrap();
+        assert!(matches!(
+            PrivateKey::read(&damaged),
+            Err(KeyError::Mismatch { .. })
+        ));
+        // Two key lines, or none: malformed.
+        std::fs::write(&damaged, format!("{text}{text}")).unwrap();
+        assert!(matches!(
+            PrivateKey::read(&damaged),
+            Err(KeyError::Malformed(_))
+        ));
+        assert!(key.is_bytes_of(&PublicKey(key.seed)));
+        assert!(!key.is_bytes_of(&key.public_key()));
+    }
+
+    #[test]
     fn the_certificate_carries_the_public_key() {
         let key = PrivateKey::generate();
         let (cert, _) = key.certificate().unwrap();
@@ -405,8 +589,37 @@ mod tests {
         let pinned = PrivateKey::generate();
         let stranger = PrivateKey::generate();
         let keys = PinnedKeys::new([pinned.public_key()], provider);
-        assert!(keys.check(&pinned.certificate().unwrap().0).is_ok());
-        assert!(keys.check(&stranger.certificate().unwrap().0).is_err());
-        assert!(keys.check(&CertificateDer::from(vec![1, 2, 3])).is_err());
+        assert!(keys
+            .check(&pinned.certificate().unwrap().0, Side::Edge)
+            .is_ok());
+        assert!(keys
+            .check(&stranger.certificate().unwrap().0, Side::Edge)
+            .is_err());
+        assert!(keys
+            .check(&CertificateDer::from(vec![1, 2, 3]), Side::Edge)
+            .is_err());
+    }
+
+    #[test]
+    fn a_key_mismatch_says_which_side_pins_what() {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let stranger = PrivateKey::generate();
+        let keys = PinnedKeys::new([PrivateKey::generate().public_key()], provider);
+        let cert = stranger.certificate().unwrap().0;
+        let on_core = keys.check(&cert, Side::Edge).unwrap_err();
+        let text = readable_handshake_error(on_core);
+        assert_eq!(
+            text,
+            format!(
+                "invalid peer certificate: the edge's key {} is not among the core's --peer-key (give the core the edge's `wanopt pubkey` as --peer-key, or the edge the --key whose public key the core pins)",
+                stranger.public_key()
+            )
+        );
+        let on_edge = keys.check(&cert, Side::Core).unwrap_err().to_string();
+        assert!(
+            on_edge.contains("the core's key")
+                && on_edge.contains("not among the edge's --peer-key"),
+            "{on_edge}"
+        );
     }
 }

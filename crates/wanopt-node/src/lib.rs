@@ -8,18 +8,22 @@
 //! Ed25519 keys ([`identity`]). Each node keeps a flow table ([`flow`]) and
 //! its state ([`state`]), served by the control API ([`control`]). Flows
 //! with the `reduce` service run through the codec ([`reduced`]) against a
-//! persistent per-peer byte cache ([`reduce`]). Under QUIC, the tunnel's
+//! persistent per-peer byte cache ([`reduce`]), private to the node's user
+//! on disk ([`cache_dir`]). Under QUIC, the tunnel's
 //! socket repeats the tails of bursts on lossy paths ([`dupsock`]).
 
 pub mod abort;
 pub mod bbr;
 pub mod budget;
+pub mod cache_dir;
 pub mod control;
 pub mod core;
 pub mod dupsock;
 pub mod edge;
 pub mod flow;
+pub mod handshakes;
 pub mod identity;
+pub mod limits;
 pub mod policy;
 pub mod reassembly;
 pub mod reduce;
@@ -55,6 +59,9 @@ pub enum NodeError {
     /// The configuration is inconsistent.
     #[error("{0}")]
     Config(String),
+    /// The control API's token file could not be written.
+    #[error(transparent)]
+    ControlToken(#[from] control::token::TokenError),
     /// A flag or configuration value the node cannot run with (a usage
     /// error: the command line or file must change).
     #[error("{0}")]
@@ -88,6 +95,19 @@ impl Default for Shutdown {
     }
 }
 
+/// Raises the soft limit on open file descriptors to the hard limit (each
+/// flow holds one or two; the default soft limit is often 1024). Returns
+/// the limits before and after, or `None` when nothing changed.
+pub fn raise_fd_limit() -> Option<(u64, u64)> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).ok()?;
+    if soft >= hard {
+        return None;
+    }
+    setrlimit(Resource::RLIMIT_NOFILE, hard, hard).ok()?;
+    Some((soft, hard))
+}
+
 /// Resolves on the first SIGINT or SIGTERM.
 pub async fn shutdown_signal() {
     use tokio::signal::unix::{signal, SignalKind};
@@ -104,12 +124,32 @@ pub async fn shutdown_signal() {
     }
 }
 
+/// Makes SIGHUP harmless from now on: each one is logged and ignored (a
+/// node does not reload its configuration yet; SIGTERM stops it). Its
+/// default action would kill the node at once, without draining. Call
+/// it inside the runtime, before the node starts.
+pub fn ignore_hangups() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::hangup()) {
+        Ok(mut hangup) => {
+            tokio::spawn(async move {
+                while hangup.recv().await.is_some() {
+                    tracing::info!(
+                        "SIGHUP received and ignored: a node does not reload its configuration (restart it, or SIGTERM to stop it)"
+                    );
+                }
+            });
+        }
+        Err(e) => tracing::warn!("cannot catch SIGHUP ({e}): one would stop this node"),
+    }
+}
+
 /// Starts what every node runs beside its data plane: the flow-rate and
 /// tunnel-rate samplers (once a second) and, if bound, the control API.
 fn spawn_housekeeping(
     tasks: &mut tokio::task::JoinSet<()>,
     state: &Arc<state::NodeState>,
-    control: Option<TcpListener>,
+    control: Option<control::ControlServer>,
 ) {
     tasks.spawn(state.flows.clone().run_sampler());
     let sampled = state.clone();
@@ -227,4 +267,14 @@ pub fn original_destination(tcp: &TcpStream) -> std::io::Result<SocketAddr> {
         }),
     };
     Ok(recovered.unwrap_or(local))
+}
+
+/// Returns the allocator's free memory to the system (glibc's
+/// `malloc_trim`, which unmaps the free pages of every arena).
+pub fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }

@@ -6,6 +6,14 @@
 //! `[2001:db8::/32]:8000-8100` a port range of an IPv6 prefix, and `0.0.0.0/0`
 //! or `::/0` everything of that family. A list of rules matches when any rule
 //! does; an empty list matches nothing (the caller decides what that means).
+//!
+//! The core host itself is never reached by a broad rule
+//! ([`RuleSet::permits`]): a loopback, unspecified ("this host"),
+//! link-local or own interface address is permitted only by a rule that
+//! names it, one whose prefix lies inside that range (`127.0.0.1:5432`,
+//! `127.0.0.0/8`, `fe80::/10`) or is that very address (`10.0.0.1`,
+//! `[2001:db8::1]:443`). `0.0.0.0/0`, `::/0` or a server subnet that holds
+//! the core's own address do not name it.
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
@@ -115,10 +123,75 @@ impl fmt::Display for AddrRule {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RuleSet(pub Vec<AddrRule>);
 
+/// What a [`RuleSet`] says of a destination of the core.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Permit {
+    /// A rule permits it.
+    Allowed,
+    /// No rule matches it.
+    NotListed,
+    /// It is the host itself (the reason given: `loopback`,
+    /// `unspecified`, `link-local` or `one of its own addresses`) and only
+    /// rules broader than that range match it.
+    SelfNotNamed(&'static str),
+}
+
+/// The address an IPv4-mapped IPv6 address stands for; others as they are.
+fn unmapped(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// The ranges by which `ip` is the host itself, each with its reason:
+/// loopback, unspecified, link-local, or one of `host` (the host's own
+/// interface addresses) as a single-address range. Empty for any other
+/// address.
+pub fn self_ranges(ip: IpAddr, host: &[IpAddr]) -> Vec<(IpNet, &'static str)> {
+    const LOCAL: [(&str, &str); 6] = [
+        ("127.0.0.0/8", "loopback"),
+        ("::1/128", "loopback"),
+        ("0.0.0.0/8", "unspecified"),
+        ("::/128", "unspecified"),
+        ("169.254.0.0/16", "link-local"),
+        ("fe80::/10", "link-local"),
+    ];
+    let ip = unmapped(ip);
+    let mut ranges: Vec<(IpNet, &'static str)> = LOCAL
+        .iter()
+        .filter_map(|&(net, why)| Some((net.parse::<IpNet>().ok()?, why)))
+        .filter(|(net, _)| net.contains(&ip))
+        .collect();
+    if host.iter().any(|&own| unmapped(own) == ip) {
+        ranges.push((IpNet::from(ip), "one of its own addresses"));
+    }
+    ranges
+}
+
 impl RuleSet {
     /// Whether any rule matches `addr`.
     pub fn matches(&self, addr: SocketAddr) -> bool {
         self.0.iter().any(|rule| rule.matches(addr))
+    }
+
+    /// Whether the core may connect to `addr`, on a host whose own
+    /// interface addresses are `host`: a rule must match it and, when it
+    /// is the host itself ([`self_ranges`]), the rule must name it (its
+    /// prefix inside one of those ranges).
+    pub fn permits(&self, addr: SocketAddr, host: &[IpAddr]) -> Permit {
+        let ranges = self_ranges(addr.ip(), host);
+        let mut listed = false;
+        for rule in self.0.iter().filter(|rule| rule.matches(addr)) {
+            listed = true;
+            if ranges.is_empty() || ranges.iter().any(|(range, _)| range.contains(&rule.net)) {
+                return Permit::Allowed;
+            }
+        }
+        match ranges.first() {
+            Some(&(_, why)) if listed => Permit::SelfNotNamed(why),
+            _ => Permit::NotListed,
+        }
     }
 
     /// Whether the set has no rule.
@@ -182,6 +255,78 @@ mod tests {
             assert_eq!(rule(text).to_string(), text);
             assert_eq!(rule(&rule(text).to_string()), rule(text));
         }
+    }
+
+    #[test]
+    fn the_host_itself_is_reached_only_by_a_rule_that_names_it() {
+        let host: Vec<IpAddr> = vec![
+            "10.0.0.1".parse().unwrap(),
+            "2001:db8::1".parse().unwrap(),
+            "fe80::1".parse().unwrap(),
+        ];
+        let set = |rules: &[&str]| RuleSet(rules.iter().map(|r| rule(r)).collect());
+        let everything = set(&["0.0.0.0/0", "::/0"]);
+        for target in [
+            "127.0.0.1:22",
+            "127.9.9.9:22",
+            "0.0.0.0:7447",
+            "169.254.169.254:80",
+            "10.0.0.1:7447",
+            "[::1]:22",
+            "[::]:22",
+            "[fe80::2]:22",
+            "[2001:db8::1]:22",
+            "[::ffff:127.0.0.1]:22",
+            "[::ffff:10.0.0.1]:22",
+        ] {
+            assert!(
+                matches!(
+                    everything.permits(addr(target), &host),
+                    Permit::SelfNotNamed(_)
+                ),
+                "{target}"
+            );
+        }
+        assert_eq!(
+            everything.permits(addr("127.0.0.1:22"), &host),
+            Permit::SelfNotNamed("loopback")
+        );
+        assert_eq!(
+            everything.permits(addr("10.0.0.1:22"), &host),
+            Permit::SelfNotNamed("one of its own addresses")
+        );
+        // Other hosts, even in the core's own subnet, stay reachable.
+        let subnet = set(&["10.0.0.0/24"]);
+        assert_eq!(subnet.permits(addr("10.0.0.2:80"), &host), Permit::Allowed);
+        assert!(matches!(
+            subnet.permits(addr("10.0.0.1:80"), &host),
+            Permit::SelfNotNamed(_)
+        ));
+        assert_eq!(
+            everything.permits(addr("198.51.100.7:80"), &host),
+            Permit::Allowed
+        );
+        // Rules that name the host, its loopback or its link-local range.
+        for (rules, target) in [
+            (&["127.0.0.1"][..], "127.0.0.1:22"),
+            (&["127.0.0.0/8:8000-8100"], "127.0.0.1:8000"),
+            (&["10.0.0.1:5432"], "10.0.0.1:5432"),
+            (&["0.0.0.0/0", "10.0.0.1"], "10.0.0.1:80"),
+            (&["::1"], "[::1]:22"),
+            (&["[fe80::/10]:22"], "[fe80::1]:22"),
+            (&["169.254.169.254"], "169.254.169.254:80"),
+        ] {
+            assert_eq!(set(rules).permits(addr(target), &host), Permit::Allowed);
+        }
+        // Naming one port does not open the others.
+        assert_eq!(
+            set(&["127.0.0.1:5432", "0.0.0.0/0"]).permits(addr("127.0.0.1:22"), &host),
+            Permit::SelfNotNamed("loopback")
+        );
+        assert_eq!(
+            set(&["198.51.100.0/24"]).permits(addr("127.0.0.1:22"), &host),
+            Permit::NotListed
+        );
     }
 
     #[test]

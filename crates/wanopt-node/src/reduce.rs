@@ -344,12 +344,9 @@ impl Caches {
                 dir.display()
             ))
         };
-        if dir.exists() && !dir.is_dir() {
-            return Err(fail(std::io::Error::other("not a directory")));
-        }
-        std::fs::create_dir_all(dir).map_err(fail)?;
+        crate::cache_dir::prepare_root(dir).map_err(fail)?;
         let probe = dir.join(format!(".probe-{}", std::process::id()));
-        std::fs::write(&probe, b"").map_err(fail)?;
+        wanopt_codec::private::create_file(&probe, true).map_err(fail)?;
         let _ = std::fs::remove_file(&probe);
         Ok(Caches {
             budget: CompressorBudget::new(config.compressor_memory),
@@ -392,7 +389,12 @@ impl Caches {
             return Ok(entry.clone());
         }
         let dir = self.config.cache_dir.join(hex(&peer.0));
-        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        if std::fs::symlink_metadata(&dir).is_err() {
+            wanopt_codec::private::create_dir_all(&dir)
+                .map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+        crate::cache_dir::prepare_peer_dir(&dir, peer)
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
         let lock = lock_dir(&dir)?;
         let cache = PeerCache::open(&dir, self.cache_config(), random_id())
             .map_err(|e| format!("cannot open the byte cache in {}: {e}", dir.display()))?;
@@ -508,12 +510,17 @@ impl Caches {
                 let _ = control.send(true);
             }
         }
-        // Caches of peers not seen in this run: delete them if no other
-        // process holds them.
+        // Caches of peers not seen in this run: delete them if they are
+        // wanopt's (never another program's directory, never through a
+        // link) and no other process holds them.
         let open_dirs: Vec<&Path> = open.iter().map(|e| e.dir.as_path()).collect();
         if let Ok(dirs) = std::fs::read_dir(&self.config.cache_dir) {
             for dir in dirs.flatten().map(|d| d.path()) {
-                if !dir.is_dir() || open_dirs.contains(&dir.as_path()) {
+                if open_dirs.contains(&dir.as_path()) {
+                    continue;
+                }
+                if let Some(why) = crate::cache_dir::not_a_peer_cache(&dir) {
+                    debug!("cache clear: leaving {} alone: {why}", dir.display());
                     continue;
                 }
                 match lock_dir(&dir) {
@@ -554,11 +561,7 @@ fn peer_stats(entry: &PeerEntry, stats: CacheStats, capacity: u64) -> PeerCacheS
 
 fn lock_dir(dir: &Path) -> Result<nix::fcntl::Flock<File>, String> {
     let path = dir.join("lock");
-    let file = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
+    let file = wanopt_codec::private::create_file(&path, false)
         .map_err(|e| format!("{}: {e}", path.display()))?;
     nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(|_| {
         format!(
@@ -850,6 +853,68 @@ mod tests {
         assert!(!dir.path().join(hex(&[9; 32])).exists());
         assert!(entry.dir.exists());
         assert_eq!(caches.report().clears, 1);
+    }
+
+    #[test]
+    fn clear_removes_only_wanopt_caches_and_follows_no_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = ReduceConfig {
+            cache_dir: dir.path().to_path_buf(),
+            cache_size: 64 << 20,
+            compression: CompressionMode::Auto,
+            compressor_memory: crate::budget::DEFAULT_COMPRESSOR_MEMORY,
+            cache_checkpoint: DEFAULT_CACHE_CHECKPOINT,
+        };
+        // Another program's directory, with `--cache-dir` shared.
+        let apt = dir.path().join("apt");
+        std::fs::create_dir(&apt).unwrap();
+        std::fs::write(apt.join("pkgcache.bin"), b"keep").unwrap();
+        // A link, named like a peer cache, to a directory elsewhere.
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("lock"), b"").unwrap();
+        std::fs::write(outside.path().join("meta"), b"keep").unwrap();
+        let link = dir.path().join(hex(&[7; 32]));
+        std::os::unix::fs::symlink(outside.path(), &link).unwrap();
+        // A cache of an older version (no marker, wanopt's files only).
+        let legacy = dir.path().join(hex(&[8; 32]));
+        std::fs::create_dir(&legacy).unwrap();
+        for name in ["lock", "meta", "seg-0000000001.wseg", "peer-view.journal.3"] {
+            std::fs::write(legacy.join(name), b"").unwrap();
+        }
+        let caches = Caches::new(config).unwrap();
+        caches.for_peer(PublicKey([1; 32])).unwrap();
+        caches.clear().unwrap();
+        assert_eq!(std::fs::read(apt.join("pkgcache.bin")).unwrap(), b"keep");
+        assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
+        assert_eq!(std::fs::read(outside.path().join("meta")).unwrap(), b"keep");
+        assert!(!legacy.exists());
+    }
+
+    #[test]
+    fn peer_caches_are_owner_only_and_marked() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let caches = Caches::new(ReduceConfig {
+            cache_dir: dir.path().join("cache"),
+            cache_size: 64 << 20,
+            compression: CompressionMode::Auto,
+            compressor_memory: crate::budget::DEFAULT_COMPRESSOR_MEMORY,
+            cache_checkpoint: DEFAULT_CACHE_CHECKPOINT,
+        })
+        .unwrap();
+        let entry = caches.for_peer(PublicKey([1; 32])).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir.path().join("cache")), 0o700);
+        assert_eq!(mode(&entry.dir), 0o700);
+        let files: Vec<PathBuf> = std::fs::read_dir(&entry.dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert!(files.iter().any(|f| f.ends_with("lock")), "{files:?}");
+        assert!(files.iter().any(|f| f.ends_with(crate::cache_dir::MARKER)));
+        for file in files {
+            assert_eq!(mode(&file), 0o600, "{}", file.display());
+        }
     }
 
     #[test]

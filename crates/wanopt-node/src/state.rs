@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dupsock::{Duplication, DuplicationMode, DuplicationStatus, PathSample};
 use crate::flow::FlowTable;
+use crate::handshakes::Handshakes;
 use crate::identity::{certificate_key, PublicKey};
 use crate::reduce::Caches;
 use crate::tunnel::Congestion;
@@ -62,6 +63,8 @@ pub struct NodeState {
     pub caches: Option<Arc<Caches>>,
     /// Tail duplication under the tunnel (the endpoint's socket).
     pub duplication: Duplication,
+    /// Incoming tunnel handshakes (a core's; an edge accepts none).
+    pub handshakes: Arc<Handshakes>,
     started: Instant,
     peers: Mutex<BTreeMap<SocketAddr, PeerEntry>>,
 }
@@ -165,6 +168,9 @@ pub struct Status {
     pub flows_refused: u64,
     /// Flows passed straight through.
     pub flows_passed_through: u64,
+    /// Flows refused by `--max-flows` or `--max-flows-per-source`.
+    #[serde(default)]
+    pub flows_limited: u64,
     /// Flows reset since start, by reason (`lan`, `tunnel`, `codec`,
     /// `peer_codec`; see [`crate::abort::ResetReason`]).
     #[serde(default)]
@@ -240,6 +246,7 @@ impl NodeState {
             flows: Arc::new(FlowTable::default()),
             caches,
             duplication: Duplication::new(duplication),
+            handshakes: Arc::default(),
             started: Instant::now(),
             peers: Mutex::new(BTreeMap::new()),
         })
@@ -424,6 +431,7 @@ impl NodeState {
             flows_total: totals.flows.load(Ordering::Relaxed),
             flows_refused: totals.refused.load(Ordering::Relaxed),
             flows_passed_through: totals.passed_through.load(Ordering::Relaxed),
+            flows_limited: totals.limited.load(Ordering::Relaxed),
             flow_resets: totals
                 .resets
                 .snapshot()

@@ -110,11 +110,25 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
+/// Raises the open-file limit (before the configuration, whose default
+/// flow limits follow it).
+fn raise_fd_limit() {
+    if let Some((soft, hard)) = wanopt_node::raise_fd_limit() {
+        tracing::debug!("open file limit raised from {soft} to {hard}");
+    }
+}
+
 /// Runs a node until it stops; a failure is exit code 1.
 fn run_node(
     node: impl std::future::Future<Output = Result<(), wanopt_node::NodeError>>,
 ) -> ExitCode {
-    let result = runtime().and_then(|rt| rt.block_on(node).map_err(anyhow::Error::from));
+    let result = runtime().and_then(|rt| {
+        rt.block_on(async {
+            wanopt_node::ignore_hangups();
+            node.await
+        })
+        .map_err(anyhow::Error::from)
+    });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -196,6 +210,7 @@ fn main() -> ExitCode {
         },
         Command::Core(args) => {
             init_logging("info");
+            raise_fd_limit();
             let config = match cli::node::core_config(&args) {
                 Ok(c) => c,
                 Err(e) => return fail(EXIT_USAGE, &e),
@@ -216,6 +231,7 @@ fn main() -> ExitCode {
                     Err(e) => fail(EXIT_USAGE, &e),
                 };
             }
+            raise_fd_limit();
             let config = match cli::node::edge_config(&args) {
                 Ok(c) => c,
                 Err(e) => return fail(EXIT_USAGE, &e),

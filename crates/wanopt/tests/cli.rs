@@ -409,6 +409,110 @@ fn options_come_from_a_toml_file_and_flags_override_it() {
     }
 }
 
+/// Runs a node that should refuse to start: its exit code and stderr,
+/// or `None` when it still ran after 10 s (it is killed then).
+fn run_refused(args: &[String]) -> Option<(i32, String)> {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::time::Instant::now() < deadline {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            return Some((status.code().unwrap_or(-1), err));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+#[test]
+fn a_public_key_file_as_key_exits_2_with_one_line() {
+    use std::os::unix::fs::PermissionsExt;
+    let keys = Keys::new();
+    let (_, public) = keys.key("a");
+    let (_, peer) = keys.key("b");
+    // `wanopt keygen --out a.key > a.pub` leaves a file others can read.
+    let own_pub = keys.dir.path().join("a.pub");
+    std::fs::write(&own_pub, format!("{public}\n")).unwrap();
+    std::fs::set_permissions(&own_pub, std::fs::Permissions::from_mode(0o644)).unwrap();
+    // The peer's public key, even kept private.
+    let peer_pub = keys.dir.path().join("b.pub");
+    std::fs::write(&peer_pub, format!("{peer}\n")).unwrap();
+    std::fs::set_permissions(&peer_pub, std::fs::Permissions::from_mode(0o600)).unwrap();
+    for (file, needle) in [
+        (&own_pub, "looks like a public key"),
+        (&peer_pub, "which this node pins as a peer's --peer-key"),
+    ] {
+        let args: Vec<String> = [
+            "core",
+            "--listen",
+            &free_udp().to_string(),
+            "--key",
+            file.to_str().unwrap(),
+            "--peer-key",
+            &peer,
+            "--allow",
+            "127.0.0.1",
+            "--no-reduce",
+            "--control",
+            &free_tcp().to_string(),
+        ]
+        .map(String::from)
+        .to_vec();
+        let (code, err) = run_refused(&args).expect("the node started with a public key as --key");
+        assert_eq!(code, 2, "{err}");
+        assert_one_line_error(&err, needle);
+    }
+}
+
+#[test]
+fn sighup_is_logged_and_leaves_both_nodes_running() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let server = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().flatten() {
+            let _ = s.write_all(b"still here");
+        }
+    });
+    let listen = free_tcp();
+    let mut pair = Pair::start(&["127.0.0.1"], &[(listen, server.to_string())], &[]);
+    for node in [&pair.edge, &pair.core] {
+        node.signal("HUP");
+    }
+    for node in [&pair.edge, &pair.core] {
+        assert!(
+            eventually(Duration::from_secs(5), || node
+                .log_text()
+                .contains("SIGHUP received and ignored")),
+            "{}",
+            node.log_text()
+        );
+    }
+    for node in [&mut pair.edge, &mut pair.core] {
+        assert!(
+            node.child.try_wait().unwrap().is_none(),
+            "a node exited on SIGHUP"
+        );
+    }
+    let mut c = TcpStream::connect(listen).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut got = Vec::new();
+    c.read_to_end(&mut got).unwrap();
+    assert_eq!(got, b"still here");
+}
+
 #[test]
 fn sigterm_drains_live_flows_then_exits_cleanly() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -817,4 +921,76 @@ fn host_check_reports_the_hosts_settings() {
         line(&out, "net.ipv4.tcp_window_scaling").starts_with("ok "),
         "{out}"
     );
+}
+
+/// Deletes the namespaces of a test lab, whatever the test left.
+struct LabCleanup(String);
+
+impl Drop for LabCleanup {
+    fn drop(&mut self) {
+        let _ = Command::new(BIN)
+            .args(["lab", "down"])
+            .env("WANOPT_LAB_PREFIX", &self.0)
+            .output();
+        for node in ["client", "edge", "wan", "core", "server"] {
+            let _ = Command::new("ip")
+                .args(["netns", "del", &format!("{}{node}", self.0)])
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+    }
+}
+
+#[test]
+fn lab_down_and_up_leave_a_namespace_the_lab_did_not_create() {
+    let prefix = format!("fx{}-", std::process::id());
+    let _cleanup = LabCleanup(prefix.clone());
+    let foreign = format!("{prefix}client");
+    let added = Command::new("ip")
+        .args(["netns", "add", &foreign])
+        .status()
+        .unwrap();
+    assert!(added.success(), "cannot create a namespace (not root?)");
+    let exists = |ns: &str| std::path::Path::new("/run/netns").join(ns).exists();
+    let lab = |args: &[&str]| {
+        let out = Command::new(BIN)
+            .arg("lab")
+            .args(args)
+            .env("WANOPT_LAB_PREFIX", &prefix)
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = lab(&["down"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        exists(&foreign),
+        "lab down deleted a namespace it did not create"
+    );
+    assert!(
+        err.contains(&format!("left namespace `{foreign}` alone")),
+        "{err}"
+    );
+    assert!(out.contains("nothing to remove"), "{out}");
+    let (code, _, err) = lab(&["up"]);
+    assert_ne!(code, 0, "lab up built over a foreign namespace: {err}");
+    assert_one_line_error(&err, "this lab did not create it");
+    assert!(
+        exists(&foreign),
+        "lab up deleted a namespace it did not create"
+    );
+    assert!(!exists(&format!("{prefix}edge")), "lab up built half a lab");
+    // A prefix that matches nothing at all says so.
+    let none = Command::new(BIN)
+        .args(["lab", "down"])
+        .env("WANOPT_LAB_PREFIX", format!("fy{}-", std::process::id()))
+        .output()
+        .unwrap();
+    assert!(none.status.success());
+    assert!(String::from_utf8_lossy(&none.stdout).contains("nothing to remove"));
+    assert!(none.stderr.is_empty(), "{none:?}");
 }

@@ -415,6 +415,95 @@ fn warm_stays_warm_after_either_node_is_killed() {
     );
 }
 
+/// Every directory and file under `dir`, links not followed.
+fn walk(dir: &Path, out: &mut Vec<(std::path::PathBuf, std::fs::Metadata)>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        let is_dir = meta.is_dir();
+        out.push((path.clone(), meta));
+        if is_dir {
+            walk(&path, out);
+        }
+    }
+}
+
+#[test]
+fn cache_files_are_private_under_umask_022_and_clear_spares_foreign_directories() {
+    use std::os::unix::fs::PermissionsExt;
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
+    // A parent others may enter, so that only the cache's own modes stand
+    // between another user and the cached plaintext.
+    let parent = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(parent.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dirs = ["core", "edge"].map(|n| parent.path().join(n));
+    let arg = |d: &Path| d.display().to_string();
+    let (core_dir, edge_dir) = (arg(&dirs[0]), arg(&dirs[1]));
+    let secret = b"password=hunter2-in-the-clear;".repeat(40_000);
+    let mut lab = Lab::start(
+        secret.clone(),
+        &["--cache-dir", &core_dir, "--cache-checkpoint", "1s"],
+        &["--cache-dir", &edge_dir, "--cache-checkpoint", "1s"],
+    );
+    assert_eq!(download(lab.listen), secret);
+    thread::sleep(Duration::from_millis(1500));
+    // `cache clear` with another program's directory in the cache dir.
+    let foreign = dirs[0].join("apt");
+    std::fs::create_dir(&foreign).unwrap();
+    std::fs::write(foreign.join("pkgcache.bin"), b"keep me").unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["cache", "clear", "--control", &lab.core.control.to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        std::fs::read(foreign.join("pkgcache.bin")).unwrap(),
+        b"keep me"
+    );
+    std::fs::remove_dir_all(&foreign).unwrap();
+    assert_eq!(download(lab.listen), secret);
+    for node in [&mut lab.core, &mut lab.edge] {
+        node.signal("TERM");
+        let _ = node.child.wait();
+    }
+    for dir in &dirs {
+        let mut entries = Vec::new();
+        walk(dir, &mut entries);
+        let names: Vec<String> = entries
+            .iter()
+            .filter_map(|(p, _)| Some(p.file_name()?.to_string_lossy().into_owned()))
+            .collect();
+        for name in ["lock", "meta", "peer-view", "wanopt-peer-cache"] {
+            assert!(names.iter().any(|n| n == name), "no {name} in {names:?}");
+        }
+        assert!(names.iter().any(|n| n.ends_with(".wseg")), "{names:?}");
+        let root = std::fs::metadata(dir).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(root, 0o700, "{}", dir.display());
+        for (path, meta) in &entries {
+            let mode = meta.permissions().mode() & 0o7777;
+            let want = if meta.is_dir() { 0o700 } else { 0o600 };
+            assert_eq!(mode, want, "{} has mode {mode:o}", path.display());
+        }
+        // Another user finds nothing: not by a search, not by a read.
+        let grep = std::process::Command::new("runuser")
+            .args(["-u", "nobody", "--", "grep", "-rl", "hunter2"])
+            .arg(dir)
+            .output()
+            .unwrap();
+        assert!(grep.stdout.is_empty(), "nobody found {grep:?}");
+        for (path, meta) in &entries {
+            if meta.is_file() {
+                let cat = std::process::Command::new("runuser")
+                    .args(["-u", "nobody", "--", "cat"])
+                    .arg(path)
+                    .output()
+                    .unwrap();
+                assert!(!cat.status.success(), "nobody read {}", path.display());
+            }
+        }
+    }
+}
+
 /// Flips bytes all over the segment files of a cache directory.
 fn damage(dir: &Path) -> usize {
     let mut damaged = 0;

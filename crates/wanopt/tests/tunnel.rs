@@ -265,6 +265,98 @@ fn a_destination_outside_the_allowlist_is_refused_and_never_contacted() {
     assert_eq!(status["flows_refused"], 1);
 }
 
+/// An address of this host's interfaces other than loopback (IPv4), if
+/// it has one.
+fn own_non_loopback_address() -> Option<std::net::IpAddr> {
+    nix::ifaddrs::getifaddrs()
+        .ok()?
+        .filter_map(|ifa| ifa.address?.as_sockaddr_in().map(|a| a.ip()))
+        .find(|ip| !ip.is_loopback() && !ip.is_link_local())
+        .map(std::net::IpAddr::V4)
+}
+
+#[test]
+fn allow_everything_does_not_reach_the_core_host_itself_unless_named() {
+    let loopback = TcpListener::bind("127.0.0.1:0").unwrap();
+    loopback.set_nonblocking(true).unwrap();
+    let own = own_non_loopback_address().map(|ip| {
+        let l = TcpListener::bind((ip, 0)).unwrap();
+        l.set_nonblocking(true).unwrap();
+        l
+    });
+    let named = TcpListener::bind("127.0.0.1:0").unwrap();
+    let named_addr = named.local_addr().unwrap();
+    thread::spawn(move || {
+        for mut conn in named.incoming().flatten() {
+            let _ = conn.write_all(b"named\n");
+        }
+    });
+    let keys = Keys::new();
+    let core_addr = free_udp();
+    let named_rule = named_addr.to_string();
+    let core = spawn(
+        &keys,
+        "core",
+        &core_args(&keys, core_addr, &["0.0.0.0/0", "::/0", &named_rule]),
+    );
+    let mut targets = vec![
+        ("loopback", loopback.local_addr().unwrap()),
+        ("the core's control API", core.control),
+    ];
+    if let Some(own) = &own {
+        targets.push(("an address of its own", own.local_addr().unwrap()));
+    } else {
+        eprintln!("this host has no non-loopback IPv4 address: that case is not run");
+    }
+    let listens: Vec<SocketAddr> = targets.iter().map(|_| free_tcp()).collect();
+    let named_listen = free_tcp();
+    let mut forwards: Vec<(SocketAddr, String)> = targets
+        .iter()
+        .zip(&listens)
+        .map(|((_, target), listen)| (*listen, target.to_string()))
+        .collect();
+    forwards.push((named_listen, named_addr.to_string()));
+    let edge = spawn(&keys, "edge", &edge_args(&keys, core_addr, &forwards, &[]));
+    edge.wait_tunnel_up(Duration::from_secs(10));
+    for ((what, target), listen) in targets.iter().zip(&listens) {
+        let mut c = TcpStream::connect(listen).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let _ = c.write_all(b"POST /cache/clear HTTP/1.0\r\nHost: x\r\n\r\n");
+        // Refused: reset, or (the client having sent data) closed, with
+        // no byte from the target.
+        let outcome = read_outcome(&mut c);
+        assert!(
+            matches!(&outcome, Err(ErrorKind::ConnectionReset)) || outcome == Ok(vec![]),
+            "{what} ({target}) answered {outcome:?}"
+        );
+        let refused = format!("{target} is this core host itself");
+        assert!(
+            eventually(Duration::from_secs(2), || core
+                .log_text()
+                .contains(&refused)),
+            "{what} ({target}) was not refused; core log:\n{}",
+            core.log_text()
+        );
+    }
+    assert_eq!(
+        loopback.accept().map(|_| ()).unwrap_err().kind(),
+        ErrorKind::WouldBlock
+    );
+    if let Some(own) = &own {
+        assert_eq!(
+            own.accept().map(|_| ()).unwrap_err().kind(),
+            ErrorKind::WouldBlock
+        );
+    }
+    let cache: serde_json::Value =
+        serde_json::from_str(&http_get(core.control, "/cache").unwrap()).unwrap();
+    assert_eq!(cache["clears"], 0, "{cache}");
+    // A rule that names the address reaches it.
+    let mut c = TcpStream::connect(named_listen).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    assert_eq!(read_outcome(&mut c), Ok(b"named\n".to_vec()));
+}
+
 #[test]
 fn a_server_that_refuses_resets_the_client_promptly() {
     let closed = free_tcp(); // nothing listens here

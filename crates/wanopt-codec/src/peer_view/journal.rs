@@ -254,7 +254,8 @@ impl Journal {
         self.generation = generation;
         self.dirty = false;
         let path = file_path(&self.snapshot, generation);
-        let opened = File::create(&path).and_then(|mut f| f.write_all(&MAGIC).map(|()| f));
+        let opened = crate::private::create_file(&path, true)
+            .and_then(|mut f| f.write_all(&MAGIC).map(|()| f));
         self.file = match opened {
             Ok(f) => Some(f),
             Err(e) => {

@@ -278,7 +278,7 @@ impl PeerView {
             return Ok(());
         };
         let tmp = path.with_extension("tmp");
-        let mut file = fs::File::create(&tmp)?;
+        let mut file = crate::private::create_file(&tmp, true)?;
         file.write_all(bytes)?;
         file.sync_all()?;
         fs::rename(&tmp, path)

@@ -137,7 +137,7 @@ impl ChunkStore {
         if config.capacity < config.segment_size {
             return Err(OpenError::Config("capacity must be at least one segment"));
         }
-        fs::create_dir_all(dir)?;
+        crate::private::create_dir_all(dir)?;
         let mut numbers = Vec::new();
         for entry in fs::read_dir(dir)? {
             let entry = entry?;
@@ -553,7 +553,7 @@ fn write_meta(dir: &Path, id: CacheId, epoch: u64) -> io::Result<()> {
     let crc = crc32fast::hash(&bytes);
     bytes.extend_from_slice(&crc.to_be_bytes());
     let tmp = dir.join("meta.tmp");
-    let mut file = fs::File::create(&tmp)?;
+    let mut file = crate::private::create_file(&tmp, true)?;
     file.write_all(&bytes)?;
     file.sync_all()?;
     fs::rename(&tmp, dir.join("meta"))?;

@@ -96,12 +96,7 @@ impl Segment {
     /// Create an empty segment file (truncating any existing one).
     pub fn create(dir: &Path, number: u32) -> io::Result<Segment> {
         let path = dir.join(file_name(number));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)?;
+        let file = crate::private::create_file(&path, true)?;
         Ok(Segment {
             number,
             len: 0,
@@ -123,6 +118,7 @@ impl Segment {
     ) -> io::Result<(Segment, Vec<ScannedRecord>, u64)> {
         let path = dir.join(file_name(number));
         let file = OpenOptions::new().read(true).write(true).open(&path)?;
+        crate::private::tighten_file(&file)?;
         let file_len = file.metadata()?.len();
         let records = scan(&file, file_len)?;
         let valid = records

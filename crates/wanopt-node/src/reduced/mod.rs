@@ -43,8 +43,8 @@ use crate::dupsock::StreamEnds;
 use crate::reduce::{estimated_rate_bps, CompressionMode};
 
 use crate::flow::{
-    abort_on_error, directions, payload_reassembler, read_ahead, Abort, Direction, Facing, Flow,
-    CHUNK,
+    abort_on_error, directions, payload_reassembler, read_ahead, until_idle, Abort, Direction,
+    Facing, Flow, ReadBuffer,
 };
 
 mod quiet;
@@ -224,23 +224,27 @@ pub async fn splice_reduced(
     let (control_tx, control_rx) = mpsc::unbounded_channel();
     let result = {
         let (mut rd, mut wr) = tcp.split();
-        tokio::try_join!(
-            uplink(&mut rd, &encoder, choice, data_tx, &up, flow, &ends),
-            downlink(
-                &mut recv,
-                &mut wr,
-                decoder,
-                &encoder,
-                control_tx,
-                &down,
-                flow,
-                start,
-                facing == Facing::Client,
-            ),
-            writer(&mut send, preamble, data_rx, control_rx, &up, &ends),
-        )
+        until_idle(flow, async {
+            tokio::try_join!(
+                uplink(&mut rd, &encoder, choice, data_tx, &up, flow, &ends),
+                downlink(
+                    &mut recv,
+                    &mut wr,
+                    decoder,
+                    &encoder,
+                    control_tx,
+                    &down,
+                    flow,
+                    start,
+                    facing == Facing::Client,
+                ),
+                writer(&mut send, preamble, data_rx, control_rx, &up, &ends),
+            )
+            .map(|_| ())
+        })
+        .await
     };
-    abort_on_error(result.map(|_| ()), tcp, send, recv, flow)
+    abort_on_error(result, tcp, send, recv, flow)
 }
 
 async fn uplink(
@@ -252,7 +256,7 @@ async fn uplink(
     flow: &Flow,
     ends: &StreamEnds,
 ) -> Result<(), Abort> {
-    let mut buf = vec![0u8; CHUNK];
+    let mut buf = ReadBuffer::new();
     let mut quiet = Quiet::default();
     let mut trickle = Trickle::default();
     // Whether the tunnel's sender has data waiting (wanopt's BBR says).
@@ -273,8 +277,8 @@ async fn uplink(
         // give its memory back to the node's budget.
         let waiting = tokio::time::Instant::now();
         let read = match quiet.wait() {
-            None => rd.read(&mut buf).await,
-            Some(idle) => match tokio::time::timeout(idle, rd.read(&mut buf)).await {
+            None => rd.read(buf.space()).await,
+            Some(idle) => match tokio::time::timeout(idle, rd.read(buf.space())).await {
                 Ok(read) => read,
                 Err(_) => {
                     let mut out = Vec::new();
@@ -282,10 +286,13 @@ async fn uplink(
                         let mut encoder = lock(encoder);
                         if quiet.step(&mut encoder, &mut out) {
                             choice.release();
+                            buf.shrink();
                         }
                         flow.reduce.record_encoder(&encoder);
                         quiet.holding(
-                            encoder.compressor_bytes() > 0 || choice.reservation.bytes() > 0,
+                            encoder.compressor_bytes() > 0
+                                || choice.reservation.bytes() > 0
+                                || buf.is_large(),
                         );
                     }
                     trickle.sent();
@@ -316,7 +323,7 @@ async fn uplink(
                     let mut encoder = lock(encoder);
                     choice.update(&mut encoder);
                     let held = encoder.held_len();
-                    encoder.push(&buf[..n], &mut out);
+                    encoder.push(buf.read(n), &mut out);
                     let waited = arrived.saturating_duration_since(waiting);
                     trickle.on_read(arrived, waited, n, held, encoder.held_len());
                     let tunnel = || {
@@ -351,7 +358,7 @@ async fn uplink(
                 // so far were references or did not compress) is given
                 // back after the same idle time.
                 quiet.on_read();
-                quiet.holding(compressing || choice.reservation.bytes() > 0);
+                quiet.holding(compressing || choice.reservation.bytes() > 0 || buf.is_large());
                 if !out.is_empty() {
                     tx.send(out).await.map_err(|_| writer_gone())?;
                     // The writer shares this task: after a slow encode, let

@@ -29,7 +29,8 @@ pub const COMPRESSOR_IDLE: Duration = Duration::from_secs(1);
 pub struct Quiet {
     /// Bytes were read since the last step.
     pending: bool,
-    /// The flow holds a stream compressor, or memory reserved for one.
+    /// The flow holds a stream compressor, memory reserved for one, or a
+    /// large read buffer.
     holds_compressor: bool,
 }
 
@@ -51,8 +52,9 @@ impl Quiet {
         self.pending = true;
     }
 
-    /// Whether the flow holds a stream compressor or memory reserved for
-    /// one (after a read, or a step).
+    /// Whether the flow holds what it gives back after [`COMPRESSOR_IDLE`]:
+    /// a stream compressor, memory reserved for one, or a large read
+    /// buffer (after a read, or a step).
     pub fn holding(&mut self, holds_compressor: bool) {
         self.holds_compressor = holds_compressor;
     }

@@ -2,6 +2,7 @@
 //! node, through its control API.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
@@ -9,6 +10,7 @@ use clap::{Args, Subcommand};
 use wanopt_node::reduce::CacheReport;
 
 use super::status::{counted, fetch, human_bytes, post, QueryArgs, DEFAULT_CONTROL};
+use super::token;
 
 /// `wanopt cache ...`.
 #[derive(Debug, Subcommand)]
@@ -26,6 +28,10 @@ pub struct ClearArgs {
     /// The node's control address (its --control).
     #[arg(long, value_name = "ADDR", default_value = DEFAULT_CONTROL)]
     pub control: SocketAddr,
+    /// The node's control token file (its --control-token) [default: where
+    /// a node of this user writes it for the port of --control].
+    #[arg(long, value_name = "FILE")]
+    pub control_token: Option<PathBuf>,
 }
 
 /// Runs a `wanopt cache` command.
@@ -33,7 +39,9 @@ pub fn run(command: &CacheCommand) -> anyhow::Result<()> {
     match command {
         CacheCommand::Stats(args) => stats(args),
         CacheCommand::Clear(args) => {
-            let answer = post(args.control, "/cache/clear")?;
+            let credential = token::find(args.control, args.control_token.as_deref())?;
+            let answer = post(args.control, "/cache/clear", credential.token())
+                .map_err(|e| credential.explain(e))?;
             println!("{}", answer.trim());
             Ok(())
         }

@@ -5,3 +5,4 @@ pub mod node;
 pub mod path;
 pub mod probe;
 pub mod status;
+pub mod token;

@@ -14,6 +14,7 @@ use wanopt_node::core::CoreConfig;
 use wanopt_node::dupsock::DuplicationMode;
 use wanopt_node::edge::{EdgeConfig, FailMode, Forward};
 use wanopt_node::identity::{PrivateKey, PublicKey};
+use wanopt_node::limits::FlowLimitsConfig;
 use wanopt_node::policy::{AddrRule, RuleSet};
 use wanopt_node::reduce::{
     CompressionMode, ReduceConfig, DEFAULT_CACHE_CHECKPOINT, DEFAULT_CACHE_SIZE,
@@ -35,12 +36,30 @@ pub struct CommonArgs {
     /// Serve /status, /flows and /metrics on this address.
     #[arg(long, value_name = "ADDR")]
     pub control: Option<SocketAddr>,
+    /// File the node writes its control token to at start (mode 0600);
+    /// requests that change the node (`wanopt cache clear`) must send it
+    /// [default: /run/wanopt/control-PORT.token for root, else
+    /// $XDG_RUNTIME_DIR/wanopt/control-PORT.token].
+    #[arg(long, value_name = "FILE")]
+    pub control_token: Option<PathBuf>,
     /// Timeout of TCP connections this node opens [default: 10s].
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub connect_timeout: Option<Duration>,
     /// How long live flows may drain on SIGINT/SIGTERM [default: 10s].
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub drain: Option<Duration>,
+    /// Flows carried at once; more are refused (reset), counted and logged
+    /// [default: the file-descriptor limit less 512].
+    #[arg(long, value_name = "N")]
+    pub max_flows: Option<usize>,
+    /// Flows carried at once from one source address [default: half of
+    /// --max-flows].
+    #[arg(long, value_name = "N")]
+    pub max_flows_per_source: Option<usize>,
+    /// Reset flows that carry no byte either way for this long [default:
+    /// never].
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub flow_idle_timeout: Option<Duration>,
     /// Tunnel congestion control: bbr, cubic or newreno [default: bbr].
     #[arg(long)]
     pub congestion: Option<Congestion>,
@@ -249,8 +268,12 @@ struct FileConfig {
     #[serde(default)]
     peer_key: Vec<String>,
     control: Option<SocketAddr>,
+    control_token: Option<PathBuf>,
     connect_timeout: Option<String>,
     drain: Option<String>,
+    max_flows: Option<usize>,
+    max_flows_per_source: Option<usize>,
+    flow_idle_timeout: Option<String>,
     congestion: Option<Congestion>,
     duplication: Option<DuplicationMode>,
     max_mtu: Option<u16>,
@@ -340,10 +363,13 @@ struct Common {
     key: PrivateKey,
     peer_keys: Vec<PublicKey>,
     control: Option<SocketAddr>,
+    control_token: Option<PathBuf>,
     connect_timeout: Duration,
     drain: Duration,
     tuning: TunnelTuning,
     reduce: Option<ReduceConfig>,
+    limits: FlowLimitsConfig,
+    flow_idle_timeout: Option<Duration>,
 }
 
 /// The permission bits of `path` when group or others may read or write
@@ -362,10 +388,10 @@ fn common(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<Common> {
         .context("no key: give --key FILE (make one with `wanopt keygen --out FILE`)")?;
     let key = PrivateKey::read(&key_path)?;
     if let Some(mode) = exposed_mode(&key_path) {
-        // A public key file has the same form as a private one: a key
-        // others may read is either unprotected or not the private key.
+        // A file without the private-key header was refused above; this
+        // one is a private key that others may read or write.
         tracing::warn!(
-            "key file {} has mode {mode:o}: other users can read it; `wanopt keygen` writes private keys 0600 (is this the public key?)",
+            "key file {} has mode {mode:o}: other users can read or write this private key; `wanopt keygen` writes private keys 0600",
             key_path.display()
         );
     }
@@ -375,6 +401,12 @@ fn common(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<Common> {
         .collect::<Result<Vec<_>, _>>()?;
     if peer_keys.is_empty() {
         bail!("no peer key: give --peer-key PUB (the peer's `wanopt pubkey` output)");
+    }
+    if let Some(peer) = peer_keys.iter().find(|k| key.is_bytes_of(k)) {
+        bail!(
+            "key file {} holds the public key {peer}, which this node pins as a peer's --peer-key: give --key this node's private key file (from `wanopt keygen --out`)",
+            key_path.display()
+        );
     }
     let defaults = TunnelTuning::default();
     let tuning = TunnelTuning {
@@ -442,11 +474,41 @@ fn common(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<Common> {
         compression: flags.compression.or(file.compression).unwrap_or_default(),
         compressor_memory,
     });
+    let defaults = FlowLimitsConfig::for_this_process();
+    let max_flows = flags
+        .max_flows
+        .or(file.max_flows)
+        .unwrap_or(defaults.max_flows);
+    let limits = FlowLimitsConfig {
+        max_flows: positive_count(max_flows, "max-flows")?,
+        max_flows_per_source: positive_count(
+            flags
+                .max_flows_per_source
+                .or(file.max_flows_per_source)
+                .unwrap_or((max_flows / 2).max(1)),
+            "max-flows-per-source",
+        )?,
+    };
+    let flow_idle_timeout = match (flags.flow_idle_timeout, file.flow_idle_timeout.as_deref()) {
+        (None, None) => None,
+        (flag, file) => Some(positive(
+            duration(flag, file, "flow-idle-timeout", Duration::ZERO)?,
+            "flow-idle-timeout",
+        )?),
+    };
+    let control = flags.control.or(file.control);
+    let control_token = flags.control_token.clone().or(file.control_token.take());
+    if control.is_none() && control_token.is_some() {
+        bail!("--control-token needs --control ADDR (the node serves no control API without it)");
+    }
     Ok(Common {
+        limits,
+        flow_idle_timeout,
         reduce,
         key,
         peer_keys,
-        control: flags.control.or(file.control),
+        control,
+        control_token,
         connect_timeout: positive(
             duration(
                 flags.connect_timeout,
@@ -480,10 +542,13 @@ pub fn core_config(args: &CoreArgs) -> anyhow::Result<CoreConfig> {
         peer_keys: common.peer_keys,
         allow: rules(&list(&args.allow, file.allow))?,
         control: common.control,
+        control_token: common.control_token,
         reduce: common.reduce,
         connect_timeout: common.connect_timeout,
         drain: common.drain,
         tuning: common.tuning,
+        limits: common.limits,
+        flow_idle_timeout: common.flow_idle_timeout,
     })
 }
 
@@ -514,6 +579,7 @@ pub fn edge_config(args: &EdgeArgs) -> anyhow::Result<EdgeConfig> {
         reduce: common.reduce,
         fail: args.fail.or(file.fail).unwrap_or(FailMode::Open),
         control: common.control,
+        control_token: common.control_token,
         tunnel_wait: duration(
             args.tunnel_wait,
             file.tunnel_wait.as_deref(),
@@ -524,7 +590,17 @@ pub fn edge_config(args: &EdgeArgs) -> anyhow::Result<EdgeConfig> {
         drain: common.drain,
         bind: args.bind.or(file.bind),
         tuning: common.tuning,
+        limits: common.limits,
+        flow_idle_timeout: common.flow_idle_timeout,
     })
+}
+
+/// A count that must be at least 1.
+fn positive_count(n: usize, name: &str) -> anyhow::Result<usize> {
+    if n == 0 {
+        bail!("--{name} must be at least 1");
+    }
+    Ok(n)
 }
 
 /// The firewall rules that send a LAN's TCP to the edge's transparent port.

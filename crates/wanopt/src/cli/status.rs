@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use anyhow::Context;
 use clap::Args;
 
+use wanopt_node::control::token::ControlToken;
 use wanopt_node::control::Flows;
 use wanopt_node::state::{Role, Status};
 
@@ -32,23 +33,53 @@ fn agent() -> ureq::Agent {
         .into()
 }
 
-/// POSTs to the control API; a refusal (4xx/5xx) is an error with the
-/// node's own message.
-pub(crate) fn post(control: SocketAddr, path: &str) -> anyhow::Result<String> {
-    call(control, path, true)
+/// A node's refusal of a request: its HTTP status and its own one-line
+/// message.
+#[derive(Debug)]
+pub(crate) struct Refused {
+    /// The HTTP status (401: no or wrong control token).
+    pub status: u16,
+    /// The node's message.
+    pub message: String,
 }
 
-/// GETs from the control API.
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// POSTs to the control API with the node's control token (when found); a
+/// refusal (4xx/5xx) is a [`Refused`] error with the node's own message.
+pub(crate) fn post(
+    control: SocketAddr,
+    path: &str,
+    token: Option<&ControlToken>,
+) -> anyhow::Result<String> {
+    call(control, path, Some(token))
+}
+
+/// GETs from the control API (reading needs no token).
 pub(crate) fn fetch(control: SocketAddr, path: &str) -> anyhow::Result<String> {
-    call(control, path, false)
+    call(control, path, None)
 }
 
-fn call(control: SocketAddr, path: &str, post: bool) -> anyhow::Result<String> {
+/// A GET when `post` is `None`, else a POST with the token it holds.
+fn call(
+    control: SocketAddr,
+    path: &str,
+    post: Option<Option<&ControlToken>>,
+) -> anyhow::Result<String> {
     let url = format!("http://{control}{path}");
-    let sent = if post {
-        agent().post(&url).send_empty()
-    } else {
-        agent().get(&url).call()
+    let sent = match post {
+        Some(Some(token)) => agent()
+            .post(&url)
+            .header("authorization", format!("Bearer {}", token.as_str()))
+            .send_empty(),
+        Some(None) => agent().post(&url).send_empty(),
+        None => agent().get(&url).call(),
     };
     let mut response = sent.with_context(|| {
         format!("cannot reach the control API at {control} (is a node running with --control {control}?)")
@@ -65,7 +96,13 @@ fn call(control: SocketAddr, path: &str, post: bool) -> anyhow::Result<String> {
         .with_context(|| format!("bad answer from {url}"))?;
     if !status.is_success() {
         match refusal(&body, plain_text) {
-            Some(message) => anyhow::bail!("{message}"),
+            Some(message) => {
+                return Err(Refused {
+                    status: status.as_u16(),
+                    message: message.to_owned(),
+                }
+                .into())
+            }
             None => anyhow::bail!(
                 "{url} answered HTTP {status}, not as a wanopt node does (is a node's --control there?)"
             ),
@@ -221,8 +258,12 @@ pub fn status(args: &QueryArgs) -> anyhow::Result<()> {
             println!("  last error {err}");
         }
     }
+    let limited = match s.flows_limited {
+        0 => String::new(),
+        n => format!(", {n} over --max-flows limits"),
+    };
     println!(
-        "flows       {} active, {} total, {} refused, {} passed through",
+        "flows       {} active, {} total, {} refused, {} passed through{limited}",
         s.flows_active, s.flows_total, s.flows_refused, s.flows_passed_through
     );
     println!("resets      {}", resets_line(&s.flow_resets));

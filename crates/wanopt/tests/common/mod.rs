@@ -145,6 +145,10 @@ impl Drop for Node {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // A killed node leaves its control token file behind.
+        let _ = std::fs::remove_file(wanopt_node::control::token::default_path(
+            self.control.port(),
+        ));
     }
 }
 
@@ -256,7 +260,7 @@ impl Pair {
 pub fn http_get(addr: SocketAddr, path: &str) -> Option<String> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
     let mut body = String::new();
     s.read_to_string(&mut body).ok()?;
     body.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())
