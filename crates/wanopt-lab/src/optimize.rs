@@ -136,6 +136,31 @@ pub fn save_logs(lab: &Lab, dir: &Path, label: &str) -> Vec<std::path::PathBuf> 
     written
 }
 
+/// The flow resets the node logs at `paths` report: every WARN line that
+/// names a flow and a reset (the node logs each flow reset for a protocol
+/// or codec error so), quoted as `file: line`. A lab run with any of them
+/// failed, whatever its figures say: an application saw its connection
+/// reset.
+pub fn flow_resets(paths: &[std::path::PathBuf]) -> Vec<String> {
+    let mut found = Vec::new();
+    for path in paths {
+        let Ok(text) = std::fs::read_to_string(path) else {
+            continue;
+        };
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        for line in text.lines() {
+            let lower = line.to_lowercase();
+            if line.contains("WARN") && lower.contains("flow") && lower.contains("reset") {
+                found.push(format!("{name}: {}", line.trim()));
+            }
+        }
+    }
+    found
+}
+
 /// Starts the wanopt edge and core of `lab` and the interception rule;
 /// `reduce` turns data reduction on (when the build has it); `extra`
 /// arguments go to both nodes after the lab's own.
@@ -233,6 +258,26 @@ fn wait_listening(lab: &Lab, node: Node, port: u16, name: &str) -> Result<(), St
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A WARN line about a flow reset (the format of the node's
+    /// `abort::report`) is found and quoted; DEBUG lines and other
+    /// warnings are not.
+    #[test]
+    fn flow_resets_are_the_warn_lines_naming_a_flow_reset() {
+        let dir = std::env::temp_dir().join(format!("flow-resets-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let log = dir.join("run1-edge.log");
+        let text = "2026-11-26T12:00:00Z  INFO wanopt_node: tunnel up\n\
+            2026-11-26T12:00:01Z DEBUG wanopt_node::flow: flow 7 reset: tunnel side\n\
+            2026-11-26T12:00:02Z  WARN wanopt_node::flow: flow 9 198.18.1.2:5000 -> 198.18.3.2:445 reset: tunnel side: bad data from the peer: pieces of a chunk out of order; sent the peer a stream reset (codec error) and the client a TCP reset\n\
+            2026-11-26T12:00:03Z  WARN wanopt_node::transport: path lost\n";
+        let _ = std::fs::write(&log, text);
+        let found = flow_resets(&[log.clone(), dir.join("missing.log")]);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].starts_with("run1-edge.log: "), "{found:?}");
+        assert!(found[0].contains("flow 9") && found[0].contains("out of order"));
+    }
 
     #[test]
     fn nodes_get_a_cache_in_the_lab_and_no_reduce_on_request() {

@@ -152,6 +152,18 @@ pub fn markdown(results: &Results) -> String {
         results.scenario,
         if results.quick { " (quick)" } else { "" }
     );
+    if !results.flow_resets.is_empty() {
+        let _ = writeln!(
+            out,
+            "## FLOW RESETS: this run FAILED\n\nThe nodes reset {} flow(s), from their logs \
+             (`logs/`):\n",
+            results.flow_resets.len()
+        );
+        for line in &results.flow_resets {
+            let _ = writeln!(out, "- `{}`", line.replace('`', "'"));
+        }
+        out.push('\n');
+    }
     if results.scenario == "tcp-opt" {
         let _ = writeln!(
             out,

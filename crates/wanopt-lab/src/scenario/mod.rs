@@ -33,6 +33,14 @@ pub struct RunArgs {
     /// A reduced grid for a fast look (tcp-opt: RTT 0/100/250 ms, 4 x 10 MB, 1 run; waas-3g: 3 files, 1 run).
     #[arg(long)]
     pub quick: bool,
+    /// waas-3g: only these tests (comma-separated: http-download, download, upload, edit-save,
+    /// cifs-copy-down, cifs-copy-up, cifs-open, cifs-save).
+    #[arg(long, value_delimiter = ',', value_name = "TEST,...")]
+    pub tests: Vec<crate::waas::transfer::Test>,
+    /// waas-3g: Samba's `smb encrypt` for the CIFS tests (`default`: Samba's default, sessions
+    /// not encrypted; `required`: every session encrypted).
+    #[arg(long, value_name = "MODE")]
+    pub smb_encrypt: Option<crate::waas::servers::SmbEncrypt>,
 }
 
 /// One grid point's result.
@@ -101,6 +109,10 @@ pub struct Results {
     pub spec: ScenarioSpec,
     /// Effective TCP settings of the endpoints per profile.
     pub endpoints: serde_json::Value,
+    /// Every flow reset the nodes logged (WARN lines naming a flow and a
+    /// reset), quoted with the log they came from: any fails the run.
+    #[serde(default)]
+    pub flow_resets: Vec<String>,
 }
 
 /// The average of runs in the reference's way: with 3 or more runs, drop
@@ -141,6 +153,10 @@ fn middleboxes(spec: &ScenarioSpec) -> Result<Vec<Option<String>>, String> {
 pub fn run(lab: &Lab, args: RunArgs) -> anyhow::Result<i32> {
     if args.scenario == crate::waas::SCENARIO {
         return crate::waas::run(lab, &args);
+    }
+    if !args.tests.is_empty() || args.smb_encrypt.is_some() {
+        eprintln!("wanopt lab: --tests and --smb-encrypt are options of the waas-3g scenario");
+        return Ok(2);
     }
     let mut spec = match spec::load(&args.scenario, args.quick) {
         Ok(s) => s,
@@ -248,6 +264,7 @@ fn run_points(
     );
     let mut rows = Vec::new();
     let mut skipped = Vec::new();
+    let mut flow_resets: Vec<String> = Vec::new();
     let mut endpoints = serde_json::Map::new();
     for (rtt_ms, specs, profile, mode) in points {
         let middlebox = specs.middlebox.clone();
@@ -330,7 +347,7 @@ fn run_points(
         }
         if mode == Mode::Wanopt {
             // Before the next point rebuilds the lab (and its logs).
-            crate::optimize::save_logs(
+            let logs = crate::optimize::save_logs(
                 lab,
                 &args.out,
                 &format!(
@@ -340,6 +357,16 @@ fn run_points(
                     mode.name()
                 ),
             );
+            let resets = crate::optimize::flow_resets(&logs);
+            if let Some(first) = resets.first() {
+                let line = format!("{label}: FLOW RESET: the run fails: {first}");
+                if bar.is_hidden() {
+                    eprintln!("{line}");
+                } else {
+                    bar.println(line);
+                }
+            }
+            flow_resets.extend(resets);
         }
         if samples.is_empty() {
             skipped.push(Skipped {
@@ -394,6 +421,7 @@ fn run_points(
             quick: args.quick,
             spec: spec.clone(),
             endpoints: serde_json::Value::Object(endpoints.clone()),
+            flow_resets: flow_resets.clone(),
         };
         let _ = write_outputs(&partial, &args.out);
     }
@@ -406,6 +434,7 @@ fn run_points(
         quick: args.quick,
         spec,
         endpoints: serde_json::Value::Object(endpoints),
+        flow_resets,
     };
     write_outputs(&results, &args.out)?;
     let table = crate::report::table(&results);
@@ -419,6 +448,17 @@ fn run_points(
             ""
         }
     );
+    if !results.flow_resets.is_empty() {
+        eprintln!(
+            "wanopt lab: {} FAILED: the nodes reset {} flow(s) (see report.md):",
+            results.scenario,
+            results.flow_resets.len()
+        );
+        for line in &results.flow_resets {
+            eprintln!("  {line}");
+        }
+        return Ok(1);
+    }
     Ok(0)
 }
 
@@ -535,6 +575,7 @@ mod tests {
             quick: true,
             spec: spec::tcp_opt(true),
             endpoints: serde_json::Value::Null,
+            flow_resets: Vec::new(),
         };
         let json = serde_json::to_value(&results).unwrap_or_default();
         assert_eq!(json["scenario"], "tcp-opt");
@@ -588,6 +629,7 @@ mod tests {
             quick: false,
             spec,
             endpoints: serde_json::Value::Null,
+            flow_resets: Vec::new(),
         };
         let table = crate::report::table(&results);
         let lines: Vec<&str> = table.lines().collect();

@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use super::office;
+use super::{office, ooxml};
 use crate::rng::{hash_name, mix, Rng};
 
 /// The default seed of the file set (same seed, same bytes).
@@ -23,6 +23,12 @@ pub enum Kind {
     PowerPoint,
     /// A zip archive of compressed data.
     Zip,
+    /// A Word document, Office Open XML (`.docx`).
+    Docx,
+    /// An Excel workbook, Office Open XML (`.xlsx`).
+    Xlsx,
+    /// A PowerPoint presentation, Office Open XML (`.pptx`).
+    Pptx,
 }
 
 impl Kind {
@@ -33,7 +39,15 @@ impl Kind {
             Kind::Excel => "Excel",
             Kind::PowerPoint => "PowerPoint",
             Kind::Zip => "Zip",
+            Kind::Docx => "Word (OOXML)",
+            Kind::Xlsx => "Excel (OOXML)",
+            Kind::Pptx => "PowerPoint (OOXML)",
         }
+    }
+
+    /// Whether the file is an Office Open XML document ([`OOXML_SET`]).
+    pub fn is_ooxml(self) -> bool {
+        matches!(self, Kind::Docx | Kind::Xlsx | Kind::Pptx)
     }
 }
 
@@ -76,9 +90,32 @@ pub const FILE_SET: [FileSpec; 19] = [
     file("5M.zip", 5_642_167, Kind::Zip),
 ];
 
-/// The file of the set called `name`.
+/// The second set: Office Open XML documents ([`super::ooxml`]), what
+/// Office has saved since 2007, 1.3 MB in all.
+pub const OOXML_SET: [FileSpec; 5] = [
+    file("40K.docx", 40_000, Kind::Docx),
+    file("300K.docx", 300_000, Kind::Docx),
+    file("80K.xlsx", 80_000, Kind::Xlsx),
+    file("400K.xlsx", 400_000, Kind::Xlsx),
+    file("500K.pptx", 500_000, Kind::Pptx),
+];
+
+/// The name of the set `spec` belongs to: `office-set` ([`FILE_SET`]) or
+/// `ooxml-set` ([`OOXML_SET`]); a copy test's row names its set so.
+pub fn set_name(spec: &FileSpec) -> &'static str {
+    if spec.kind.is_ooxml() {
+        "ooxml-set"
+    } else {
+        "office-set"
+    }
+}
+
+/// The file of either set called `name`.
 pub fn find(name: &str) -> Option<&'static FileSpec> {
-    FILE_SET.iter().find(|f| f.name == name)
+    FILE_SET
+        .iter()
+        .chain(OOXML_SET.iter())
+        .find(|f| f.name == name)
 }
 
 /// The bytes of `spec` for `seed`: the same seed always gives the same
@@ -90,7 +127,17 @@ pub fn generate(spec: &FileSpec, seed: u64) -> Vec<u8> {
         Kind::Excel => office::excel(&mut rng, spec.size),
         Kind::PowerPoint => office::powerpoint(&mut rng, spec.size),
         Kind::Zip => office::zip(&mut rng, spec.size),
+        Kind::Docx | Kind::Xlsx | Kind::Pptx => ooxml_generation(spec, seed, 0),
     }
+}
+
+fn ooxml_generation(spec: &FileSpec, seed: u64, generation: u64) -> Vec<u8> {
+    let kind = match spec.kind {
+        Kind::Xlsx => ooxml::Document::Excel,
+        Kind::Pptx => ooxml::Document::PowerPoint,
+        _ => ooxml::Document::Word,
+    };
+    ooxml::generate(kind, spec.name, spec.size, seed, generation)
 }
 
 /// Bytes the edit of [`edit`] overwrites.
@@ -114,9 +161,16 @@ pub fn edit(content: &[u8], generation: u64) -> Vec<u8> {
 }
 
 /// The bytes of `name` at edit `generation` (0: the original), or `None`
-/// for a name outside the set.
+/// for a name outside the sets. An OOXML document's edit is a line
+/// inserted in its text and the archive written again, as Office saves.
 pub fn content(name: &str, seed: u64, generation: u64) -> Option<Vec<u8>> {
-    find(name).map(|spec| edit(&generate(spec, seed), generation))
+    find(name).map(|spec| {
+        if spec.kind.is_ooxml() {
+            ooxml_generation(spec, seed, generation)
+        } else {
+            edit(&generate(spec, seed), generation)
+        }
+    })
 }
 
 /// Estimated size of `data` after a greedy LZ77 compressor of the LZ4 kind
@@ -219,7 +273,7 @@ mod tests {
                 Kind::Excel => assert!((1.8..12.0).contains(r), "xls ratio {r}"),
                 // Presentations are mostly pictures.
                 Kind::PowerPoint => assert!((1.02..1.6).contains(r), "ppt ratio {r}"),
-                Kind::Zip => {}
+                Kind::Zip | Kind::Docx | Kind::Xlsx | Kind::Pptx => {}
             }
         }
         let ppt_max = by_kind
@@ -238,6 +292,23 @@ mod tests {
         assert_eq!(&data[data.len() - 22..data.len() - 18], b"PK\x05\x06");
         let r = ratio(&data);
         assert!(r < 1.005, "zip ratio {r}");
+    }
+
+    /// The OOXML set: exact sizes, zip archives, already compressed; an
+    /// edit is a new archive of about the same size.
+    #[test]
+    fn ooxml_documents_are_compressed_archives_of_their_size() {
+        for spec in OOXML_SET {
+            let data = generate(&spec, DEFAULT_SEED);
+            assert_eq!(data.len(), spec.size, "{}", spec.name);
+            assert_eq!(&data[..4], b"PK\x03\x04");
+            assert!(ratio(&data) < 1.1, "{} ratio {}", spec.name, ratio(&data));
+            let edited = content(spec.name, DEFAULT_SEED, 3).unwrap_or_default();
+            assert_ne!(edited, data);
+            assert!(edited.len().abs_diff(data.len()) < 1_000, "{}", spec.name);
+            assert_eq!(set_name(&spec), "ooxml-set");
+        }
+        assert_eq!(set_name(&FILE_SET[0]), "office-set");
     }
 
     #[test]

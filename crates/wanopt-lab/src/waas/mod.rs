@@ -23,14 +23,17 @@
 //!   `report.md` with the reference's tables beside ours ([`mod@reference`]),
 //!   one plot per test (`waas-3g-<test>.svg`/`.png`), node logs per pass.
 
+pub mod clients;
 pub mod compound;
 pub mod files;
 pub mod office;
+pub mod ooxml;
 pub mod plot;
 pub mod reference;
 pub mod report;
 pub mod results;
 pub mod run;
+pub mod servers;
 pub mod text;
 pub mod transfer;
 
@@ -90,17 +93,30 @@ pub const PROFILE: &str = "legacy";
 /// quotes (146 s baseline, 27 s cold, 0.19 s warm upload).
 pub const QUICK_FILES: [&str; 3] = ["50K.doc", "200K.ppt", "2M.xls"];
 
+/// The OOXML documents `--quick` adds to the CIFS tests.
+pub const QUICK_OOXML_FILES: [&str; 2] = ["300K.docx", "80K.xlsx"];
+
 /// The tests to run and each test's files: the reference's own file list
-/// per table, or [`QUICK_FILES`] everywhere with `quick`.
+/// per table, or [`QUICK_FILES`] everywhere with `quick`; the CIFS tests
+/// also take the OOXML set ([`files::OOXML_SET`], or
+/// [`QUICK_OOXML_FILES`]). A copy test's files are copied as sets, one
+/// transfer per set.
 pub fn plan(quick: bool) -> Vec<(Test, Vec<&'static FileSpec>)> {
     Test::ALL
         .iter()
         .map(|test| {
-            let names: Vec<&str> = if quick {
+            let mut names: Vec<&str> = if quick {
                 QUICK_FILES.to_vec()
             } else {
                 reference::files(*test)
             };
+            if test.is_cifs() {
+                if quick {
+                    names.extend(QUICK_OOXML_FILES);
+                } else {
+                    names.extend(files::OOXML_SET.iter().map(|f| f.name));
+                }
+            }
             (*test, names.into_iter().filter_map(find).collect())
         })
         .collect()
@@ -114,9 +130,15 @@ mod tests {
     fn plans_cover_the_reference_tables() {
         let full = plan(false);
         let counts: Vec<usize> = full.iter().map(|(_, f)| f.len()).collect();
-        assert_eq!(counts, [7, 18, 12, 18]);
+        assert_eq!(counts, [7, 18, 12, 18, 23, 23, 23, 23]);
         let quick = plan(true);
-        assert!(quick.iter().all(|(_, f)| f.len() == QUICK_FILES.len()));
+        assert!(quick.iter().all(|(t, f)| f.len()
+            == QUICK_FILES.len()
+                + if t.is_cifs() {
+                    QUICK_OOXML_FILES.len()
+                } else {
+                    0
+                }));
         assert!(quick
             .iter()
             .all(|(_, f)| f.iter().any(|s| s.name == "2M.xls")));

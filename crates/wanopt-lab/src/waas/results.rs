@@ -23,6 +23,10 @@ pub struct Sample {
     /// upload's last byte (what an FTP client reports), seconds.
     #[serde(default)]
     pub sent_seconds: Option<f64>,
+    /// FTP: the client's whole session (login, directory, passive mode
+    /// and the transfer; for edit-save both sessions), seconds.
+    #[serde(default)]
+    pub session_seconds: Option<f64>,
     /// What the path did meanwhile.
     #[serde(default)]
     pub path: PathSample,
@@ -151,6 +155,11 @@ pub struct Row {
     /// reference's upload table shows, seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sent_seconds: Option<f64>,
+    /// FTP tests: median time of the client's whole session (login and
+    /// commands included; `seconds` is the transfer as an FTP client
+    /// reports it), seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_seconds: Option<f64>,
     /// The reference's seconds for the same test, file and mode (edit-save:
     /// open plus save), if it published them.
     #[serde(default)]
@@ -238,6 +247,15 @@ pub struct Results {
     /// Wall time of the whole scenario so far, seconds.
     #[serde(default)]
     pub elapsed_seconds: f64,
+    /// The CIFS tests' Samba: `smb_encrypt` (`default` or `required`) and
+    /// `session` (what `smbstatus` said of a session: protocol, encryption,
+    /// signing).
+    #[serde(default)]
+    pub smb: serde_json::Value,
+    /// Every flow reset the nodes logged (WARN lines naming a flow and a
+    /// reset), quoted with the log they came from: any fails the run.
+    #[serde(default)]
+    pub flow_resets: Vec<String>,
 }
 
 /// The median (mean of the middle two for an even count; 0 when empty).
@@ -301,6 +319,7 @@ pub fn row(
             let v: Vec<f64> = samples.iter().filter_map(|s| s.sent_seconds).collect();
             (!v.is_empty()).then(|| round4(median(&v)))
         },
+        session_seconds: part(|s| s.session_seconds),
         reference_seconds: reference::seconds(test, file, mode),
         runs: samples.len(),
         samples_seconds: secs.iter().map(|v| round3(*v)).collect(),
@@ -329,6 +348,7 @@ pub(crate) fn sample(seconds: f64, up: u64, down: u64) -> Sample {
         open_seconds: None,
         save_seconds: None,
         sent_seconds: None,
+        session_seconds: None,
         path: PathSample::default(),
     }
 }
@@ -357,6 +377,8 @@ pub(crate) fn sample_results(rows: Vec<Row>) -> Results {
         cache_stats: vec![],
         endpoints: serde_json::Value::Null,
         elapsed_seconds: 0.0,
+        smb: serde_json::Value::Null,
+        flow_resets: Vec::new(),
     }
 }
 

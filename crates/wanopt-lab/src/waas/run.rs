@@ -2,9 +2,14 @@
 //! nodes, then an optimized pass (nodes with data reduction) where every
 //! transfer is measured cold (both caches cleared just before) and then
 //! warm (the same transfer again). WAN bytes come from the emulator's
-//! counters, read before and after each transfer.
+//! counters, read before and after each transfer. The servers (nginx,
+//! vsftpd, Samba: [`super::servers`]) start with each pass, the clients
+//! (curl, smbclient: [`super::clients`]) run per transfer, and the lab
+//! checks every file that arrived, on either side, against the bytes it
+//! expects. A flow reset in the nodes' logs fails the run.
 
 use anyhow::Context as _;
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::thread;
@@ -13,19 +18,21 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::files::{self, FileSpec};
-use super::results::{
-    self, FileInfo, LinkInfo, PathSample, Results, Sample, Skipped, TunnelSample,
-};
-use super::transfer::{Test, EXIT_MISMATCH, FILE_PORT, HTTP_PORT};
+use super::results::{self, FileInfo, LinkInfo, Results, Sample, Skipped, TunnelSample};
+use super::servers::{self, Layout, SmbEncrypt};
+use super::transfer::Test;
 use super::{link_options, link_summary, plan, PROFILE, SCENARIO};
 use crate::bringup::{self, counters_path, UpConfig};
-use crate::driver::unix_ms;
 use crate::link::LinkSpecs;
 use crate::optimize::{self, CORE_CONTROL, EDGE_CONTROL};
 use crate::profile::Profile;
 use crate::scenario::RunArgs;
 use crate::topology::{Lab, Node, SERVER_ADDR};
 use crate::traffic::GENERATOR_PORT;
+
+mod apps;
+
+use apps::transfer;
 
 /// A transfer mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -82,6 +89,44 @@ pub struct Options {
     pub seed: u64,
     /// Tests and their files.
     pub plan: Vec<(Test, Vec<&'static FileSpec>)>,
+    /// Samba's `smb encrypt` for the CIFS tests.
+    pub smb_encrypt: SmbEncrypt,
+}
+
+/// What one transfer moves: a file, or for a copy test a whole set (named
+/// by [`files::set_name`]).
+#[derive(Debug, Clone)]
+pub struct Unit {
+    /// The row's `file`: the file's name or the set's.
+    pub label: &'static str,
+    /// The files.
+    pub files: Vec<&'static FileSpec>,
+}
+
+/// The transfers of `test` over `files`: one per file, or one per set for
+/// a copy test.
+pub fn units(test: Test, files: &[&'static FileSpec]) -> Vec<Unit> {
+    if !test.is_copy() {
+        return files
+            .iter()
+            .map(|f| Unit {
+                label: f.name,
+                files: vec![*f],
+            })
+            .collect();
+    }
+    let mut out: Vec<Unit> = Vec::new();
+    for f in files {
+        let label = files::set_name(f);
+        match out.iter_mut().find(|u| u.label == label) {
+            Some(unit) => unit.files.push(f),
+            None => out.push(Unit {
+                label,
+                files: vec![*f],
+            }),
+        }
+    }
+    out
 }
 
 type Key = (Test, &'static str, Mode);
@@ -100,6 +145,12 @@ struct Context<'a> {
     cache_stats: Vec<serde_json::Value>,
     endpoints: serde_json::Value,
     files: Vec<FileInfo>,
+    /// The original bytes of every file of the plan.
+    library: BTreeMap<&'static str, Vec<u8>>,
+    layout: Layout,
+    /// What smbstatus said of the first CIFS session of the run.
+    smb_session: RefCell<Option<String>>,
+    flow_resets: Vec<String>,
     started: Instant,
 }
 
@@ -107,6 +158,8 @@ struct Context<'a> {
 enum Stop {
     /// A byte arrived wrong: the whole scenario stops.
     Corrupted(String),
+    /// The nodes reset flows: the run failed.
+    Resets,
 }
 
 /// `wanopt lab run waas-3g`; returns the exit code.
@@ -127,7 +180,11 @@ pub fn run(lab: &Lab, args: &RunArgs) -> anyhow::Result<i32> {
         quick: args.quick,
         runs,
         seed: files::DEFAULT_SEED,
-        plan: plan(args.quick),
+        plan: plan(args.quick)
+            .into_iter()
+            .filter(|(test, _)| args.tests.is_empty() || args.tests.contains(test))
+            .collect(),
+        smb_encrypt: args.smb_encrypt.unwrap_or_default(),
     };
     let exe = bringup::private_exe()?;
     let result = run_with(lab, &options, &exe);
@@ -140,7 +197,7 @@ pub fn run(lab: &Lab, args: &RunArgs) -> anyhow::Result<i32> {
 pub fn run_with(lab: &Lab, options: &Options, exe: &Path) -> anyhow::Result<i32> {
     let specs = link_options().specs()?;
     let profile = Profile::named(PROFILE)?;
-    let transfers: usize = options.plan.iter().map(|(_, f)| f.len()).sum();
+    let transfers: usize = options.plan.iter().map(|(t, f)| units(*t, f).len()).sum();
     let optimized = optimize::available(exe).and_then(|()| {
         if optimize::supports_reduce(exe) {
             Ok(())
@@ -174,6 +231,13 @@ pub fn run_with(lab: &Lab, options: &Options, exe: &Path) -> anyhow::Result<i32>
         cache_stats: Vec::new(),
         endpoints: serde_json::Value::Null,
         files: file_infos(&plan_files(&options.plan), options.seed),
+        library: plan_files(&options.plan)
+            .into_iter()
+            .map(|f| (f.name, files::generate(f, options.seed)))
+            .collect(),
+        layout: Layout::of(lab),
+        smb_session: RefCell::new(None),
+        flow_resets: Vec::new(),
         started: Instant::now(),
     };
     let mut outcome = Ok(());
@@ -209,8 +273,18 @@ pub fn run_with(lab: &Lab, options: &Options, exe: &Path) -> anyhow::Result<i32>
         "wrote {}/results.json, report.md, {SCENARIO}-*.svg/.png, logs/",
         options.out.display()
     );
+    if !ctx.flow_resets.is_empty() {
+        eprintln!(
+            "wanopt lab: {SCENARIO} FAILED: the nodes reset {} flow(s) (see report.md):",
+            ctx.flow_resets.len()
+        );
+        for line in &ctx.flow_resets {
+            eprintln!("  {line}");
+        }
+    }
     match outcome {
-        Ok(()) => Ok(0),
+        Ok(()) if ctx.flow_resets.is_empty() => Ok(0),
+        Ok(()) | Err(Stop::Resets) => Ok(1),
         Err(Stop::Corrupted(message)) => {
             eprintln!("wanopt lab: {SCENARIO} stopped: {message}");
             Ok(1)
@@ -238,39 +312,16 @@ fn bring_up(ctx: &mut Context<'_>, optimize: bool) -> Result<(), String> {
 }
 
 fn start_server(ctx: &Context<'_>) -> Result<(), String> {
-    let ready = ctx.lab.state_dir().join("waas-server.ready");
-    let _ = std::fs::remove_file(&ready);
-    let mut args: Vec<String> = vec![
-        "lab".into(),
-        "waas-server".into(),
-        "--http".into(),
-        format!("{SERVER_ADDR}:{HTTP_PORT}"),
-        "--file".into(),
-        format!("{SERVER_ADDR}:{FILE_PORT}"),
-        "--seed".into(),
-        ctx.options.seed.to_string(),
-        "--stall-seconds".into(),
-        STALL_SECONDS.to_string(),
-        "--ready".into(),
-        ready.to_string_lossy().into_owned(),
-    ];
-    if let Some(cc) = ctx.profile.congestion_control {
-        args.extend(["--congestion".into(), cc.into()]);
-    }
-    ctx.lab
-        .spawn_daemon(Node::Server, "waas-server", ctx.exe, &args)
-        .map_err(|e| e.to_string())?;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline {
-        if ready.exists() {
-            return Ok(());
+    let mut sets: BTreeMap<&'static str, Vec<(&'static str, &[u8])>> = BTreeMap::new();
+    for name in ctx.library.keys() {
+        if let (Some(spec), Some(data)) = (files::find(name), ctx.library.get(name)) {
+            sets.entry(files::set_name(spec))
+                .or_default()
+                .push((spec.name, data.as_slice()));
         }
-        thread::sleep(Duration::from_millis(20));
     }
-    Err(format!(
-        "the waas file server did not start: {}",
-        ctx.lab.daemon_log("waas-server")
-    ))
+    servers::start(ctx.lab, &ctx.layout, &sets, ctx.options.smb_encrypt)
+        .map_err(|e| format!("the servers did not start: {e}"))
 }
 
 fn skip_pass(ctx: &mut Context<'_>, run: usize, mode: &str, reason: String, transfers: u64) {
@@ -285,7 +336,11 @@ fn skip_pass(ctx: &mut Context<'_>, run: usize, mode: &str, reason: String, tran
 }
 
 fn transfers_in_plan(ctx: &Context<'_>) -> u64 {
-    ctx.options.plan.iter().map(|(_, f)| f.len() as u64).sum()
+    ctx.options
+        .plan
+        .iter()
+        .map(|(t, f)| units(*t, f).len() as u64)
+        .sum()
 }
 
 fn baseline_pass(ctx: &mut Context<'_>, run: usize) -> Result<(), Stop> {
@@ -295,13 +350,18 @@ fn baseline_pass(ctx: &mut Context<'_>, run: usize) -> Result<(), Stop> {
         return Ok(());
     }
     let plan = ctx.options.plan.clone();
-    for (test, files) in &plan {
-        for file in files {
-            measure(ctx, run, *test, file, Mode::Baseline)?;
+    let mut result = Ok(());
+    'tests: for (test, files) in &plan {
+        for unit in units(*test, files) {
+            result = measure(ctx, run, *test, &unit, Mode::Baseline);
+            if result.is_err() {
+                break 'tests;
+            }
         }
     }
+    servers::stop(ctx.lab);
     save_server_log(ctx, run, "baseline");
-    Ok(())
+    result
 }
 
 fn optimized_pass(ctx: &mut Context<'_>, run: usize) -> Result<(), Stop> {
@@ -318,17 +378,17 @@ fn optimized_pass(ctx: &mut Context<'_>, run: usize) -> Result<(), Stop> {
     let plan = ctx.options.plan.clone();
     let mut result = Ok(());
     'tests: for (test, files) in &plan {
-        for file in files {
+        for unit in units(*test, files) {
             if let Err(reason) = clear_caches(ctx) {
-                let key = (*test, file.name, Mode::Cold);
+                let key = (*test, unit.label, Mode::Cold);
                 ctx.samples.entry(key).or_default().1.push(reason.clone());
-                let key = (*test, file.name, Mode::Warm);
+                let key = (*test, unit.label, Mode::Warm);
                 ctx.samples.entry(key).or_default().1.push(reason);
                 ctx.bar.inc(2);
                 continue;
             }
-            result = measure(ctx, run, *test, file, Mode::Cold)
-                .and_then(|()| measure(ctx, run, *test, file, Mode::Warm));
+            result = measure(ctx, run, *test, &unit, Mode::Cold)
+                .and_then(|()| measure(ctx, run, *test, &unit, Mode::Warm));
             if result.is_err() {
                 break 'tests;
             }
@@ -340,10 +400,51 @@ fn optimized_pass(ctx: &mut Context<'_>, run: usize) -> Result<(), Stop> {
         stats.insert(node.name().into(), cache_stats(ctx, node, control));
     }
     ctx.cache_stats.push(serde_json::Value::Object(stats));
+    servers::stop(ctx.lab);
     // Before the next pass rebuilds the lab and its state directory.
-    optimize::save_logs(ctx.lab, &ctx.options.out, &format!("run{}", run + 1));
+    let counted: Vec<String> = [(Node::Edge, EDGE_CONTROL), (Node::Core, CORE_CONTROL)]
+        .into_iter()
+        .filter_map(|(node, control)| counted_resets(ctx, node, control))
+        .collect();
+    let logs = optimize::save_logs(ctx.lab, &ctx.options.out, &format!("run{}", run + 1));
     save_server_log(ctx, run, "optimized");
+    let mut resets = optimize::flow_resets(&logs);
+    resets.extend(counted);
+    if !resets.is_empty() {
+        say(
+            &ctx.bar,
+            format!(
+                "run {}: FLOW RESET: the nodes reset {} flow(s); the run fails: {}",
+                run + 1,
+                resets.len(),
+                resets[0]
+            ),
+        );
+        ctx.flow_resets.extend(resets);
+        if result.is_ok() {
+            result = Err(Stop::Resets);
+        }
+    }
     result
+}
+
+/// The flow resets for a codec error a node counted (`wanopt status
+/// --json`, `flow_resets`: `codec` and `peer_codec`), as a line for the
+/// report, or `None` when it counted none (or cannot be asked).
+fn counted_resets(ctx: &Context<'_>, node: Node, control: &str) -> Option<String> {
+    let mut cmd = ctx.lab.command(node, &ctx.exe.to_string_lossy());
+    cmd.args(["status", "--json", "--control", control]);
+    let out = cmd.output().ok().filter(|o| o.status.success())?;
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    let resets = status["flow_resets"].as_object()?;
+    let count = |reason: &str| resets.get(reason).and_then(|v| v.as_u64()).unwrap_or(0);
+    let (codec, peer_codec) = (count("codec"), count("peer_codec"));
+    (codec + peer_codec > 0).then(|| {
+        format!(
+            "{}: status counts flow resets for codec errors: codec {codec}, peer_codec {peer_codec}",
+            node.name()
+        )
+    })
 }
 
 /// Random bytes each way through the freshly started nodes, unmeasured:
@@ -374,19 +475,22 @@ fn warm_up(ctx: &Context<'_>) -> Result<(), String> {
     Ok(())
 }
 
-/// Keeps the file server's log when it has something to say.
+/// Keeps the servers' logs that have something to say
+/// (`logs/runN-PASS-nginx.log`, `-vsftpd.log`, `-smbd.log`).
 fn save_server_log(ctx: &Context<'_>, run: usize, pass: &str) {
-    let from = ctx.lab.state_dir().join("waas-server.log");
-    if std::fs::metadata(&from)
-        .map(|m| m.len() > 0)
-        .unwrap_or(false)
-    {
-        let logs = ctx.options.out.join("logs");
-        let _ = std::fs::create_dir_all(&logs);
-        let _ = std::fs::copy(
-            &from,
-            logs.join(format!("run{}-{pass}-server.log", run + 1)),
-        );
+    let logs = ctx.options.out.join("logs");
+    for name in ["nginx", "vsftpd", "smbd"] {
+        let from = ctx.lab.state_dir().join(format!("{name}.log"));
+        if std::fs::metadata(&from)
+            .map(|m| m.len() > 0)
+            .unwrap_or(false)
+        {
+            let _ = std::fs::create_dir_all(&logs);
+            let _ = std::fs::copy(
+                &from,
+                logs.join(format!("run{}-{pass}-{name}.log", run + 1)),
+            );
+        }
     }
 }
 
@@ -526,21 +630,22 @@ fn measure(
     ctx: &mut Context<'_>,
     run: usize,
     test: Test,
-    file: &'static FileSpec,
+    unit: &Unit,
     mode: Mode,
 ) -> Result<(), Stop> {
+    let file = unit;
     ctx.bar.set_message(format!(
         "run {}/{} {} {} {}",
         run + 1,
         ctx.options.runs,
         mode.name(),
         test.name(),
-        file.name
+        file.label
     ));
     let generation = run as u64 * 10 + mode.generation_offset();
-    let outcome = transfer(ctx, test, file, generation, mode != Mode::Baseline);
+    let outcome = transfer(ctx, test, unit, generation, mode != Mode::Baseline);
     ctx.bar.inc(1);
-    let entry = ctx.samples.entry((test, file.name, mode)).or_default();
+    let entry = ctx.samples.entry((test, file.label, mode)).or_default();
     match outcome {
         Ok(sample) => {
             if ctx.bar.is_hidden() {
@@ -561,7 +666,7 @@ fn measure(
                     run + 1,
                     mode.name(),
                     test.name(),
-                    file.name,
+                    file.label,
                     sample.seconds,
                     sample.wan_bytes_up + sample.wan_bytes_down,
                     results::path_text(&sample.path)
@@ -578,7 +683,7 @@ fn measure(
                     run + 1,
                     mode.name(),
                     test.name(),
-                    file.name
+                    file.label
                 ),
             );
             entry.1.push(format!("run {}: {reason}", run + 1));
@@ -590,7 +695,7 @@ fn measure(
                 run + 1,
                 mode.name(),
                 test.name(),
-                file.name
+                file.label
             );
             say(&ctx.bar, format!("CONTENT MISMATCH: {message}"));
             entry.1.push(format!("run {}: {reason}", run + 1));
@@ -605,101 +710,33 @@ enum Failure {
     Corrupted(String),
 }
 
-fn transfer(
-    ctx: &Context<'_>,
-    test: Test,
-    file: &FileSpec,
-    generation: u64,
-    optimized: bool,
-) -> Result<Sample, Failure> {
-    let tunnels = || {
-        optimized.then(|| {
-            (
-                tunnel_counters(ctx, Node::Edge, EDGE_CONTROL),
-                tunnel_counters(ctx, Node::Core, CORE_CONTROL),
-            )
-        })
-    };
-    let tunnels_before = tunnels();
-    let before = wan_counters(ctx.lab, unix_ms()).map_err(Failure::Failed)?;
-    let mut cmd = ctx.lab.command(Node::Client, &ctx.exe.to_string_lossy());
-    cmd.args(["lab", "waas-client", "--server", SERVER_ADDR])
-        .args(["--test", test.name(), "--file", file.name])
-        .args(["--seed", &ctx.options.seed.to_string()])
-        .args(["--generation", &generation.to_string()])
-        .args(["--stall-seconds", &STALL_SECONDS.to_string()]);
-    if let Some(cc) = ctx.profile.congestion_control {
-        cmd.args(["--congestion", cc]);
-    }
-    let out = cmd
-        .output()
-        .map_err(|e| Failure::Failed(format!("cannot run the client: {e}")))?;
-    let end = unix_ms();
-    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
-    if out.status.code() == Some(EXIT_MISMATCH) {
-        return Err(Failure::Corrupted(stderr));
-    }
-    if !out.status.success() {
-        return Err(Failure::Failed(if stderr.is_empty() {
-            format!("client exited with {}", out.status)
-        } else {
-            stderr
-        }));
-    }
-    let report: super::transfer::TransferReport = serde_json::from_slice(&out.stdout)
-        .map_err(|e| Failure::Failed(format!("client output: {e}")))?;
-    let after = wan_counters(ctx.lab, end + SETTLE.as_millis() as u64).map_err(Failure::Failed)?;
-    let (edge, core) = match (tunnels_before, tunnels()) {
-        (Some((e0, c0)), Some((e1, c1))) => (tunnel_delta(e0, e1), tunnel_delta(c0, c1)),
-        _ => (None, None),
-    };
-    Ok(Sample {
-        seconds: report.seconds,
-        wan_bytes_up: after.up.saturating_sub(before.up),
-        wan_bytes_down: after.down.saturating_sub(before.down),
-        open_seconds: report.open_seconds,
-        save_seconds: report.save_seconds,
-        sent_seconds: report.sent_seconds,
-        path: PathSample {
-            lost_up: after.lost_up.saturating_sub(before.lost_up),
-            lost_down: after.lost_down.saturating_sub(before.lost_down),
-            queue_drops_up: after.queue_up.saturating_sub(before.queue_up),
-            queue_drops_down: after.queue_down.saturating_sub(before.queue_down),
-            edge,
-            core,
-        },
-    })
-}
-
 /// The results so far.
 fn collect(ctx: &Context<'_>) -> Results {
     let mut rows = Vec::new();
+    let mut skipped = ctx.skipped.clone();
     for (test, files) in &ctx.options.plan {
-        for file in files {
+        for unit in units(*test, files) {
+            let bytes: u64 = unit
+                .files
+                .iter()
+                .map(|f| ctx.library.get(f.name).map_or(f.size, Vec::len) as u64)
+                .sum();
             for mode in Mode::ALL {
-                if let Some((samples, failed)) = ctx.samples.get(&(*test, file.name, mode)) {
+                if let Some((samples, failed)) = ctx.samples.get(&(*test, unit.label, mode)) {
                     rows.extend(results::row(
                         *test,
-                        file.name,
-                        file.size as u64,
+                        unit.label,
+                        bytes,
                         mode.name(),
                         samples,
                         failed.clone(),
                     ));
-                }
-            }
-        }
-    }
-    // Transfers that failed in every run: said so, nothing invented.
-    let mut skipped = ctx.skipped.clone();
-    for (test, files) in &ctx.options.plan {
-        for file in files {
-            for mode in Mode::ALL {
-                if let Some((samples, failed)) = ctx.samples.get(&(*test, file.name, mode)) {
+                    // Transfers that failed in every run: said so, nothing
+                    // invented.
                     if samples.is_empty() && !failed.is_empty() {
                         skipped.push(Skipped {
                             run: 0,
-                            mode: format!("{} {} {}", mode.name(), test.name(), file.name),
+                            mode: format!("{} {} {}", mode.name(), test.name(), unit.label),
                             reason: failed.join("; "),
                         });
                     }
@@ -731,13 +768,19 @@ fn collect(ctx: &Context<'_>) -> Results {
         cache_stats: ctx.cache_stats.clone(),
         endpoints: ctx.endpoints.clone(),
         elapsed_seconds: (ctx.started.elapsed().as_secs_f64() * 10.0).round() / 10.0,
+        smb: serde_json::json!({
+            "smb_encrypt": ctx.options.smb_encrypt.name(),
+            "session": *ctx.smb_session.borrow(),
+        }),
+        flow_resets: ctx.flow_resets.clone(),
     }
 }
 
-/// The files of `plan`, each once, in the order of the file set.
+/// The files of `plan`, each once, in the order of the file sets.
 fn plan_files(plan: &[(Test, Vec<&'static FileSpec>)]) -> Vec<&'static FileSpec> {
     files::FILE_SET
         .iter()
+        .chain(files::OOXML_SET.iter())
         .filter(|f| {
             plan.iter()
                 .any(|(_, fs)| fs.iter().any(|g| g.name == f.name))

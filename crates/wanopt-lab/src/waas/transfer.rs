@@ -43,7 +43,7 @@ pub const EXIT_MISMATCH: i32 = 3;
 const CHUNK: usize = 64 * 1024;
 const MAX_HEAD: usize = 8 * 1024;
 
-/// The four tests of the scenario.
+/// The tests of the scenario.
 #[derive(
     Debug,
     Clone,
@@ -61,22 +61,39 @@ const MAX_HEAD: usize = 8 * 1024;
 pub enum Test {
     /// HTTP/1.1 GET, a new connection per file (reference test 1, Table 2).
     HttpDownload,
-    /// FTP-like download (reference test 2, Table 3).
+    /// FTP download (reference test 2, Table 3).
     Download,
-    /// FTP-like upload (reference test 3, Table 4).
+    /// FTP upload (reference test 3, Table 4).
     Upload,
-    /// Open (download), change a few bytes, save (upload the whole file)
-    /// (reference tests 5 and 6, Table 5).
+    /// Open (FTP download), change a few bytes, save (FTP upload of the
+    /// whole file): tests 5 and 6 without the file protocol's operations.
     EditSave,
+    /// CIFS copy of a whole file set from the share, one SMB session
+    /// (reference test 4, download; no table).
+    CifsCopyDown,
+    /// CIFS copy of a whole file set to the share (reference test 4,
+    /// upload; no table).
+    CifsCopyUp,
+    /// CIFS file open: read the whole file in an SMB session (reference
+    /// test 5, Table 5's open columns).
+    CifsOpen,
+    /// CIFS file save as Office saves: write an edited copy to a temporary
+    /// file, rename it over the original (reference test 6, Table 5's save
+    /// columns).
+    CifsSave,
 }
 
 impl Test {
     /// Every test, in the reference's order.
-    pub const ALL: [Test; 4] = [
+    pub const ALL: [Test; 8] = [
         Test::HttpDownload,
         Test::Download,
         Test::Upload,
         Test::EditSave,
+        Test::CifsCopyDown,
+        Test::CifsCopyUp,
+        Test::CifsOpen,
+        Test::CifsSave,
     ];
 
     /// Its name in `results.json` (`http-download`, ...).
@@ -86,7 +103,32 @@ impl Test {
             Test::Download => "download",
             Test::Upload => "upload",
             Test::EditSave => "edit-save",
+            Test::CifsCopyDown => "cifs-copy-down",
+            Test::CifsCopyUp => "cifs-copy-up",
+            Test::CifsOpen => "cifs-open",
+            Test::CifsSave => "cifs-save",
         }
+    }
+
+    /// Whether one transfer of the test moves a whole file set.
+    pub fn is_copy(self) -> bool {
+        matches!(self, Test::CifsCopyDown | Test::CifsCopyUp)
+    }
+
+    /// Whether the test runs over CIFS (Samba and smbclient).
+    pub fn is_cifs(self) -> bool {
+        matches!(
+            self,
+            Test::CifsCopyDown | Test::CifsCopyUp | Test::CifsOpen | Test::CifsSave
+        )
+    }
+
+    /// Whether the client sends the file (the upload direction).
+    pub fn uploads(self) -> bool {
+        matches!(
+            self,
+            Test::Upload | Test::EditSave | Test::CifsCopyUp | Test::CifsSave
+        )
     }
 }
 
@@ -608,6 +650,12 @@ pub fn run_client(config: &ClientConfig) -> Result<TransferReport, TransferError
                 Some(sent),
             )
         }
+        Test::CifsCopyDown | Test::CifsCopyUp | Test::CifsOpen | Test::CifsSave => {
+            return Err(TransferError::Protocol(format!(
+                "{} runs with Samba and smbclient, not this client",
+                config.test.name()
+            )))
+        }
     };
     let seconds = match (open_seconds, save_seconds) {
         (Some(o), Some(s)) => o + s,
@@ -670,7 +718,19 @@ mod tests {
     #[test]
     fn test_names_are_the_contract() {
         let names: Vec<&str> = Test::ALL.iter().map(|t| t.name()).collect();
-        assert_eq!(names, ["http-download", "download", "upload", "edit-save"]);
+        assert_eq!(
+            names,
+            [
+                "http-download",
+                "download",
+                "upload",
+                "edit-save",
+                "cifs-copy-down",
+                "cifs-copy-up",
+                "cifs-open",
+                "cifs-save"
+            ]
+        );
         for t in Test::ALL {
             assert_eq!(
                 serde_json::to_value(t).ok(),
@@ -727,7 +787,7 @@ mod tests {
     #[test]
     fn every_test_round_trips_and_a_wrong_upload_is_refused() -> Result<(), TransferError> {
         let (ip, http_port, file_port) = server()?;
-        for test in Test::ALL {
+        for test in Test::ALL.into_iter().filter(|t| !t.is_cifs()) {
             let config = ClientConfig {
                 server: ip,
                 http_port,

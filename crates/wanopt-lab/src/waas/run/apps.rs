@@ -1,0 +1,298 @@
+//! One transfer of `waas-3g` with the real clients: what it needs
+//! prepared (files to send, an SMB session), the WAN counters around the
+//! timed part, and the check of every file that arrived, on the client or
+//! in the share.
+
+use std::time::Duration;
+
+use super::super::clients::{self, ClientError, SmbSession};
+use super::super::files;
+use super::super::results::{PathSample, Sample};
+use super::super::servers::{self, UPLOADS};
+use super::super::transfer::{compare, Test};
+use super::{
+    tunnel_counters, tunnel_delta, wan_counters, Context, Failure, Unit, SETTLE, STALL_SECONDS,
+};
+use crate::driver::unix_ms;
+use crate::optimize::{CORE_CONTROL, EDGE_CONTROL};
+use crate::topology::Node;
+
+/// What a client measured: the time of the test (for edit-save open plus
+/// save), and its parts where the test has them.
+#[derive(Debug, Clone, Copy, Default)]
+struct Timing {
+    seconds: f64,
+    open: Option<f64>,
+    save: Option<f64>,
+    session: Option<f64>,
+}
+
+/// A received file, compared with what it should be.
+fn check(path: &std::path::Path, want: &[u8], what: &str) -> Result<(), Failure> {
+    let got = std::fs::read(path)
+        .map_err(|e| Failure::Failed(format!("{what}: cannot read {}: {e}", path.display())))?;
+    compare(&got, want)
+        .map_err(|detail| Failure::Corrupted(format!("CONTENT MISMATCH in {what}: {detail}")))
+}
+
+fn write_file(path: &std::path::Path, data: &[u8]) -> Result<(), Failure> {
+    std::fs::write(path, data)
+        .map_err(|e| Failure::Failed(format!("cannot write {}: {e}", path.display())))
+}
+
+/// Runs one transfer with the real clients: prepares what it needs
+/// (files to send, an SMB session and its directory), reads the WAN
+/// counters, runs the timed part, reads them again, then checks every
+/// file that arrived and cleans up.
+pub(super) fn transfer(
+    ctx: &Context<'_>,
+    test: Test,
+    unit: &Unit,
+    generation: u64,
+    optimized: bool,
+) -> Result<Sample, Failure> {
+    let stall = Duration::from_secs(STALL_SECONDS);
+    let failed = |e: ClientError| Failure::Failed(e.to_string());
+    let Some(first) = unit.files.first() else {
+        return Err(Failure::Failed("no file".into()));
+    };
+    let set = files::set_name(first);
+    if let Some(missing) = unit
+        .files
+        .iter()
+        .find(|f| !ctx.library.contains_key(f.name))
+    {
+        return Err(Failure::Failed(format!(
+            "{} is not in the run's file library",
+            missing.name
+        )));
+    }
+    let original = |name: &str| ctx.library.get(name).map(Vec::as_slice).unwrap_or(&[]);
+    let edited = matches!(test, Test::EditSave | Test::CifsSave)
+        .then(|| files::content(first.name, ctx.options.seed, generation.max(1)))
+        .flatten()
+        .unwrap_or_default();
+    // The client's scratch directory for this transfer.
+    let scratch = ctx
+        .layout
+        .client()
+        .join(format!("{}-{generation}-{}", test.name(), unit.label));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch)
+        .map_err(|e| Failure::Failed(format!("{}: {e}", scratch.display())))?;
+    let remote = format!("{generation}-{}", first.name);
+    let copy_dir = format!("copy-{generation}-{set}");
+    match test {
+        Test::Upload => write_file(&scratch.join(first.name), original(first.name))?,
+        Test::CifsSave => write_file(&scratch.join(first.name), &edited)?,
+        Test::CifsCopyUp => {
+            for f in &unit.files {
+                write_file(&scratch.join(f.name), original(f.name))?;
+            }
+        }
+        _ => {}
+    }
+    let mut session = if test.is_cifs() {
+        let dir = if test == Test::CifsCopyUp {
+            UPLOADS
+        } else {
+            set
+        };
+        let mut s = SmbSession::open(ctx.lab, &ctx.layout, dir, &scratch, stall).map_err(failed)?;
+        if test.is_copy() {
+            // No question per file.
+            s.run("prompt").map_err(failed)?;
+        }
+        if test == Test::CifsCopyUp {
+            s.run(&format!("mkdir {copy_dir}")).map_err(failed)?;
+            s.run(&format!("cd {copy_dir}")).map_err(failed)?;
+        }
+        if ctx.smb_session.borrow().is_none() {
+            *ctx.smb_session.borrow_mut() = servers::session_protection(&ctx.layout);
+        }
+        Some(s)
+    } else {
+        None
+    };
+    let tunnels = || {
+        optimized.then(|| {
+            (
+                tunnel_counters(ctx, Node::Edge, EDGE_CONTROL),
+                tunnel_counters(ctx, Node::Core, CORE_CONTROL),
+            )
+        })
+    };
+    let tunnels_before = tunnels();
+    let before = wan_counters(ctx.lab, unix_ms()).map_err(Failure::Failed)?;
+    let path_of = |name: &str| format!("{set}/{name}");
+    let timed = (|| -> Result<Timing, ClientError> {
+        let local = scratch.join(first.name);
+        Ok(match test {
+            Test::HttpDownload => {
+                let t = clients::curl(
+                    ctx.lab,
+                    &clients::url("http", &path_of(first.name)),
+                    &local,
+                    false,
+                    stall,
+                )?;
+                Timing {
+                    seconds: t.total,
+                    ..Timing::default()
+                }
+            }
+            Test::Download => {
+                let t = clients::curl(
+                    ctx.lab,
+                    &clients::url("ftp", &path_of(first.name)),
+                    &local,
+                    false,
+                    stall,
+                )?;
+                Timing {
+                    seconds: t.transfer(),
+                    session: Some(t.total),
+                    ..Timing::default()
+                }
+            }
+            Test::Upload => {
+                let t = clients::curl(
+                    ctx.lab,
+                    &clients::url("ftp", &format!("{UPLOADS}/{remote}")),
+                    &local,
+                    true,
+                    stall,
+                )?;
+                Timing {
+                    seconds: t.transfer(),
+                    session: Some(t.total),
+                    ..Timing::default()
+                }
+            }
+            Test::EditSave => {
+                let open = clients::curl(
+                    ctx.lab,
+                    &clients::url("ftp", &path_of(first.name)),
+                    &local,
+                    false,
+                    stall,
+                )?;
+                // The edit: what the checks below expect on the server.
+                let saved = scratch.join(format!("edited-{}", first.name));
+                std::fs::write(&saved, &edited)
+                    .map_err(|e| ClientError::Failed(format!("{}: {e}", saved.display())))?;
+                let save = clients::curl(
+                    ctx.lab,
+                    &clients::url("ftp", &format!("{UPLOADS}/{remote}")),
+                    &saved,
+                    true,
+                    stall,
+                )?;
+                Timing {
+                    seconds: open.transfer() + save.transfer(),
+                    open: Some(open.transfer()),
+                    save: Some(save.transfer()),
+                    session: Some(open.total + save.total),
+                }
+            }
+            Test::CifsOpen | Test::CifsSave | Test::CifsCopyDown | Test::CifsCopyUp => {
+                let Some(s) = session.as_mut() else {
+                    return Err(ClientError::Failed("no SMB session".into()));
+                };
+                let took = match test {
+                    Test::CifsOpen => s.run(&format!("get {}", first.name))?,
+                    Test::CifsSave => {
+                        // As Office saves: a temporary file, renamed over
+                        // the original.
+                        let temporary = format!("~wrl{:04}.tmp", generation % 10_000);
+                        s.run(&format!("put {} {temporary}", first.name))?
+                            + s.run(&format!("rename {temporary} {} -f", first.name))?
+                    }
+                    Test::CifsCopyDown => s.run("mget *")?,
+                    _ => s.run("mput *")?,
+                };
+                Timing {
+                    seconds: took.as_secs_f64(),
+                    ..Timing::default()
+                }
+            }
+        })
+    })();
+    let end = unix_ms();
+    let after = wan_counters(ctx.lab, end + SETTLE.as_millis() as u64);
+    let tunnels_after = tunnels();
+    if let Some(s) = session {
+        s.close();
+    }
+    let timing = timed.map_err(failed)?;
+    let after = after.map_err(Failure::Failed)?;
+    // Every file that arrived, on either side.
+    let share = ctx.layout.share();
+    let what = |name: &str| format!("{} {name}", test.name());
+    match test {
+        Test::HttpDownload | Test::Download | Test::CifsOpen => check(
+            &scratch.join(first.name),
+            original(first.name),
+            &what(first.name),
+        )?,
+        Test::Upload => check(
+            &share.join(UPLOADS).join(&remote),
+            original(first.name),
+            &what(first.name),
+        )?,
+        Test::EditSave => {
+            check(
+                &scratch.join(first.name),
+                original(first.name),
+                &what(first.name),
+            )?;
+            check(
+                &share.join(UPLOADS).join(&remote),
+                &edited,
+                &format!("saved {}", first.name),
+            )?;
+        }
+        Test::CifsSave => {
+            let saved = share.join(set).join(first.name);
+            check(&saved, &edited, &format!("saved {}", first.name))?;
+            // The original back for the next transfer (on the server's
+            // disk, not across the WAN).
+            write_file(&saved, original(first.name))?;
+        }
+        Test::CifsCopyDown => {
+            for f in &unit.files {
+                check(&scratch.join(f.name), original(f.name), &what(f.name))?;
+            }
+        }
+        Test::CifsCopyUp => {
+            let dir = share.join(UPLOADS).join(&copy_dir);
+            for f in &unit.files {
+                check(&dir.join(f.name), original(f.name), &what(f.name))?;
+            }
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+    let _ = std::fs::remove_file(share.join(UPLOADS).join(&remote));
+    let _ = std::fs::remove_dir_all(&scratch);
+    let (edge, core) = match (tunnels_before, tunnels_after) {
+        (Some((e0, c0)), Some((e1, c1))) => (tunnel_delta(e0, e1), tunnel_delta(c0, c1)),
+        _ => (None, None),
+    };
+    Ok(Sample {
+        seconds: timing.seconds,
+        wan_bytes_up: after.up.saturating_sub(before.up),
+        wan_bytes_down: after.down.saturating_sub(before.down),
+        open_seconds: timing.open,
+        save_seconds: timing.save,
+        sent_seconds: None,
+        session_seconds: timing.session,
+        path: PathSample {
+            lost_up: after.lost_up.saturating_sub(before.lost_up),
+            lost_down: after.lost_down.saturating_sub(before.lost_down),
+            queue_drops_up: after.queue_up.saturating_sub(before.queue_up),
+            queue_drops_down: after.queue_down.saturating_sub(before.queue_down),
+            edge,
+            core,
+        },
+    })
+}
