@@ -6,32 +6,11 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::thread;
 use std::time::Duration;
 
 use common::*;
-
-/// An echo server: each connection gets back what it sends until it
-/// closes.
-fn echo_server() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { continue };
-            thread::spawn(move || {
-                let mut buf = [0u8; 1024];
-                while let Ok(n) = conn.read(&mut buf) {
-                    if n == 0 || conn.write_all(&buf[..n]).is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-    });
-    addr
-}
 
 /// A connection from `source` through the edge, checked with one echo;
 /// `None` when the edge refused it.

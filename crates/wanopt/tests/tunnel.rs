@@ -79,31 +79,6 @@ fn hash_server(seed: u64, len: u64) -> (SocketAddr, mpsc::Receiver<([u8; 32], u6
     (addr, rx)
 }
 
-fn echo_server() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            thread::spawn(move || {
-                let mut buf = vec![0u8; 64 * 1024];
-                loop {
-                    match stream.read(&mut buf) {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => {
-                            if stream.write_all(&buf[..n]).is_err() {
-                                return;
-                            }
-                        }
-                    }
-                }
-                let _ = stream.shutdown(Shutdown::Write);
-            });
-        }
-    });
-    addr
-}
-
 /// Reads until EOF or error; returns the error kind if any.
 fn read_outcome(stream: &mut TcpStream) -> Result<Vec<u8>, ErrorKind> {
     let mut out = Vec::new();
