@@ -81,7 +81,7 @@ impl Default for TunnelTuning {
             // The UDP payload of a 1500-byte IPv4 MTU: WAN paths carry no
             // more. Larger values are for jumbo-frame or loopback paths (and,
             // with wanopt's BBR, 64 KiB datagrams on loopback stalled a bulk
-            // test now and then: see the issue notes of session 4).
+            // test now and then).
             max_mtu: 1472,
             socket_buffer: 16 << 20,
             keepalive: Duration::from_secs(2),

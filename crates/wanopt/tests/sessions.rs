@@ -89,7 +89,7 @@ fn get_pause_put(listen: SocketAddr, pause: Duration, expected: &[u8]) -> Result
     let mut conn = TcpStream::connect(listen).map_err(|e| format!("connect: {e}"))?;
     conn.set_read_timeout(Some(Duration::from_secs(20)))
         .unwrap();
-    let header = b"GET \\\\server\\share\\report.docx tree 1 session 7 credits 64 flags 0x0008";
+    let header = b"GET \\\\server\\share\\report.docx tree 1 uid 7 credits 64 flags 0x0008";
     send(&mut conn, header).map_err(|e| format!("get: {e}"))?;
     let got = receive(&mut conn).map_err(|e| format!("get: {e}"))?;
     if got != expected {
