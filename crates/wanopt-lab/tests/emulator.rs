@@ -231,6 +231,34 @@ fn ping_min(rtt_ms: u64) -> Result<f64, String> {
     let avg = *numbers.get(1).ok_or("bad ping summary")?;
     let max = *numbers.get(2).ok_or("bad ping summary")?;
     println!("  rtt {rtt_ms} ms: ping min {min:.3} ms avg {avg:.3} ms max {max:.3} ms");
+    if rtt_ms > 0 {
+        // The emulator's own account of its delayed departures: each
+        // echo left its delay line within 0.2 ms of its time.
+        let c = counters(&guard.0);
+        let (mut timed, mut sum, mut worst) = (0, 0, 0);
+        for dir in ["up", "down"] {
+            let io = &c[dir]["io"];
+            timed += io["departures_timed"].as_u64().unwrap_or(0);
+            sum += io["departure_late_ns_sum"].as_u64().unwrap_or(0);
+            worst = worst.max(io["departure_late_ns_max"].as_u64().unwrap_or(0));
+        }
+        println!(
+            "  rtt {rtt_ms} ms: {timed} timed departures, {:.1} us late on average, {:.1} us at worst",
+            sum as f64 / timed.max(1) as f64 / 1e3,
+            worst as f64 / 1e3
+        );
+        if timed < 20 {
+            return Err(format!(
+                "rtt {rtt_ms} ms: only {timed} timed departures for 20 echoes"
+            ));
+        }
+        if worst > 200_000 {
+            return Err(format!(
+                "rtt {rtt_ms} ms: a departure left {:.3} ms late",
+                worst as f64 / 1e6
+            ));
+        }
+    }
     Ok(min)
 }
 
