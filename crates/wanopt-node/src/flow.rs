@@ -731,13 +731,16 @@ pub(crate) fn directions(flow: &Flow, facing: Facing) -> (Direction<'_>, Directi
 }
 
 /// How many in-order bytes a flow may hold for its TCP side beyond what
-/// TCP took. The stream is read ahead of TCP up to this bound so that
-/// quinn's receive buffer is drained as fast as packets arrive: quinn closes
-/// the whole connection once one stream's buffer holds more than 1024
-/// separate pieces, and a lossy burst while TCP is slow (a client that
-/// pauses, a descheduled process, a large in-order run released by a
-/// retransmission) would otherwise get there.
-pub(crate) const READ_AHEAD: usize = 32 << 20;
+/// TCP took. The stream is read ahead of TCP (unordered, so quinn's
+/// receive buffer keeps no islands while TCP is slow) up to this bound.
+/// It is small because every byte read counts as consumed for the
+/// stream's flow control: the window grows only while reads keep up, so a
+/// read-ahead as large as the window (32 MiB before) let a flow whose
+/// client had stopped reading take its window and the read-ahead again,
+/// and grow the window to the read-ahead's size. The reader need not
+/// drain quinn for quinn's sake: the vendored quinn-proto allows 65,536
+/// islands per stream, more than the largest window holds.
+pub(crate) const READ_AHEAD: usize = 1 << 20;
 
 /// The in-order payload of a stream, read ahead of its consumer.
 pub(crate) struct Incoming {

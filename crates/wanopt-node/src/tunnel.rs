@@ -55,10 +55,20 @@ impl std::str::FromStr for Congestion {
 pub struct TunnelTuning {
     /// Congestion controller.
     pub congestion: Congestion,
-    /// Per-stream (per-flow) receive window in bytes.
+    /// Largest per-stream (per-flow) receive window in bytes: a flow's
+    /// window starts at `stream_window_initial` and grows as its receiver
+    /// reads, up to this.
     pub stream_window: u64,
-    /// Whole-connection receive and send window in bytes.
+    /// A flow's receive window when it opens.
+    pub stream_window_initial: u64,
+    /// The connection's base receive window, shared by flows beyond their
+    /// own windows (the connection's window follows the open flows'
+    /// windows on top of it), and the connection's send window.
     pub connection_window: u64,
+    /// Bytes of flow receive window the node grants at once, over all its
+    /// tunnels: a node-wide bound on what peers may have sent and the
+    /// node's receivers not yet taken.
+    pub window_budget: Arc<quinn_proto::ReceiveBudget>,
     /// Largest UDP payload path MTU discovery may try.
     pub max_mtu: u16,
     /// Socket send and receive buffer in bytes.
@@ -77,7 +87,12 @@ impl Default for TunnelTuning {
             congestion: Congestion::Bbr,
             // 1 Gbit/s x 300 ms = 37.5 MB; round up so one flow can fill it.
             stream_window: 48 << 20,
+            // A flow starts with 1 MiB (84 Mbit/s over a 100 ms round trip
+            // in its first round trip, while BBR's startup is far below
+            // that) and doubles per round trip while its receiver keeps up.
+            stream_window_initial: 1 << 20,
             connection_window: 96 << 20,
+            window_budget: Arc::new(quinn_proto::ReceiveBudget::new(DEFAULT_WINDOW_BUDGET)),
             // The UDP payload of a 1500-byte IPv4 MTU: WAN paths carry no
             // more. Larger values are for jumbo-frame or loopback paths (and,
             // with wanopt's BBR, 64 KiB datagrams on loopback stalled a bulk
@@ -96,6 +111,12 @@ impl TunnelTuning {
         let mut t = TransportConfig::default();
         let clamp = |v: u64| VarInt::from_u64(v).unwrap_or(VarInt::MAX);
         t.stream_receive_window(clamp(self.stream_window))
+            // A flow whose receiver does not read holds its own window and
+            // never the connection's: stalled flows cannot stop the others.
+            .window_autotune(Some(quinn_proto::WindowAutotune::new(
+                clamp(self.stream_window_initial.min(self.stream_window)),
+                self.window_budget.clone(),
+            )))
             .receive_window(clamp(self.connection_window))
             .send_window(self.connection_window)
             // Few until the peer has proved its key: quinn-proto allocates
@@ -129,6 +150,11 @@ impl TunnelTuning {
         t
     }
 }
+
+pub use quinn_proto::ReceiveBudget;
+
+/// Default node-wide bound on granted flow receive windows.
+pub const DEFAULT_WINDOW_BUDGET: u64 = 1 << 30;
 
 /// Flows (bidirectional streams) an edge may have open at once on one tunnel.
 pub const MAX_FLOW_STREAMS: u32 = 16_384;

@@ -1,22 +1,34 @@
-//! Isolation between flows: a client that stops reading holds at most its
-//! own share of the tunnel; every other flow keeps moving.
+//! Isolation between flows: a client that stops reading, or a server that
+//! never reads, holds at most its own share of the tunnel; every other
+//! flow keeps moving.
 //!
-//! `WANOPT_ISOLATION_STALLED` sets how many clients stall (default 3) and
+//! Before stream windows were autotuned (issue 31, item 1), each stalled
+//! flow's unread data held its whole stream window (48 MiB) of the tunnel's
+//! connection window (96 MiB): two or three stalled flows left no credit
+//! for any other flow in that direction, and a 1 MiB fetch got no byte in
+//! 20 s. Now a flow starts with a small window that grows only while its
+//! receiver keeps up, and the connection's window follows the open flows'
+//! windows.
+//!
 //! `WANOPT_ISOLATION_EDGE_ARGS` adds flags to the edge.
 
 mod common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use common::*;
 
+/// How long a bulk transfer is measured.
+const BULK: Duration = Duration::from_secs(2);
+
 /// A server that sends `len` bytes of fresh data (a pattern seeded anew
-/// for each connection, so that no byte cache helps) to each client.
+/// for each connection, so that no byte cache helps) to each client, then
+/// closes once the client has.
 fn fresh_source(len: u64) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
@@ -37,98 +49,92 @@ fn fresh_source(len: u64) -> SocketAddr {
                     }
                     left -= n as u64;
                 }
+                // Read what the client sent before closing: unread bytes
+                // would turn the close into a reset.
+                let _ = stream.shutdown(std::net::Shutdown::Write);
+                let _ = std::io::copy(&mut stream, &mut std::io::sink());
             });
         }
     });
     addr
 }
 
-/// Fails today (issue 31, item 1): each stalled flow's unread data holds
-/// its whole stream window (48 MiB) of the tunnel's connection window
-/// (96 MiB), so two or three stalled flows leave no credit for any other
-/// flow in that direction, and the 1 MiB fetch gets no byte in 20 s. With
-/// `WANOPT_ISOLATION_EDGE_ARGS="--stream-window 16MiB"` it passes with 3
-/// stalled clients and fails again with `WANOPT_ISOLATION_STALLED=6`: the
-/// fix is in how windows are sized and granted, not in the pumps. Run it
-/// with `cargo test --release -p wanopt --test isolation -- --ignored`.
-#[test]
-#[ignore = "fails until flows are isolated (issue 31, item 1)"]
-fn three_clients_that_never_read_do_not_stall_a_fetch_by_another() {
-    let big = fresh_source(4 << 30);
-    let small = fresh_source(1 << 20);
-    let (listen_big, listen_small) = (free_tcp(), free_tcp());
-    let _pair = Pair::start(
-        &["127.0.0.1"],
-        &[
-            (listen_big, big.to_string()),
-            (listen_small, small.to_string()),
-        ],
-        &std::env::var("WANOPT_ISOLATION_EDGE_ARGS")
-            .unwrap_or_default()
-            .split_whitespace()
-            .collect::<Vec<_>>(),
-    );
-    // Three clients ask for large files and never read.
-    let count: usize = std::env::var("WANOPT_ISOLATION_STALLED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3);
-    let stalled: Vec<TcpStream> = (0..count)
+/// A server that accepts connections and never reads them (held for a
+/// minute).
+fn deaf_server() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().map_while(Result::ok) {
+            held.push(stream);
+        }
+    });
+    addr
+}
+
+/// A server that reads and counts everything sent to it.
+fn counting_sink() -> (SocketAddr, Arc<AtomicU64>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let count = Arc::new(AtomicU64::new(0));
+    let total = count.clone();
+    thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let total = total.clone();
+            thread::spawn(move || {
+                let mut buf = vec![0u8; 64 << 10];
+                while let Ok(n) = stream.read(&mut buf) {
+                    if n == 0 {
+                        return;
+                    }
+                    total.fetch_add(n as u64, Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    (addr, count)
+}
+
+/// `n` clients that ask for a large download and never read.
+fn stalled_downloads(listen: SocketAddr, n: usize) -> Vec<TcpStream> {
+    (0..n)
         .map(|_| {
-            let mut c = TcpStream::connect(listen_big).unwrap();
+            let mut c = TcpStream::connect(listen).unwrap();
             c.write_all(b"GET /big\r\n").unwrap();
             c
         })
-        .collect();
-    // Long enough for their data to fill what the tunnel lets them have.
-    thread::sleep(Duration::from_secs(3));
-
-    let started = Instant::now();
-    let mut c = TcpStream::connect(listen_small).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    let mut got = Vec::new();
-    let outcome = c.read_to_end(&mut got);
-    let took = started.elapsed();
-    eprintln!(
-        "1 MiB fetch with {count} stalled clients: {} bytes in {took:?} ({outcome:?})",
-        got.len()
-    );
-    assert_eq!(got.len(), 1 << 20, "{outcome:?} after {took:?}");
-    assert!(took < Duration::from_secs(1), "took {took:?}");
-    drop(stalled);
+        .collect()
 }
 
-/// Uploads likewise (fails today): three clients send to a server that
-/// accepts and never reads; their data fills the core's connection window,
-/// and another client's request (upstream) and so its download get no
-/// byte through.
-#[test]
-#[ignore = "fails until flows are isolated (issue 31, item 1)"]
-fn three_uploads_to_a_server_that_never_reads_do_not_stall_a_fetch_by_another() {
-    let sink = TcpListener::bind("127.0.0.1:0").unwrap();
-    let sink_addr = sink.local_addr().unwrap();
-    thread::spawn(move || {
-        // Accept and hold, never read.
-        let held: Vec<TcpStream> = sink.incoming().map_while(Result::ok).take(3).collect();
-        thread::sleep(Duration::from_secs(60));
-        drop(held);
-    });
-    let small = fresh_source(1 << 20);
-    let (listen_sink, listen_small) = (free_tcp(), free_tcp());
-    let _pair = Pair::start(
-        &["127.0.0.1"],
-        &[
-            (listen_sink, sink_addr.to_string()),
-            (listen_small, small.to_string()),
-        ],
-        &std::env::var("WANOPT_ISOLATION_EDGE_ARGS")
-            .unwrap_or_default()
-            .split_whitespace()
-            .collect::<Vec<_>>(),
-    );
-    for seed in 0..3u64 {
+/// `n` clients that read a download at `rate` bytes per second, until the
+/// returned flag is set.
+fn slow_readers(listen: SocketAddr, n: usize, rate: u64) -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for _ in 0..n {
+        let stop = stop.clone();
         thread::spawn(move || {
-            let Ok(mut c) = TcpStream::connect(listen_sink) else {
+            let Ok(mut c) = TcpStream::connect(listen) else {
+                return;
+            };
+            let mut buf = vec![0u8; (rate / 10) as usize];
+            while !stop.load(Ordering::Relaxed) {
+                if c.read_exact(&mut buf).is_err() {
+                    return;
+                }
+                thread::sleep(Duration::from_millis(100));
+            }
+        });
+    }
+    stop
+}
+
+/// `n` clients that upload fresh data to a server that never reads.
+fn stalled_uploads(listen: SocketAddr, n: usize) {
+    for seed in 0..n as u64 {
+        thread::spawn(move || {
+            let Ok(mut c) = TcpStream::connect(listen) else {
                 return;
             };
             let mut pattern = Pattern::new(seed + 100);
@@ -141,19 +147,246 @@ fn three_uploads_to_a_server_that_never_reads_do_not_stall_a_fetch_by_another() 
             }
         });
     }
-    thread::sleep(Duration::from_secs(3));
+}
 
+/// Fetches the 1 MiB source through `listen`; how long it took.
+fn fetch_one_mib(listen: SocketAddr, what: &str) -> Duration {
     let started = Instant::now();
-    let mut c = TcpStream::connect(listen_small).unwrap();
+    let mut c = TcpStream::connect(listen).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     c.write_all(b"GET /small\r\n").unwrap();
     let mut got = Vec::new();
     let outcome = c.read_to_end(&mut got);
     let took = started.elapsed();
     eprintln!(
-        "1 MiB fetch with 3 uploads stalled at the server: {} bytes in {took:?} ({outcome:?})",
+        "1 MiB fetch {what}: {} bytes in {took:?} ({outcome:?})",
         got.len()
     );
-    assert_eq!(got.len(), 1 << 20, "{outcome:?} after {took:?}");
+    assert_eq!(got.len(), 1 << 20, "{what}: {outcome:?} after {took:?}");
+    took
+}
+
+/// Reads a download through `listen` for [`BULK`]; bits per second.
+fn bulk_download(listen: SocketAddr) -> f64 {
+    let mut c = TcpStream::connect(listen).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = vec![0u8; 256 << 10];
+    // The first bytes: the flow is up.
+    c.read_exact(&mut buf[..1]).unwrap();
+    let started = Instant::now();
+    let mut bytes = 0u64;
+    while started.elapsed() < BULK {
+        match c.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => bytes += n as u64,
+        }
+    }
+    bytes as f64 * 8.0 / started.elapsed().as_secs_f64()
+}
+
+/// Uploads fresh data through `listen` to the counting sink for [`BULK`];
+/// bits per second the sink received.
+fn bulk_upload(listen: SocketAddr, received: &AtomicU64) -> f64 {
+    let done = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let done = done.clone();
+        thread::spawn(move || {
+            let mut c = TcpStream::connect(listen).unwrap();
+            let mut pattern = Pattern::new(7);
+            let mut buf = vec![0u8; 256 << 10];
+            while !done.load(Ordering::Relaxed) {
+                pattern.fill(&mut buf);
+                if c.write_all(&buf).is_err() {
+                    return;
+                }
+            }
+        })
+    };
+    // Measure after the flow is up.
+    let before = received.load(Ordering::Relaxed);
+    assert!(
+        eventually(Duration::from_secs(5), || received.load(Ordering::Relaxed)
+            > before),
+        "the bulk upload moved no byte"
+    );
+    let start_bytes = received.load(Ordering::Relaxed);
+    let started = Instant::now();
+    thread::sleep(BULK);
+    let bytes = received.load(Ordering::Relaxed) - start_bytes;
+    let rate = bytes as f64 * 8.0 / started.elapsed().as_secs_f64();
+    done.store(true, Ordering::Relaxed);
+    let _ = writer.join();
+    rate
+}
+
+/// Waits until the flows to `destination` stop moving in `direction`: the
+/// bytes the sending node (`node`: the core for downloads, the edge for
+/// uploads) has written into the tunnel for them (`wan_bytes_to_client` or
+/// `wan_bytes_to_server` summed over them) grow by less than 64 KiB in a
+/// second. The stalled flows have then taken what the tunnel lets them
+/// have, and their compressors are idle.
+fn wait_until_stalled(node: &Node, destination: SocketAddr, direction: &str) {
+    let destination = destination.to_string();
+    let moved = || -> u64 {
+        http_get(node.control, "/flows")
+            .and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok())
+            .and_then(|v| {
+                v["flows"].as_array().map(|fl| {
+                    fl.iter()
+                        .filter(|f| f["destination"].as_str() == Some(destination.as_str()))
+                        .filter_map(|f| f[direction].as_u64())
+                        .sum()
+                })
+            })
+            .unwrap_or(0)
+    };
+    let started = Instant::now();
+    let mut last = moved();
+    while started.elapsed() < Duration::from_secs(90) {
+        thread::sleep(Duration::from_secs(1));
+        let now = moved();
+        eprintln!("  {:?}: {now} bytes", started.elapsed());
+        if now > 0 && now - last.min(now) < 64 << 10 {
+            eprintln!(
+                "the stalled flows took {now} bytes of the tunnel in {:?}",
+                started.elapsed()
+            );
+            return;
+        }
+        last = now;
+    }
+    panic!("the stalled flows still moved after 90 s");
+}
+
+/// A process's resident memory, bytes.
+fn rss(node: &Node) -> u64 {
+    std::fs::read_to_string(format!("/proc/{}/status", node.child.id()))
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .unwrap_or(0)
+        * 1024
+}
+
+fn print_memory(pair: &Pair) {
+    eprintln!(
+        "resident memory: edge {} MB, core {} MB",
+        rss(&pair.edge) >> 20,
+        rss(&pair.core) >> 20
+    );
+}
+
+fn edge_extra() -> Vec<String> {
+    std::env::var("WANOPT_ISOLATION_EDGE_ARGS")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+fn pair(forwards: &[(SocketAddr, String)]) -> Pair {
+    let extra = edge_extra();
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    Pair::start(&["127.0.0.1"], forwards, &extra)
+}
+
+#[test]
+fn three_clients_that_never_read_do_not_stall_a_fetch_by_another() {
+    let (listen_big, listen_small) = (free_tcp(), free_tcp());
+    let _pair = pair(&[
+        (listen_big, fresh_source(4 << 30).to_string()),
+        (listen_small, fresh_source(1 << 20).to_string()),
+    ]);
+    let stalled = stalled_downloads(listen_big, 3);
+    // Long enough for their data to fill what the tunnel lets them have.
+    thread::sleep(Duration::from_secs(3));
+    let took = fetch_one_mib(listen_small, "beside 3 stalled downloads");
     assert!(took < Duration::from_secs(1), "took {took:?}");
+    drop(stalled);
+}
+
+#[test]
+fn fifty_stalled_and_three_slow_readers_leave_a_fetch_and_a_bulk_download_moving() {
+    let (listen_big, listen_small, listen_bulk) = (free_tcp(), free_tcp(), free_tcp());
+    let big = fresh_source(4 << 30);
+    let pair = pair(&[
+        (listen_big, big.to_string()),
+        (listen_small, fresh_source(1 << 20).to_string()),
+        (listen_bulk, fresh_source(1 << 40).to_string()),
+    ]);
+    let solo = bulk_download(listen_bulk);
+    let stalled = stalled_downloads(listen_big, 50);
+    let slow = slow_readers(listen_big, 3, 20_000);
+    thread::sleep(Duration::from_secs(1));
+    let took = fetch_one_mib(listen_small, "while 50 downloads stall and 3 read slowly");
+    assert!(took < Duration::from_secs(1), "took {took:?}");
+    wait_until_stalled(&pair.core, big, "wan_bytes_to_client");
+    print_memory(&pair);
+    let took = fetch_one_mib(listen_small, "beside 50 stalled and 3 slow downloads");
+    let beside = bulk_download(listen_bulk);
+    eprintln!(
+        "bulk download: {:.0} Mbit/s alone, {:.0} Mbit/s beside 50 stalled and 3 slow",
+        solo / 1e6,
+        beside / 1e6
+    );
+    assert!(took < Duration::from_secs(1), "took {took:?}");
+    assert!(
+        beside >= solo / 2.0,
+        "bulk download kept {:.0} of {:.0} Mbit/s",
+        beside / 1e6,
+        solo / 1e6
+    );
+    slow.store(true, Ordering::Relaxed);
+    drop(stalled);
+}
+
+#[test]
+fn three_uploads_to_a_server_that_never_reads_do_not_stall_a_fetch_by_another() {
+    let (listen_deaf, listen_small) = (free_tcp(), free_tcp());
+    let _pair = pair(&[
+        (listen_deaf, deaf_server().to_string()),
+        (listen_small, fresh_source(1 << 20).to_string()),
+    ]);
+    stalled_uploads(listen_deaf, 3);
+    thread::sleep(Duration::from_secs(3));
+    // The fetch's request goes up the direction the uploads fill.
+    let took = fetch_one_mib(listen_small, "beside 3 uploads stalled at the server");
+    assert!(took < Duration::from_secs(1), "took {took:?}");
+}
+
+#[test]
+fn fifty_uploads_to_a_server_that_never_reads_leave_a_bulk_upload_moving() {
+    let (listen_deaf, listen_small, listen_sink) = (free_tcp(), free_tcp(), free_tcp());
+    let (sink, received) = counting_sink();
+    let deaf = deaf_server();
+    let pair = pair(&[
+        (listen_deaf, deaf.to_string()),
+        (listen_small, fresh_source(1 << 20).to_string()),
+        (listen_sink, sink.to_string()),
+    ]);
+    let solo = bulk_upload(listen_sink, &received);
+    stalled_uploads(listen_deaf, 50);
+    thread::sleep(Duration::from_secs(1));
+    let took = fetch_one_mib(listen_small, "while 50 uploads stall at the server");
+    assert!(took < Duration::from_secs(1), "took {took:?}");
+    wait_until_stalled(&pair.edge, deaf, "wan_bytes_to_server");
+    print_memory(&pair);
+    let took = fetch_one_mib(listen_small, "beside 50 uploads stalled at the server");
+    let beside = bulk_upload(listen_sink, &received);
+    eprintln!(
+        "bulk upload: {:.0} Mbit/s alone, {:.0} Mbit/s beside 50 stalled uploads",
+        solo / 1e6,
+        beside / 1e6
+    );
+    assert!(took < Duration::from_secs(1), "took {took:?}");
+    assert!(
+        beside >= solo / 2.0,
+        "bulk upload kept {:.0} of {:.0} Mbit/s",
+        beside / 1e6,
+        solo / 1e6
+    );
 }

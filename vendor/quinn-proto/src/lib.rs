@@ -60,7 +60,8 @@ mod config;
 pub use config::QlogConfig;
 pub use config::{
     AckFrequencyConfig, ClientConfig, ConfigError, EndpointConfig, IdleTimeout, MtuDiscoveryConfig,
-    ServerConfig, StdSystemTime, TimeSource, TransportConfig, ValidationTokenConfig,
+    ReceiveBudget, ServerConfig, StdSystemTime, TimeSource, TransportConfig, ValidationTokenConfig,
+    WindowAutotune,
 };
 
 pub mod crypto;

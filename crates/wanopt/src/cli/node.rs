@@ -73,14 +73,24 @@ pub struct CommonArgs {
     /// what the path allows [default: 1472, a 1500-byte MTU's].
     #[arg(long, value_name = "BYTES")]
     pub max_mtu: Option<u16>,
-    /// Per-flow receive window of the tunnel, e.g. 16MiB [default: 48MiB;
+    /// Largest per-flow receive window of the tunnel, e.g. 16MiB: a flow's
+    /// window grows up to it while its receiver keeps up [default: 48MiB;
     /// at least 64KiB].
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub stream_window: Option<u64>,
-    /// Whole-tunnel send and receive window, e.g. 64MiB [default: 96MiB;
-    /// at least 64KiB].
+    /// A flow's receive window when it opens [default: 1MiB; at least
+    /// 64KiB; at most --stream-window].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub stream_window_initial: Option<u64>,
+    /// The tunnel's base receive window shared by flows beyond their own,
+    /// and its send window, e.g. 64MiB [default: 96MiB; at least 64KiB].
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub connection_window: Option<u64>,
+    /// Flow receive windows the node grants at once over all its tunnels,
+    /// e.g. 512MiB: what peers may have sent and receivers not yet read
+    /// [default: 1GiB; at least 64KiB].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub window_budget: Option<u64>,
     /// Turn data reduction (compression and the byte cache) off: TCP
     /// optimization only. Both ends must run it for a flow to be reduced.
     #[arg(long)]
@@ -286,7 +296,9 @@ struct FileConfig {
     duplication: Option<DuplicationMode>,
     max_mtu: Option<u16>,
     stream_window: Option<FileSize>,
+    stream_window_initial: Option<FileSize>,
     connection_window: Option<FileSize>,
+    window_budget: Option<FileSize>,
     no_reduce: Option<bool>,
     cache_dir: Option<PathBuf>,
     cache_size: Option<String>,
@@ -434,14 +446,35 @@ fn common(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<Common> {
             "stream-window",
             defaults.stream_window,
         )?,
+        stream_window_initial: window_setting(
+            flags.stream_window_initial,
+            file.stream_window_initial.take(),
+            "stream-window-initial",
+            defaults.stream_window_initial,
+        )?,
         connection_window: window_setting(
             flags.connection_window,
             file.connection_window.take(),
             "connection-window",
             defaults.connection_window,
         )?,
+        window_budget: std::sync::Arc::new(wanopt_node::tunnel::ReceiveBudget::new(
+            window_setting(
+                flags.window_budget,
+                file.window_budget.take(),
+                "window-budget",
+                wanopt_node::tunnel::DEFAULT_WINDOW_BUDGET,
+            )?,
+        )),
         ..defaults
     };
+    if tuning.stream_window_initial > tuning.stream_window {
+        bail!(
+            "--stream-window-initial {} is larger than --stream-window {}",
+            tuning.stream_window_initial,
+            tuning.stream_window
+        );
+    }
     if tuning.max_mtu < 1200 {
         bail!(
             "--max-mtu {} is below QUIC's minimum of 1200",

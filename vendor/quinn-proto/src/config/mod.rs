@@ -25,7 +25,9 @@ use crate::{
     shared::ConnectionId,
 };
 
+mod receive_budget;
 mod transport;
+pub use receive_budget::{ReceiveBudget, WindowAutotune};
 #[cfg(feature = "qlog")]
 pub use transport::QlogConfig;
 pub use transport::{AckFrequencyConfig, IdleTimeout, MtuDiscoveryConfig, TransportConfig};

@@ -29,6 +29,7 @@ pub struct TransportConfig {
     pub(crate) max_concurrent_uni_streams: VarInt,
     pub(crate) max_idle_timeout: Option<VarInt>,
     pub(crate) stream_receive_window: VarInt,
+    pub(crate) window_autotune: Option<super::WindowAutotune>,
     pub(crate) receive_window: VarInt,
     pub(crate) send_window: u64,
     pub(crate) send_fairness: bool,
@@ -114,6 +115,25 @@ impl TransportConfig {
     pub fn stream_receive_window(&mut self, value: VarInt) -> &mut Self {
         self.stream_receive_window = value;
         self
+    }
+
+    /// Autotunes stream receive windows (wanopt addition): streams start at
+    /// the given initial window and grow as the application reads, up to
+    /// `stream_receive_window`; the connection's window grows and shrinks
+    /// with the open streams' windows, on top of `receive_window`, so
+    /// streams the application does not read cannot block the others.
+    /// `None` (the default) keeps fixed windows.
+    pub fn window_autotune(&mut self, value: Option<super::WindowAutotune>) -> &mut Self {
+        self.window_autotune = value;
+        self
+    }
+
+    /// The initial stream receive window announced to the peer.
+    pub(crate) fn initial_stream_receive_window(&self) -> VarInt {
+        match &self.window_autotune {
+            Some(a) => a.initial.min(self.stream_receive_window),
+            None => self.stream_receive_window,
+        }
     }
 
     /// Maximum number of bytes the peer may transmit across all streams of a connection before
@@ -375,6 +395,7 @@ impl Default for TransportConfig {
             // 30 second default recommended by RFC 9308 § 3.2
             max_idle_timeout: Some(VarInt(30_000)),
             stream_receive_window: STREAM_RWND.into(),
+            window_autotune: None,
             receive_window: VarInt::MAX,
             send_window: (8 * STREAM_RWND).into(),
             send_fairness: true,
@@ -413,6 +434,7 @@ impl fmt::Debug for TransportConfig {
             max_concurrent_uni_streams,
             max_idle_timeout,
             stream_receive_window,
+            window_autotune,
             receive_window,
             send_window,
             send_fairness,
@@ -442,6 +464,7 @@ impl fmt::Debug for TransportConfig {
             .field("max_concurrent_uni_streams", max_concurrent_uni_streams)
             .field("max_idle_timeout", max_idle_timeout)
             .field("stream_receive_window", stream_receive_window)
+            .field("window_autotune", window_autotune)
             .field("receive_window", receive_window)
             .field("send_window", send_window)
             .field("send_fairness", send_fairness)

@@ -364,6 +364,10 @@ impl Connection {
             stats: ConnectionStats::default(),
             version,
         };
+        if let Some(autotune) = this.config.window_autotune.clone() {
+            this.streams
+                .set_window_autotune(autotune.initial.into_inner(), autotune.budget);
+        }
         if path_validated {
             this.on_path_validated();
         }

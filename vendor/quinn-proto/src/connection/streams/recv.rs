@@ -18,6 +18,13 @@ pub(super) struct Recv {
     sent_max_stream_data: u64,
     pub(super) end: u64,
     pub(super) stopped: bool,
+    /// The stream's receive window: credit is issued up to `bytes_read +
+    /// window`. Starts at the initial window and, with autotuning, grows
+    /// as the application reads.
+    pub(super) window: u64,
+    /// Whether `window` is counted in the connection's receive window
+    /// (autotuning: the connection window follows the open streams).
+    pub(super) counted: bool,
 }
 
 impl Recv {
@@ -28,6 +35,8 @@ impl Recv {
             sent_max_stream_data: initial_max_data,
             end: 0,
             stopped: false,
+            window: initial_max_data,
+            counted: false,
         })
     }
 
@@ -38,6 +47,8 @@ impl Recv {
         self.sent_max_stream_data = initial_max_data;
         self.end = 0;
         self.stopped = false;
+        self.window = initial_max_data;
+        self.counted = false;
     }
 
     /// Process a STREAM frame
@@ -109,7 +120,8 @@ impl Recv {
     /// transmission of the value is recommended. If the boolean value is
     /// `false` the new window should only be transmitted if a previous transmission
     /// had failed.
-    pub(super) fn max_stream_data(&mut self, stream_receive_window: u64) -> (u64, ShouldTransmit) {
+    pub(super) fn max_stream_data(&mut self) -> (u64, ShouldTransmit) {
+        let stream_receive_window = self.window;
         let max_stream_data = self.assembler.bytes_read() + stream_receive_window;
 
         // Only announce a window update if it's significant enough
@@ -122,6 +134,28 @@ impl Recv {
         let diff = max_stream_data - self.sent_max_stream_data;
         let transmit = self.can_send_flow_control() && diff >= (stream_receive_window / 8);
         (max_stream_data, ShouldTransmit(transmit))
+    }
+
+    /// Grows the window after the application read `read` bytes, up to
+    /// `max` and within `allowance`; returns the growth.
+    ///
+    /// The window grows only while the application keeps up: when less
+    /// than half a window is waiting unread after the read. A reader that
+    /// stops, or reads slower than the data arrives, holds its window where
+    /// it is, so a stream the application cannot deliver stops taking
+    /// credit (as TCP's receive buffer autotuning follows what the
+    /// application consumes).
+    pub(super) fn grow_window(&mut self, read: u64, max: u64, allowance: u64) -> u64 {
+        if read == 0 || self.window >= max || self.stopped {
+            return 0;
+        }
+        let unread = self.end.saturating_sub(self.assembler.bytes_read());
+        if unread >= self.window / 2 {
+            return 0;
+        }
+        let growth = read.min(max - self.window).min(allowance);
+        self.window += growth;
+        growth
     }
 
     /// Records that a `MAX_STREAM_DATA` announcing a certain window was sent
@@ -266,7 +300,9 @@ impl<'a> Chunks<'a> {
         };
 
         let mut recv =
-            match get_or_insert_recv(streams.stream_receive_window)(entry.get_mut()).stopped {
+            match get_or_insert_recv(streams.stream_receive_window_initial)(entry.get_mut())
+                .stopped
+            {
                 true => return Err(ReadableError::ClosedStream),
                 false => entry.remove().unwrap().into_inner(), // this can't fail due to the previous get_or_insert_with
             };
@@ -362,7 +398,8 @@ impl<'a> Chunks<'a> {
 
         // If the stream hasn't finished, we may need to issue stream-level flow control credit
         if let ChunksState::Readable(mut rs) = state {
-            let (_, max_stream_data) = rs.max_stream_data(self.streams.stream_receive_window);
+            self.streams.grow_stream_window(&mut rs, self.read);
+            let (_, max_stream_data) = rs.max_stream_data();
             should_transmit |= max_stream_data.0;
             if max_stream_data.0 {
                 self.pending.max_stream_data.insert(self.id);
@@ -483,7 +520,7 @@ mod tests {
             "full connection flow control credit is issued by stop"
         );
 
-        let (max_stream_data, transmit) = s.max_stream_data(RECV_WINDOW);
+        let (max_stream_data, transmit) = s.max_stream_data();
         assert!(!transmit.should_transmit());
         assert_eq!(
             max_stream_data, RECV_WINDOW,
@@ -508,7 +545,7 @@ mod tests {
         assert_eq!(new_bytes, RECV_WINDOW - (INITIAL_OFFSET + INITIAL_BYTES));
         assert!(!is_closed);
 
-        let (max_stream_data, transmit) = s.max_stream_data(RECV_WINDOW);
+        let (max_stream_data, transmit) = s.max_stream_data();
         assert!(!transmit.should_transmit());
         assert_eq!(
             max_stream_data, RECV_WINDOW,
@@ -535,7 +572,7 @@ mod tests {
         );
         assert!(!is_closed);
 
-        let (max_stream_data, transmit) = s.max_stream_data(RECV_WINDOW);
+        let (max_stream_data, transmit) = s.max_stream_data();
         assert!(!transmit.should_transmit());
         assert_eq!(
             max_stream_data, RECV_WINDOW,

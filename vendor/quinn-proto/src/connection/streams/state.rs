@@ -2,6 +2,7 @@ use std::{
     collections::{VecDeque, hash_map},
     convert::TryFrom,
     mem,
+    sync::Arc,
 };
 
 use bytes::BufMut;
@@ -12,6 +13,7 @@ use super::{
     PendingStreamsQueue, Recv, Retransmits, Send, SendState, ShouldTransmit, StreamEvent,
     StreamHalf, ThinRetransmits,
 };
+use crate::config::ReceiveBudget;
 use crate::{
     Dir, MAX_STREAM_COUNT, Side, StreamId, TransportError, VarInt,
     coding::BufMutExt,
@@ -19,6 +21,15 @@ use crate::{
     frame::{self, FrameStruct, StreamMetaVec},
     transport_parameters::TransportParameters,
 };
+
+impl Drop for StreamsState {
+    fn drop(&mut self) {
+        // The windows of streams still counted go back to the budget.
+        if let Some(budget) = &self.autotune {
+            budget.release(self.counted_windows);
+        }
+    }
+}
 
 /// Wrapper around `Recv` that facilitates reusing `Recv` instances
 #[derive(Debug)]
@@ -129,6 +140,13 @@ pub struct StreamsState {
     pub(super) send_window: u64,
     /// Configured upper bound for how much unacked data the peer can send us per stream
     pub(super) stream_receive_window: u64,
+    /// The window a stream starts with (`stream_receive_window` unless autotuning)
+    pub(super) stream_receive_window_initial: u64,
+    /// Stream window autotuning, if enabled (wanopt addition)
+    autotune: Option<Arc<ReceiveBudget>>,
+    /// Sum of the windows of the streams counted in `receive_window`
+    /// (autotuning), held from the budget
+    counted_windows: u64,
 
     // Pertinent state from the TransportParameters supplied by the peer
     initial_max_stream_data_uni: VarInt,
@@ -181,6 +199,9 @@ impl StreamsState {
             buffered_data: 0,
             send_window,
             stream_receive_window: stream_receive_window.into(),
+            stream_receive_window_initial: stream_receive_window.into(),
+            autotune: None,
+            counted_windows: 0,
             initial_max_stream_data_uni: 0u32.into(),
             initial_max_stream_data_bidi_local: 0u32.into(),
             initial_max_stream_data_bidi_remote: 0u32.into(),
@@ -195,6 +216,66 @@ impl StreamsState {
         }
 
         this
+    }
+
+    /// Enables stream window autotuning: streams start at `initial` and
+    /// grow within `budget` (see [`crate::WindowAutotune`]).
+    pub(crate) fn set_window_autotune(&mut self, initial: u64, budget: Arc<ReceiveBudget>) {
+        self.stream_receive_window_initial = initial.min(self.stream_receive_window);
+        self.autotune = Some(budget);
+    }
+
+    /// Counts a stream the peer just started sending on: its window joins
+    /// the connection's if the budget has room. Returns the growth of the
+    /// connection's window.
+    fn count_stream(&mut self, window: u64) -> u64 {
+        match &self.autotune {
+            Some(budget) if budget.take_exact(window) => {
+                self.counted_windows += window;
+                self.receive_window += window;
+                self.local_max_data = self.local_max_data.saturating_add(window);
+                window
+            }
+            _ => 0,
+        }
+    }
+
+    /// Grows a counted stream's window after the application read `read`
+    /// bytes of it, and the connection's window with it.
+    pub(super) fn grow_stream_window(&mut self, rs: &mut Recv, read: u64) {
+        let Some(budget) = &self.autotune else {
+            return;
+        };
+        if !rs.counted {
+            return;
+        }
+        let max = self.stream_receive_window;
+        // Only as much as the budget gives, taken before growing.
+        let want = rs.grow_window(read, max, u64::MAX);
+        if want == 0 {
+            return;
+        }
+        let taken = budget.take_up_to(want);
+        rs.window -= want - taken;
+        self.counted_windows += taken;
+        self.receive_window += taken;
+        self.local_max_data = self.local_max_data.saturating_add(taken);
+    }
+
+    /// A counted stream's state is going away: its window leaves the
+    /// connection's and goes back to the budget.
+    fn uncount_stream(&mut self, rs: &mut Recv) {
+        if !rs.counted {
+            return;
+        }
+        rs.counted = false;
+        let window = rs.window;
+        self.counted_windows -= window;
+        self.receive_window -= window;
+        self.receive_window_shrink_debt = self.receive_window_shrink_debt.saturating_add(window);
+        if let Some(budget) = &self.autotune {
+            budget.release(window);
+        }
     }
 
     pub(crate) fn set_params(&mut self, params: &TransportParameters) {
@@ -270,7 +351,7 @@ impl StreamsState {
         let rs = match self
             .recv
             .get_mut(&id)
-            .map(get_or_insert_recv(self.stream_receive_window))
+            .map(get_or_insert_recv(self.stream_receive_window_initial))
         {
             Some(rs) => rs,
             None => {
@@ -284,12 +365,32 @@ impl StreamsState {
             return Ok(ShouldTransmit(false));
         }
 
+        // Autotuning: a stream's window joins the connection's when the
+        // peer starts sending on it, or later if the budget was spent then.
+        let uncounted = (self.autotune.is_some() && !rs.counted && !rs.stopped).then_some(rs.window);
+        let grown = uncounted.map_or(0, |window| self.count_stream(window));
+        let Some(rs) = self
+            .recv
+            .get_mut(&id)
+            .and_then(|s| s.as_mut())
+            .and_then(StreamRecv::as_open_recv_mut)
+        else {
+            return Ok(ShouldTransmit(false));
+        };
+        if grown > 0 {
+            rs.counted = true;
+        }
+
         let (new_bytes, closed) =
             rs.ingest(frame, payload_len, self.data_recvd, self.local_max_data)?;
         self.data_recvd = self.data_recvd.saturating_add(new_bytes);
 
         if !rs.stopped {
             self.on_stream_frame(true, id);
+            if grown > 0 {
+                let diff = self.local_max_data - self.sent_max_data.into_inner();
+                return Ok(ShouldTransmit(diff >= self.receive_window / 8));
+            }
             return Ok(ShouldTransmit(false));
         }
 
@@ -323,7 +424,7 @@ impl StreamsState {
         let rs = match self
             .recv
             .get_mut(&id)
-            .map(get_or_insert_recv(self.stream_receive_window))
+            .map(get_or_insert_recv(self.stream_receive_window_initial))
         {
             Some(stream) => stream,
             None => {
@@ -529,7 +630,7 @@ impl StreamsState {
             }
             retransmits.get_or_create().max_stream_data.insert(id);
 
-            let (max, _) = rs.max_stream_data(self.stream_receive_window);
+            let (max, _) = rs.max_stream_data();
             rs.record_sent_max_stream_data(max);
 
             trace!(stream = %id, max = max, "MAX_STREAM_DATA");
@@ -1013,8 +1114,11 @@ impl StreamsState {
         }
     }
 
-    pub(super) fn stream_recv_freed(&mut self, id: StreamId, recv: StreamRecv) {
-        self.free_recv.push(recv.free(self.stream_receive_window));
+    pub(super) fn stream_recv_freed(&mut self, id: StreamId, mut recv: StreamRecv) {
+        if let Some(rs) = recv.as_open_recv_mut() {
+            self.uncount_stream(rs);
+        }
+        self.free_recv.push(recv.free(self.stream_receive_window_initial));
         self.stream_freed(id, StreamHalf::Recv);
     }
 
@@ -1253,6 +1357,141 @@ mod tests {
         assert!(should_transmit.0);
         assert!(pending.max_stream_id[Dir::Uni as usize]);
         assert_eq!(client.local_max_data - initial_max, MESSAGE_SIZE as u64);
+    }
+
+    /// A connection with autotuned stream windows (wanopt addition):
+    /// streams start at 1,000 bytes, may grow to 8,000, base connection
+    /// window 2,000, budget `budget`.
+    fn make_autotuned(budget: &Arc<ReceiveBudget>) -> StreamsState {
+        let mut s = StreamsState::new(
+            Side::Client,
+            128u32.into(),
+            128u32.into(),
+            1024 * 1024,
+            2_000u32.into(),
+            8_000u32.into(),
+        );
+        s.set_window_autotune(1_000, budget.clone());
+        s
+    }
+
+    fn stream_frame(id: StreamId, offset: u64, len: usize) -> frame::Stream {
+        frame::Stream {
+            id,
+            offset,
+            fin: false,
+            data: Bytes::from(vec![0; len]),
+        }
+    }
+
+    /// Reads up to `len` bytes of `id` and announces the new credit (as
+    /// if the MAX_STREAM_DATA frame went out); the stream's window.
+    fn read_stream(s: &mut StreamsState, id: StreamId, len: usize) -> u64 {
+        let mut pending = Retransmits::default();
+        let mut recv = RecvStream {
+            id,
+            state: s,
+            pending: &mut pending,
+        };
+        let mut chunks = recv.read(true).unwrap();
+        let _ = chunks.next(len);
+        let _ = chunks.finalize();
+        let rs = s
+            .recv
+            .get_mut(&id)
+            .and_then(|r| r.as_mut())
+            .and_then(StreamRecv::as_open_recv_mut)
+            .unwrap();
+        let (max, _) = rs.max_stream_data();
+        rs.record_sent_max_stream_data(max);
+        rs.window
+    }
+
+    #[test]
+    fn autotune_streams_that_are_not_read_leave_the_connection_open() {
+        let budget = Arc::new(ReceiveBudget::new(1 << 20));
+        let mut s = make_autotuned(&budget);
+        // Five streams each fill their initial window and are never read:
+        // 5,000 bytes, more than the base connection window of 2,000.
+        for i in 0..5 {
+            let id = StreamId::new(Side::Server, Dir::Bi, i);
+            let _ = s.received(stream_frame(id, 0, 1_000), 1_000).unwrap();
+        }
+        assert_eq!(s.data_recvd, 5_000);
+        assert_eq!(budget.granted(), 5_000);
+        // A sixth stream still has the whole base window and its own.
+        let id = StreamId::new(Side::Server, Dir::Bi, 5);
+        let _ = s.received(stream_frame(id, 0, 1_000), 1_000).unwrap();
+        assert!(s.local_max_data - s.data_recvd >= 2_000);
+        // More than its own window is a flow control error.
+        assert!(s.received(stream_frame(id, 1_000, 1), 1).is_err());
+    }
+
+    #[test]
+    fn autotune_window_grows_only_while_the_reader_keeps_up() {
+        let budget = Arc::new(ReceiveBudget::new(1 << 20));
+        let mut s = make_autotuned(&budget);
+        let fast = StreamId::new(Side::Server, Dir::Bi, 0);
+        let _ = s.received(stream_frame(fast, 0, 1_000), 1_000).unwrap();
+        // Everything read at once: the window grows by what was read.
+        assert_eq!(read_stream(&mut s, fast, 1_000), 2_000);
+        let _ = s.received(stream_frame(fast, 1_000, 2_000), 2_000).unwrap();
+        assert_eq!(read_stream(&mut s, fast, 2_000), 4_000);
+        // Up to the stream window's maximum, never past it.
+        let _ = s.received(stream_frame(fast, 3_000, 4_000), 4_000).unwrap();
+        assert_eq!(read_stream(&mut s, fast, 4_000), 8_000);
+        let _ = s.received(stream_frame(fast, 7_000, 8_000), 8_000).unwrap();
+        assert_eq!(read_stream(&mut s, fast, 8_000), 8_000);
+        assert_eq!(budget.granted(), 8_000);
+
+        // A reader that falls behind (more than half its window waits
+        // unread after the read) keeps its window.
+        let slow = StreamId::new(Side::Server, Dir::Bi, 1);
+        let _ = s.received(stream_frame(slow, 0, 1_000), 1_000).unwrap();
+        assert_eq!(read_stream(&mut s, slow, 100), 1_000);
+        assert_eq!(budget.granted(), 9_000);
+    }
+
+    #[test]
+    fn autotune_windows_stay_within_the_budget_and_go_back_to_it() {
+        let budget = Arc::new(ReceiveBudget::new(2_500));
+        let mut s = make_autotuned(&budget);
+        let a = StreamId::new(Side::Server, Dir::Bi, 0);
+        let b = StreamId::new(Side::Server, Dir::Bi, 1);
+        let c = StreamId::new(Side::Server, Dir::Bi, 2);
+        let _ = s.received(stream_frame(a, 0, 1_000), 1_000).unwrap();
+        let _ = s.received(stream_frame(b, 0, 1_000), 1_000).unwrap();
+        assert_eq!(budget.granted(), 2_000);
+        // Growth takes what is left of the budget, no more.
+        assert_eq!(read_stream(&mut s, a, 1_000), 1_500);
+        assert_eq!(budget.granted(), 2_500);
+        // A stream opened while the budget is spent shares the base window.
+        let _ = s.received(stream_frame(c, 0, 500), 500).unwrap();
+        assert_eq!(budget.granted(), 2_500);
+        // A finished stream gives its window back.
+        let _ = s.received(
+            frame::Stream {
+                id: b,
+                offset: 1_000,
+                fin: true,
+                data: Bytes::new(),
+            },
+            0,
+        )
+        .unwrap();
+        let mut pending = Retransmits::default();
+        let mut recv = RecvStream {
+            id: b,
+            state: &mut s,
+            pending: &mut pending,
+        };
+        let mut chunks = recv.read(true).unwrap();
+        while let Ok(Some(_)) = chunks.next(usize::MAX) {}
+        let _ = chunks.finalize();
+        assert_eq!(budget.granted(), 1_500);
+        // And the connection's whole count when it goes away.
+        drop(s);
+        assert_eq!(budget.granted(), 0);
     }
 
     #[test]
