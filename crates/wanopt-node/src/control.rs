@@ -120,6 +120,18 @@ pub fn render_metrics(state: &NodeState) -> String {
         &[(String::new(), 1.0)],
     );
     metric(
+        "window_granted_bytes",
+        "gauge",
+        "Flow receive windows granted now from the node-wide budget (--window-budget): what peers may have sent and the node's receivers not yet taken.",
+        &[(String::new(), s.window_granted_bytes as f64)],
+    );
+    metric(
+        "window_budget_bytes",
+        "gauge",
+        "The node-wide budget of flow receive windows (--window-budget).",
+        &[(String::new(), s.window_budget_bytes as f64)],
+    );
+    metric(
         "tunnel_up",
         "gauge",
         "1 when the tunnel to the peer is up.",

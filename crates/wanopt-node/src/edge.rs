@@ -211,6 +211,7 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
         caches,
     );
     state.flows.set_idle_timeout(config.flow_idle_timeout);
+    state.set_window_budget(config.tuning.window_budget.clone());
     let control = match config.control {
         Some(addr) => Some(control::bind(addr, config.control_token.as_deref()).await?),
         None => None,

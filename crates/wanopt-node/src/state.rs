@@ -65,6 +65,8 @@ pub struct NodeState {
     pub duplication: Duplication,
     /// Incoming tunnel handshakes (a core's; an edge accepts none).
     pub handshakes: Arc<Handshakes>,
+    /// The flow receive windows granted from the node-wide budget.
+    window_budget: std::sync::OnceLock<Arc<crate::tunnel::ReceiveBudget>>,
     started: Instant,
     peers: Mutex<BTreeMap<SocketAddr, PeerEntry>>,
 }
@@ -175,6 +177,12 @@ pub struct Status {
     /// `peer_codec`; see [`crate::abort::ResetReason`]).
     #[serde(default)]
     pub flow_resets: BTreeMap<String, u64>,
+    /// Flow receive windows granted now, bytes (`--window-budget`).
+    #[serde(default)]
+    pub window_granted_bytes: u64,
+    /// The node-wide budget of flow receive windows, bytes.
+    #[serde(default)]
+    pub window_budget_bytes: u64,
     /// Payload bytes client to server.
     pub bytes_to_server: u64,
     /// Payload bytes server to client.
@@ -247,9 +255,16 @@ impl NodeState {
             caches,
             duplication: Duplication::new(duplication),
             handshakes: Arc::default(),
+            window_budget: std::sync::OnceLock::new(),
             started: Instant::now(),
             peers: Mutex::new(BTreeMap::new()),
         })
+    }
+
+    /// The budget of flow receive windows the node's tunnels grant from,
+    /// shown in `/status` and `/metrics`.
+    pub fn set_window_budget(&self, budget: Arc<crate::tunnel::ReceiveBudget>) {
+        let _ = self.window_budget.set(budget);
     }
 
     fn peers(&self) -> std::sync::MutexGuard<'_, BTreeMap<SocketAddr, PeerEntry>> {
@@ -438,6 +453,8 @@ impl NodeState {
                 .into_iter()
                 .map(|(reason, n)| (reason.name().to_owned(), n))
                 .collect(),
+            window_granted_bytes: self.window_budget.get().map_or(0, |b| b.granted()),
+            window_budget_bytes: self.window_budget.get().map_or(0, |b| b.limit()),
             bytes_to_server: bytes.to_server,
             bytes_to_client: bytes.to_client,
             reduce: self.caches.is_some(),

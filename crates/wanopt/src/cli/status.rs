@@ -267,6 +267,13 @@ pub fn status(args: &QueryArgs) -> anyhow::Result<()> {
         s.flows_active, s.flows_total, s.flows_refused, s.flows_passed_through
     );
     println!("resets      {}", resets_line(&s.flow_resets));
+    if s.window_budget_bytes > 0 {
+        println!(
+            "windows     {} of {} granted to flows (--window-budget)",
+            human_bytes(s.window_granted_bytes),
+            human_bytes(s.window_budget_bytes)
+        );
+    }
     println!(
         "bytes       {} to servers, {} to clients",
         human_bytes(s.bytes_to_server),
