@@ -272,11 +272,26 @@ fn rss(node: &Node) -> u64 {
         * 1024
 }
 
-fn print_memory(pair: &Pair) {
+/// Each stalled flow may cost its receiving node at most this much memory:
+/// its window (the initial one, grown by what the client's socket buffers
+/// absorbed before it stopped), the read-ahead and the flow's own buffers.
+/// A read-ahead as large as the window (32 MiB) cost about 47 MB per flow.
+const MEMORY_PER_STALLED_FLOW: u64 = 16 << 20;
+
+/// Checks what `stalled` flows cost `node` beyond `before` bytes of
+/// resident memory.
+fn check_memory(node: &Node, name: &str, before: u64, stalled: u64) {
+    let after = rss(node);
+    let per_flow = after.saturating_sub(before) / stalled;
     eprintln!(
-        "resident memory: edge {} MB, core {} MB",
-        rss(&pair.edge) >> 20,
-        rss(&pair.core) >> 20
+        "{name} resident memory: {} MB before, {} MB with {stalled} stalled flows ({} kB each)",
+        before >> 20,
+        after >> 20,
+        per_flow >> 10
+    );
+    assert!(
+        per_flow <= MEMORY_PER_STALLED_FLOW,
+        "each stalled flow costs the {name} {per_flow} bytes"
     );
 }
 
@@ -319,13 +334,16 @@ fn fifty_stalled_and_three_slow_readers_leave_a_fetch_and_a_bulk_download_moving
         (listen_bulk, fresh_source(1 << 40).to_string()),
     ]);
     let solo = bulk_download(listen_bulk);
+    let edge_before = rss(&pair.edge);
     let stalled = stalled_downloads(listen_big, 50);
     let slow = slow_readers(listen_big, 3, 20_000);
     thread::sleep(Duration::from_secs(1));
+    // While they fill what the tunnel gives them (the core compresses 50
+    // flows at once on a loaded machine): a bound of 2 s, not 1.
     let took = fetch_one_mib(listen_small, "while 50 downloads stall and 3 read slowly");
-    assert!(took < Duration::from_secs(1), "took {took:?}");
+    assert!(took < Duration::from_secs(2), "took {took:?}");
     wait_until_stalled(&pair.core, big, "wan_bytes_to_client");
-    print_memory(&pair);
+    check_memory(&pair.edge, "edge", edge_before, 53);
     let took = fetch_one_mib(listen_small, "beside 50 stalled and 3 slow downloads");
     let beside = bulk_download(listen_bulk);
     eprintln!(
@@ -369,12 +387,13 @@ fn fifty_uploads_to_a_server_that_never_reads_leave_a_bulk_upload_moving() {
         (listen_sink, sink.to_string()),
     ]);
     let solo = bulk_upload(listen_sink, &received);
+    let core_before = rss(&pair.core);
     stalled_uploads(listen_deaf, 50);
     thread::sleep(Duration::from_secs(1));
     let took = fetch_one_mib(listen_small, "while 50 uploads stall at the server");
-    assert!(took < Duration::from_secs(1), "took {took:?}");
+    assert!(took < Duration::from_secs(2), "took {took:?}");
     wait_until_stalled(&pair.edge, deaf, "wan_bytes_to_server");
-    print_memory(&pair);
+    check_memory(&pair.core, "core", core_before, 50);
     let took = fetch_one_mib(listen_small, "beside 50 uploads stalled at the server");
     let beside = bulk_upload(listen_sink, &received);
     eprintln!(

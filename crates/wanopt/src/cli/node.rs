@@ -78,7 +78,7 @@ pub struct CommonArgs {
     /// at least 64KiB].
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub stream_window: Option<u64>,
-    /// A flow's receive window when it opens [default: 1MiB; at least
+    /// A flow's receive window when it opens [default: 4MiB; at least
     /// 64KiB; at most --stream-window].
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub stream_window_initial: Option<u64>,
