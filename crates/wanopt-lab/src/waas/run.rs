@@ -152,6 +152,8 @@ struct Context<'a> {
     smb_session: RefCell<Option<String>>,
     flow_resets: Vec<String>,
     started: Instant,
+    /// Runs whose baseline and optimized passes have finished.
+    runs_done: usize,
 }
 
 /// Why a pass stopped early.
@@ -239,6 +241,7 @@ pub fn run_with(lab: &Lab, options: &Options, exe: &Path) -> anyhow::Result<i32>
         smb_session: RefCell::new(None),
         flow_resets: Vec::new(),
         started: Instant::now(),
+        runs_done: 0,
     };
     let mut outcome = Ok(());
     for run in 0..options.runs {
@@ -255,6 +258,9 @@ pub fn run_with(lab: &Lab, options: &Options, exe: &Path) -> anyhow::Result<i32>
                     Ok(())
                 }
             };
+        }
+        if outcome.is_ok() {
+            ctx.runs_done = run + 1;
         }
         let _ = write_outputs(&collect(&ctx), &options.out);
         if outcome.is_err() {
@@ -748,11 +754,16 @@ fn collect(ctx: &Context<'_>) -> Results {
         scenario: SCENARIO.into(),
         rows,
         quick: ctx.options.quick,
-        runs: ctx.options.runs,
-        method: if ctx.options.runs > 1 {
-            "median of the runs".into()
-        } else {
-            "one run".into()
+        // What the figures are: the runs finished so far (results are
+        // written after each run, so a stopped scenario says so).
+        runs: ctx.runs_done.max(1),
+        method: match (ctx.runs_done, ctx.options.runs) {
+            (done, planned) if done < planned => format!(
+                "{done} of the {planned} planned runs finished{}",
+                if done > 1 { "; median of those" } else { "" }
+            ),
+            (_, 1) => "one run".into(),
+            _ => "median of the runs".into(),
         },
         link: LinkInfo {
             up: ctx.specs.up.clone(),
