@@ -25,6 +25,8 @@ pub(super) struct Recv {
     /// Whether `window` is counted in the connection's receive window
     /// (autotuning: the connection window follows the open streams).
     pub(super) counted: bool,
+    /// Bytes read while the reader kept up, since the window last grew.
+    read_since_growth: u64,
 }
 
 impl Recv {
@@ -37,6 +39,7 @@ impl Recv {
             stopped: false,
             window: initial_max_data,
             counted: false,
+            read_since_growth: 0,
         })
     }
 
@@ -49,6 +52,7 @@ impl Recv {
         self.stopped = false;
         self.window = initial_max_data;
         self.counted = false;
+        self.read_since_growth = 0;
     }
 
     /// Process a STREAM frame
@@ -139,21 +143,33 @@ impl Recv {
     /// Grows the window after the application read `read` bytes, up to
     /// `max` and within `allowance`; returns the growth.
     ///
-    /// The window grows only while the application keeps up: when less
-    /// than half a window is waiting unread after the read. A reader that
-    /// stops, or reads slower than the data arrives, holds its window where
-    /// it is, so a stream the application cannot deliver stops taking
-    /// credit (as TCP's receive buffer autotuning follows what the
-    /// application consumes).
+    /// The window grows only while the application keeps up (less than
+    /// half a window waits unread after the read), and by what it read
+    /// since the last growth once that is half a window: a stream the
+    /// sender fills grows by about half each half window it delivers,
+    /// while one whose messages are small (an interactive or idle flow)
+    /// keeps its window. A reader that stops, or reads slower than the data
+    /// arrives, holds its window where it is, so a stream the application
+    /// cannot deliver stops taking credit (as TCP's receive buffer
+    /// autotuning follows what the application consumes).
     pub(super) fn grow_window(&mut self, read: u64, max: u64, allowance: u64) -> u64 {
         if read == 0 || self.window >= max || self.stopped {
             return 0;
         }
         let unread = self.end.saturating_sub(self.assembler.bytes_read());
         if unread >= self.window / 2 {
+            self.read_since_growth = 0;
             return 0;
         }
-        let growth = read.min(max - self.window).min(allowance);
+        self.read_since_growth += read;
+        if self.read_since_growth < self.window / 2 {
+            return 0;
+        }
+        let growth = self
+            .read_since_growth
+            .min(max - self.window)
+            .min(allowance);
+        self.read_since_growth = 0;
         self.window += growth;
         growth
     }

@@ -243,18 +243,27 @@ impl StreamsState {
     /// Grows a counted stream's window after the application read `read`
     /// bytes of it, and the connection's window with it.
     pub(super) fn grow_stream_window(&mut self, rs: &mut Recv, read: u64) {
-        let Some(budget) = &self.autotune else {
-            return;
-        };
-        if !rs.counted {
+        if self.autotune.is_none() {
             return;
         }
         let max = self.stream_receive_window;
-        // Only as much as the budget gives, taken before growing.
         let want = rs.grow_window(read, max, u64::MAX);
         if want == 0 {
             return;
         }
+        if !rs.counted {
+            // A stream that had not buffered yet (its reader kept up): its
+            // window joins the connection's before it grows.
+            if self.count_stream(rs.window - want) == 0 {
+                rs.window -= want;
+                return;
+            }
+            rs.counted = true;
+        }
+        let Some(budget) = &self.autotune else {
+            return;
+        };
+        // Only as much as the budget gives.
         let taken = budget.take_up_to(want);
         rs.window -= want - taken;
         self.counted_windows += taken;
@@ -365,29 +374,31 @@ impl StreamsState {
             return Ok(ShouldTransmit(false));
         }
 
-        // Autotuning: a stream's window joins the connection's when the
-        // peer starts sending on it, or later if the budget was spent then.
-        let uncounted = (self.autotune.is_some() && !rs.counted && !rs.stopped).then_some(rs.window);
-        let grown = uncounted.map_or(0, |window| self.count_stream(window));
-        let Some(rs) = self
-            .recv
-            .get_mut(&id)
-            .and_then(|s| s.as_mut())
-            .and_then(StreamRecv::as_open_recv_mut)
-        else {
-            return Ok(ShouldTransmit(false));
-        };
-        if grown > 0 {
-            rs.counted = true;
-        }
-
         let (new_bytes, closed) =
             rs.ingest(frame, payload_len, self.data_recvd, self.local_max_data)?;
         self.data_recvd = self.data_recvd.saturating_add(new_bytes);
 
         if !rs.stopped {
+            // Autotuning: a stream's window joins the connection's once
+            // data waits in it (a quarter of its window unread), or when
+            // it grows. A stream whose reader takes each message as it
+            // comes (an interactive or idle flow) never takes from the
+            // budget; one that buffers does, before it can hold the base
+            // window's share of others.
+            let buffering = self.autotune.is_some()
+                && !rs.counted
+                && rs.end.saturating_sub(rs.assembler.bytes_read()) >= rs.window / 4;
+            let window = rs.window;
             self.on_stream_frame(true, id);
-            if grown > 0 {
+            if buffering && self.count_stream(window) > 0 {
+                if let Some(rs) = self
+                    .recv
+                    .get_mut(&id)
+                    .and_then(|s| s.as_mut())
+                    .and_then(StreamRecv::as_open_recv_mut)
+                {
+                    rs.counted = true;
+                }
                 let diff = self.local_max_data - self.sent_max_data.into_inner();
                 return Ok(ShouldTransmit(diff >= self.receive_window / 8));
             }
@@ -1450,6 +1461,25 @@ mod tests {
         let _ = s.received(stream_frame(slow, 0, 1_000), 1_000).unwrap();
         assert_eq!(read_stream(&mut s, slow, 100), 1_000);
         assert_eq!(budget.granted(), 9_000);
+    }
+
+    #[test]
+    fn autotune_a_stream_read_as_it_comes_takes_nothing_from_the_budget() {
+        let budget = Arc::new(ReceiveBudget::new(1 << 20));
+        let mut s = make_autotuned(&budget);
+        let id = StreamId::new(Side::Server, Dir::Bi, 0);
+        // Messages of 10 bytes, each read as it arrives: the stream never
+        // buffers, and less than half its window went through.
+        for i in 0..40 {
+            let _ = s.received(stream_frame(id, i * 10, 10), 10).unwrap();
+            assert_eq!(read_stream(&mut s, id, 10), 1_000);
+        }
+        assert_eq!(budget.granted(), 0);
+        // Once half a window has gone through with the reader keeping up,
+        // the window grows, and joins the connection's.
+        let _ = s.received(stream_frame(id, 400, 100), 100).unwrap();
+        assert_eq!(read_stream(&mut s, id, 100), 1_500);
+        assert_eq!(budget.granted(), 1_500);
     }
 
     #[test]
