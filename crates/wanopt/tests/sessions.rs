@@ -97,7 +97,7 @@ fn get_pause_put(listen: SocketAddr, pause: Duration, expected: &[u8]) -> Result
     }
     send(
         &mut conn,
-        b"CLOSE \\\\server\\share\\report.docx tree 1 session 7",
+        b"CLOSE \\\\server\\share\\report.docx tree 1 uid 7",
     )
     .map_err(|e| format!("close: {e}"))?;
     let closed = receive(&mut conn).map_err(|e| format!("close: {e}"))?;

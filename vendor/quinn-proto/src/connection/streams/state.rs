@@ -279,8 +279,8 @@ impl StreamsState {
         }
         rs.counted = false;
         let window = rs.window;
-        self.counted_windows -= window;
-        self.receive_window -= window;
+        self.counted_windows = self.counted_windows.saturating_sub(window);
+        self.receive_window = self.receive_window.saturating_sub(window);
         self.receive_window_shrink_debt = self.receive_window_shrink_debt.saturating_add(window);
         if let Some(budget) = &self.autotune {
             budget.release(window);
