@@ -155,7 +155,7 @@ pub async fn run(config: CoreConfig, shutdown: impl Future<Output = ()>) -> Resu
     );
     let shutdown_signal = Shutdown::new();
     let mut tasks = tokio::task::JoinSet::new();
-    crate::spawn_housekeeping(&mut tasks, &state, control);
+    crate::lifecycle::spawn_housekeeping(&mut tasks, &state, control);
     {
         let handshakes = state.handshakes.clone();
         tasks.spawn(async move {
@@ -194,8 +194,8 @@ pub async fn run(config: CoreConfig, shutdown: impl Future<Output = ()>) -> Resu
     shutdown_signal.trigger();
     tasks.abort_all();
     endpoint.set_server_config(None);
-    crate::drain(&state, drain).await;
-    crate::checkpoint_caches(&state).await;
+    crate::lifecycle::drain(&state, drain).await;
+    crate::lifecycle::checkpoint_caches(&state).await;
     endpoint.close(
         quinn::VarInt::from_u32(codes::SHUTDOWN),
         b"core shutting down",

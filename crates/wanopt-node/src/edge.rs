@@ -245,7 +245,7 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
         tunnel_tx,
         shutdown_signal.clone(),
     ));
-    crate::spawn_housekeeping(&mut tasks, &state, control);
+    crate::lifecycle::spawn_housekeeping(&mut tasks, &state, control);
     let drain = config.drain;
     let edge = Arc::new(Edge {
         limits: FlowLimits::new(config.limits),
@@ -287,8 +287,8 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
     );
     shutdown_signal.trigger();
     tasks.abort_all();
-    crate::drain(&state, drain).await;
-    crate::checkpoint_caches(&state).await;
+    crate::lifecycle::drain(&state, drain).await;
+    crate::lifecycle::checkpoint_caches(&state).await;
     if let Some(Tunnel { conn, .. }) = edge.tunnel.borrow().clone() {
         conn.close(
             quinn::VarInt::from_u32(wanopt_proto::codes::SHUTDOWN),
@@ -485,7 +485,7 @@ impl Edge {
     }
 
     async fn transparent(&self, tcp: TcpStream, source: SocketAddr, listen: Option<SocketAddr>) {
-        let dest = match crate::original_destination(&tcp) {
+        let dest = match crate::intercept::original_destination(&tcp) {
             Ok(dest) => dest,
             Err(e) => {
                 warn!("flow from {source}: cannot recover its original destination: {e}");

@@ -607,7 +607,7 @@ impl FlowTable {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .shrink_to_fit();
-                let _ = tokio::task::spawn_blocking(crate::release_free_memory).await;
+                let _ = tokio::task::spawn_blocking(crate::process::release_free_memory).await;
             }
         }
     }
