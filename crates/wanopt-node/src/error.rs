@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 
 use crate::control::token::TokenError;
-use crate::tunnel::TunnelError;
+use crate::transport::tunnel::TunnelError;
 
 /// Errors that stop a node from starting.
 #[derive(Debug, thiserror::Error)]

@@ -15,17 +15,13 @@
 //! tunnel is down under `--fail open` (`intercept`).
 
 pub mod abort;
-pub mod bbr;
 pub mod budget;
 pub mod cache_dir;
 pub mod control;
 pub mod core;
-pub mod dupsock;
 pub mod edge;
 pub mod error;
 pub mod flow;
-pub mod handshakes;
-pub mod identity;
 pub mod intercept;
 pub mod lifecycle;
 pub mod limits;
@@ -35,9 +31,13 @@ pub mod reassembly;
 pub mod reduce;
 pub mod reduced;
 pub mod state;
-pub mod tunnel;
+pub mod transport;
 
 pub use error::NodeError;
 pub use intercept::{listen_tcp, original_destination};
 pub use lifecycle::{ignore_hangups, shutdown_signal, Shutdown};
 pub use process::{raise_fd_limit, release_free_memory};
+
+// The paths the binary, the lab and the tests name.
+pub use transport::udp as dupsock;
+pub use transport::{bbr, handshakes, identity, tunnel};

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::control;
-use crate::dupsock::SAMPLE_INTERVAL;
 use crate::state::NodeState;
+use crate::transport::udp::SAMPLE_INTERVAL;
 
 /// A one-shot, cloneable shutdown flag.
 #[derive(Debug, Clone)]

@@ -30,6 +30,8 @@ use crate::budget::CompressorBudget;
 use crate::identity::PublicKey;
 use crate::NodeError;
 
+pub use crate::transport::model::{estimated_rate_bps, window_rate_bps};
+
 /// Default bound on each peer's on-disk store.
 pub const DEFAULT_CACHE_SIZE: u64 = 4 << 30;
 
@@ -169,33 +171,6 @@ fn auto_band(compression: Compression) -> Option<(f64, f64)> {
     let i = AUTO_STEPS.iter().position(|&(_, c)| c == compression)?;
     let low = i.checked_sub(1).map_or(0.0, |j| AUTO_STEPS[j].0);
     Some((low, AUTO_STEPS[i].0))
-}
-
-/// The tunnel's rate as its congestion controller sees it: BBR's
-/// bottleneck bandwidth once it has a sample, else the congestion window
-/// over the smoothed round-trip time (with BBR that is about twice the
-/// rate: its window holds two BDPs plus its pacing quantum).
-pub fn estimated_rate_bps(connection: &quinn::Connection) -> Option<f64> {
-    let bbr = connection
-        .congestion_state()
-        .into_any()
-        .downcast::<crate::bbr::Bbr>()
-        .ok()
-        .map(|bbr| bbr.bandwidth())
-        .filter(|&bytes_per_sec| bytes_per_sec > 0);
-    if let Some(bytes_per_sec) = bbr {
-        return Some(bytes_per_sec as f64 * 8.0);
-    }
-    Some(window_rate_bps(
-        connection.stats().path.cwnd,
-        connection.rtt(),
-    ))
-}
-
-/// Congestion window over round-trip time (at least 100 µs), bits per
-/// second: the rate estimate of a controller without a bandwidth model.
-pub fn window_rate_bps(cwnd: u64, rtt: Duration) -> f64 {
-    cwnd as f64 * 8.0 / rtt.max(Duration::from_micros(100)).as_secs_f64()
 }
 
 /// Settings of the `reduce` service.

@@ -260,13 +260,10 @@ async fn uplink(
     let mut quiet = Quiet::default();
     let mut trickle = Trickle::default();
     // Whether the tunnel's sender has data waiting (wanopt's BBR says).
-    let sender = choice.connection.as_ref().and_then(|c| {
-        c.congestion_state()
-            .into_any()
-            .downcast::<crate::bbr::Bbr>()
-            .ok()
-            .map(|bbr| bbr.sender_blocked())
-    });
+    let sender = choice
+        .connection
+        .as_ref()
+        .and_then(|c| crate::transport::model::bbr(c).map(|bbr| bbr.sender_blocked));
     // The codec was picked (and its memory reserved) when the flow began:
     // a flow whose socket stays silent gives it back after the idle time.
     quiet.holding(choice.reservation.bytes() > 0);

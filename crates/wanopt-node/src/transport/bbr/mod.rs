@@ -37,6 +37,10 @@ use quinn_proto::RttEstimator;
 use filter::WindowedMax;
 use rate::{RateSample, RateSampler};
 
+/// The target of BBR's trace lines (`WANOPT_LOG=info,wanopt_node::bbr=trace`),
+/// kept from before the controller moved into the transport wing.
+const LOG_TARGET: &str = "wanopt_node::bbr";
+
 /// STARTUP's gain, 2/ln(2): doubles the sending rate every round (§4.3.1.1).
 const HIGH_GAIN: f64 = 2.885;
 /// DRAIN's pacing gain: the inverse of STARTUP's.
@@ -387,6 +391,7 @@ impl Bbr {
             });
             self.round_mark = Some((now, self.sent_bytes));
             tracing::trace!(
+                target: LOG_TARGET,
                 send_kbit,
                 mode = ?self.mode,
                 bandwidth_kbit = self.bandwidth.get() * 8 / 1_000,
@@ -492,6 +497,7 @@ impl Bbr {
             self.cycle_index = (self.cycle_index + 1) % PACING_GAIN_CYCLE.len();
             self.cycle_stamp = Some(now);
             tracing::trace!(
+                target: LOG_TARGET,
                 gain = PACING_GAIN_CYCLE[self.cycle_index],
                 prior_in_flight,
                 bdp = self.bdp(1.0),
