@@ -12,16 +12,17 @@ use tracing::{debug, info, warn};
 
 use wanopt_proto::{codes, open_header_len, Open, OpenRepr, ReplyRepr, Services, Status, Target};
 
-use crate::flow::{splice_stream, Facing, FlowState};
-use crate::handshakes::InProgress;
-use crate::identity::{PrivateKey, PublicKey};
-use crate::limits::{FlowLimits, FlowLimitsConfig};
+use crate::control;
+use crate::error::NodeError;
+use crate::flow::limits::{FlowLimits, FlowLimitsConfig};
+use crate::flow::{carry, report, Facing, FlowState};
+use crate::lifecycle::{self, Shutdown};
 use crate::policy::{Permit, RuleSet};
 use crate::reduce::{self, Caches, PeerEntry, ReduceConfig};
-use crate::reduced::{splice_reduced, Reduction};
-use crate::state::{peer_key, NodeState, Role};
-use crate::tunnel::{self, TunnelTuning};
-use crate::{control, NodeError, Shutdown};
+use crate::state::{NodeState, Role};
+use crate::transport::handshakes::InProgress;
+use crate::transport::identity::{self, peer_key, PrivateKey, PublicKey};
+use crate::transport::tunnel::{self, TunnelTuning};
 
 /// A validated core configuration.
 #[derive(Debug)]
@@ -54,7 +55,7 @@ pub struct CoreConfig {
 }
 
 /// How often the core checks whether a burst of handshakes is over and its
-/// memory can be given back ([`crate::handshakes::Handshakes::trim_after_burst`]).
+/// memory can be given back ([`crate::transport::handshakes::Handshakes::trim_after_burst`]).
 const TRIM_CHECK: Duration = Duration::from_secs(2);
 
 /// Time an edge has to send a complete stream header.
@@ -155,7 +156,7 @@ pub async fn run(config: CoreConfig, shutdown: impl Future<Output = ()>) -> Resu
     );
     let shutdown_signal = Shutdown::new();
     let mut tasks = tokio::task::JoinSet::new();
-    crate::lifecycle::spawn_housekeeping(&mut tasks, &state, control);
+    lifecycle::spawn_housekeeping(&mut tasks, &state, control);
     {
         let handshakes = state.handshakes.clone();
         tasks.spawn(async move {
@@ -194,8 +195,8 @@ pub async fn run(config: CoreConfig, shutdown: impl Future<Output = ()>) -> Resu
     shutdown_signal.trigger();
     tasks.abort_all();
     endpoint.set_server_config(None);
-    crate::lifecycle::drain(&state, drain).await;
-    crate::lifecycle::checkpoint_caches(&state).await;
+    lifecycle::drain(&state, drain).await;
+    lifecycle::checkpoint_caches(&state).await;
     endpoint.close(
         quinn::VarInt::from_u32(codes::SHUTDOWN),
         b"core shutting down",
@@ -219,7 +220,7 @@ impl Core {
             Err(e) => {
                 self.state
                     .handshakes
-                    .failed(remote, &crate::identity::readable_handshake_error(e));
+                    .failed(remote, &identity::readable_handshake_error(e));
                 return;
             }
         };
@@ -288,10 +289,12 @@ impl Core {
             }
         };
         let reduce = header.services.contains(Services::REDUCE);
-        let cache = match (reduce, &entry) {
-            (false, _) => None,
-            (true, Some(entry)) => Some(entry.cache.clone()),
-            (true, None) => {
+        let reduction = match (reduce, &entry, &self.state.caches) {
+            (false, _, _) => None,
+            (true, Some(entry), Some(caches)) => {
+                Some(caches.reduction(entry.cache.clone(), conn.clone()))
+            }
+            (true, _, _) => {
                 warn!(
                     "stream {} from edge {peer} asks for data reduction, which this tunnel does not run; resetting the stream",
                     send.id()
@@ -358,21 +361,21 @@ impl Core {
         }
         flow.set_state(FlowState::Open);
         let start = header.buffer_len() as u64;
-        let spliced = match cache {
-            Some(cache) => {
-                let reduction = Reduction::new(&self.state, cache, conn);
-                splice_reduced(tcp, send, recv, flow, Facing::Server, start, reduction).await
-            }
-            None => {
-                let ends = self.state.duplication.stream_ends(peer);
-                splice_stream(tcp, send, recv, flow, Facing::Server, start, &ends).await
-            }
-        };
+        let ends = self.state.duplication.stream_ends(peer);
+        let spliced = carry(
+            tcp,
+            send,
+            recv,
+            flow,
+            Facing::Server,
+            start,
+            ends,
+            reduction,
+        )
+        .await;
         match spliced {
             Ok(()) => debug!("flow {} done", flow.id),
-            Err(abort) => {
-                crate::abort::report(&self.state.flows.totals.resets, flow, "server", &abort)
-            }
+            Err(abort) => report(&self.state.flows.totals.resets, flow, "server", &abort),
         }
     }
 

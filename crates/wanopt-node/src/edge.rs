@@ -14,16 +14,17 @@ use tracing::{debug, info, warn};
 
 use wanopt_proto::{OpenRepr, Services, Target};
 
-use crate::flow::{reset_tcp, splice_stream, splice_tcp, Abort, Facing, FlowState};
-use crate::identity::{PrivateKey, PublicKey};
-use crate::intercept::{self, LogLimit};
-use crate::limits::{FlowLimits, FlowLimitsConfig, FlowPermit};
+use crate::control;
+use crate::error::NodeError;
+use crate::flow::limits::{FlowLimits, FlowLimitsConfig, FlowPermit};
+use crate::flow::{carry, report, reset_tcp, splice_tcp, Abort, Facing, FlowState};
+use crate::intercept::{self, listen_tcp, original_destination, LogLimit};
+use crate::lifecycle::{self, Shutdown};
 use crate::policy::RuleSet;
 use crate::reduce::{self, Caches, ReduceConfig};
-use crate::reduced::{splice_reduced, Reduction};
-use crate::state::{peer_key, NodeState, Role};
-use crate::tunnel::{self, TunnelTuning};
-use crate::{control, listen_tcp, NodeError, Shutdown};
+use crate::state::{NodeState, Role};
+use crate::transport::identity::{self, peer_key, PrivateKey, PublicKey};
+use crate::transport::tunnel::{self, TunnelTuning};
 
 /// What to do with a transparent flow when the tunnel is down.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -245,7 +246,7 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
         tunnel_tx,
         shutdown_signal.clone(),
     ));
-    crate::lifecycle::spawn_housekeeping(&mut tasks, &state, control);
+    lifecycle::spawn_housekeeping(&mut tasks, &state, control);
     let drain = config.drain;
     let edge = Arc::new(Edge {
         limits: FlowLimits::new(config.limits),
@@ -287,8 +288,8 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
     );
     shutdown_signal.trigger();
     tasks.abort_all();
-    crate::lifecycle::drain(&state, drain).await;
-    crate::lifecycle::checkpoint_caches(&state).await;
+    lifecycle::drain(&state, drain).await;
+    lifecycle::checkpoint_caches(&state).await;
     if let Some(Tunnel { conn, .. }) = edge.tunnel.borrow().clone() {
         conn.close(
             quinn::VarInt::from_u32(wanopt_proto::codes::SHUTDOWN),
@@ -372,7 +373,7 @@ async fn maintain_tunnel(
                 continue;
             }
             Err((addr, error)) => {
-                let error = crate::identity::readable_handshake_error(error);
+                let error = identity::readable_handshake_error(error);
                 if error != last_error {
                     warn!("cannot reach core {core}: {error}; retrying with backoff");
                     last_error = error.clone();
@@ -485,7 +486,7 @@ impl Edge {
     }
 
     async fn transparent(&self, tcp: TcpStream, source: SocketAddr, listen: Option<SocketAddr>) {
-        let dest = match crate::intercept::original_destination(&tcp) {
+        let dest = match original_destination(&tcp) {
             Ok(dest) => dest,
             Err(e) => {
                 warn!("flow from {source}: cannot recover its original destination: {e}");
@@ -550,7 +551,7 @@ impl Edge {
         let _ = server.set_nodelay(true);
         guard.flow.set_state(FlowState::Open);
         if let Err(abort) = splice_tcp(tcp, server, &guard.flow).await {
-            crate::abort::report(&flows.totals.resets, &guard.flow, "client", &abort);
+            report(&flows.totals.resets, &guard.flow, "client", &abort);
         }
     }
 
@@ -584,11 +585,16 @@ impl Edge {
             reset_tcp(tcp);
             return;
         };
-        let cache = cache.filter(|_| match &dest {
-            Target::Addr(addr) => !self.config.no_reduce_to.matches(*addr),
-            Target::Domain(..) => true,
-        });
-        let (services, names) = match cache {
+        let reduction = cache
+            .filter(|_| match &dest {
+                Target::Addr(addr) => !self.config.no_reduce_to.matches(*addr),
+                Target::Domain(..) => true,
+            })
+            .and_then(|cache| {
+                let caches = self.state.caches.as_ref()?;
+                Some(caches.reduction(cache, conn.clone()))
+            });
+        let (services, names) = match reduction {
             Some(_) => (Services::REDUCE, vec!["tcp-opt", "reduce"]),
             None => (Services::default(), vec!["tcp-opt"]),
         };
@@ -633,16 +639,8 @@ impl Edge {
             return;
         }
         flow.set_state(FlowState::Open);
-        let spliced = match cache {
-            Some(cache) => {
-                let reduction = Reduction::new(&self.state, cache, conn.clone());
-                splice_reduced(tcp, send, recv, flow, Facing::Client, 0, reduction).await
-            }
-            None => {
-                let ends = self.state.duplication.stream_ends(conn.remote_address());
-                splice_stream(tcp, send, recv, flow, Facing::Client, 0, &ends).await
-            }
-        };
+        let ends = self.state.duplication.stream_ends(conn.remote_address());
+        let spliced = carry(tcp, send, recv, flow, Facing::Client, 0, ends, reduction).await;
         match spliced {
             Ok(()) => debug!("flow {} {source} -> {dest} done", flow.id),
             Err(Abort::Refused(status)) => {
@@ -652,7 +650,7 @@ impl Edge {
                     flow.id
                 );
             }
-            Err(abort) => crate::abort::report(&flows.totals.resets, flow, "client", &abort),
+            Err(abort) => report(&flows.totals.resets, flow, "client", &abort),
         }
     }
 }

@@ -1,22 +1,29 @@
 //! The tokio runtime of a wanopt node.
 //!
 //! An **edge** ([`edge::run`]) terminates client TCP connections on the LAN,
-//! chosen by explicit forwards or transparent interception and by policy, and
-//! carries each over one stream of a long-lived QUIC connection ([`tunnel`])
-//! to a **core** ([`core::run`]), which connects to the destination if its
-//! allowlist ([`policy`]) permits. Nodes authenticate each other by pinned
-//! Ed25519 keys ([`identity`]). Each node keeps a flow table ([`flow`]) and
-//! its state ([`state`]), served by the control API ([`control`]). Flows
-//! with the `reduce` service run through the codec ([`reduced`]) against a
-//! persistent per-peer byte cache ([`reduce`]), private to the node's user
-//! on disk ([`cache_dir`]). Under QUIC, the tunnel's
-//! socket repeats the tails of bursts on lossy paths ([`dupsock`]).
-//! Transparently redirected flows arrive on a listener that closes while the
-//! tunnel is down under `--fail open` (`intercept`).
+//! chosen by explicit forwards or transparent interception ([`intercept`])
+//! and by policy ([`policy`]), and carries each over one stream of a
+//! long-lived QUIC connection to a **core** ([`core::run`]), which connects
+//! to the destination if its allowlist permits. The code is in three wings
+//! and a few rooms on top:
+//!
+//! - [`transport`]: the tunnel endpoint, identity and pinning of Ed25519
+//!   keys, handshake admission, wanopt's BBR, the one reader of the
+//!   controller's model, and the datagram layer under QUIC (tail
+//!   duplication, parity);
+//! - [`flow`]: the flow table, the one [`flow::carry`] both roles call to
+//!   pick and run a pump, the plain splice, the codec pump, read-ahead and
+//!   reassembly, flow limits;
+//! - [`reduce`]: the per-peer byte caches of the `reduce` service, the
+//!   cache control stream, compression choice, the compressor memory
+//!   budget, the cache directories;
+//! - on top: [`edge`], [`core`], [`intercept`], [`control`] (the HTTP API),
+//!   [`state`] (what a node knows of itself), [`lifecycle`] (shutdown,
+//!   housekeeping, drain), [`process`] and [`error`].
+//!
+//! A wing uses only the wings below it: `flow` uses `reduce` and
+//! `transport`, `reduce` uses `transport`; the rooms on top use the wings.
 
-pub mod abort;
-pub mod budget;
-pub mod cache_dir;
 pub mod control;
 pub mod core;
 pub mod edge;
@@ -24,12 +31,9 @@ pub mod error;
 pub mod flow;
 pub mod intercept;
 pub mod lifecycle;
-pub mod limits;
 pub mod policy;
 pub mod process;
-pub mod reassembly;
 pub mod reduce;
-pub mod reduced;
 pub mod state;
 pub mod transport;
 
@@ -39,5 +43,7 @@ pub use lifecycle::{ignore_hangups, shutdown_signal, Shutdown};
 pub use process::{raise_fd_limit, release_free_memory};
 
 // The paths the binary, the lab and the tests name.
+pub use flow::{abort, limits};
+pub use reduce::budget;
 pub use transport::udp as dupsock;
 pub use transport::{bbr, handshakes, identity, tunnel};

@@ -1,16 +1,7 @@
-//! The `reduce` service's node side: one persistent byte cache per tunnel
-//! peer, and the tunnel's control streams that keep the two ends' caches in
-//! agreement.
-//!
-//! Caches live under `--cache-dir`, one directory per peer named by the
-//! peer's public key (hex), each locked (`flock`) by the process using it so
-//! two nodes can never share a store. When a tunnel comes up each node opens
-//! a unidirectional *control stream* and sends a hello
-//! ([`wanopt_proto::ControlRepr::Hello`]): the services it accepts and its
-//! cache's hello ([`wanopt_codec::Hello`]). The edge marks a flow `reduce`
-//! only when the core's hello accepted it. After `wanopt cache clear` a node
-//! sends a new hello asking for the peer's in return, so both ends forget
-//! what they assumed about each other.
+//! The per-peer byte caches of the `reduce` service: one persistent cache
+//! per tunnel peer under `--cache-dir`, in a directory named by the peer's
+//! public key (hex), each locked (`flock`) by the process using it so two
+//! nodes can never share a store; checkpoints, reports and `cache clear`.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -20,17 +11,29 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
-use wanopt_codec::{CacheConfig, CacheId, CacheStats, Compression, PeerCache, StoreConfig};
-use wanopt_proto::{control_len, Control, ControlRepr, Services};
+use wanopt_codec::{CacheConfig, CacheId, CacheStats, PeerCache, StoreConfig};
 
-use crate::budget::CompressorBudget;
-use crate::identity::PublicKey;
-use crate::NodeError;
+use super::budget::CompressorBudget;
+use super::compression::CompressionMode;
+use crate::error::NodeError;
+use crate::transport::identity::PublicKey;
 
-pub use crate::transport::model::{estimated_rate_bps, window_rate_bps};
+/// What a flow with `reduce` needs besides its streams: handed ready to
+/// the flow's pump ([`Caches::reduction`]).
+#[derive(Debug, Clone)]
+pub struct Reduction {
+    /// The byte cache for the peer.
+    pub cache: PeerCache,
+    /// How literals are compressed.
+    pub compression: CompressionMode,
+    /// The tunnel (its rate picks the codec in `auto`).
+    pub connection: quinn::Connection,
+    /// The node's memory budget for stream compressors.
+    pub budget: Arc<CompressorBudget>,
+}
 
 /// Default bound on each peer's on-disk store.
 pub const DEFAULT_CACHE_SIZE: u64 = 4 << 30;
@@ -38,140 +41,6 @@ pub const DEFAULT_CACHE_SIZE: u64 = 4 << 30;
 /// How often caches are checkpointed by default (segments synced, peer
 /// view saved and its journal folded in): [`ReduceConfig::cache_checkpoint`].
 pub const DEFAULT_CACHE_CHECKPOINT: Duration = Duration::from_secs(10);
-
-/// Below this estimated tunnel rate, `auto` compresses literals with zstd
-/// or LZMA2 (about a third fewer bytes than LZ4 on office documents, at a
-/// quarter of its speed and less: a core still compresses several hundred
-/// Mbit/s, so the WAN, not the CPU, stays the bottleneck); above it, LZ4.
-pub const ZSTD_BELOW_BPS: f64 = 100e6;
-
-/// What `auto` uses by tunnel rate: (below this rate, compression). A
-/// slower link leaves more CPU time per byte to spend. The whole encoder
-/// (chunking, fingerprints, store, runs continuing one stream per flow),
-/// cold, on the Table 1 Word and Excel files in 64 KiB reads (`cargo run
-/// -p wanopt-codec --release --example stream_runs`), one core of the lab
-/// VM: zstd level 3 at 80-190 MB/s, 9 at 20-45, 16 at 2.4-5.5 and 18 at
-/// 2-4 MB/s; LZMA2 preset 5 at 3.5-4 and 6 at 3-3.5 MB/s, 7-20% smaller
-/// than zstd 18 (most on spreadsheets: LZMA2 models a byte's position in
-/// fixed-size records). Each step keeps the encoder at least twice as fast
-/// as the link can carry data compressed 4 to 1 (1.5 MB/s of input at 3
-/// Mbit/s, 0.5 MB/s at 1 Mbit/s).
-///
-/// Below 3 Mbit/s the runs that are mostly text go through PPMd instead
-/// of LZMA2 ([`Compression::Max`]): 6-15% fewer bytes on the Word files,
-/// within 1% on spreadsheets, and faster to encode (BENCHMARKS.md).
-pub const AUTO_STEPS: [(f64, Compression); 4] = [
-    (1e6, Compression::Max { preset: 6 }),
-    (3e6, Compression::Max { preset: 5 }),
-    (10e6, Compression::Zstd { level: 9 }),
-    (ZSTD_BELOW_BPS, Compression::Zstd { level: 3 }),
-];
-
-/// How far (a fraction) the rate must leave the band of `auto`'s current
-/// choice before the choice changes: a change of zstd level restarts the
-/// flow's stream (its 1 MiB of history, and a new compressor of up to
-/// 13 MiB), so a rate wavering around a threshold must not flip it.
-pub const RATE_MARGIN: f64 = 0.2;
-
-/// How flows with `reduce` compress their literals.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CompressionMode {
-    /// zstd or LZMA2 while the tunnel's estimated rate
-    /// ([`estimated_rate_bps`]) is below [`ZSTD_BELOW_BPS`], slower and
-    /// smaller the slower the link ([`AUTO_STEPS`]); LZ4 above; re-checked
-    /// as the flow runs.
-    #[default]
-    Auto,
-    /// Always LZ4.
-    Lz4,
-    /// Always zstd (level 3).
-    Zstd,
-    /// Always LZMA2 (preset 6: 3-3.5 MB/s per core; for links of a few
-    /// Mbit/s at most).
-    Lzma,
-    /// Always PPMd for runs of text and LZMA2 (preset 6) for the others:
-    /// the fewest bytes, for links of a few Mbit/s at most.
-    Max,
-    /// No compression (deduplication only).
-    Off,
-}
-
-impl std::str::FromStr for CompressionMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "auto" => Ok(CompressionMode::Auto),
-            "lz4" => Ok(CompressionMode::Lz4),
-            "zstd" => Ok(CompressionMode::Zstd),
-            "lzma" => Ok(CompressionMode::Lzma),
-            "max" => Ok(CompressionMode::Max),
-            "off" => Ok(CompressionMode::Off),
-            other => Err(format!(
-                "unknown compression {other:?} (expected auto, lz4, zstd, lzma, max or off)"
-            )),
-        }
-    }
-}
-
-impl std::fmt::Display for CompressionMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            CompressionMode::Auto => "auto",
-            CompressionMode::Lz4 => "lz4",
-            CompressionMode::Zstd => "zstd",
-            CompressionMode::Lzma => "lzma",
-            CompressionMode::Max => "max",
-            CompressionMode::Off => "off",
-        })
-    }
-}
-
-impl CompressionMode {
-    /// The codec setting for a tunnel whose estimated rate is `rate_bps`
-    /// (bits per second; `None` when unknown).
-    pub fn pick(self, rate_bps: Option<f64>) -> Compression {
-        match self {
-            CompressionMode::Lz4 => Compression::Lz4,
-            CompressionMode::Zstd => Compression::ZSTD,
-            CompressionMode::Lzma => Compression::Lzma { preset: 6 },
-            CompressionMode::Max => Compression::Max { preset: 6 },
-            CompressionMode::Off => Compression::Off,
-            CompressionMode::Auto => rate_bps
-                .and_then(|rate| AUTO_STEPS.iter().find(|(below, _)| rate < *below))
-                .map_or(Compression::Lz4, |&(_, compression)| compression),
-        }
-    }
-
-    /// Like [`CompressionMode::pick`], for a flow that uses `current`:
-    /// `auto` keeps it while the rate stays within [`RATE_MARGIN`] of the
-    /// band it picks `current` for.
-    pub fn repick(self, rate_bps: Option<f64>, current: Compression) -> Compression {
-        let next = self.pick(rate_bps);
-        if self != CompressionMode::Auto || next == current {
-            return next;
-        }
-        match (rate_bps, auto_band(current)) {
-            (Some(rate), Some((low, high)))
-                if rate >= low * (1.0 - RATE_MARGIN) && rate < high * (1.0 + RATE_MARGIN) =>
-            {
-                current
-            }
-            _ => next,
-        }
-    }
-}
-
-/// The rates (bits per second, from and below) for which `auto` picks
-/// `compression`; `None` for a choice it never makes.
-fn auto_band(compression: Compression) -> Option<(f64, f64)> {
-    if compression == Compression::Lz4 {
-        return Some((ZSTD_BELOW_BPS, f64::INFINITY));
-    }
-    let i = AUTO_STEPS.iter().position(|&(_, c)| c == compression)?;
-    let low = i.checked_sub(1).map_or(0.0, |j| AUTO_STEPS[j].0);
-    Some((low, AUTO_STEPS[i].0))
-}
 
 /// Settings of the `reduce` service.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -185,7 +54,7 @@ pub struct ReduceConfig {
     /// How literals are compressed.
     pub compression: CompressionMode,
     /// Bound on the memory all flows' stream compressors may hold, bytes
-    /// (see [`crate::budget`]).
+    /// (see [`super::budget`]).
     pub compressor_memory: u64,
 }
 
@@ -217,9 +86,9 @@ pub struct PeerEntry {
     pub cache: PeerCache,
     _lock: nix::fcntl::Flock<File>,
     /// Control streams of live tunnels with this peer.
-    controls: Mutex<Vec<(usize, mpsc::UnboundedSender<bool>)>>,
+    pub(super) controls: Mutex<Vec<(usize, mpsc::UnboundedSender<bool>)>>,
     /// The connection whose hello the cache last applied.
-    current: Mutex<Option<usize>>,
+    pub(super) current: Mutex<Option<usize>>,
     /// Write errors already reported in the log.
     warned_write_errors: AtomicU64,
 }
@@ -319,7 +188,7 @@ impl Caches {
                 dir.display()
             ))
         };
-        crate::cache_dir::prepare_root(dir).map_err(fail)?;
+        super::cache_dir::prepare_root(dir).map_err(fail)?;
         let probe = dir.join(format!(".probe-{}", std::process::id()));
         wanopt_codec::private::create_file(&probe, true).map_err(fail)?;
         let _ = std::fs::remove_file(&probe);
@@ -339,6 +208,17 @@ impl Caches {
     /// The node's budget for flows' stream compressors.
     pub fn budget(&self) -> &Arc<CompressorBudget> {
         &self.budget
+    }
+
+    /// A flow's reduction with `cache` over `connection`, compressing as
+    /// the node is set to.
+    pub fn reduction(&self, cache: PeerCache, connection: quinn::Connection) -> Reduction {
+        Reduction {
+            cache,
+            compression: self.compression(),
+            connection,
+            budget: self.budget.clone(),
+        }
     }
 
     /// The cache directory.
@@ -368,7 +248,7 @@ impl Caches {
             wanopt_codec::private::create_dir_all(&dir)
                 .map_err(|e| format!("{}: {e}", dir.display()))?;
         }
-        crate::cache_dir::prepare_peer_dir(&dir, peer)
+        super::cache_dir::prepare_peer_dir(&dir, peer)
             .map_err(|e| format!("{}: {e}", dir.display()))?;
         let lock = lock_dir(&dir)?;
         let cache = PeerCache::open(&dir, self.cache_config(), random_id())
@@ -494,7 +374,7 @@ impl Caches {
                 if open_dirs.contains(&dir.as_path()) {
                     continue;
                 }
-                if let Some(why) = crate::cache_dir::not_a_peer_cache(&dir) {
+                if let Some(why) = super::cache_dir::not_a_peer_cache(&dir) {
                     debug!("cache clear: leaving {} alone: {why}", dir.display());
                     continue;
                 }
@@ -546,243 +426,9 @@ fn lock_dir(dir: &Path) -> Result<nix::fcntl::Flock<File>, String> {
     })
 }
 
-/// The outcome of a tunnel's control exchange, known once the peer's first
-/// hello arrived.
-#[derive(Debug, Clone)]
-pub struct PeerServices {
-    /// Services the peer accepts on flows from us.
-    pub accepts: Services,
-}
-
-/// The peer's cache hello; `None` when it is well formed but of another
-/// codec version (the peer's flows then go without `reduce`).
-fn peer_cache_hello(bytes: &[u8]) -> Result<Option<wanopt_codec::Hello>, String> {
-    use wanopt_codec::{control::HelloError, frame::FrameError};
-    match wanopt_codec::Hello::parse(bytes) {
-        Ok((hello, _)) => Ok(Some(hello)),
-        Err(HelloError::Frame(FrameError::UnsupportedVersion(_))) => Ok(None),
-        Err(e) => Err(format!("bad cache hello from the peer: {e}")),
-    }
-}
-
-/// Runs a connection's control stream: sends our hello, applies the peer's
-/// hellos to `entry`'s cache (when both ends reduce), answers requests for
-/// hellos and sends new ones after a local clear. `first` is completed
-/// when the peer's first hello arrives. Returns when the connection ends.
-pub async fn run_control(
-    conn: quinn::Connection,
-    entry: Option<Arc<PeerEntry>>,
-    first: oneshot::Sender<PeerServices>,
-) {
-    let id = conn.stable_id();
-    let (tx, mut rx) = mpsc::unbounded_channel::<bool>();
-    if let Some(entry) = &entry {
-        entry
-            .controls
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((id, tx.clone()));
-    }
-    let remote = conn.remote_address();
-    let result: Result<std::convert::Infallible, String> = async {
-        let mut send = conn
-            .open_uni()
-            .await
-            .map_err(|e| format!("cannot open the control stream: {e}"))?;
-        send_hello(&mut send, entry.as_deref(), false).await?;
-        let mut recv = conn
-            .accept_uni()
-            .await
-            .map_err(|e| format!("no control stream from the peer: {e}"))?;
-        let mut first = Some(first);
-        loop {
-            tokio::select! {
-                message = read_message(&mut recv) => {
-                    let ControlRepr::Hello { mut services, reply_wanted, cache_hello } = message?;
-                    if let Some(entry) = &entry {
-                        if services.contains(Services::REDUCE) {
-                            match peer_cache_hello(&cache_hello)? {
-                                Some(hello) => {
-                                    entry.cache.handle_hello(&hello);
-                                    *entry.current.lock().unwrap_or_else(|e| e.into_inner()) =
-                                        Some(id);
-                                    debug!("peer {remote}: cache hello applied");
-                                }
-                                None => {
-                                    warn!(
-                                        "peer {remote} speaks another codec version (this node: {}); \
-                                         its flows are not reduced: upgrade both nodes",
-                                        wanopt_codec::frame::VERSION
-                                    );
-                                    services = services.without(Services::REDUCE);
-                                }
-                            }
-                        }
-                    }
-                    if let Some(first) = first.take() {
-                        let _ = first.send(PeerServices { accepts: services });
-                    }
-                    if reply_wanted {
-                        send_hello(&mut send, entry.as_deref(), false).await?;
-                    }
-                }
-                Some(reply_wanted) = rx.recv() => {
-                    send_hello(&mut send, entry.as_deref(), reply_wanted).await?;
-                }
-            }
-        }
-    }
-    .await;
-    let Err(why) = result;
-    if conn.close_reason().is_none() {
-        warn!("control stream with {remote}: {why}; closing the tunnel");
-        conn.close(
-            quinn::VarInt::from_u32(wanopt_proto::codes::PROTOCOL),
-            b"control stream failed",
-        );
-    }
-    if let Some(entry) = &entry {
-        entry
-            .controls
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .retain(|(c, _)| *c != id);
-        let mut current = entry.current.lock().unwrap_or_else(|e| e.into_inner());
-        if *current == Some(id) {
-            *current = None;
-            entry.cache.handle_tunnel_down();
-        }
-    }
-}
-
-async fn send_hello(
-    send: &mut quinn::SendStream,
-    entry: Option<&PeerEntry>,
-    reply_wanted: bool,
-) -> Result<(), String> {
-    let mut cache_hello = Vec::new();
-    let services = match entry {
-        Some(entry) => {
-            entry.cache.hello().emit(&mut cache_hello);
-            Services::REDUCE
-        }
-        None => Services::default(),
-    };
-    let message = ControlRepr::Hello {
-        services,
-        reply_wanted,
-        cache_hello,
-    }
-    .emit()
-    .map_err(|e| e.to_string())?;
-    send.write_all(&message)
-        .await
-        .map_err(|e| format!("control stream: {e}"))
-}
-
-async fn read_message(recv: &mut quinn::RecvStream) -> Result<ControlRepr, String> {
-    let mut prefix = [0u8; 4];
-    recv.read_exact(&mut prefix)
-        .await
-        .map_err(|e| format!("control stream: {e}"))?;
-    let length = control_len(&prefix).map_err(|e| format!("bad control message: {e}"))?;
-    let mut buf = vec![0u8; length];
-    buf[..4].copy_from_slice(&prefix);
-    recv.read_exact(&mut buf[4..])
-        .await
-        .map_err(|e| format!("control stream: {e}"))?;
-    let view = Control::new_checked(&buf[..]).map_err(|e| format!("bad control message: {e}"))?;
-    ControlRepr::parse(&view).map_err(|e| format!("bad control message: {e}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_cache_hello_of_another_codec_version_turns_reduce_off_not_the_tunnel() {
-        let dir = tempfile::tempdir().unwrap();
-        let cache = PeerCache::open(dir.path(), CacheConfig::default(), CacheId([3; 16])).unwrap();
-        let mut hello = Vec::new();
-        cache.hello().emit(&mut hello);
-        assert!(peer_cache_hello(&hello).unwrap().is_some());
-        // The version byte follows the 4-byte header and the magic.
-        hello[8] = wanopt_codec::frame::VERSION - 1;
-        assert_eq!(peer_cache_hello(&hello), Ok(None));
-        hello[4] = b'X';
-        assert!(peer_cache_hello(&hello)
-            .unwrap_err()
-            .contains("bad cache hello"));
-    }
-
-    #[test]
-    fn compression_modes_parse_and_auto_picks_by_rate() {
-        for mode in ["auto", "lz4", "zstd", "lzma", "max", "off"] {
-            assert_eq!(mode.parse::<CompressionMode>().unwrap().to_string(), mode);
-        }
-        assert!("gzip".parse::<CompressionMode>().is_err());
-        let auto = CompressionMode::Auto;
-        assert_eq!(auto.pick(Some(384e3)), Compression::Max { preset: 6 });
-        assert_eq!(auto.pick(Some(2e6)), Compression::Max { preset: 5 });
-        assert_eq!(auto.pick(Some(5e6)), Compression::Zstd { level: 9 });
-        assert_eq!(auto.pick(Some(50e6)), Compression::ZSTD);
-        // The slow levels are encoded off the runtime's workers.
-        assert!(auto.pick(Some(2e6)).is_slow() && auto.pick(Some(5e6)).is_slow());
-        assert!(!Compression::ZSTD.is_slow() && !Compression::Lz4.is_slow());
-        assert_eq!(auto.pick(Some(1e9)), Compression::Lz4);
-        assert_eq!(auto.pick(None), Compression::Lz4);
-        assert_eq!(CompressionMode::Off.pick(Some(2e6)), Compression::Off);
-        assert_eq!(CompressionMode::Lz4.pick(Some(2e6)), Compression::Lz4);
-        assert_eq!(CompressionMode::Zstd.pick(Some(1e9)), Compression::ZSTD);
-        assert_eq!(
-            CompressionMode::Lzma.pick(Some(1e9)),
-            Compression::Lzma { preset: 6 }
-        );
-        assert_eq!(
-            CompressionMode::Max.pick(Some(1e9)),
-            Compression::Max { preset: 6 }
-        );
-    }
-
-    #[test]
-    fn auto_keeps_its_choice_while_the_rate_wavers_near_a_threshold() {
-        let auto = CompressionMode::Auto;
-        let z = |level| Compression::Zstd { level };
-        let x = |preset| Compression::Max { preset };
-        // Around 1 Mbit/s (preset 6 below, 5 above): no flip within 20%.
-        assert_eq!(auto.repick(Some(1.1e6), x(6)), x(6));
-        assert_eq!(auto.repick(Some(0.9e6), x(5)), x(5));
-        // Beyond the margin it changes, both ways.
-        assert_eq!(auto.repick(Some(1.3e6), x(6)), x(5));
-        assert_eq!(auto.repick(Some(0.7e6), x(5)), x(6));
-        // Around 3 Mbit/s, LZMA2 and zstd 9 likewise.
-        assert_eq!(auto.repick(Some(3.3e6), x(5)), x(5));
-        assert_eq!(auto.repick(Some(2.7e6), z(9)), z(9));
-        assert_eq!(auto.repick(Some(4e6), x(5)), z(9));
-        // Far from the band it jumps straight to the rate's choice.
-        assert_eq!(auto.repick(Some(50e6), x(6)), Compression::ZSTD);
-        assert_eq!(auto.repick(Some(2e6), Compression::Lz4), x(5));
-        // Around 100 Mbit/s, LZ4 and zstd 3 hold each other off.
-        assert_eq!(auto.repick(Some(90e6), Compression::Lz4), Compression::Lz4);
-        assert_eq!(
-            auto.repick(Some(110e6), Compression::ZSTD),
-            Compression::ZSTD
-        );
-        assert_eq!(
-            auto.repick(Some(130e6), Compression::ZSTD),
-            Compression::Lz4
-        );
-        // A level auto never picks, or no rate, gives the plain choice.
-        assert_eq!(auto.repick(Some(2e6), z(5)), x(5));
-        assert_eq!(auto.repick(Some(2e6), z(16)), x(5));
-        assert_eq!(auto.repick(None, x(5)), Compression::Lz4);
-        assert_eq!(auto.repick(Some(2e6), Compression::Off), x(5));
-        // Fixed modes ignore the current choice.
-        assert_eq!(
-            CompressionMode::Lz4.repick(Some(2e6), x(5)),
-            Compression::Lz4
-        );
-    }
 
     #[test]
     fn peers_get_their_own_locked_directory() {
@@ -791,7 +437,7 @@ mod tests {
             cache_dir: dir.path().to_path_buf(),
             cache_size: 64 << 20,
             compression: CompressionMode::Auto,
-            compressor_memory: crate::budget::DEFAULT_COMPRESSOR_MEMORY,
+            compressor_memory: crate::reduce::budget::DEFAULT_COMPRESSOR_MEMORY,
             cache_checkpoint: DEFAULT_CACHE_CHECKPOINT,
         };
         let caches = Caches::new(config.clone()).unwrap();
@@ -813,7 +459,7 @@ mod tests {
             cache_dir: dir.path().to_path_buf(),
             cache_size: 64 << 20,
             compression: CompressionMode::Auto,
-            compressor_memory: crate::budget::DEFAULT_COMPRESSOR_MEMORY,
+            compressor_memory: crate::reduce::budget::DEFAULT_COMPRESSOR_MEMORY,
             cache_checkpoint: DEFAULT_CACHE_CHECKPOINT,
         };
         {
@@ -837,7 +483,7 @@ mod tests {
             cache_dir: dir.path().to_path_buf(),
             cache_size: 64 << 20,
             compression: CompressionMode::Auto,
-            compressor_memory: crate::budget::DEFAULT_COMPRESSOR_MEMORY,
+            compressor_memory: crate::reduce::budget::DEFAULT_COMPRESSOR_MEMORY,
             cache_checkpoint: DEFAULT_CACHE_CHECKPOINT,
         };
         // Another program's directory, with `--cache-dir` shared.
@@ -873,7 +519,7 @@ mod tests {
             cache_dir: dir.path().join("cache"),
             cache_size: 64 << 20,
             compression: CompressionMode::Auto,
-            compressor_memory: crate::budget::DEFAULT_COMPRESSOR_MEMORY,
+            compressor_memory: crate::reduce::budget::DEFAULT_COMPRESSOR_MEMORY,
             cache_checkpoint: DEFAULT_CACHE_CHECKPOINT,
         })
         .unwrap();
@@ -886,7 +532,9 @@ mod tests {
             .map(|e| e.unwrap().path())
             .collect();
         assert!(files.iter().any(|f| f.ends_with("lock")), "{files:?}");
-        assert!(files.iter().any(|f| f.ends_with(crate::cache_dir::MARKER)));
+        assert!(files
+            .iter()
+            .any(|f| f.ends_with(crate::reduce::cache_dir::MARKER)));
         for file in files {
             assert_eq!(mode(&file), 0o600, "{}", file.display());
         }
@@ -899,7 +547,7 @@ mod tests {
             cache_dir: file.path().join("sub"),
             cache_size: DEFAULT_CACHE_SIZE,
             compression: CompressionMode::Auto,
-            compressor_memory: crate::budget::DEFAULT_COMPRESSOR_MEMORY,
+            compressor_memory: crate::reduce::budget::DEFAULT_COMPRESSOR_MEMORY,
             cache_checkpoint: DEFAULT_CACHE_CHECKPOINT,
         })
         .unwrap_err()
@@ -910,7 +558,7 @@ mod tests {
             cache_dir: dir.path().to_path_buf(),
             cache_size: 1000,
             compression: CompressionMode::Auto,
-            compressor_memory: crate::budget::DEFAULT_COMPRESSOR_MEMORY,
+            compressor_memory: crate::reduce::budget::DEFAULT_COMPRESSOR_MEMORY,
             cache_checkpoint: DEFAULT_CACHE_CHECKPOINT,
         })
         .unwrap_err()

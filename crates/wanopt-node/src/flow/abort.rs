@@ -1,18 +1,12 @@
-//! Why a flow ended abnormally, what each side is told, and how a node
-//! reports it: every reset is counted by reason ([`ResetReason`], in
-//! `status` and `/metrics`), and one that comes from a codec or protocol
-//! error (this node's or the peer's) is a WARN line naming the flow, the
-//! reason and what the peer and the LAN side were sent.
+//! Why a flow ended abnormally and what each side is told: every reset is
+//! counted by reason ([`ResetReason`], in `status` and `/metrics`); the
+//! log line is written by [`super::carry::report`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::net::TcpStream;
-use tracing::{debug, warn};
-
 use wanopt_proto::codes;
-
-use crate::flow::Flow;
 
 /// Why a flow ended abnormally.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,27 +151,6 @@ impl ResetCounters {
     }
 }
 
-/// Counts a flow's abnormal end and logs it: a WARN line for a codec or
-/// protocol error (with the flow, the reason, and what the peer and the
-/// LAN side were sent), DEBUG for a side that simply reset. A refusal is
-/// the caller's to report.
-pub fn report(counters: &ResetCounters, flow: &Flow, lan: &str, abort: &Abort) {
-    let Some(reason) = abort.reason() else {
-        return;
-    };
-    counters.count(reason);
-    let (id, source, dest) = (flow.id, flow.source, &flow.destination);
-    if reason.is_error() {
-        let sent = match abort {
-            Abort::Codec(_) => "the peer a stream reset (codec error)",
-            _ => "the peer a stream reset",
-        };
-        warn!("flow {id} {source} -> {dest} reset: {abort}; sent {sent} and the {lan} a TCP reset");
-    } else {
-        debug!("flow {id} {source} -> {dest} reset: {abort}");
-    }
-}
-
 /// Resets a TCP connection: linger 0 makes the close send RST.
 pub fn reset_tcp(tcp: TcpStream) {
     let _ = socket2::SockRef::from(&tcp).set_linger(Some(Duration::ZERO));
@@ -234,65 +207,5 @@ mod tests {
                 ("idle", 0)
             ]
         );
-    }
-
-    /// What `report` logs for `abort`, at which level.
-    fn logged(abort: &Abort) -> String {
-        use std::sync::{Arc, Mutex};
-        #[derive(Clone, Default)]
-        struct Sink(Arc<Mutex<Vec<u8>>>);
-        impl std::io::Write for Sink {
-            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-                self.0.lock().unwrap().extend_from_slice(buf);
-                Ok(buf.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let sink = Sink::default();
-        let writer = sink.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::DEBUG)
-            .with_ansi(false)
-            .with_writer(move || writer.clone())
-            .finish();
-        let table = std::sync::Arc::new(crate::flow::FlowTable::default());
-        let guard = table.start(
-            Some(7),
-            "10.1.0.2:50000".parse().unwrap(),
-            "10.2.0.5:445".into(),
-            vec!["tcp-opt", "reduce"],
-            None,
-        );
-        let counters = ResetCounters::default();
-        tracing::subscriber::with_default(subscriber, || {
-            report(&counters, &guard.flow, "client", abort)
-        });
-        let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
-        text
-    }
-
-    #[test]
-    fn a_codec_error_is_a_warning_with_the_flow_the_reason_and_what_was_sent() {
-        let line = logged(&Abort::Codec(
-            "bad data from the peer: pieces of a chunk out of order".into(),
-        ));
-        assert!(line.contains(" WARN "), "{line}");
-        for part in [
-            "flow 7 10.1.0.2:50000 -> 10.2.0.5:445 reset",
-            "pieces of a chunk out of order",
-            "sent the peer a stream reset (codec error) and the client a TCP reset",
-        ] {
-            assert!(line.contains(part), "{part:?} missing: {line}");
-        }
-        let peer = logged(&Abort::PeerCodec);
-        assert!(
-            peer.contains(" WARN ") && peer.contains("could not decode"),
-            "{peer}"
-        );
-        // A side that simply reset is not a warning.
-        let lan = logged(&Abort::Local("connection reset by peer".into()));
-        assert!(lan.contains("DEBUG") && !lan.contains("WARN"), "{lan}");
     }
 }
