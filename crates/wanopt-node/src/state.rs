@@ -10,7 +10,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::flow::{reduction, FlowTable};
-use crate::reduce::Caches;
+use crate::reduce::{CacheReport, Caches};
 use crate::transport::handshakes::Handshakes;
 use crate::transport::identity::PublicKey;
 use crate::transport::model;
@@ -364,6 +364,20 @@ impl NodeState {
                     mtu: stats.path.current_mtu,
                 },
             );
+        }
+    }
+
+    /// What `/cache` returns: every open cache, or `enabled: false` with
+    /// `--no-reduce`.
+    pub fn cache_report(&self) -> CacheReport {
+        match &self.caches {
+            Some(caches) => caches.report(),
+            None => CacheReport {
+                enabled: false,
+                dir: None,
+                peers: Vec::new(),
+                clears: 0,
+            },
         }
     }
 
