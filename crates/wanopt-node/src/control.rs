@@ -68,7 +68,7 @@ async fn cache_clear(State(state): State<Arc<NodeState>>) -> impl IntoResponse {
     };
     match tokio::task::spawn_blocking(move || caches.clear()).await {
         Ok(Ok(())) => (StatusCode::OK, "cleared".to_owned()),
-        Ok(Err(e)) => (StatusCode::INTERNAL_SERVER_ERROR, e),
+        Ok(Err(e)) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
 }

@@ -10,10 +10,12 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 use tracing::{debug, info, warn};
 
-use wanopt_proto::{codes, open_header_len, Open, OpenRepr, ReplyRepr, Services, Status, Target};
+use wanopt_proto::{
+    codes, open_header_len, HeaderError, Open, OpenRepr, ReplyRepr, Services, Status, Target,
+};
 
 use crate::control;
-use crate::error::NodeError;
+use crate::error::{NodeError, UsageError};
 use crate::flow::limits::{FlowLimits, FlowLimitsConfig};
 use crate::flow::{carry, report, Facing, FlowState};
 use crate::lifecycle::{self, Shutdown};
@@ -114,9 +116,7 @@ fn host_addresses() -> Vec<std::net::IpAddr> {
 /// Runs a core until `shutdown` resolves, then drains flows for a bounded time.
 pub async fn run(config: CoreConfig, shutdown: impl Future<Output = ()>) -> Result<(), NodeError> {
     if config.peer_keys.is_empty() {
-        return Err(NodeError::Usage(
-            "the core pins no edge: give at least one --peer-key".into(),
-        ));
+        return Err(UsageError::NoPeerKey.into());
     }
     if config.allow.is_empty() {
         warn!("no --allow rule: every destination will be refused (a node is never an open relay)");
@@ -148,9 +148,7 @@ pub async fn run(config: CoreConfig, shutdown: impl Future<Output = ()>) -> Resu
     info!(
         "core {} listening on udp {} ({} pinned edge key(s), {} allow rule(s))",
         config.key.public_key(),
-        endpoint
-            .local_addr()
-            .map_err(|e| NodeError::Resolve(e.to_string()))?,
+        endpoint.local_addr().map_err(NodeError::LocalAddress)?,
         config.peer_keys.len(),
         config.allow.0.len()
     );
@@ -441,18 +439,25 @@ impl Core {
     }
 }
 
+/// Why a stream's open header could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum HeaderReadError {
+    /// The stream failed or ended before the header did.
+    #[error("cannot read stream header: {0}")]
+    Read(#[from] quinn::ReadExactError),
+    /// The header did not parse.
+    #[error(transparent)]
+    Parse(#[from] HeaderError),
+}
+
 /// Reads and parses a stream's open header.
-async fn read_header(recv: &mut quinn::RecvStream) -> Result<OpenRepr, String> {
+async fn read_header(recv: &mut quinn::RecvStream) -> Result<OpenRepr, HeaderReadError> {
     let mut prefix = [0u8; 4];
-    recv.read_exact(&mut prefix)
-        .await
-        .map_err(|e| format!("cannot read stream header: {e}"))?;
-    let length = open_header_len(&prefix).map_err(|e| e.to_string())?;
+    recv.read_exact(&mut prefix).await?;
+    let length = open_header_len(&prefix)?;
     let mut buf = vec![0u8; length];
     buf[..4].copy_from_slice(&prefix);
-    recv.read_exact(&mut buf[4..])
-        .await
-        .map_err(|e| format!("cannot read stream header: {e}"))?;
-    let view = Open::new_checked(&buf[..]).map_err(|e| e.to_string())?;
-    OpenRepr::parse(&view).map_err(|e| e.to_string())
+    recv.read_exact(&mut buf[4..]).await?;
+    let view = Open::new_checked(&buf[..])?;
+    Ok(OpenRepr::parse(&view)?)
 }

@@ -15,7 +15,7 @@ use tracing::{debug, info, warn};
 use wanopt_proto::{OpenRepr, Services, Target};
 
 use crate::control;
-use crate::error::NodeError;
+use crate::error::{NodeError, ResolveFailure, UsageError};
 use crate::flow::limits::{FlowLimits, FlowLimitsConfig, FlowPermit};
 use crate::flow::{carry, report, reset_tcp, splice_tcp, Abort, Facing, FlowState};
 use crate::intercept::{self, listen_tcp, original_destination, LogLimit};
@@ -180,10 +180,7 @@ const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
 /// time. Every listener is bound before this returns an error-free start.
 pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Result<(), NodeError> {
     if config.forwards.is_empty() && config.transparent.is_none() {
-        return Err(NodeError::Usage(
-            "the edge has nothing to accept: give --forward LISTEN=DEST or --transparent LISTEN"
-                .into(),
-        ));
+        return Err(UsageError::NothingToAccept.into());
     }
     let mut listeners = Vec::new();
     for forward in &config.forwards {
@@ -308,9 +305,15 @@ fn is_local(ip: IpAddr) -> bool {
 async fn resolve(host_port: &str) -> Result<SocketAddr, NodeError> {
     tokio::net::lookup_host(host_port)
         .await
-        .map_err(|e| NodeError::Resolve(format!("{host_port}: {e}")))?
+        .map_err(|e| NodeError::Resolve {
+            name: host_port.to_owned(),
+            why: ResolveFailure::Lookup(e),
+        })?
         .next()
-        .ok_or_else(|| NodeError::Resolve(format!("{host_port}: no address")))
+        .ok_or_else(|| NodeError::Resolve {
+            name: host_port.to_owned(),
+            why: ResolveFailure::NoAddress,
+        })
 }
 
 /// Keeps one connection to the core up, reconnecting with exponential

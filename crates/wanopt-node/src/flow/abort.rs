@@ -3,55 +3,132 @@
 //! log line is written by [`super::carry::report`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpStream;
 use wanopt_proto::codes;
 
 /// Why a flow ended abnormally.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Abort {
     /// The local TCP peer reset or failed.
-    Local(String),
+    #[error("local side: {0}")]
+    Local(LocalFailure),
     /// The tunnel side reset the stream, stopped reading, or the tunnel died.
-    Remote(String),
+    #[error("tunnel side: {0}")]
+    Remote(TunnelFailure),
     /// The core could not or would not connect to the destination.
+    #[error("{0}")]
     Refused(wanopt_proto::Status),
     /// The peer's frames did not decode, or its decoder asked for chunks
     /// this node cannot supply: the peer is sent [`codes::CODEC_ERROR`].
-    Codec(String),
+    #[error("codec error: {0}")]
+    Codec(CodecFailure),
     /// The peer reset the flow with [`codes::CODEC_ERROR`]: it could not
     /// decode this node's frames (its own log says why).
+    #[error("the peer could not decode this node's data (its log says why)")]
     PeerCodec,
     /// The flow carried no byte either way for the node's
     /// `--flow-idle-timeout`.
+    #[error("idle for --flow-idle-timeout")]
     Idle,
 }
 
-impl std::fmt::Display for Abort {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Abort::Local(why) => write!(f, "local side: {why}"),
-            Abort::Remote(why) => write!(f, "tunnel side: {why}"),
-            Abort::Refused(status) => write!(f, "{status}"),
-            Abort::Codec(why) => write!(f, "codec error: {why}"),
-            Abort::PeerCodec => write!(
-                f,
-                "the peer could not decode this node's data (its log says why)"
-            ),
-            Abort::Idle => write!(f, "idle for --flow-idle-timeout"),
-        }
+/// What failed on a flow's LAN side.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LocalFailure {
+    /// Reading or writing the TCP socket failed (a reset, most often).
+    #[error("{0}")]
+    Socket(IoFailure),
+    /// The flow's encoder could not be set up.
+    #[error("{0}")]
+    Encoder(Arc<wanopt_codec::chunker::ChunkerConfigError>),
+    /// The flow was closed while its stream was being read ahead.
+    #[error("flow closed")]
+    Closed,
+}
+
+/// What failed on a flow's tunnel side.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TunnelFailure {
+    /// Reading the stream failed: reset by the peer, or the tunnel lost.
+    #[error("{0}")]
+    Read(quinn::ReadError),
+    /// Writing the stream failed: stopped by the peer, or the tunnel lost.
+    #[error("{0}")]
+    Write(quinn::WriteError),
+    /// Writing to the destination's socket failed (a flow passed through:
+    /// its far side is TCP).
+    #[error("{0}")]
+    Socket(IoFailure),
+    /// The stream ended before the core's reply (edge side).
+    #[error("no reply from the core: {0}")]
+    NoReply(quinn::ReadExactError),
+    /// The core's reply did not parse.
+    #[error("bad reply from the core: {0}")]
+    BadReply(wanopt_proto::HeaderError),
+    /// The stream ended with bytes missing before its end.
+    #[error("stream ended with a gap")]
+    Gap,
+    /// The stream ended before the peer's encoder said its data had ended.
+    #[error("stream ended before the peer's end of data")]
+    EndedEarly,
+    /// The task writing the stream ended first.
+    #[error("the tunnel stream's writer stopped")]
+    WriterStopped,
+}
+
+/// Why this node's codec ended a flow.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CodecFailure {
+    /// The peer's frames did not decode.
+    #[error("bad data from the peer: {0}")]
+    BadData(Arc<wanopt_codec::DecodeError>),
+    /// The peer's decoder asked for chunks neither cache holds any more
+    /// (damaged disks at both ends); `count` of them in all.
+    #[error("{first} ({count} chunks unavailable in all)")]
+    Unavailable {
+        /// The first request that could not be answered.
+        first: Arc<wanopt_codec::PeerControlError>,
+        /// Requests that could not be answered.
+        count: usize,
+    },
+}
+
+/// An I/O error of a flow's socket, shareable (an [`Abort`] is cloned and
+/// compared; two are equal when their kind and message are).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct IoFailure(Arc<std::io::Error>);
+
+impl From<std::io::Error> for IoFailure {
+    fn from(e: std::io::Error) -> IoFailure {
+        IoFailure(Arc::new(e))
     }
 }
 
+impl PartialEq for IoFailure {
+    fn eq(&self, other: &IoFailure) -> bool {
+        self.0.kind() == other.0.kind() && self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl Eq for IoFailure {}
+
 impl Abort {
+    /// A failed read or write of the flow's TCP socket.
+    pub fn socket(e: std::io::Error) -> Abort {
+        Abort::Local(LocalFailure::Socket(e.into()))
+    }
+
     /// A failed read of the tunnel stream.
     pub fn from_read(e: quinn::ReadError) -> Abort {
         match e {
             quinn::ReadError::Reset(code) if code.into_inner() == u64::from(codes::CODEC_ERROR) => {
                 Abort::PeerCodec
             }
-            e => Abort::Remote(e.to_string()),
+            e => Abort::Remote(TunnelFailure::Read(e)),
         }
     }
 
@@ -63,7 +140,7 @@ impl Abort {
             {
                 Abort::PeerCodec
             }
-            e => Abort::Remote(e.to_string()),
+            e => Abort::Remote(TunnelFailure::Write(e)),
         }
     }
 
@@ -163,7 +240,9 @@ mod tests {
 
     #[test]
     fn codec_errors_reset_the_peer_with_their_own_code_and_the_peer_knows_it() {
-        let ours = Abort::Codec("pieces of a chunk out of order".into());
+        let ours = Abort::Codec(CodecFailure::BadData(Arc::new(
+            wanopt_codec::DecodeError::PieceOrder,
+        )));
         assert_eq!(ours.stream_code(), codes::CODEC_ERROR);
         assert_eq!(ours.reason(), Some(ResetReason::Codec));
         let code = quinn::VarInt::from_u32(ours.stream_code());
@@ -176,7 +255,7 @@ mod tests {
             Abort::PeerCodec
         );
         // A LAN side's reset crosses as before.
-        let lan = Abort::Local("connection reset by peer".into());
+        let lan = Abort::socket(std::io::ErrorKind::ConnectionReset.into());
         assert_eq!(lan.stream_code(), codes::TCP_RESET);
         let tcp = quinn::VarInt::from_u32(codes::TCP_RESET);
         assert_eq!(

@@ -104,9 +104,9 @@ mod tests {
 
     #[test]
     fn a_codec_error_is_a_warning_with_the_flow_the_reason_and_what_was_sent() {
-        let line = logged(&Abort::Codec(
-            "bad data from the peer: pieces of a chunk out of order".into(),
-        ));
+        let line = logged(&Abort::Codec(super::super::abort::CodecFailure::BadData(
+            std::sync::Arc::new(wanopt_codec::DecodeError::PieceOrder),
+        )));
         assert!(line.contains(" WARN "), "{line}");
         for part in [
             "flow 7 10.1.0.2:50000 -> 10.2.0.5:445 reset",
@@ -121,7 +121,7 @@ mod tests {
             "{peer}"
         );
         // A side that simply reset is not a warning.
-        let lan = logged(&Abort::Local("connection reset by peer".into()));
+        let lan = logged(&Abort::socket(std::io::ErrorKind::ConnectionReset.into()));
         assert!(lan.contains("DEBUG") && !lan.contains("WARN"), "{lan}");
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::sync::{mpsc, Semaphore};
 
-use super::abort::Abort;
+use super::abort::{Abort, LocalFailure, TunnelFailure};
 use super::pump::CHUNK;
 use super::reassembly::Reassembler;
 
@@ -16,10 +16,10 @@ pub(crate) async fn read_reply(recv: &mut quinn::RecvStream) -> Result<u64, Abor
     let mut reply = [0u8; wanopt_proto::stream::REPLY_LEN];
     recv.read_exact(&mut reply)
         .await
-        .map_err(|e| Abort::Remote(format!("no reply from the core: {e}")))?;
+        .map_err(|e| Abort::Remote(TunnelFailure::NoReply(e)))?;
     let status = wanopt_proto::Reply::new_checked(&reply[..])
         .and_then(|view| wanopt_proto::ReplyRepr::parse(&view))
-        .map_err(|e| Abort::Remote(format!("bad reply from the core: {e}")))?
+        .map_err(|e| Abort::Remote(TunnelFailure::BadReply(e)))?
         .status;
     if status != wanopt_proto::Status::Connected {
         return Err(Abort::Refused(status));
@@ -99,7 +99,7 @@ pub(crate) fn read_ahead(
                         reader_budget
                             .acquire_many(permits(bytes.len()))
                             .await
-                            .map_err(|_| Abort::Local("flow closed".into()))?
+                            .map_err(|_| Abort::Local(LocalFailure::Closed))?
                             .forget();
                         if tx.send(bytes).is_err() {
                             // The consumer stopped; its own result tells why.
@@ -109,7 +109,7 @@ pub(crate) fn read_ahead(
                 }
                 Ok(None) => {
                     if reassembler.buffered() != 0 {
-                        return Err(Abort::Remote("stream ended with a gap".into()));
+                        return Err(Abort::Remote(TunnelFailure::Gap));
                     }
                     return Ok(());
                 }

@@ -7,7 +7,7 @@ use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::abort::{reset_tcp, Abort};
+use super::abort::{reset_tcp, Abort, TunnelFailure};
 use super::pump::{abort_on_error, directions, until_idle, Direction, Facing, ReadBuffer, CHUNK};
 use super::read_ahead::{payload_reassembler, read_ahead};
 use super::table::{Flow, FlowState};
@@ -37,7 +37,7 @@ async fn tcp_to_stream(
                     .await
                     .map_err(Abort::from_write)?;
             }
-            Err(e) => return Err(Abort::Local(e.to_string())),
+            Err(e) => return Err(Abort::socket(e)),
         }
     }
 }
@@ -55,9 +55,7 @@ async fn stream_to_tcp(
     let writer = async {
         while let Some(bytes) = incoming.next().await {
             dir.wan.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-            wr.write_all(&bytes)
-                .await
-                .map_err(|e| Abort::Local(e.to_string()))?;
+            wr.write_all(&bytes).await.map_err(Abort::socket)?;
             dir.lan.fetch_add(bytes.len() as u64, Ordering::Relaxed);
         }
         let _ = wr.shutdown().await;
@@ -123,12 +121,12 @@ async fn tcp_to_tcp(
             Ok(n) => {
                 wr.write_all(buf.read(n))
                     .await
-                    .map_err(|e| Abort::Remote(e.to_string()))?;
+                    .map_err(|e| Abort::Remote(TunnelFailure::Socket(e.into())))?;
                 for counter in counters {
                     counter.fetch_add(n as u64, Ordering::Relaxed);
                 }
             }
-            Err(e) => return Err(Abort::Local(e.to_string())),
+            Err(e) => return Err(Abort::socket(e)),
         }
     }
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, warn};
 
-use wanopt_proto::{control_len, Control, ControlRepr, Services};
+use wanopt_proto::{control_len, Control, ControlRepr, HeaderError, Services};
 
 use super::peer_caches::PeerEntry;
 
@@ -23,14 +23,40 @@ pub struct PeerServices {
     pub accepts: Services,
 }
 
+/// Why a tunnel's control stream failed (the tunnel is then closed).
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ControlStreamError {
+    /// This node could not open its side of the stream.
+    #[error("cannot open the control stream: {0}")]
+    Open(quinn::ConnectionError),
+    /// The peer opened no control stream.
+    #[error("no control stream from the peer: {0}")]
+    Accept(quinn::ConnectionError),
+    /// Reading the peer's messages failed.
+    #[error("control stream: {0}")]
+    Read(quinn::ReadExactError),
+    /// Writing this node's messages failed.
+    #[error("control stream: {0}")]
+    Write(quinn::WriteError),
+    /// The peer's message did not parse.
+    #[error("bad control message: {0}")]
+    Message(HeaderError),
+    /// This node's hello could not be written out.
+    #[error("{0}")]
+    Hello(HeaderError),
+    /// The peer's cache hello did not parse.
+    #[error("bad cache hello from the peer: {0}")]
+    CacheHello(wanopt_codec::control::HelloError),
+}
+
 /// The peer's cache hello; `None` when it is well formed but of another
 /// codec version (the peer's flows then go without `reduce`).
-fn peer_cache_hello(bytes: &[u8]) -> Result<Option<wanopt_codec::Hello>, String> {
+fn peer_cache_hello(bytes: &[u8]) -> Result<Option<wanopt_codec::Hello>, ControlStreamError> {
     use wanopt_codec::{control::HelloError, frame::FrameError};
     match wanopt_codec::Hello::parse(bytes) {
         Ok((hello, _)) => Ok(Some(hello)),
         Err(HelloError::Frame(FrameError::UnsupportedVersion(_))) => Ok(None),
-        Err(e) => Err(format!("bad cache hello from the peer: {e}")),
+        Err(e) => Err(ControlStreamError::CacheHello(e)),
     }
 }
 
@@ -53,16 +79,16 @@ pub async fn run_control(
             .push((id, tx.clone()));
     }
     let remote = conn.remote_address();
-    let result: Result<std::convert::Infallible, String> = async {
+    let result: Result<std::convert::Infallible, ControlStreamError> = async {
         let mut send = conn
             .open_uni()
             .await
-            .map_err(|e| format!("cannot open the control stream: {e}"))?;
+            .map_err(ControlStreamError::Open)?;
         send_hello(&mut send, entry.as_deref(), false).await?;
         let mut recv = conn
             .accept_uni()
             .await
-            .map_err(|e| format!("no control stream from the peer: {e}"))?;
+            .map_err(ControlStreamError::Accept)?;
         let mut first = Some(first);
         loop {
             tokio::select! {
@@ -128,7 +154,7 @@ async fn send_hello(
     send: &mut quinn::SendStream,
     entry: Option<&PeerEntry>,
     reply_wanted: bool,
-) -> Result<(), String> {
+) -> Result<(), ControlStreamError> {
     let mut cache_hello = Vec::new();
     let services = match entry {
         Some(entry) => {
@@ -143,25 +169,22 @@ async fn send_hello(
         cache_hello,
     }
     .emit()
-    .map_err(|e| e.to_string())?;
+    .map_err(ControlStreamError::Hello)?;
     send.write_all(&message)
         .await
-        .map_err(|e| format!("control stream: {e}"))
+        .map_err(ControlStreamError::Write)
 }
 
-async fn read_message(recv: &mut quinn::RecvStream) -> Result<ControlRepr, String> {
+async fn read_message(recv: &mut quinn::RecvStream) -> Result<ControlRepr, ControlStreamError> {
+    use ControlStreamError::{Message, Read};
     let mut prefix = [0u8; 4];
-    recv.read_exact(&mut prefix)
-        .await
-        .map_err(|e| format!("control stream: {e}"))?;
-    let length = control_len(&prefix).map_err(|e| format!("bad control message: {e}"))?;
+    recv.read_exact(&mut prefix).await.map_err(Read)?;
+    let length = control_len(&prefix).map_err(Message)?;
     let mut buf = vec![0u8; length];
     buf[..4].copy_from_slice(&prefix);
-    recv.read_exact(&mut buf[4..])
-        .await
-        .map_err(|e| format!("control stream: {e}"))?;
-    let view = Control::new_checked(&buf[..]).map_err(|e| format!("bad control message: {e}"))?;
-    ControlRepr::parse(&view).map_err(|e| format!("bad control message: {e}"))
+    recv.read_exact(&mut buf[4..]).await.map_err(Read)?;
+    let view = Control::new_checked(&buf[..]).map_err(Message)?;
+    ControlRepr::parse(&view).map_err(Message)
 }
 
 #[cfg(test)]
@@ -182,6 +205,7 @@ mod tests {
         hello[4] = b'X';
         assert!(peer_cache_hello(&hello)
             .unwrap_err()
+            .to_string()
             .contains("bad cache hello"));
     }
 }

@@ -20,8 +20,8 @@ pub mod control_stream;
 pub mod peer_caches;
 
 pub use compression::{CompressionMode, AUTO_STEPS, RATE_MARGIN, ZSTD_BELOW_BPS};
-pub use control_stream::{run_control, PeerServices};
+pub use control_stream::{run_control, ControlStreamError, PeerServices};
 pub use peer_caches::{
-    CacheReport, Caches, PeerCacheStats, PeerEntry, ReduceConfig, Reduction,
+    CacheError, CacheReport, Caches, PeerCacheStats, PeerEntry, ReduceConfig, Reduction,
     DEFAULT_CACHE_CHECKPOINT, DEFAULT_CACHE_SIZE,
 };

@@ -18,7 +18,7 @@ use wanopt_codec::{CacheConfig, CacheId, CacheStats, PeerCache, StoreConfig};
 
 use super::budget::CompressorBudget;
 use super::compression::CompressionMode;
-use crate::error::NodeError;
+use crate::error::{NodeError, UsageError};
 use crate::transport::identity::PublicKey;
 
 /// What a flow with `reduce` needs besides its streams: handed ready to
@@ -150,6 +150,44 @@ pub struct CacheReport {
     pub clears: u64,
 }
 
+/// Why a peer's byte cache could not be opened, locked or cleared.
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    /// A directory or file of the cache could not be created or secured.
+    #[error("{}: {source}", path.display())]
+    Dir {
+        /// The directory or file.
+        path: PathBuf,
+        /// Why not.
+        source: std::io::Error,
+    },
+    /// Another process holds the cache's lock.
+    #[error(
+        "{} is in use by another wanopt process (give each node its own --cache-dir)",
+        dir.display()
+    )]
+    InUse {
+        /// The peer's cache directory.
+        dir: PathBuf,
+    },
+    /// The store did not open.
+    #[error("cannot open the byte cache in {}: {source}", dir.display())]
+    Open {
+        /// The peer's cache directory.
+        dir: PathBuf,
+        /// Why not.
+        source: wanopt_codec::store::OpenError,
+    },
+    /// Emptying a cache failed.
+    #[error("cannot clear {}: {source}", dir.display())]
+    Clear {
+        /// The peer's cache directory.
+        dir: PathBuf,
+        /// Why not.
+        source: std::io::Error,
+    },
+}
+
 /// Every peer cache of a node.
 #[derive(Debug)]
 pub struct Caches {
@@ -177,16 +215,11 @@ impl Caches {
     pub fn new(config: ReduceConfig) -> Result<Caches, NodeError> {
         let dir = &config.cache_dir;
         if config.cache_size < 64 << 20 {
-            return Err(NodeError::Usage(format!(
-                "--cache-size {} bytes is too small: give at least 64MiB",
-                config.cache_size
-            )));
+            return Err(UsageError::CacheTooSmall(config.cache_size).into());
         }
-        let fail = |e: std::io::Error| {
-            NodeError::Config(format!(
-                "cannot use cache directory {}: {e} (give --cache-dir DIR, or --no-reduce)",
-                dir.display()
-            ))
+        let fail = |source| NodeError::CacheDir {
+            dir: dir.clone(),
+            source,
         };
         super::cache_dir::prepare_root(dir).map_err(fail)?;
         let probe = dir.join(format!(".probe-{}", std::process::id()));
@@ -238,21 +271,29 @@ impl Caches {
     }
 
     /// The cache for `peer`, opened (and locked) on first use.
-    pub fn for_peer(&self, peer: PublicKey) -> Result<Arc<PeerEntry>, String> {
+    pub fn for_peer(&self, peer: PublicKey) -> Result<Arc<PeerEntry>, CacheError> {
         let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(entry) = peers.get(&peer) {
             return Ok(entry.clone());
         }
         let dir = self.config.cache_dir.join(hex(&peer.0));
         if std::fs::symlink_metadata(&dir).is_err() {
-            wanopt_codec::private::create_dir_all(&dir)
-                .map_err(|e| format!("{}: {e}", dir.display()))?;
+            wanopt_codec::private::create_dir_all(&dir).map_err(|source| CacheError::Dir {
+                path: dir.clone(),
+                source,
+            })?;
         }
-        super::cache_dir::prepare_peer_dir(&dir, peer)
-            .map_err(|e| format!("{}: {e}", dir.display()))?;
+        super::cache_dir::prepare_peer_dir(&dir, peer).map_err(|source| CacheError::Dir {
+            path: dir.clone(),
+            source,
+        })?;
         let lock = lock_dir(&dir)?;
-        let cache = PeerCache::open(&dir, self.cache_config(), random_id())
-            .map_err(|e| format!("cannot open the byte cache in {}: {e}", dir.display()))?;
+        let cache = PeerCache::open(&dir, self.cache_config(), random_id()).map_err(|source| {
+            CacheError::Open {
+                dir: dir.clone(),
+                source,
+            }
+        })?;
         let stats = cache.stats();
         if stats.store.truncated_bytes > 0 {
             warn!(
@@ -349,13 +390,16 @@ impl Caches {
     /// Empties every cache, open or only on disk, gives each a new
     /// identity and tells live peers (whose answering hellos resynchronize
     /// both directions).
-    pub fn clear(&self) -> Result<(), String> {
+    pub fn clear(&self) -> Result<(), CacheError> {
         let open = self.entries();
         for entry in &open {
             entry
                 .cache
                 .clear(random_id())
-                .map_err(|e| format!("cannot clear {}: {e}", entry.dir.display()))?;
+                .map_err(|source| CacheError::Clear {
+                    dir: entry.dir.clone(),
+                    source,
+                })?;
             for (_, control) in entry
                 .controls
                 .lock()
@@ -380,8 +424,10 @@ impl Caches {
                 }
                 match lock_dir(&dir) {
                     Ok(_lock) => {
-                        std::fs::remove_dir_all(&dir)
-                            .map_err(|e| format!("cannot clear {}: {e}", dir.display()))?;
+                        std::fs::remove_dir_all(&dir).map_err(|source| CacheError::Clear {
+                            dir: dir.clone(),
+                            source,
+                        })?;
                     }
                     Err(e) => warn!("not clearing {}: {e}", dir.display()),
                 }
@@ -414,15 +460,17 @@ fn peer_stats(entry: &PeerEntry, stats: CacheStats, capacity: u64) -> PeerCacheS
     }
 }
 
-fn lock_dir(dir: &Path) -> Result<nix::fcntl::Flock<File>, String> {
+fn lock_dir(dir: &Path) -> Result<nix::fcntl::Flock<File>, CacheError> {
     let path = dir.join("lock");
-    let file = wanopt_codec::private::create_file(&path, false)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let file =
+        wanopt_codec::private::create_file(&path, false).map_err(|source| CacheError::Dir {
+            path: path.clone(),
+            source,
+        })?;
     nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(|_| {
-        format!(
-            "{} is in use by another wanopt process (give each node its own --cache-dir)",
-            dir.display()
-        )
+        CacheError::InUse {
+            dir: dir.to_path_buf(),
+        }
     })
 }
 
@@ -447,7 +495,7 @@ mod tests {
         assert!(a.dir.ends_with(hex(&[1; 32])));
         // A second process (here: a second Caches) cannot take the same peer.
         let other = Caches::new(config).unwrap();
-        let err = other.for_peer(PublicKey([1; 32])).unwrap_err();
+        let err = other.for_peer(PublicKey([1; 32])).unwrap_err().to_string();
         assert!(err.contains("in use by another wanopt process"), "{err}");
         assert!(other.for_peer(PublicKey([2; 32])).is_ok());
     }

@@ -27,7 +27,7 @@
 //! frames from the other end, never on the other end's finish.
 
 use std::sync::atomic::Ordering;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -37,7 +37,7 @@ use tracing::{debug, trace};
 
 use wanopt_codec::{Decoder, DecoderConfig, Encoder, EncoderConfig};
 
-use super::abort::Abort;
+use super::abort::{Abort, CodecFailure, LocalFailure, TunnelFailure};
 use super::pump::{abort_on_error, directions, until_idle, Direction, Facing, ReadBuffer};
 use super::read_ahead::{payload_reassembler, read_ahead};
 use super::table::Flow;
@@ -74,7 +74,7 @@ fn lock(enc: &Mutex<Encoder>) -> std::sync::MutexGuard<'_, Encoder> {
 }
 
 fn writer_gone() -> Abort {
-    Abort::Remote("the tunnel stream's writer stopped".into())
+    Abort::Remote(TunnelFailure::WriterStopped)
 }
 
 /// Carries a TCP connection over a QUIC stream with data reduction, until
@@ -107,7 +107,10 @@ pub async fn splice_reduced(
     };
     let mut encoder = match Encoder::new(cache.clone(), config) {
         Ok(encoder) => encoder,
-        Err(e) => return abort_on_error(Err(Abort::Local(e.to_string())), tcp, send, recv, flow),
+        Err(e) => {
+            let abort = Abort::Local(LocalFailure::Encoder(Arc::new(e)));
+            return abort_on_error(Err(abort), tcp, send, recv, flow);
+        }
     };
     let decoder = Decoder::new(cache, DecoderConfig::default());
     choice.update(&mut encoder);
@@ -263,7 +266,7 @@ async fn uplink(
                     }
                 }
             }
-            Err(e) => return Err(Abort::Local(e.to_string())),
+            Err(e) => return Err(Abort::socket(e)),
         }
     }
 }
@@ -291,9 +294,7 @@ async fn downlink(
         loop {
             let Some(bytes) = incoming.next().await else {
                 if !decoder.is_finished() {
-                    return Err(Abort::Remote(
-                        "stream ended before the peer's end of data".into(),
-                    ));
+                    return Err(Abort::Remote(TunnelFailure::EndedEarly));
                 }
                 return Ok(());
             };
@@ -313,7 +314,7 @@ async fn downlink(
                 } else {
                     decode()
                 };
-                decoded.map_err(|e| Abort::Codec(format!("bad data from the peer: {e}")))?;
+                decoded.map_err(|e| Abort::Codec(CodecFailure::BadData(Arc::new(e))))?;
                 let mut control = Vec::new();
                 {
                     let mut encoder = lock(encoder);
@@ -323,15 +324,16 @@ async fn downlink(
                             unavailable.push(e);
                         }
                     }
-                    if let Some(first) = unavailable.first() {
+                    let count = unavailable.len();
+                    if let Some(first) = unavailable.into_iter().next() {
                         // Both byte caches lost chunks (damaged disks): this
                         // flow cannot go on. Every request was still handled,
                         // so the next flow sends all the chunks asked for so
                         // far whole instead of failing on them one by one.
-                        return Err(Abort::Codec(format!(
-                            "{first} ({} chunks unavailable in all)",
-                            unavailable.len()
-                        )));
+                        return Err(Abort::Codec(CodecFailure::Unavailable {
+                            first: Arc::new(first),
+                            count,
+                        }));
                     }
                     // Repairs go out here, in answer to the peer.
                     flow.reduce.record_encoder(&encoder);
@@ -351,9 +353,7 @@ async fn downlink(
                 // piece at a time, so the flow table shows a slow reader's
                 // progress (and rate) as it goes, not once per slice.
                 for piece in plain.chunks(LAN_WRITE) {
-                    wr.write_all(piece)
-                        .await
-                        .map_err(|e| Abort::Local(e.to_string()))?;
+                    wr.write_all(piece).await.map_err(Abort::socket)?;
                     dir.lan.fetch_add(piece.len() as u64, Ordering::Relaxed);
                 }
                 plain.clear();
