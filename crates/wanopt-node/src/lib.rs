@@ -11,7 +11,7 @@
 //!   keys, handshake admission, wanopt's BBR, the one reader of the
 //!   controller's model, and the datagram layer under QUIC (tail
 //!   duplication, parity);
-//! - [`flow`]: the flow table, the one [`flow::carry`] both roles call to
+//! - [`flow`]: the flow table, the one [`flow::carry()`] both roles call to
 //!   pick and run a pump, the plain splice, the codec pump, read-ahead and
 //!   reassembly, flow limits;
 //! - [`reduce`]: the per-peer byte caches of the `reduce` service, the

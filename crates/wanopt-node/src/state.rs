@@ -12,12 +12,10 @@ use serde::{Deserialize, Serialize};
 use crate::flow::{reduction, FlowTable};
 use crate::reduce::{CacheReport, Caches};
 use crate::transport::handshakes::Handshakes;
-use crate::transport::identity::PublicKey;
+use crate::transport::identity::{peer_key, PublicKey};
 use crate::transport::model;
 use crate::transport::tunnel::{Congestion, ReceiveBudget};
 use crate::transport::udp::{Duplication, DuplicationMode, DuplicationStatus, PathSample};
-
-pub use crate::transport::identity::peer_key;
 
 /// A node's role.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

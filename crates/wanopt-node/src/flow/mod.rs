@@ -3,7 +3,7 @@
 //! - [`table`]: the live flow table, each flow's state and counters, the
 //!   node's totals ([`counters`]: data reduction's);
 //! - [`limits`]: how many flows a node and each source may carry;
-//! - [`carry`]: the one entrance both roles use; it picks the pump and runs
+//! - [`mod@carry`]: the one entrance both roles use; it picks the pump and runs
 //!   it, and reports how a flow ended ([`abort`]: why, and what each side
 //!   is told);
 //! - the pumps: [`splice`] (plain: a stream as it is, or TCP to TCP for a

@@ -1,6 +1,6 @@
 //! Compression choice: how flows with `reduce` compress their literals
 //! (the `--compression` modes), what `auto` picks by the tunnel's rate, and
-//! each flow's [`CodecChoice`], which follows that rate within the node's
+//! each flow's `CodecChoice`, which follows that rate within the node's
 //! compressor budget.
 
 use std::sync::Arc;

@@ -5,13 +5,13 @@
 //! This is BBR v1 as specified in draft-cardwell-iccrg-bbr-congestion-control-00
 //! and implemented in Linux `net/ipv4/tcp_bbr.c`, over the delivery rate
 //! estimator of draft-cheng-iccrg-delivery-rate-estimation (`rate.rs`), behind
-//! quinn's [`Controller`] interface. It replaces quinn's own `Bbr`, whose
+//! quinn's [`Controller`](quinn::congestion::Controller) interface. It replaces quinn's own `Bbr`, whose
 //! bandwidth estimate is the maximum of per-packet send and ack rates: on a
 //! 250 Mbit/s, 250 ms lab path it estimated ~500 Mbit/s, kept a 32-57 MB window
 //! and lost half of the packets it sent at the bottleneck queue. With quinn's
 //! window-based pacing (1.25 x window per RTT) even a right-sized window
 //! overshoots, so the vendored quinn-proto takes the pacing rate from the
-//! controller ([`Controller::pacing_rate`], a wanopt patch).
+//! controller ([`Controller::pacing_rate`](quinn::congestion::Controller::pacing_rate), a wanopt patch).
 //!
 //! Departures from Linux, each for the tunnel's sake:
 //! - ProbeRTT keeps 3/4 of the estimated BDP in flight instead of 4 packets
@@ -102,7 +102,7 @@ impl Mode {
     }
 }
 
-/// Builds [`Bbr`] controllers for quinn ([`ControllerFactory`]).
+/// Builds [`Bbr`] controllers for quinn ([`ControllerFactory`](quinn::congestion::ControllerFactory)).
 #[derive(Clone, Debug)]
 pub struct BbrConfig {
     /// Congestion window before the first measurement, in bytes.

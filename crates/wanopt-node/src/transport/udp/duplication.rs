@@ -51,7 +51,7 @@ impl Duplication {
     /// (the rare pause is judged busy anyway), so copying every datagram
     /// into the tail would be CPU spent for nothing; tails come back within
     /// a sample of the traffic turning sparse. The exception is a path on
-    /// which a stream is ending ([`StreamEnds::expect`]): its bulk
+    /// which a stream is ending ([`super::StreamEnds::expect`]): its bulk
     /// transfer's end is a tail worth repeating.
     pub fn update_path(&self, peer: SocketAddr, sample: &PathSample) {
         let now = Instant::now();
