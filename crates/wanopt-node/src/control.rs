@@ -5,22 +5,23 @@
 //! time ([`mod@serve`]), and every request passes the [`guard`].
 
 pub mod guard;
+pub mod metrics;
 pub mod serve;
 pub mod token;
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::{header, StatusCode};
+use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 
 use crate::flow::FlowInfo;
 use crate::reduce::CacheReport;
-use crate::state::{NodeState, PeerStatus};
+use crate::state::NodeState;
 
+pub use metrics::render_metrics;
 pub use serve::{bind, serve, ControlServer};
 
 /// What `/flows` returns.
@@ -37,7 +38,7 @@ pub fn router(state: Arc<NodeState>) -> Router {
     Router::new()
         .route("/status", get(status))
         .route("/flows", get(flows))
-        .route("/metrics", get(metrics))
+        .route("/metrics", get(metrics::metrics))
         .route("/cache", get(cache))
         .route("/cache/clear", post(cache_clear))
         .with_state(state)
@@ -55,19 +56,7 @@ async fn flows(State(state): State<Arc<NodeState>>) -> Json<Flows> {
 }
 
 async fn cache(State(state): State<Arc<NodeState>>) -> Json<CacheReport> {
-    Json(cache_report(&state))
-}
-
-fn cache_report(state: &NodeState) -> CacheReport {
-    match &state.caches {
-        Some(caches) => caches.report(),
-        None => CacheReport {
-            enabled: false,
-            dir: None,
-            peers: Vec::new(),
-            clears: 0,
-        },
-    }
+    Json(state.cache_report())
 }
 
 async fn cache_clear(State(state): State<Arc<NodeState>>) -> impl IntoResponse {
@@ -79,343 +68,7 @@ async fn cache_clear(State(state): State<Arc<NodeState>>) -> impl IntoResponse {
     };
     match tokio::task::spawn_blocking(move || caches.clear()).await {
         Ok(Ok(())) => (StatusCode::OK, "cleared".to_owned()),
-        Ok(Err(e)) => (StatusCode::INTERNAL_SERVER_ERROR, e),
+        Ok(Err(e)) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
-}
-
-async fn metrics(State(state): State<Arc<NodeState>>) -> impl IntoResponse {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        render_metrics(&state),
-    )
-}
-
-/// Renders the Prometheus text exposition of a node's state.
-pub fn render_metrics(state: &NodeState) -> String {
-    let s = state.status();
-    let role = match s.role {
-        crate::state::Role::Edge => "edge",
-        crate::state::Role::Core => "core",
-    };
-    let mut out = String::new();
-    let mut metric = |name: &str, kind: &str, help: &str, samples: &[(String, f64)]| {
-        let _ = writeln!(out, "# HELP wanopt_{name} {help}");
-        let _ = writeln!(out, "# TYPE wanopt_{name} {kind}");
-        for (labels, value) in samples {
-            let _ = writeln!(out, "wanopt_{name}{{role=\"{role}\"{labels}}} {value}");
-        }
-    };
-    // One sample per peer that has a value.
-    let per_peer = |value: &dyn Fn(&PeerStatus) -> Option<f64>| -> Vec<(String, f64)> {
-        s.peers
-            .iter()
-            .filter_map(|p| Some((format!(",peer=\"{}\"", p.address), value(p)?)))
-            .collect()
-    };
-    metric(
-        "up",
-        "gauge",
-        "Always 1 while the node runs.",
-        &[(String::new(), 1.0)],
-    );
-    metric(
-        "window_granted_bytes",
-        "gauge",
-        "Flow receive windows granted now from the node-wide budget (--window-budget): what peers may have sent and the node's receivers not yet taken.",
-        &[(String::new(), s.window_granted_bytes as f64)],
-    );
-    metric(
-        "window_budget_bytes",
-        "gauge",
-        "The node-wide budget of flow receive windows (--window-budget).",
-        &[(String::new(), s.window_budget_bytes as f64)],
-    );
-    metric(
-        "tunnel_up",
-        "gauge",
-        "1 when the tunnel to the peer is up.",
-        &per_peer(&|p| Some(f64::from(u8::from(p.state == "up")))),
-    );
-    metric(
-        "tunnel_rtt_seconds",
-        "gauge",
-        "Smoothed round-trip time of the tunnel.",
-        &per_peer(&|p| p.rtt_ms.map(|r| r / 1e3)),
-    );
-    metric(
-        "tunnel_cwnd_bytes",
-        "gauge",
-        "Congestion window of the tunnel.",
-        &per_peer(&|p| p.cwnd_bytes.map(|c| c as f64)),
-    );
-    metric(
-        "tunnel_bandwidth_estimate_bits_per_second",
-        "gauge",
-        "The congestion controller's estimate of the path's rate in the sending direction (BBR's bottleneck bandwidth; window over RTT for CUBIC and NewReno).",
-        &per_peer(&|p| p.bandwidth_estimate_mbps.map(|b| b * 1e6)),
-    );
-    metric(
-        "tunnel_pacing_rate_bits_per_second",
-        "gauge",
-        "BBR's pacing rate.",
-        &per_peer(&|p| Some(p.bbr.as_ref()?.pacing_mbps? * 1e6)),
-    );
-    metric(
-        "tunnel_min_rtt_seconds",
-        "gauge",
-        "BBR's propagation delay estimate (windowed min RTT).",
-        &per_peer(&|p| Some(p.bbr.as_ref()?.min_rtt_ms? / 1e3)),
-    );
-    metric(
-        "tunnel_lost_packets_total",
-        "counter",
-        "Packets the tunnel declared lost.",
-        &per_peer(&|p| p.lost_packets.map(|c| c as f64)),
-    );
-    metric(
-        "tunnel_duplicated_datagrams_total",
-        "counter",
-        "Datagrams sent a second time by tail duplication.",
-        &per_peer(&|p| Some(p.duplication.as_ref()?.datagrams as f64)),
-    );
-    metric(
-        "tunnel_duplicated_bytes_total",
-        "counter",
-        "Bytes sent a second time by tail duplication.",
-        &per_peer(&|p| Some(p.duplication.as_ref()?.bytes as f64)),
-    );
-    metric(
-        "tunnel_duplicated_stream_ends_total",
-        "counter",
-        "Bursts that began on a busy path, repeated because a stream was ending.",
-        &per_peer(&|p| Some(p.duplication.as_ref()?.stream_ends as f64)),
-    );
-    metric(
-        "tunnel_rebuilt_datagrams_total",
-        "counter",
-        "Datagrams from the peer rebuilt from its parity (not retransmitted).",
-        &per_peer(&|p| Some(p.duplication.as_ref()?.rebuilt as f64)),
-    );
-    metric(
-        "tunnel_duplication_active",
-        "gauge",
-        "1 while tail duplication is on for the path (see --duplication).",
-        &per_peer(&|p| Some(f64::from(u8::from(p.duplication.as_ref()?.active)))),
-    );
-    metric(
-        "tunnel_reconnects_total",
-        "counter",
-        "Reconnections of the tunnel.",
-        &per_peer(&|p| Some(p.reconnects as f64)),
-    );
-    metric(
-        "lan_bytes_total",
-        "counter",
-        "Payload bytes carried, by direction.",
-        &[
-            (",direction=\"to_server\"".into(), s.bytes_to_server as f64),
-            (",direction=\"to_client\"".into(), s.bytes_to_client as f64),
-        ],
-    );
-    metric(
-        "wan_bytes_total",
-        "counter",
-        "Bytes of optimized flows on the tunnel (after data reduction), by direction.",
-        &[
-            (
-                ",direction=\"to_server\"".into(),
-                s.wan_bytes_to_server as f64,
-            ),
-            (
-                ",direction=\"to_client\"".into(),
-                s.wan_bytes_to_client as f64,
-            ),
-        ],
-    );
-    metric(
-        "flow_resets_total",
-        "counter",
-        "Flows reset, by reason: lan (the client or server reset), tunnel (the peer reset the stream or the tunnel was lost), codec (this node could not decode the peer's data), peer_codec (the peer could not decode this node's).",
-        &s.flow_resets
-            .iter()
-            .map(|(reason, n)| (format!(",reason=\"{reason}\""), *n as f64))
-            .collect::<Vec<_>>(),
-    );
-    // One sample for the node.
-    let node: [(&str, &str, &str, f64); 17] = [
-        (
-            "flows_active",
-            "gauge",
-            "Live flows.",
-            s.flows_active as f64,
-        ),
-        (
-            "flows_total",
-            "counter",
-            "Flows since start.",
-            s.flows_total as f64,
-        ),
-        (
-            "flows_refused_total",
-            "counter",
-            "Flows refused or reset before data flowed end to end.",
-            s.flows_refused as f64,
-        ),
-        (
-            "flows_limited_total",
-            "counter",
-            "Flows refused because the node or their source carried the most flows allowed (--max-flows, --max-flows-per-source).",
-            s.flows_limited as f64,
-        ),
-        (
-            "flows_passed_through_total",
-            "counter",
-            "Flows passed straight through, unoptimized.",
-            s.flows_passed_through as f64,
-        ),
-        (
-            "flows_reduced_total",
-            "counter",
-            "Flows that ran the reduce service.",
-            s.flows_reduced as f64,
-        ),
-        (
-            "reduction_ratio",
-            "gauge",
-            "Fraction of LAN bytes that did not cross the WAN, since start.",
-            s.reduction,
-        ),
-        (
-            "references_total",
-            "counter",
-            "Chunks sent as references to the peer's byte cache.",
-            s.references as f64,
-        ),
-        (
-            "pieces_total",
-            "counter",
-            "Pieces sent: held bytes of a trickling source sent before their chunk's end.",
-            s.pieces as f64,
-        ),
-        (
-            "cache_hits_total",
-            "counter",
-            "References resolved from this node's byte cache.",
-            s.cache_hits as f64,
-        ),
-        (
-            "cache_misses_total",
-            "counter",
-            "References and spans this node's byte cache could not resolve (the chunks were asked of the peer).",
-            s.cache_misses as f64,
-        ),
-        (
-            "repairs_total",
-            "counter",
-            "Chunks and chunk lists this node sent again at its peer's request.",
-            s.repairs as f64,
-        ),
-        (
-            "compressor_bytes",
-            "gauge",
-            "Memory held by the stream compressors (zstd or LZMA2) of flows sending now (freed after 1 s idle).",
-            s.compressor_bytes as f64,
-        ),
-        (
-            "decompressor_bytes",
-            "gauge",
-            "Memory held by the stream decompression contexts of flows receiving now (freed when the peer's compressor is).",
-            s.decompressor_bytes as f64,
-        ),
-        (
-            "compressor_budget_bytes",
-            "gauge",
-            "Bound on the memory of flows' stream compressors (--compressor-memory).",
-            s.compressor_budget as f64,
-        ),
-        (
-            "compressor_reserved_bytes",
-            "gauge",
-            "Memory of the compressor budget reserved by flows now.",
-            s.compressor_reserved as f64,
-        ),
-        (
-            "compressor_step_downs_total",
-            "counter",
-            "Times a flow got a cheaper codec than it wanted because the compressor budget was spent.",
-            s.compressor_step_downs as f64,
-        ),
-    ];
-    for (name, kind, help, value) in node {
-        metric(name, kind, help, &[(String::new(), value)]);
-    }
-    let handshakes = state.handshakes.counts();
-    for (name, kind, help, value) in [
-        (
-            "tunnel_handshakes_in_progress",
-            "gauge",
-            "Incoming tunnel handshakes in progress (peers that have not proved their key yet).",
-            handshakes.in_progress,
-        ),
-        (
-            "tunnel_handshakes_started_total",
-            "counter",
-            "Incoming tunnel handshakes started.",
-            handshakes.started,
-        ),
-        (
-            "tunnel_handshakes_failed_total",
-            "counter",
-            "Incoming tunnel handshakes that failed: a key that is not pinned, a timeout, a protocol error.",
-            handshakes.failed,
-        ),
-        (
-            "tunnel_handshakes_refused_total",
-            "counter",
-            "Incoming tunnel handshakes refused because the most that may be in progress at once were.",
-            handshakes.refused,
-        ),
-        (
-            "tunnel_handshakes_retried_total",
-            "counter",
-            "Incoming tunnel handshakes asked to validate their address first (QUIC Retry) because many were in progress.",
-            handshakes.retried,
-        ),
-    ] {
-        metric(name, kind, help, &[(String::new(), value as f64)]);
-    }
-    let cache = cache_report(state);
-    let per_peer = |value: fn(&crate::reduce::PeerCacheStats) -> u64| {
-        cache
-            .peers
-            .iter()
-            .map(|p| (format!(",peer_key=\"{}\"", p.peer), value(p) as f64))
-            .collect::<Vec<_>>()
-    };
-    metric(
-        "cache_bytes",
-        "gauge",
-        "Bytes in the byte cache's store, by peer.",
-        &per_peer(|p| p.store_bytes),
-    );
-    metric(
-        "cache_chunks",
-        "gauge",
-        "Chunks in the byte cache's store, by peer.",
-        &per_peer(|p| p.chunks),
-    );
-    metric(
-        "cache_corrupt_total",
-        "counter",
-        "Damaged cache records found by verified reads (each was repaired from the peer).",
-        &per_peer(|p| p.corrupt),
-    );
-    metric(
-        "cache_write_errors_total",
-        "counter",
-        "Failed appends or flushes of the byte cache's store (a full or failing disk: that data is not cached), by peer.",
-        &per_peer(|p| p.write_errors),
-    );
-    out
 }

@@ -10,18 +10,21 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 use tracing::{debug, info, warn};
 
-use wanopt_proto::{codes, open_header_len, Open, OpenRepr, ReplyRepr, Services, Status, Target};
+use wanopt_proto::{
+    codes, open_header_len, HeaderError, Open, OpenRepr, ReplyRepr, Services, Status, Target,
+};
 
-use crate::flow::{splice_stream, Facing, FlowState};
-use crate::handshakes::InProgress;
-use crate::identity::{PrivateKey, PublicKey};
-use crate::limits::{FlowLimits, FlowLimitsConfig};
+use crate::control;
+use crate::error::{NodeError, UsageError};
+use crate::flow::limits::{FlowLimits, FlowLimitsConfig};
+use crate::flow::{carry, report, Facing, FlowState};
+use crate::lifecycle::{self, Shutdown};
 use crate::policy::{Permit, RuleSet};
 use crate::reduce::{self, Caches, PeerEntry, ReduceConfig};
-use crate::reduced::{splice_reduced, Reduction};
-use crate::state::{peer_key, NodeState, Role};
-use crate::tunnel::{self, TunnelTuning};
-use crate::{control, NodeError, Shutdown};
+use crate::state::{NodeState, Role};
+use crate::transport::handshakes::InProgress;
+use crate::transport::identity::{self, peer_key, PrivateKey, PublicKey};
+use crate::transport::tunnel::{self, TunnelTuning};
 
 /// A validated core configuration.
 #[derive(Debug)]
@@ -54,7 +57,7 @@ pub struct CoreConfig {
 }
 
 /// How often the core checks whether a burst of handshakes is over and its
-/// memory can be given back ([`crate::handshakes::Handshakes::trim_after_burst`]).
+/// memory can be given back ([`crate::transport::handshakes::Handshakes::trim_after_burst`]).
 const TRIM_CHECK: Duration = Duration::from_secs(2);
 
 /// Time an edge has to send a complete stream header.
@@ -113,9 +116,7 @@ fn host_addresses() -> Vec<std::net::IpAddr> {
 /// Runs a core until `shutdown` resolves, then drains flows for a bounded time.
 pub async fn run(config: CoreConfig, shutdown: impl Future<Output = ()>) -> Result<(), NodeError> {
     if config.peer_keys.is_empty() {
-        return Err(NodeError::Usage(
-            "the core pins no edge: give at least one --peer-key".into(),
-        ));
+        return Err(UsageError::NoPeerKey.into());
     }
     if config.allow.is_empty() {
         warn!("no --allow rule: every destination will be refused (a node is never an open relay)");
@@ -147,15 +148,13 @@ pub async fn run(config: CoreConfig, shutdown: impl Future<Output = ()>) -> Resu
     info!(
         "core {} listening on udp {} ({} pinned edge key(s), {} allow rule(s))",
         config.key.public_key(),
-        endpoint
-            .local_addr()
-            .map_err(|e| NodeError::Resolve(e.to_string()))?,
+        endpoint.local_addr().map_err(NodeError::LocalAddress)?,
         config.peer_keys.len(),
         config.allow.0.len()
     );
     let shutdown_signal = Shutdown::new();
     let mut tasks = tokio::task::JoinSet::new();
-    crate::spawn_housekeeping(&mut tasks, &state, control);
+    lifecycle::spawn_housekeeping(&mut tasks, &state, control);
     {
         let handshakes = state.handshakes.clone();
         tasks.spawn(async move {
@@ -194,8 +193,8 @@ pub async fn run(config: CoreConfig, shutdown: impl Future<Output = ()>) -> Resu
     shutdown_signal.trigger();
     tasks.abort_all();
     endpoint.set_server_config(None);
-    crate::drain(&state, drain).await;
-    crate::checkpoint_caches(&state).await;
+    lifecycle::drain(&state, drain).await;
+    lifecycle::checkpoint_caches(&state).await;
     endpoint.close(
         quinn::VarInt::from_u32(codes::SHUTDOWN),
         b"core shutting down",
@@ -219,7 +218,7 @@ impl Core {
             Err(e) => {
                 self.state
                     .handshakes
-                    .failed(remote, &crate::identity::readable_handshake_error(e));
+                    .failed(remote, &identity::readable_handshake_error(e));
                 return;
             }
         };
@@ -288,10 +287,12 @@ impl Core {
             }
         };
         let reduce = header.services.contains(Services::REDUCE);
-        let cache = match (reduce, &entry) {
-            (false, _) => None,
-            (true, Some(entry)) => Some(entry.cache.clone()),
-            (true, None) => {
+        let reduction = match (reduce, &entry, &self.state.caches) {
+            (false, _, _) => None,
+            (true, Some(entry), Some(caches)) => {
+                Some(caches.reduction(entry.cache.clone(), conn.clone()))
+            }
+            (true, _, _) => {
                 warn!(
                     "stream {} from edge {peer} asks for data reduction, which this tunnel does not run; resetting the stream",
                     send.id()
@@ -358,21 +359,21 @@ impl Core {
         }
         flow.set_state(FlowState::Open);
         let start = header.buffer_len() as u64;
-        let spliced = match cache {
-            Some(cache) => {
-                let reduction = Reduction::new(&self.state, cache, conn);
-                splice_reduced(tcp, send, recv, flow, Facing::Server, start, reduction).await
-            }
-            None => {
-                let ends = self.state.duplication.stream_ends(peer);
-                splice_stream(tcp, send, recv, flow, Facing::Server, start, &ends).await
-            }
-        };
+        let ends = self.state.duplication.stream_ends(peer);
+        let spliced = carry(
+            tcp,
+            send,
+            recv,
+            flow,
+            Facing::Server,
+            start,
+            ends,
+            reduction,
+        )
+        .await;
         match spliced {
             Ok(()) => debug!("flow {} done", flow.id),
-            Err(abort) => {
-                crate::abort::report(&self.state.flows.totals.resets, flow, "server", &abort)
-            }
+            Err(abort) => report(&self.state.flows.totals.resets, flow, "server", &abort),
         }
     }
 
@@ -438,18 +439,25 @@ impl Core {
     }
 }
 
+/// Why a stream's open header could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum HeaderReadError {
+    /// The stream failed or ended before the header did.
+    #[error("cannot read stream header: {0}")]
+    Read(#[from] quinn::ReadExactError),
+    /// The header did not parse.
+    #[error(transparent)]
+    Parse(#[from] HeaderError),
+}
+
 /// Reads and parses a stream's open header.
-async fn read_header(recv: &mut quinn::RecvStream) -> Result<OpenRepr, String> {
+async fn read_header(recv: &mut quinn::RecvStream) -> Result<OpenRepr, HeaderReadError> {
     let mut prefix = [0u8; 4];
-    recv.read_exact(&mut prefix)
-        .await
-        .map_err(|e| format!("cannot read stream header: {e}"))?;
-    let length = open_header_len(&prefix).map_err(|e| e.to_string())?;
+    recv.read_exact(&mut prefix).await?;
+    let length = open_header_len(&prefix)?;
     let mut buf = vec![0u8; length];
     buf[..4].copy_from_slice(&prefix);
-    recv.read_exact(&mut buf[4..])
-        .await
-        .map_err(|e| format!("cannot read stream header: {e}"))?;
-    let view = Open::new_checked(&buf[..]).map_err(|e| e.to_string())?;
-    OpenRepr::parse(&view).map_err(|e| e.to_string())
+    recv.read_exact(&mut buf[4..]).await?;
+    let view = Open::new_checked(&buf[..])?;
+    Ok(OpenRepr::parse(&view)?)
 }

@@ -14,16 +14,17 @@ use tracing::{debug, info, warn};
 
 use wanopt_proto::{OpenRepr, Services, Target};
 
-use crate::flow::{reset_tcp, splice_stream, splice_tcp, Abort, Facing, FlowState};
-use crate::identity::{PrivateKey, PublicKey};
-use crate::intercept::{self, LogLimit};
-use crate::limits::{FlowLimits, FlowLimitsConfig, FlowPermit};
+use crate::control;
+use crate::error::{NodeError, ResolveFailure, UsageError};
+use crate::flow::limits::{FlowLimits, FlowLimitsConfig, FlowPermit};
+use crate::flow::{carry, report, reset_tcp, splice_tcp, Abort, Facing, FlowState};
+use crate::intercept::{self, listen_tcp, original_destination, LogLimit};
+use crate::lifecycle::{self, Shutdown};
 use crate::policy::RuleSet;
 use crate::reduce::{self, Caches, ReduceConfig};
-use crate::reduced::{splice_reduced, Reduction};
-use crate::state::{peer_key, NodeState, Role};
-use crate::tunnel::{self, TunnelTuning};
-use crate::{control, listen_tcp, NodeError, Shutdown};
+use crate::state::{NodeState, Role};
+use crate::transport::identity::{self, peer_key, PrivateKey, PublicKey};
+use crate::transport::tunnel::{self, TunnelTuning};
 
 /// What to do with a transparent flow when the tunnel is down.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -179,10 +180,7 @@ const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
 /// time. Every listener is bound before this returns an error-free start.
 pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Result<(), NodeError> {
     if config.forwards.is_empty() && config.transparent.is_none() {
-        return Err(NodeError::Usage(
-            "the edge has nothing to accept: give --forward LISTEN=DEST or --transparent LISTEN"
-                .into(),
-        ));
+        return Err(UsageError::NothingToAccept.into());
     }
     let mut listeners = Vec::new();
     for forward in &config.forwards {
@@ -245,7 +243,7 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
         tunnel_tx,
         shutdown_signal.clone(),
     ));
-    crate::spawn_housekeeping(&mut tasks, &state, control);
+    lifecycle::spawn_housekeeping(&mut tasks, &state, control);
     let drain = config.drain;
     let edge = Arc::new(Edge {
         limits: FlowLimits::new(config.limits),
@@ -287,8 +285,8 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
     );
     shutdown_signal.trigger();
     tasks.abort_all();
-    crate::drain(&state, drain).await;
-    crate::checkpoint_caches(&state).await;
+    lifecycle::drain(&state, drain).await;
+    lifecycle::checkpoint_caches(&state).await;
     if let Some(Tunnel { conn, .. }) = edge.tunnel.borrow().clone() {
         conn.close(
             quinn::VarInt::from_u32(wanopt_proto::codes::SHUTDOWN),
@@ -307,9 +305,15 @@ fn is_local(ip: IpAddr) -> bool {
 async fn resolve(host_port: &str) -> Result<SocketAddr, NodeError> {
     tokio::net::lookup_host(host_port)
         .await
-        .map_err(|e| NodeError::Resolve(format!("{host_port}: {e}")))?
+        .map_err(|e| NodeError::Resolve {
+            name: host_port.to_owned(),
+            why: ResolveFailure::Lookup(e),
+        })?
         .next()
-        .ok_or_else(|| NodeError::Resolve(format!("{host_port}: no address")))
+        .ok_or_else(|| NodeError::Resolve {
+            name: host_port.to_owned(),
+            why: ResolveFailure::NoAddress,
+        })
 }
 
 /// Keeps one connection to the core up, reconnecting with exponential
@@ -372,7 +376,7 @@ async fn maintain_tunnel(
                 continue;
             }
             Err((addr, error)) => {
-                let error = crate::identity::readable_handshake_error(error);
+                let error = identity::readable_handshake_error(error);
                 if error != last_error {
                     warn!("cannot reach core {core}: {error}; retrying with backoff");
                     last_error = error.clone();
@@ -485,7 +489,7 @@ impl Edge {
     }
 
     async fn transparent(&self, tcp: TcpStream, source: SocketAddr, listen: Option<SocketAddr>) {
-        let dest = match crate::original_destination(&tcp) {
+        let dest = match original_destination(&tcp) {
             Ok(dest) => dest,
             Err(e) => {
                 warn!("flow from {source}: cannot recover its original destination: {e}");
@@ -550,7 +554,7 @@ impl Edge {
         let _ = server.set_nodelay(true);
         guard.flow.set_state(FlowState::Open);
         if let Err(abort) = splice_tcp(tcp, server, &guard.flow).await {
-            crate::abort::report(&flows.totals.resets, &guard.flow, "client", &abort);
+            report(&flows.totals.resets, &guard.flow, "client", &abort);
         }
     }
 
@@ -584,11 +588,16 @@ impl Edge {
             reset_tcp(tcp);
             return;
         };
-        let cache = cache.filter(|_| match &dest {
-            Target::Addr(addr) => !self.config.no_reduce_to.matches(*addr),
-            Target::Domain(..) => true,
-        });
-        let (services, names) = match cache {
+        let reduction = cache
+            .filter(|_| match &dest {
+                Target::Addr(addr) => !self.config.no_reduce_to.matches(*addr),
+                Target::Domain(..) => true,
+            })
+            .and_then(|cache| {
+                let caches = self.state.caches.as_ref()?;
+                Some(caches.reduction(cache, conn.clone()))
+            });
+        let (services, names) = match reduction {
             Some(_) => (Services::REDUCE, vec!["tcp-opt", "reduce"]),
             None => (Services::default(), vec!["tcp-opt"]),
         };
@@ -633,16 +642,8 @@ impl Edge {
             return;
         }
         flow.set_state(FlowState::Open);
-        let spliced = match cache {
-            Some(cache) => {
-                let reduction = Reduction::new(&self.state, cache, conn.clone());
-                splice_reduced(tcp, send, recv, flow, Facing::Client, 0, reduction).await
-            }
-            None => {
-                let ends = self.state.duplication.stream_ends(conn.remote_address());
-                splice_stream(tcp, send, recv, flow, Facing::Client, 0, &ends).await
-            }
-        };
+        let ends = self.state.duplication.stream_ends(conn.remote_address());
+        let spliced = carry(tcp, send, recv, flow, Facing::Client, 0, ends, reduction).await;
         match spliced {
             Ok(()) => debug!("flow {} {source} -> {dest} done", flow.id),
             Err(Abort::Refused(status)) => {
@@ -652,7 +653,7 @@ impl Edge {
                     flow.id
                 );
             }
-            Err(abort) => crate::abort::report(&flows.totals.resets, flow, "client", &abort),
+            Err(abort) => report(&flows.totals.resets, flow, "client", &abort),
         }
     }
 }

@@ -1,6 +1,8 @@
-//! Transparent interception at the edge: the listener that redirected flows
-//! arrive on, closed while the tunnel is down under `--fail open`, and a
-//! rate limit for the log lines of flows the edge refuses.
+//! Interception at the edge: the listening sockets (transparent ones with
+//! `IP_TRANSPARENT` for TPROXY), a redirected flow's original destination,
+//! the listener that redirected flows arrive on, closed while the tunnel is
+//! down under `--fail open`, and a rate limit for the log lines of flows the
+//! edge refuses.
 //!
 //! Under `--fail open` the edge does not connect flows itself while the
 //! tunnel is down (its connections would leave from its own address and
@@ -18,6 +20,8 @@ use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tracing::{info, warn};
+
+use crate::error::NodeError;
 
 /// How long the listener waits before retrying to bind after a failure.
 const REBIND_RETRY: Duration = Duration::from_secs(1);
@@ -50,7 +54,7 @@ pub(crate) async fn serve<T>(
         }
         let open = match &listener {
             Some(open) => open,
-            None => match crate::listen_tcp(addr, true) {
+            None => match listen_tcp(addr, true) {
                 Ok(open) => {
                     info!("tunnel up: transparent listener {addr} open");
                     listener.insert(open)
@@ -118,6 +122,82 @@ impl LogLimit {
     }
 }
 
+/// Binds a TCP listener; `transparent` also allows TPROXY'd connections
+/// (IP_TRANSPARENT, best effort: it needs CAP_NET_ADMIN).
+pub fn listen_tcp(addr: SocketAddr, transparent: bool) -> Result<TcpListener, NodeError> {
+    let what = if transparent {
+        "transparent listener"
+    } else {
+        "forward listener"
+    };
+    let bind_err = |source| NodeError::Bind { what, addr, source };
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )
+    .map_err(bind_err)?;
+    socket.set_reuse_address(true).map_err(bind_err)?;
+    socket.set_nonblocking(true).map_err(bind_err)?;
+    if transparent {
+        set_ip_transparent(&socket, addr.is_ipv6());
+    }
+    socket.bind(&addr.into()).map_err(bind_err)?;
+    socket.listen(1024).map_err(bind_err)?;
+    TcpListener::from_std(socket.into()).map_err(bind_err)
+}
+
+fn set_ip_transparent(socket: &socket2::Socket, v6: bool) {
+    use std::os::fd::AsRawFd;
+    let one: libc::c_int = 1;
+    let (level, name) = if v6 {
+        (libc::SOL_IPV6, libc::IPV6_TRANSPARENT)
+    } else {
+        (libc::SOL_IP, libc::IP_TRANSPARENT)
+    };
+    // SAFETY: setsockopt on a valid fd with a pointer to a live c_int. Failure
+    // (no CAP_NET_ADMIN) only means TPROXY will not work; REDIRECT still does.
+    unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            level,
+            name,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
+/// The destination a redirected connection was addressed to: from conntrack
+/// (`SO_ORIGINAL_DST`, iptables/nft REDIRECT) or, for TPROXY, the socket's
+/// own local address. An IPv4 flow on an IPv6 listener (`[::]:PORT`) comes
+/// back as IPv4.
+pub fn original_destination(tcp: &TcpStream) -> std::io::Result<SocketAddr> {
+    use nix::sys::socket::{getsockopt, sockopt};
+    let local = match tcp.local_addr()? {
+        SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
+            Some(v4) => SocketAddr::new(v4.into(), v6.port()),
+            None => SocketAddr::V6(v6),
+        },
+        v4 => v4,
+    };
+    let recovered = match local {
+        SocketAddr::V4(_) => getsockopt(tcp, sockopt::OriginalDst).ok().map(|sin| {
+            SocketAddr::new(
+                std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)).into(),
+                u16::from_be(sin.sin_port),
+            )
+        }),
+        SocketAddr::V6(_) => getsockopt(tcp, sockopt::Ip6tOriginalDst).ok().map(|sin6| {
+            SocketAddr::new(
+                std::net::Ipv6Addr::from(sin6.sin6_addr.s6_addr).into(),
+                u16::from_be(sin6.sin6_port),
+            )
+        }),
+    };
+    Ok(recovered.unwrap_or(local))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,7 +216,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_listener_is_closed_while_the_tunnel_is_down() {
-        let listener = crate::listen_tcp("127.0.0.1:0".parse().unwrap(), false).unwrap();
+        let listener = listen_tcp("127.0.0.1:0".parse().unwrap(), false).unwrap();
         let addr = listener.local_addr().unwrap();
         let (tunnel, rx) = watch::channel(Some(()));
         let (tx, mut got) = tokio::sync::mpsc::unbounded_channel();

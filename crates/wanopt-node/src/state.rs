@@ -9,12 +9,13 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::dupsock::{Duplication, DuplicationMode, DuplicationStatus, PathSample};
-use crate::flow::FlowTable;
-use crate::handshakes::Handshakes;
-use crate::identity::{certificate_key, PublicKey};
-use crate::reduce::Caches;
-use crate::tunnel::Congestion;
+use crate::flow::{reduction, FlowTable};
+use crate::reduce::{CacheReport, Caches};
+use crate::transport::handshakes::Handshakes;
+use crate::transport::identity::{peer_key, PublicKey};
+use crate::transport::model;
+use crate::transport::tunnel::{Congestion, ReceiveBudget};
+use crate::transport::udp::{Duplication, DuplicationMode, DuplicationStatus, PathSample};
 
 /// A node's role.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,17 +40,6 @@ struct PeerEntry {
     rx_bps: f64,
 }
 
-/// The authenticated public key of a tunnel's peer.
-pub fn peer_key(connection: &quinn::Connection) -> Option<PublicKey> {
-    connection
-        .peer_identity()
-        .and_then(|id| {
-            id.downcast::<Vec<rustls::pki_types::CertificateDer<'static>>>()
-                .ok()
-        })
-        .and_then(|certs| certs.first().and_then(certificate_key))
-}
-
 /// Shared state of a running node.
 #[derive(Debug)]
 pub struct NodeState {
@@ -66,7 +56,7 @@ pub struct NodeState {
     /// Incoming tunnel handshakes (a core's; an edge accepts none).
     pub handshakes: Arc<Handshakes>,
     /// The flow receive windows granted from the node-wide budget.
-    window_budget: std::sync::OnceLock<Arc<crate::tunnel::ReceiveBudget>>,
+    window_budget: std::sync::OnceLock<Arc<ReceiveBudget>>,
     started: Instant,
     peers: Mutex<BTreeMap<SocketAddr, PeerEntry>>,
 }
@@ -132,17 +122,13 @@ pub struct BbrStatus {
 impl BbrStatus {
     /// The BBR state of `conn`'s controller, if it is wanopt's BBR.
     fn of(conn: &quinn::Connection) -> Option<BbrStatus> {
-        let bbr = conn
-            .congestion_state()
-            .into_any()
-            .downcast::<crate::bbr::Bbr>()
-            .ok()?;
+        let bbr = model::bbr(conn)?;
         let mbps = |bytes_per_sec: u64| bytes_per_sec as f64 * 8.0 / 1e6;
         Some(BbrStatus {
-            mode: bbr.mode().name().to_owned(),
-            bandwidth_mbps: mbps(bbr.bandwidth()),
-            pacing_mbps: bbr.pacing_rate_bytes().map(mbps),
-            min_rtt_ms: bbr.min_rtt().map(|r| r.as_secs_f64() * 1e3),
+            mode: bbr.mode.name().to_owned(),
+            bandwidth_mbps: mbps(bbr.bandwidth),
+            pacing_mbps: bbr.pacing_rate.map(mbps),
+            min_rtt_ms: bbr.min_rtt.map(|r| r.as_secs_f64() * 1e3),
         })
     }
 }
@@ -174,7 +160,7 @@ pub struct Status {
     #[serde(default)]
     pub flows_limited: u64,
     /// Flows reset since start, by reason (`lan`, `tunnel`, `codec`,
-    /// `peer_codec`; see [`crate::abort::ResetReason`]).
+    /// `peer_codec`; see [`crate::flow::ResetReason`]).
     #[serde(default)]
     pub flow_resets: BTreeMap<String, u64>,
     /// Flow receive windows granted now, bytes (`--window-budget`).
@@ -263,7 +249,7 @@ impl NodeState {
 
     /// The budget of flow receive windows the node's tunnels grant from,
     /// shown in `/status` and `/metrics`.
-    pub fn set_window_budget(&self, budget: Arc<crate::tunnel::ReceiveBudget>) {
+    pub fn set_window_budget(&self, budget: Arc<ReceiveBudget>) {
         let _ = self.window_budget.set(budget);
     }
 
@@ -355,19 +341,14 @@ impl NodeState {
     }
 
     /// Re-decides tail duplication on each peer's path; call about every
-    /// [`crate::dupsock::SAMPLE_INTERVAL`].
+    /// [`crate::transport::udp::SAMPLE_INTERVAL`].
     pub fn sample_duplication(&self) {
         for (address, entry) in self.peers().iter() {
             let Some(conn) = &entry.connection else {
                 continue;
             };
-            if let Ok(bbr) = conn
-                .congestion_state()
-                .into_any()
-                .downcast::<crate::bbr::Bbr>()
-            {
-                self.duplication
-                    .watch_sender(*address, bbr.sender_blocked());
+            if let Some(bbr) = model::bbr(conn) {
+                self.duplication.watch_sender(*address, bbr.sender_blocked);
             }
             let stats = conn.stats();
             self.duplication.update_path(
@@ -376,11 +357,25 @@ impl NodeState {
                     sent_packets: stats.path.sent_packets,
                     lost_packets: stats.path.lost_packets,
                     srtt: stats.path.rtt,
-                    rate_estimate: crate::reduce::estimated_rate_bps(conn).map(|bps| bps / 8.0),
+                    rate_estimate: model::estimated_rate_bps(conn).map(|bps| bps / 8.0),
                     udp_tx_bytes: stats.udp_tx.bytes,
                     mtu: stats.path.current_mtu,
                 },
             );
+        }
+    }
+
+    /// What `/cache` returns: every open cache, or `enabled: false` with
+    /// `--no-reduce`.
+    pub fn cache_report(&self) -> CacheReport {
+        match &self.caches {
+            Some(caches) => caches.report(),
+            None => CacheReport {
+                enabled: false,
+                dir: None,
+                peers: Vec::new(),
+                clears: 0,
+            },
         }
     }
 
@@ -407,7 +402,7 @@ impl NodeState {
                     bandwidth_estimate_mbps: bbr.as_ref().map(|b| b.bandwidth_mbps).or_else(|| {
                         stats
                             .as_ref()
-                            .map(|s| crate::reduce::window_rate_bps(s.path.cwnd, s.path.rtt) / 1e6)
+                            .map(|s| model::window_rate_bps(s.path.cwnd, s.path.rtt) / 1e6)
                     }),
                     bbr,
                     send_rate_mbps: e.tx_bps / 1e6,
@@ -461,7 +456,7 @@ impl NodeState {
             flows_reduced: totals.reduced.load(Ordering::Relaxed),
             wan_bytes_to_server: bytes.wan_to_server,
             wan_bytes_to_client: bytes.wan_to_client,
-            reduction: crate::flow::reduction(
+            reduction: reduction(
                 bytes.to_server + bytes.to_client,
                 bytes.wan_to_server + bytes.wan_to_client,
             ),

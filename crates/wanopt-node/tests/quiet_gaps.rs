@@ -17,7 +17,7 @@ use wanopt_codec::{
     CacheConfig, CacheId, Compression, Decoder, DecoderConfig, Encoder, EncoderConfig, PeerCache,
     StoreConfig,
 };
-use wanopt_node::reduced::{Quiet, Trickle};
+use wanopt_node::flow::codec_pump::{Quiet, Trickle};
 
 /// What happens next on the virtual clock.
 #[derive(Debug, Clone)]

@@ -19,8 +19,8 @@ use tracing::{debug, info, warn};
 
 use super::guard::Guard;
 use super::token::TokenFile;
+use crate::error::NodeError;
 use crate::state::NodeState;
-use crate::NodeError;
 
 /// Connections the control API serves at once; more are answered 503 and
 /// closed. Far below any file descriptor limit a node runs with.

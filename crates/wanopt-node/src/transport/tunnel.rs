@@ -16,8 +16,8 @@ use quinn::congestion;
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use quinn::{IdleTimeout, MtuDiscoveryConfig, TransportConfig, VarInt};
 
-use crate::dupsock::{Duplication, DuplicationMode};
-use crate::identity::{PinnedKeys, PrivateKey, PublicKey};
+use super::identity::{PinnedKeys, PrivateKey, PublicKey};
+use super::udp::{Duplication, DuplicationMode};
 
 /// ALPN of the wanopt tunnel; a peer speaking anything else is refused.
 pub const ALPN: &[u8] = b"wanopt/1";
@@ -27,7 +27,7 @@ pub const ALPN: &[u8] = b"wanopt/1";
 #[serde(rename_all = "lowercase")]
 pub enum Congestion {
     /// BBR (model-based; does not mistake random loss for congestion): our
-    /// own [`crate::bbr`], paced at its own rate.
+    /// own [`super::bbr`], paced at its own rate.
     #[default]
     Bbr,
     /// CUBIC (loss-based).
@@ -141,7 +141,7 @@ impl TunnelTuning {
         t.mtu_discovery_config(Some(mtu));
         match self.congestion {
             Congestion::Bbr => {
-                t.congestion_controller_factory(Arc::new(crate::bbr::BbrConfig::default()))
+                t.congestion_controller_factory(Arc::new(super::bbr::BbrConfig::default()))
             }
             Congestion::Cubic => {
                 t.congestion_controller_factory(Arc::new(congestion::CubicConfig::default()))
@@ -188,7 +188,7 @@ pub enum TunnelError {
     Tls(String),
     /// The key could not be turned into a certificate.
     #[error(transparent)]
-    Key(#[from] crate::identity::KeyError),
+    Key(#[from] super::identity::KeyError),
 }
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
@@ -239,7 +239,7 @@ pub fn server_config(
     let quic = QuicServerConfig::try_from(tls).map_err(|e| TunnelError::Tls(e.to_string()))?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(quic));
     config.transport_config(Arc::new(tuning.transport()));
-    // A Retry round trip is asked only under load (see `crate::handshakes`).
+    // A Retry round trip is asked only under load (see `super::handshakes`).
     config.migration(true);
     Ok(config)
 }
@@ -248,7 +248,7 @@ pub fn server_config(
 pub const TUNNEL_CID_LEN: usize = 4;
 
 /// Binds a UDP socket with large buffers and wraps it in a quinn endpoint,
-/// with `duplication` underneath (see [`crate::dupsock`]); its stateless
+/// with `duplication` underneath (see [`super::udp`]); its stateless
 /// resets are keyed by `key` ([`PrivateKey::reset_key`]).
 pub fn endpoint(
     bind: SocketAddr,

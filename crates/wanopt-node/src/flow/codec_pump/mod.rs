@@ -28,7 +28,6 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -36,16 +35,16 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tracing::{debug, trace};
 
-use wanopt_codec::{Compression, Decoder, DecoderConfig, Encoder, EncoderConfig, PeerCache};
+use wanopt_codec::{Decoder, DecoderConfig, Encoder, EncoderConfig};
 
-use crate::budget::{CompressorBudget, Reservation, DEFAULT_COMPRESSOR_MEMORY};
-use crate::dupsock::StreamEnds;
-use crate::reduce::{estimated_rate_bps, CompressionMode};
-
-use crate::flow::{
-    abort_on_error, directions, payload_reassembler, read_ahead, until_idle, Abort, Direction,
-    Facing, Flow, ReadBuffer,
-};
+use super::abort::{Abort, CodecFailure, LocalFailure, TunnelFailure};
+use super::pump::{abort_on_error, directions, until_idle, Direction, Facing, ReadBuffer};
+use super::read_ahead::{payload_reassembler, read_ahead};
+use super::table::Flow;
+use crate::reduce::compression::CodecChoice;
+use crate::reduce::Reduction;
+use crate::transport::model;
+use crate::transport::udp::StreamEnds;
 
 mod quiet;
 
@@ -70,124 +69,19 @@ const RETAIN_BYTES: usize = 8 << 20;
 /// Encoded messages queued for the writer.
 const DATA_QUEUE: usize = 4;
 
-/// How often `auto` compression re-reads the tunnel's rate.
-const RATE_CHECK: Duration = Duration::from_millis(250);
-
-/// What a flow with `reduce` needs besides its streams.
-#[derive(Debug, Clone)]
-pub struct Reduction {
-    /// The byte cache for the peer.
-    pub cache: PeerCache,
-    /// How literals are compressed.
-    pub compression: CompressionMode,
-    /// The tunnel (its rate picks the codec in `auto`).
-    pub connection: quinn::Connection,
-    /// The node's memory budget for stream compressors.
-    pub budget: Arc<CompressorBudget>,
-    /// Told when this side's last frames are written (tail duplication
-    /// repeats the stream's end).
-    pub ends: StreamEnds,
-}
-
-impl Reduction {
-    /// A flow's reduction with `cache`, compressing as the node is set to.
-    pub fn new(
-        state: &crate::state::NodeState,
-        cache: PeerCache,
-        connection: quinn::Connection,
-    ) -> Reduction {
-        let (compression, budget) = match &state.caches {
-            Some(caches) => (caches.compression(), caches.budget().clone()),
-            None => (
-                CompressionMode::default(),
-                CompressorBudget::new(DEFAULT_COMPRESSOR_MEMORY),
-            ),
-        };
-        Reduction {
-            cache,
-            compression,
-            ends: state.duplication.stream_ends(connection.remote_address()),
-            connection,
-            budget,
-        }
-    }
-}
-
-/// Picks the codec for the tunnel's current rate, at most every
-/// [`RATE_CHECK`], within the node's compressor budget.
-struct CodecChoice {
-    mode: CompressionMode,
-    /// The tunnel whose rate `auto` follows.
-    connection: Option<quinn::Connection>,
-    checked: Option<tokio::time::Instant>,
-    /// The last choice made from a rate (what the flow wants).
-    current: Option<Compression>,
-    /// The tunnel's rate when last read, bits per second.
-    tunnel_bps: Option<f64>,
-    /// The memory this flow holds of the budget for its compressor.
-    reservation: Reservation,
-}
-
-impl CodecChoice {
-    fn new(
-        mode: CompressionMode,
-        connection: Option<quinn::Connection>,
-        budget: Arc<CompressorBudget>,
-    ) -> CodecChoice {
-        CodecChoice {
-            mode,
-            connection,
-            checked: None,
-            current: None,
-            tunnel_bps: None,
-            reservation: Reservation::new(budget),
-        }
-    }
-
-    fn update(&mut self, encoder: &mut Encoder) {
-        let now = tokio::time::Instant::now();
-        let due = self
-            .checked
-            .is_none_or(|t| now.duration_since(t) >= RATE_CHECK);
-        if due {
-            self.checked = Some(now);
-            self.tunnel_bps = self.connection.as_ref().and_then(estimated_rate_bps);
-            let rate = match self.mode {
-                CompressionMode::Auto => self.tunnel_bps,
-                _ => None,
-            };
-            let next = match self.current {
-                Some(current) => self.mode.repick(rate, current),
-                None => self.mode.pick(rate),
-            };
-            self.current = Some(next);
-        }
-        // Reserve whenever the rate was read (a flow that stepped down
-        // steps back up once there is room) and whenever the flow holds
-        // no compressor (it may be about to start one).
-        if due || encoder.compressor_bytes() == 0 {
-            if let Some(wanted) = self.current {
-                encoder.set_compression(self.reservation.choose(wanted));
-            }
-        }
-    }
-
-    /// The flow freed its compressor: its memory goes back to the budget.
-    fn release(&mut self) {
-        self.reservation.release();
-    }
-}
-
 fn lock(enc: &Mutex<Encoder>) -> std::sync::MutexGuard<'_, Encoder> {
     enc.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn writer_gone() -> Abort {
-    Abort::Remote("the tunnel stream's writer stopped".into())
+    Abort::Remote(TunnelFailure::WriterStopped)
 }
 
 /// Carries a TCP connection over a QUIC stream with data reduction, until
-/// both directions end; same semantics as [`crate::flow::splice_stream`].
+/// both directions end; same semantics as [`super::splice::splice_stream`].
+/// `ends` is told when this side's last frames are written (tail
+/// duplication repeats the stream's end).
+#[allow(clippy::too_many_arguments)]
 pub async fn splice_reduced(
     mut tcp: TcpStream,
     mut send: quinn::SendStream,
@@ -196,6 +90,7 @@ pub async fn splice_reduced(
     facing: Facing,
     start: u64,
     reduction: Reduction,
+    ends: StreamEnds,
 ) -> Result<(), Abort> {
     let (up, down) = directions(flow, facing);
     let Reduction {
@@ -203,7 +98,6 @@ pub async fn splice_reduced(
         compression,
         connection,
         budget,
-        ends,
     } = reduction;
     let mut choice = CodecChoice::new(compression, Some(connection), budget);
     let config = EncoderConfig {
@@ -213,7 +107,10 @@ pub async fn splice_reduced(
     };
     let mut encoder = match Encoder::new(cache.clone(), config) {
         Ok(encoder) => encoder,
-        Err(e) => return abort_on_error(Err(Abort::Local(e.to_string())), tcp, send, recv, flow),
+        Err(e) => {
+            let abort = Abort::Local(LocalFailure::Encoder(Arc::new(e)));
+            return abort_on_error(Err(abort), tcp, send, recv, flow);
+        }
     };
     let decoder = Decoder::new(cache, DecoderConfig::default());
     choice.update(&mut encoder);
@@ -260,13 +157,10 @@ async fn uplink(
     let mut quiet = Quiet::default();
     let mut trickle = Trickle::default();
     // Whether the tunnel's sender has data waiting (wanopt's BBR says).
-    let sender = choice.connection.as_ref().and_then(|c| {
-        c.congestion_state()
-            .into_any()
-            .downcast::<crate::bbr::Bbr>()
-            .ok()
-            .map(|bbr| bbr.sender_blocked())
-    });
+    let sender = choice
+        .connection
+        .as_ref()
+        .and_then(|c| model::bbr(c).map(|bbr| bbr.sender_blocked));
     // The codec was picked (and its memory reserved) when the flow began:
     // a flow whose socket stays silent gives it back after the idle time.
     quiet.holding(choice.reservation.bytes() > 0);
@@ -372,7 +266,7 @@ async fn uplink(
                     }
                 }
             }
-            Err(e) => return Err(Abort::Local(e.to_string())),
+            Err(e) => return Err(Abort::socket(e)),
         }
     }
 }
@@ -400,9 +294,7 @@ async fn downlink(
         loop {
             let Some(bytes) = incoming.next().await else {
                 if !decoder.is_finished() {
-                    return Err(Abort::Remote(
-                        "stream ended before the peer's end of data".into(),
-                    ));
+                    return Err(Abort::Remote(TunnelFailure::EndedEarly));
                 }
                 return Ok(());
             };
@@ -422,7 +314,7 @@ async fn downlink(
                 } else {
                     decode()
                 };
-                decoded.map_err(|e| Abort::Codec(format!("bad data from the peer: {e}")))?;
+                decoded.map_err(|e| Abort::Codec(CodecFailure::BadData(Arc::new(e))))?;
                 let mut control = Vec::new();
                 {
                     let mut encoder = lock(encoder);
@@ -432,15 +324,16 @@ async fn downlink(
                             unavailable.push(e);
                         }
                     }
-                    if let Some(first) = unavailable.first() {
+                    let count = unavailable.len();
+                    if let Some(first) = unavailable.into_iter().next() {
                         // Both byte caches lost chunks (damaged disks): this
                         // flow cannot go on. Every request was still handled,
                         // so the next flow sends all the chunks asked for so
                         // far whole instead of failing on them one by one.
-                        return Err(Abort::Codec(format!(
-                            "{first} ({} chunks unavailable in all)",
-                            unavailable.len()
-                        )));
+                        return Err(Abort::Codec(CodecFailure::Unavailable {
+                            first: Arc::new(first),
+                            count,
+                        }));
                     }
                     // Repairs go out here, in answer to the peer.
                     flow.reduce.record_encoder(&encoder);
@@ -460,9 +353,7 @@ async fn downlink(
                 // piece at a time, so the flow table shows a slow reader's
                 // progress (and rate) as it goes, not once per slice.
                 for piece in plain.chunks(LAN_WRITE) {
-                    wr.write_all(piece)
-                        .await
-                        .map_err(|e| Abort::Local(e.to_string()))?;
+                    wr.write_all(piece).await.map_err(Abort::socket)?;
                     dir.lan.fetch_add(piece.len() as u64, Ordering::Relaxed);
                 }
                 plain.clear();
@@ -533,12 +424,15 @@ mod tests {
     use std::io;
     use std::pin::Pin;
     use std::sync::atomic::AtomicUsize;
+    use std::sync::Arc;
     use std::task::{Context, Poll};
 
     use tokio::io::ReadBuf;
-    use wanopt_codec::{CacheConfig, CacheId};
+    use wanopt_codec::{CacheConfig, CacheId, PeerCache};
 
     use crate::flow::FlowTable;
+    use crate::reduce::budget::CompressorBudget;
+    use crate::reduce::CompressionMode;
 
     /// A socket that always has more office-like text to read (like a
     /// server's response already in the receive buffer), counting reads.
@@ -605,8 +499,9 @@ mod tests {
             // Dropping the queue ends the uplink (its next send fails).
             (first.len(), reads.load(Ordering::SeqCst))
         };
-        let ends = crate::dupsock::Duplication::new(crate::dupsock::DuplicationMode::Off)
-            .stream_ends("127.0.0.1:4433".parse().unwrap());
+        let ends =
+            crate::transport::udp::Duplication::new(crate::transport::udp::DuplicationMode::Off)
+                .stream_ends("127.0.0.1:4433".parse().unwrap());
         let (ended, (first_len, reads_before_first)) = tokio::join!(
             uplink(&mut socket, &encoder, choice, tx, &up, flow, &ends),
             writer

@@ -23,7 +23,7 @@ use tracing::{info, warn};
 
 use wanopt_codec::private::{DIR_MODE, FILE_MODE};
 
-use crate::identity::PublicKey;
+use crate::transport::identity::PublicKey;
 
 /// The file that marks a directory as one of wanopt's peer caches.
 pub const MARKER: &str = "wanopt-peer-cache";

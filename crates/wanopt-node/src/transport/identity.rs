@@ -459,6 +459,17 @@ impl ClientCertVerifier for PinnedKeys {
     }
 }
 
+/// The authenticated public key of a tunnel's peer.
+pub fn peer_key(connection: &quinn::Connection) -> Option<PublicKey> {
+    connection
+        .peer_identity()
+        .and_then(|id| {
+            id.downcast::<Vec<rustls::pki_types::CertificateDer<'static>>>()
+                .ok()
+        })
+        .and_then(|certs| certs.first().and_then(certificate_key))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

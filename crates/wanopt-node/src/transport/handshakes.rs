@@ -255,7 +255,7 @@ impl Handshakes {
             return false;
         }
         self.trimmed_at.store(started, Ordering::Relaxed);
-        crate::release_free_memory();
+        crate::process::release_free_memory();
         true
     }
 }

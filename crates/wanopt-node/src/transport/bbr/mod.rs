@@ -5,13 +5,13 @@
 //! This is BBR v1 as specified in draft-cardwell-iccrg-bbr-congestion-control-00
 //! and implemented in Linux `net/ipv4/tcp_bbr.c`, over the delivery rate
 //! estimator of draft-cheng-iccrg-delivery-rate-estimation (`rate.rs`), behind
-//! quinn's [`Controller`] interface. It replaces quinn's own `Bbr`, whose
+//! quinn's [`Controller`](quinn::congestion::Controller) interface. It replaces quinn's own `Bbr`, whose
 //! bandwidth estimate is the maximum of per-packet send and ack rates: on a
 //! 250 Mbit/s, 250 ms lab path it estimated ~500 Mbit/s, kept a 32-57 MB window
 //! and lost half of the packets it sent at the bottleneck queue. With quinn's
 //! window-based pacing (1.25 x window per RTT) even a right-sized window
 //! overshoots, so the vendored quinn-proto takes the pacing rate from the
-//! controller ([`Controller::pacing_rate`], a wanopt patch).
+//! controller ([`Controller::pacing_rate`](quinn::congestion::Controller::pacing_rate), a wanopt patch).
 //!
 //! Departures from Linux, each for the tunnel's sake:
 //! - ProbeRTT keeps 3/4 of the estimated BDP in flight instead of 4 packets
@@ -23,19 +23,20 @@
 //! - The send quantum is the pacer's burst (8 ms at the pacing rate), not TSO
 //!   segments.
 
+mod controller;
 mod filter;
 mod rate;
 
-use std::any::Any;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use quinn::congestion::{Controller, ControllerFactory, ControllerMetrics};
-use quinn_proto::RttEstimator;
-
 use filter::WindowedMax;
 use rate::{RateSample, RateSampler};
+
+/// The target of BBR's trace lines (`WANOPT_LOG=info,wanopt_node::bbr=trace`),
+/// kept from before the controller moved into the transport wing.
+const LOG_TARGET: &str = "wanopt_node::bbr";
 
 /// STARTUP's gain, 2/ln(2): doubles the sending rate every round (§4.3.1.1).
 const HIGH_GAIN: f64 = 2.885;
@@ -101,7 +102,7 @@ impl Mode {
     }
 }
 
-/// Builds [`Bbr`] controllers for quinn ([`ControllerFactory`]).
+/// Builds [`Bbr`] controllers for quinn ([`ControllerFactory`](quinn::congestion::ControllerFactory)).
 #[derive(Clone, Debug)]
 pub struct BbrConfig {
     /// Congestion window before the first measurement, in bytes.
@@ -118,12 +119,6 @@ impl Default for BbrConfig {
             initial_window: 14_720,
             seed: None,
         }
-    }
-}
-
-impl ControllerFactory for BbrConfig {
-    fn build(self: Arc<Self>, _now: Instant, current_mtu: u16) -> Box<dyn Controller> {
-        Box::new(Bbr::new(&self, current_mtu))
     }
 }
 
@@ -387,6 +382,7 @@ impl Bbr {
             });
             self.round_mark = Some((now, self.sent_bytes));
             tracing::trace!(
+                target: LOG_TARGET,
                 send_kbit,
                 mode = ?self.mode,
                 bandwidth_kbit = self.bandwidth.get() * 8 / 1_000,
@@ -492,6 +488,7 @@ impl Bbr {
             self.cycle_index = (self.cycle_index + 1) % PACING_GAIN_CYCLE.len();
             self.cycle_stamp = Some(now);
             tracing::trace!(
+                target: LOG_TARGET,
                 gain = PACING_GAIN_CYCLE[self.cycle_index],
                 prior_in_flight,
                 bdp = self.bdp(1.0),
@@ -744,79 +741,6 @@ fn random_seed() -> u64 {
             .map_or(0, |d| d.as_nanos()),
     );
     hasher.finish()
-}
-
-impl Controller for Bbr {
-    fn on_sent(&mut self, now: Instant, bytes: u64, _last_packet_number: u64) {
-        self.handle_sent(now, bytes);
-    }
-
-    fn on_ack(
-        &mut self,
-        now: Instant,
-        sent: Instant,
-        bytes: u64,
-        _app_limited: bool,
-        _rtt: &RttEstimator,
-    ) {
-        self.handle_ack(now, sent, bytes);
-    }
-
-    fn on_end_acks(
-        &mut self,
-        now: Instant,
-        in_flight: u64,
-        app_limited: bool,
-        _largest_packet_num_acked: Option<u64>,
-    ) {
-        self.handle_end_acks(now, in_flight, app_limited);
-    }
-
-    fn on_congestion_event(
-        &mut self,
-        now: Instant,
-        sent: Instant,
-        is_persistent_congestion: bool,
-        lost_bytes: u64,
-    ) {
-        self.handle_loss(now, sent, lost_bytes, is_persistent_congestion);
-    }
-
-    fn on_mtu_update(&mut self, new_mtu: u16) {
-        self.mtu = u64::from(new_mtu.max(1200));
-        self.cwnd = self.cwnd.max(self.min_cwnd());
-    }
-
-    fn window(&self) -> u64 {
-        self.congestion_window()
-    }
-
-    fn pacing_rate(&self) -> Option<u64> {
-        self.pacing_rate_bytes()
-    }
-
-    fn on_idle_poll(&mut self, blocked: bool) {
-        self.blocked.store(blocked, Ordering::Relaxed);
-    }
-
-    fn metrics(&self) -> ControllerMetrics {
-        let mut metrics = ControllerMetrics::default();
-        metrics.congestion_window = self.congestion_window();
-        metrics.pacing_rate = self.pacing_rate_bytes().map(|r| r.saturating_mul(8));
-        metrics
-    }
-
-    fn clone_box(&self) -> Box<dyn Controller> {
-        Box::new(self.clone())
-    }
-
-    fn initial_window(&self) -> u64 {
-        self.initial_window
-    }
-
-    fn into_any(self: Box<Self>) -> Box<dyn Any> {
-        self
-    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,9 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
+use std::sync::atomic::Ordering;
+
+use quinn::congestion::Controller;
 
 use super::*;
 

@@ -1,63 +1,134 @@
-//! Why a flow ended abnormally, what each side is told, and how a node
-//! reports it: every reset is counted by reason ([`ResetReason`], in
-//! `status` and `/metrics`), and one that comes from a codec or protocol
-//! error (this node's or the peer's) is a WARN line naming the flow, the
-//! reason and what the peer and the LAN side were sent.
+//! Why a flow ended abnormally and what each side is told: every reset is
+//! counted by reason ([`ResetReason`], in `status` and `/metrics`); the
+//! log line is written by [`super::carry::report`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpStream;
-use tracing::{debug, warn};
-
 use wanopt_proto::codes;
 
-use crate::flow::Flow;
-
 /// Why a flow ended abnormally.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Abort {
     /// The local TCP peer reset or failed.
-    Local(String),
+    #[error("local side: {0}")]
+    Local(LocalFailure),
     /// The tunnel side reset the stream, stopped reading, or the tunnel died.
-    Remote(String),
+    #[error("tunnel side: {0}")]
+    Remote(TunnelFailure),
     /// The core could not or would not connect to the destination.
+    #[error("{0}")]
     Refused(wanopt_proto::Status),
     /// The peer's frames did not decode, or its decoder asked for chunks
     /// this node cannot supply: the peer is sent [`codes::CODEC_ERROR`].
-    Codec(String),
+    #[error("codec error: {0}")]
+    Codec(CodecFailure),
     /// The peer reset the flow with [`codes::CODEC_ERROR`]: it could not
     /// decode this node's frames (its own log says why).
+    #[error("the peer could not decode this node's data (its log says why)")]
     PeerCodec,
     /// The flow carried no byte either way for the node's
     /// `--flow-idle-timeout`.
+    #[error("idle for --flow-idle-timeout")]
     Idle,
 }
 
-impl std::fmt::Display for Abort {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Abort::Local(why) => write!(f, "local side: {why}"),
-            Abort::Remote(why) => write!(f, "tunnel side: {why}"),
-            Abort::Refused(status) => write!(f, "{status}"),
-            Abort::Codec(why) => write!(f, "codec error: {why}"),
-            Abort::PeerCodec => write!(
-                f,
-                "the peer could not decode this node's data (its log says why)"
-            ),
-            Abort::Idle => write!(f, "idle for --flow-idle-timeout"),
-        }
+/// What failed on a flow's LAN side.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LocalFailure {
+    /// Reading or writing the TCP socket failed (a reset, most often).
+    #[error("{0}")]
+    Socket(IoFailure),
+    /// The flow's encoder could not be set up.
+    #[error("{0}")]
+    Encoder(Arc<wanopt_codec::chunker::ChunkerConfigError>),
+    /// The flow was closed while its stream was being read ahead.
+    #[error("flow closed")]
+    Closed,
+}
+
+/// What failed on a flow's tunnel side.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TunnelFailure {
+    /// Reading the stream failed: reset by the peer, or the tunnel lost.
+    #[error("{0}")]
+    Read(quinn::ReadError),
+    /// Writing the stream failed: stopped by the peer, or the tunnel lost.
+    #[error("{0}")]
+    Write(quinn::WriteError),
+    /// Writing to the destination's socket failed (a flow passed through:
+    /// its far side is TCP).
+    #[error("{0}")]
+    Socket(IoFailure),
+    /// The stream ended before the core's reply (edge side).
+    #[error("no reply from the core: {0}")]
+    NoReply(quinn::ReadExactError),
+    /// The core's reply did not parse.
+    #[error("bad reply from the core: {0}")]
+    BadReply(wanopt_proto::HeaderError),
+    /// The stream ended with bytes missing before its end.
+    #[error("stream ended with a gap")]
+    Gap,
+    /// The stream ended before the peer's encoder said its data had ended.
+    #[error("stream ended before the peer's end of data")]
+    EndedEarly,
+    /// The task writing the stream ended first.
+    #[error("the tunnel stream's writer stopped")]
+    WriterStopped,
+}
+
+/// Why this node's codec ended a flow.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CodecFailure {
+    /// The peer's frames did not decode.
+    #[error("bad data from the peer: {0}")]
+    BadData(Arc<wanopt_codec::DecodeError>),
+    /// The peer's decoder asked for chunks neither cache holds any more
+    /// (damaged disks at both ends); `count` of them in all.
+    #[error("{first} ({count} chunks unavailable in all)")]
+    Unavailable {
+        /// The first request that could not be answered.
+        first: Arc<wanopt_codec::PeerControlError>,
+        /// Requests that could not be answered.
+        count: usize,
+    },
+}
+
+/// An I/O error of a flow's socket, shareable (an [`Abort`] is cloned and
+/// compared; two are equal when their kind and message are).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct IoFailure(Arc<std::io::Error>);
+
+impl From<std::io::Error> for IoFailure {
+    fn from(e: std::io::Error) -> IoFailure {
+        IoFailure(Arc::new(e))
     }
 }
 
+impl PartialEq for IoFailure {
+    fn eq(&self, other: &IoFailure) -> bool {
+        self.0.kind() == other.0.kind() && self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl Eq for IoFailure {}
+
 impl Abort {
+    /// A failed read or write of the flow's TCP socket.
+    pub fn socket(e: std::io::Error) -> Abort {
+        Abort::Local(LocalFailure::Socket(e.into()))
+    }
+
     /// A failed read of the tunnel stream.
     pub fn from_read(e: quinn::ReadError) -> Abort {
         match e {
             quinn::ReadError::Reset(code) if code.into_inner() == u64::from(codes::CODEC_ERROR) => {
                 Abort::PeerCodec
             }
-            e => Abort::Remote(e.to_string()),
+            e => Abort::Remote(TunnelFailure::Read(e)),
         }
     }
 
@@ -69,7 +140,7 @@ impl Abort {
             {
                 Abort::PeerCodec
             }
-            e => Abort::Remote(e.to_string()),
+            e => Abort::Remote(TunnelFailure::Write(e)),
         }
     }
 
@@ -157,27 +228,6 @@ impl ResetCounters {
     }
 }
 
-/// Counts a flow's abnormal end and logs it: a WARN line for a codec or
-/// protocol error (with the flow, the reason, and what the peer and the
-/// LAN side were sent), DEBUG for a side that simply reset. A refusal is
-/// the caller's to report.
-pub fn report(counters: &ResetCounters, flow: &Flow, lan: &str, abort: &Abort) {
-    let Some(reason) = abort.reason() else {
-        return;
-    };
-    counters.count(reason);
-    let (id, source, dest) = (flow.id, flow.source, &flow.destination);
-    if reason.is_error() {
-        let sent = match abort {
-            Abort::Codec(_) => "the peer a stream reset (codec error)",
-            _ => "the peer a stream reset",
-        };
-        warn!("flow {id} {source} -> {dest} reset: {abort}; sent {sent} and the {lan} a TCP reset");
-    } else {
-        debug!("flow {id} {source} -> {dest} reset: {abort}");
-    }
-}
-
 /// Resets a TCP connection: linger 0 makes the close send RST.
 pub fn reset_tcp(tcp: TcpStream) {
     let _ = socket2::SockRef::from(&tcp).set_linger(Some(Duration::ZERO));
@@ -190,7 +240,9 @@ mod tests {
 
     #[test]
     fn codec_errors_reset_the_peer_with_their_own_code_and_the_peer_knows_it() {
-        let ours = Abort::Codec("pieces of a chunk out of order".into());
+        let ours = Abort::Codec(CodecFailure::BadData(Arc::new(
+            wanopt_codec::DecodeError::PieceOrder,
+        )));
         assert_eq!(ours.stream_code(), codes::CODEC_ERROR);
         assert_eq!(ours.reason(), Some(ResetReason::Codec));
         let code = quinn::VarInt::from_u32(ours.stream_code());
@@ -203,7 +255,7 @@ mod tests {
             Abort::PeerCodec
         );
         // A LAN side's reset crosses as before.
-        let lan = Abort::Local("connection reset by peer".into());
+        let lan = Abort::socket(std::io::ErrorKind::ConnectionReset.into());
         assert_eq!(lan.stream_code(), codes::TCP_RESET);
         let tcp = quinn::VarInt::from_u32(codes::TCP_RESET);
         assert_eq!(
@@ -234,65 +286,5 @@ mod tests {
                 ("idle", 0)
             ]
         );
-    }
-
-    /// What `report` logs for `abort`, at which level.
-    fn logged(abort: &Abort) -> String {
-        use std::sync::{Arc, Mutex};
-        #[derive(Clone, Default)]
-        struct Sink(Arc<Mutex<Vec<u8>>>);
-        impl std::io::Write for Sink {
-            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-                self.0.lock().unwrap().extend_from_slice(buf);
-                Ok(buf.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let sink = Sink::default();
-        let writer = sink.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::DEBUG)
-            .with_ansi(false)
-            .with_writer(move || writer.clone())
-            .finish();
-        let table = std::sync::Arc::new(crate::flow::FlowTable::default());
-        let guard = table.start(
-            Some(7),
-            "10.1.0.2:50000".parse().unwrap(),
-            "10.2.0.5:445".into(),
-            vec!["tcp-opt", "reduce"],
-            None,
-        );
-        let counters = ResetCounters::default();
-        tracing::subscriber::with_default(subscriber, || {
-            report(&counters, &guard.flow, "client", abort)
-        });
-        let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
-        text
-    }
-
-    #[test]
-    fn a_codec_error_is_a_warning_with_the_flow_the_reason_and_what_was_sent() {
-        let line = logged(&Abort::Codec(
-            "bad data from the peer: pieces of a chunk out of order".into(),
-        ));
-        assert!(line.contains(" WARN "), "{line}");
-        for part in [
-            "flow 7 10.1.0.2:50000 -> 10.2.0.5:445 reset",
-            "pieces of a chunk out of order",
-            "sent the peer a stream reset (codec error) and the client a TCP reset",
-        ] {
-            assert!(line.contains(part), "{part:?} missing: {line}");
-        }
-        let peer = logged(&Abort::PeerCodec);
-        assert!(
-            peer.contains(" WARN ") && peer.contains("could not decode"),
-            "{peer}"
-        );
-        // A side that simply reset is not a warning.
-        let lan = logged(&Abort::Local("connection reset by peer".into()));
-        assert!(lan.contains("DEBUG") && !lan.contains("WARN"), "{lan}");
     }
 }

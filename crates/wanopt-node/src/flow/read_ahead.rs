@@ -1,0 +1,121 @@
+//! Read-ahead: a tunnel stream read unordered as fast as quinn delivers,
+//! reassembled, and handed in order to the pump that writes it to TCP.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, Semaphore};
+
+use super::abort::{Abort, LocalFailure, TunnelFailure};
+use super::pump::CHUNK;
+use super::reassembly::Reassembler;
+
+/// Reads the core's reply at the start of a stream (edge side); returns
+/// its length, or the refusal.
+pub(crate) async fn read_reply(recv: &mut quinn::RecvStream) -> Result<u64, Abort> {
+    let mut reply = [0u8; wanopt_proto::stream::REPLY_LEN];
+    recv.read_exact(&mut reply)
+        .await
+        .map_err(|e| Abort::Remote(TunnelFailure::NoReply(e)))?;
+    let status = wanopt_proto::Reply::new_checked(&reply[..])
+        .and_then(|view| wanopt_proto::ReplyRepr::parse(&view))
+        .map_err(|e| Abort::Remote(TunnelFailure::BadReply(e)))?
+        .status;
+    if status != wanopt_proto::Status::Connected {
+        return Err(Abort::Refused(status));
+    }
+    Ok(reply.len() as u64)
+}
+
+/// Reads the core's reply first if `expect_reply` (edge side), then returns
+/// the reassembler for the payload, which starts at stream offset `start`
+/// plus the reply. Payload is read unordered: that keeps quinn's receive
+/// buffer from fragmenting under heavy loss; the reassembler restores the
+/// order (see `reassembly`).
+pub(crate) async fn payload_reassembler(
+    recv: &mut quinn::RecvStream,
+    start: u64,
+    expect_reply: bool,
+) -> Result<Reassembler, Abort> {
+    let reply = if expect_reply {
+        read_reply(recv).await?
+    } else {
+        0
+    };
+    Ok(Reassembler::new(start + reply))
+}
+
+/// How many in-order bytes a flow may hold for its TCP side beyond what
+/// TCP took. The stream is read ahead of TCP (unordered, so quinn's
+/// receive buffer keeps no islands while TCP is slow) up to this bound.
+/// It is small because every byte read counts as consumed for the
+/// stream's flow control: the window grows only while reads keep up, so a
+/// read-ahead as large as the window (32 MiB before) let a flow whose
+/// client had stopped reading take its window and the read-ahead again,
+/// and grow the window to the read-ahead's size. The reader need not
+/// drain quinn for quinn's sake: the vendored quinn-proto allows 65,536
+/// islands per stream, more than the largest window holds.
+pub(crate) const READ_AHEAD: usize = 1 << 20;
+
+/// The in-order payload of a stream, read ahead of its consumer.
+pub(crate) struct Incoming {
+    rx: mpsc::UnboundedReceiver<Bytes>,
+    budget: Arc<Semaphore>,
+}
+
+fn permits(len: usize) -> u32 {
+    u32::try_from(len.div_ceil(1024)).unwrap_or(u32::MAX)
+}
+
+impl Incoming {
+    /// The next in-order piece; `None` once the stream ended cleanly.
+    pub(crate) async fn next(&mut self) -> Option<Bytes> {
+        let bytes = self.rx.recv().await?;
+        self.budget.add_permits(permits(bytes.len()) as usize);
+        Some(bytes)
+    }
+}
+
+/// Reads `recv` unordered as fast as quinn delivers, reassembles, and hands
+/// in-order pieces to an [`Incoming`] (at most [`READ_AHEAD`] bytes queued).
+/// Returns the reader (to run, joined with the consumer) and the receiver.
+pub(crate) fn read_ahead(
+    recv: &mut quinn::RecvStream,
+    mut reassembler: Reassembler,
+) -> (
+    impl std::future::Future<Output = Result<(), Abort>> + '_,
+    Incoming,
+) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let budget = Arc::new(Semaphore::new((READ_AHEAD / 1024).max(CHUNK / 1024)));
+    let reader_budget = budget.clone();
+    let reader = async move {
+        let mut ready: Vec<Bytes> = Vec::new();
+        loop {
+            match recv.read_chunk(CHUNK, false).await {
+                Ok(Some(chunk)) => {
+                    reassembler.insert(chunk.offset, chunk.bytes, |b| ready.push(b));
+                    for bytes in ready.drain(..) {
+                        reader_budget
+                            .acquire_many(permits(bytes.len()))
+                            .await
+                            .map_err(|_| Abort::Local(LocalFailure::Closed))?
+                            .forget();
+                        if tx.send(bytes).is_err() {
+                            // The consumer stopped; its own result tells why.
+                            return Ok(());
+                        }
+                    }
+                }
+                Ok(None) => {
+                    if reassembler.buffered() != 0 {
+                        return Err(Abort::Remote(TunnelFailure::Gap));
+                    }
+                    return Ok(());
+                }
+                Err(e) => return Err(Abort::from_read(e)),
+            }
+        }
+    };
+    (reader, Incoming { rx, budget })
+}

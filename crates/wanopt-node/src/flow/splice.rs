@@ -1,0 +1,174 @@
+//! The plain pumps: one TCP flow over one QUIC stream as it is, or over a
+//! second TCP connection when a flow is passed through.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::BytesMut;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::abort::{reset_tcp, Abort, TunnelFailure};
+use super::pump::{abort_on_error, directions, until_idle, Direction, Facing, ReadBuffer, CHUNK};
+use super::read_ahead::{payload_reassembler, read_ahead};
+use super::table::{Flow, FlowState};
+use crate::transport::udp::StreamEnds;
+
+async fn tcp_to_stream(
+    rd: &mut (impl AsyncRead + Unpin),
+    send: &mut quinn::SendStream,
+    dir: &Direction<'_>,
+    flow: &Flow,
+    ends: &StreamEnds,
+) -> Result<(), Abort> {
+    loop {
+        let mut buf = BytesMut::with_capacity(CHUNK);
+        match rd.read_buf(&mut buf).await {
+            Ok(0) => {
+                let end = ends.expect();
+                let _ = send.finish();
+                end.release_when(send.stopped());
+                flow.set_state(dir.done);
+                return Ok(());
+            }
+            Ok(n) => {
+                dir.lan.fetch_add(n as u64, Ordering::Relaxed);
+                dir.wan.fetch_add(n as u64, Ordering::Relaxed);
+                send.write_chunk(buf.freeze())
+                    .await
+                    .map_err(Abort::from_write)?;
+            }
+            Err(e) => return Err(Abort::socket(e)),
+        }
+    }
+}
+
+async fn stream_to_tcp(
+    recv: &mut quinn::RecvStream,
+    wr: &mut (impl AsyncWrite + Unpin),
+    dir: &Direction<'_>,
+    flow: &Flow,
+    start: u64,
+    expect_reply: bool,
+) -> Result<(), Abort> {
+    let reassembler = payload_reassembler(recv, start, expect_reply).await?;
+    let (reader, mut incoming) = read_ahead(recv, reassembler);
+    let writer = async {
+        while let Some(bytes) = incoming.next().await {
+            dir.wan.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+            wr.write_all(&bytes).await.map_err(Abort::socket)?;
+            dir.lan.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        }
+        let _ = wr.shutdown().await;
+        flow.set_state(dir.done);
+        Ok(())
+    };
+    tokio::try_join!(reader, writer).map(|_| ())
+}
+
+/// Carries a TCP connection over a QUIC stream until both directions end.
+/// Facing the client (on the edge), the core's reply is read first: a refusal
+/// resets the client. `start` is the stream offset of the first payload byte
+/// (the length of a header already read from `recv`). `ends` is told when
+/// this side's last bytes are written (tail duplication repeats the
+/// stream's end).
+/// On an abort, the TCP connection is reset and the stream reset and stopped.
+pub async fn splice_stream(
+    mut tcp: TcpStream,
+    mut send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
+    flow: &Flow,
+    facing: Facing,
+    start: u64,
+    ends: &StreamEnds,
+) -> Result<(), Abort> {
+    let (up, down) = directions(flow, facing);
+    let result = {
+        let (mut rd, mut wr) = tcp.split();
+        until_idle(flow, async {
+            tokio::try_join!(
+                tcp_to_stream(&mut rd, &mut send, &up, flow, ends),
+                stream_to_tcp(
+                    &mut recv,
+                    &mut wr,
+                    &down,
+                    flow,
+                    start,
+                    facing == Facing::Client
+                ),
+            )
+            .map(|_| ())
+        })
+        .await
+    };
+    abort_on_error(result, tcp, send, recv, flow)
+}
+
+async fn tcp_to_tcp(
+    rd: &mut (impl AsyncRead + Unpin),
+    wr: &mut (impl AsyncWrite + Unpin),
+    counters: [&AtomicU64; 2],
+    flow: &Flow,
+    done: FlowState,
+) -> Result<(), Abort> {
+    let mut buf = ReadBuffer::new();
+    loop {
+        match rd.read(buf.space()).await {
+            Ok(0) => {
+                let _ = wr.shutdown().await;
+                flow.set_state(done);
+                return Ok(());
+            }
+            Ok(n) => {
+                wr.write_all(buf.read(n))
+                    .await
+                    .map_err(|e| Abort::Remote(TunnelFailure::Socket(e.into())))?;
+                for counter in counters {
+                    counter.fetch_add(n as u64, Ordering::Relaxed);
+                }
+            }
+            Err(e) => return Err(Abort::socket(e)),
+        }
+    }
+}
+
+/// Carries a flow between two TCP connections (pass-through), with the same
+/// half-close and reset semantics as [`splice_stream`].
+pub async fn splice_tcp(
+    mut client: TcpStream,
+    mut server: TcpStream,
+    flow: &Flow,
+) -> Result<(), Abort> {
+    let result = {
+        let (mut crd, mut cwr) = client.split();
+        let (mut srd, mut swr) = server.split();
+        until_idle(flow, async {
+            tokio::try_join!(
+                tcp_to_tcp(
+                    &mut crd,
+                    &mut swr,
+                    [&flow.to_server, &flow.wan_to_server],
+                    flow,
+                    FlowState::ClientDone
+                ),
+                tcp_to_tcp(
+                    &mut srd,
+                    &mut cwr,
+                    [&flow.to_client, &flow.wan_to_client],
+                    flow,
+                    FlowState::ServerDone
+                ),
+            )
+            .map(|_| ())
+        })
+        .await
+    };
+    match result {
+        Ok(()) => Ok(()),
+        Err(abort) => {
+            flow.set_state(FlowState::Closing);
+            reset_tcp(client);
+            reset_tcp(server);
+            Err(abort)
+        }
+    }
+}

@@ -1,0 +1,17 @@
+//! The transport wing: everything between a flow's QUIC stream and the
+//! wire.
+//!
+//! - [`tunnel`]: the QUIC endpoint and its configuration (client, server,
+//!   windows, the node-wide receive budget);
+//! - [`identity`]: Ed25519 keys, certificates and pinning;
+//! - [`handshakes`]: admission of incoming tunnel handshakes (a core's);
+//! - [`bbr`]: wanopt's congestion controller;
+//! - [`model`]: the one reader of the controller's model of the path;
+//! - [`udp`]: the datagram layer under QUIC (tail duplication, parity).
+
+pub mod bbr;
+pub mod handshakes;
+pub mod identity;
+pub mod model;
+pub mod tunnel;
+pub mod udp;

@@ -1,0 +1,37 @@
+//! The datagram layer under QUIC: the tunnel's UDP socket with tail
+//! duplication and parity.
+//!
+//! `DupSocket` wraps the runtime's socket: every datagram quinn sends goes
+//! out as before and, on paths where [`Duplication`] is switched on, a copy
+//! of the burst's last datagrams goes out once more when the path falls
+//! quiet (the policy is `wanopt_proto::dup::TailDup`). A small task sleeps
+//! until the policy's next deadline and sends the copies; quinn on the far
+//! side drops whichever copy of a packet arrives second.
+//!
+//! Flows tell it when their stream's last bytes are written
+//! ([`StreamEnds::expect`]): until the peer has acknowledged them, the
+//! path's tails are repeated even while it carries bulk traffic, so that
+//! the loss of a transfer's last packet costs a copy's delay, not a probe
+//! timeout; a longer tail then goes out as Reed-Solomon parity
+//! (`wanopt_proto::fec`). On the receiving side the socket keeps the last
+//! datagrams of each peer that sends parity, rebuilds what a parity group
+//! shows lost, and hands the rebuilt datagrams to quinn as received; the
+//! parity datagrams themselves never reach quinn.
+//!
+//! Files by concept: the node's handle (`duplication`), what it remembers
+//! of each path (`path`), the receiving side of parity (`parity`),
+//! stream ends (`ends`), the wrapped socket (`socket`) and what it shows
+//! (`status`).
+
+mod duplication;
+mod ends;
+mod parity;
+mod path;
+mod shared;
+mod socket;
+mod status;
+
+pub use duplication::Duplication;
+pub use ends::{StreamEnd, StreamEnds, STREAM_END_HOLD};
+pub use path::{PathSample, SAMPLE_INTERVAL};
+pub use status::{DuplicationMode, DuplicationStatus};

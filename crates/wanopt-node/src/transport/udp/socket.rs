@@ -1,0 +1,345 @@
+//! The wrapped socket quinn sends and receives through: it records what
+//! goes out for the tail policy, takes parity out of what comes in, hands
+//! rebuilt datagrams on, and a task of its own sends the copies.
+
+use std::io::{self, IoSliceMut};
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use quinn::udp::{RecvMeta, Transmit};
+use quinn::{AsyncUdpSocket, UdpPoller};
+use wanopt_proto::dup::MAX_TAIL_DATAGRAMS;
+use wanopt_proto::fec;
+
+use super::shared::Shared;
+
+/// The wrapped socket.
+#[derive(Debug)]
+pub(super) struct DupSocket {
+    pub(super) inner: Arc<dyn AsyncUdpSocket>,
+    pub(super) shared: Arc<Shared>,
+}
+
+impl DupSocket {
+    fn record(&self, transmit: &Transmit) {
+        let now = Instant::now();
+        let meta = (transmit.ecn, transmit.src_ip);
+        let size = transmit
+            .segment_size
+            .unwrap_or(transmit.contents.len())
+            .max(1);
+        let mut armed = false;
+        {
+            let mut policy = self.shared.policy();
+            let count = transmit.contents.len().div_ceil(size);
+            // Only the batch's last datagrams can end up in a tail (a
+            // parity tail is the longest): the front is counted, not
+            // copied.
+            let unheld = count.saturating_sub(MAX_TAIL_DATAGRAMS.max(fec::MAX_SOURCES));
+            for (i, datagram) in transmit.contents.chunks(size).enumerate() {
+                if i < unheld {
+                    policy.on_send_unheld(now, transmit.destination, datagram.len());
+                } else {
+                    armed |= policy.on_send(now, transmit.destination, &meta, datagram);
+                }
+            }
+        }
+        if armed {
+            self.shared.wake.notify_one();
+        }
+    }
+}
+
+impl AsyncUdpSocket for DupSocket {
+    fn create_io_poller(self: Arc<Self>) -> Pin<Box<dyn UdpPoller>> {
+        self.inner.clone().create_io_poller()
+    }
+
+    fn try_send(&self, transmit: &Transmit) -> io::Result<()> {
+        self.inner.try_send(transmit)?;
+        if self.shared.active.load(Ordering::Relaxed) {
+            self.record(transmit);
+        }
+        Ok(())
+    }
+
+    fn poll_recv(
+        &self,
+        cx: &mut Context,
+        bufs: &mut [IoSliceMut<'_>],
+        meta: &mut [RecvMeta],
+    ) -> Poll<io::Result<usize>> {
+        if !self.shared.parity_seen.load(Ordering::Relaxed) {
+            let received = std::task::ready!(self.inner.poll_recv(cx, bufs, meta))?;
+            if !bufs
+                .iter()
+                .zip(meta.iter())
+                .take(received)
+                .any(|(buf, m)| segments(&buf[..m.len], m.stride).any(fec::is_parity))
+            {
+                return Poll::Ready(Ok(received));
+            }
+            self.shared.parity_seen.store(true, Ordering::Relaxed);
+            return Poll::Ready(Ok(self.take_parity(bufs, meta, received)));
+        }
+        // Datagrams rebuilt from the last batch's parity go first.
+        let handed = self.hand_rebuilt(bufs, meta);
+        if handed > 0 {
+            return Poll::Ready(Ok(handed));
+        }
+        let received = std::task::ready!(self.inner.poll_recv(cx, bufs, meta))?;
+        Poll::Ready(Ok(self.take_parity(bufs, meta, received)))
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.local_addr()
+    }
+
+    fn max_transmit_segments(&self) -> usize {
+        self.inner.max_transmit_segments()
+    }
+
+    fn max_receive_segments(&self) -> usize {
+        self.inner.max_receive_segments()
+    }
+
+    fn may_fragment(&self) -> bool {
+        self.inner.may_fragment()
+    }
+}
+
+/// The datagrams of a received buffer (several with GRO, `stride` apart).
+fn segments(buf: &[u8], stride: usize) -> impl Iterator<Item = &[u8]> {
+    buf.chunks(stride.max(1))
+}
+
+impl DupSocket {
+    /// Passes the first `received` buffers through the parity receivers:
+    /// parity datagrams are taken out of them (the rest moved up, so a GRO
+    /// buffer stays `stride`-spaced with only its last datagram shorter),
+    /// others are remembered for peers that send parity. Returns
+    /// `received` (a buffer left empty has length 0).
+    fn take_parity(
+        &self,
+        bufs: &mut [IoSliceMut<'_>],
+        meta: &mut [RecvMeta],
+        received: usize,
+    ) -> usize {
+        let mut parity = self.shared.parity();
+        for (buf, m) in bufs.iter_mut().zip(meta.iter_mut()).take(received) {
+            let stride = m.stride.max(1);
+            let len = m.len.min(buf.len());
+            let mut kept = 0;
+            let mut at = 0;
+            while at < len {
+                let end = (at + stride).min(len);
+                let consumed = parity.on_datagram(m.addr, m.dst_ip, &buf[at..end]);
+                if !consumed {
+                    if kept != at {
+                        buf.copy_within(at..end, kept);
+                    }
+                    kept += end - at;
+                }
+                at = end;
+            }
+            m.len = kept;
+        }
+        // Rebuilt datagrams wait for the next poll: quinn polls again at
+        // once after a batch (or wakes itself when it paused for fairness).
+        received
+    }
+
+    /// Moves rebuilt datagrams into the buffers; returns how many.
+    fn hand_rebuilt(&self, bufs: &mut [IoSliceMut<'_>], meta: &mut [RecvMeta]) -> usize {
+        let mut parity = self.shared.parity();
+        let mut handed = 0;
+        for (buf, m) in bufs.iter_mut().zip(meta.iter_mut()) {
+            let Some((addr, dst_ip, datagram)) = parity.rebuilt.pop_front() else {
+                break;
+            };
+            if datagram.len() > buf.len() {
+                continue;
+            }
+            buf[..datagram.len()].copy_from_slice(&datagram);
+            *m = RecvMeta {
+                addr,
+                len: datagram.len(),
+                stride: datagram.len(),
+                ecn: None,
+                dst_ip,
+            };
+            handed += 1;
+        }
+        handed
+    }
+}
+
+/// Sleeps until the policy's next deadline, sends what is due, and ends
+/// when the socket is dropped.
+pub(super) async fn send_copies(socket: Weak<DupSocket>) {
+    let Some(shared) = socket.upgrade().map(|s| s.shared.clone()) else {
+        return;
+    };
+    loop {
+        let deadline = shared.policy().poll_timeout();
+        match deadline {
+            Some(at) => {
+                let sleep = tokio::time::sleep_until(at.into());
+                tokio::select! {
+                    () = sleep => {}
+                    () = shared.wake.notified() => continue,
+                }
+            }
+            None => {
+                // Idle: wait for a send, but look at the socket now and
+                // then so the task ends with it.
+                tokio::select! {
+                    () = shared.wake.notified() => continue,
+                    () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+            }
+        }
+        let Some(socket) = socket.upgrade() else {
+            return;
+        };
+        let now = Instant::now();
+        shared.sync_senders();
+        loop {
+            let Some(copy) = shared.policy().poll_transmit(now) else {
+                break;
+            };
+            let transmit = Transmit {
+                destination: copy.key,
+                ecn: copy.meta.0,
+                contents: &copy.datagram,
+                segment_size: None,
+                src_ip: copy.meta.1,
+            };
+            // A full socket buffer means the path is busy, not quiet: the
+            // copy is not worth waiting for.
+            let _ = socket.inner.try_send(&transmit);
+            shared.policy().recycle(copy.datagram);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::udp::{Duplication, DuplicationMode};
+
+    /// A datagram like a QUIC packet (fixed bit set), `len` bytes.
+    fn quic_like(n: u8, len: usize) -> Vec<u8> {
+        let mut d: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(n) ^ n).collect();
+        d[0] = 0x40 | (n & 0x3F);
+        d
+    }
+
+    #[tokio::test]
+    async fn parity_is_taken_out_of_received_batches_and_lost_datagrams_handed_on() {
+        let std_socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let runtime = quinn::default_runtime().unwrap();
+        let inner = runtime.wrap_udp_socket(std_socket).unwrap();
+        let socket = DupSocket {
+            inner,
+            shared: Duplication::new(DuplicationMode::Auto).shared,
+        };
+        let peer: SocketAddr = "192.0.2.1:4433".parse().unwrap();
+        let sources: Vec<Vec<u8>> = (1..=10).map(|n| quic_like(n, 1000)).collect();
+        let refs: Vec<&[u8]> = sources.iter().map(Vec::as_slice).collect();
+        let parity = fec::parity(0, &refs, 4).unwrap();
+        let p_len = parity[0].len();
+
+        // A first group only makes the socket start remembering this peer.
+        let mut storage = vec![vec![0u8; 4 * 1500]; 2];
+        let mut meta = [RecvMeta::default(); 2];
+        let fill =
+            |storage: &mut Vec<Vec<u8>>, meta: &mut [RecvMeta; 2], batches: &[Vec<&[u8]>]| {
+                for (i, batch) in batches.iter().enumerate() {
+                    let mut at = 0;
+                    for d in batch {
+                        storage[i][at..at + d.len()].copy_from_slice(d);
+                        at += d.len();
+                    }
+                    meta[i] = RecvMeta {
+                        addr: peer,
+                        len: at,
+                        stride: batch[0].len(),
+                        ecn: None,
+                        dst_ip: None,
+                    };
+                }
+            };
+        let received =
+            |socket: &DupSocket, storage: &mut Vec<Vec<u8>>, meta: &mut [RecvMeta; 2]| {
+                let mut bufs: Vec<IoSliceMut<'_>> =
+                    storage.iter_mut().map(|b| IoSliceMut::new(b)).collect();
+                socket.take_parity(&mut bufs, meta, 2)
+            };
+        fill(
+            &mut storage,
+            &mut meta,
+            &[vec![&parity[0]], vec![&sources[0]]],
+        );
+        assert_eq!(received(&socket, &mut storage, &mut meta), 2);
+        assert_eq!(meta[0].len, 0, "parity never reaches quinn");
+        assert_eq!(meta[1].len, 1000);
+
+        // Now the sources arrive in GRO batches, two of them lost (the
+        // third and the ninth),
+        // then the parity: first as a GRO batch of its own, then one shard
+        // in the middle of a batch of datagrams the same size.
+        fill(
+            &mut storage,
+            &mut meta,
+            &[
+                vec![&sources[0], &sources[1], &sources[3]],
+                vec![
+                    &sources[4],
+                    &sources[5],
+                    &sources[6],
+                    &sources[7],
+                    &sources[9],
+                ],
+            ],
+        );
+        received(&socket, &mut storage, &mut meta);
+        let same_size = quic_like(60, p_len);
+        let short = quic_like(61, 100);
+        fill(
+            &mut storage,
+            &mut meta,
+            &[
+                vec![&parity[0], &parity[1], &parity[2]],
+                vec![&same_size, &parity[3], &short],
+            ],
+        );
+        assert_eq!(received(&socket, &mut storage, &mut meta), 2);
+        assert_eq!(meta[0].len, 0);
+        // The rest moved up: still `stride` apart, the short one last.
+        assert_eq!((meta[1].len, meta[1].stride), (p_len + 100, p_len));
+        assert_eq!(&storage[1][..p_len], &same_size[..]);
+        assert_eq!(&storage[1][p_len..p_len + 100], &short[..]);
+
+        // The next poll hands the two rebuilt datagrams over, byte exact.
+        let mut out = vec![vec![0u8; 1500]; 3];
+        let mut bufs: Vec<IoSliceMut<'_>> = out.iter_mut().map(|b| IoSliceMut::new(b)).collect();
+        let mut meta3 = [RecvMeta::default(); 3];
+        assert_eq!(socket.hand_rebuilt(&mut bufs, &mut meta3), 2);
+        drop(bufs);
+        let mut got: Vec<Vec<u8>> = (0..2).map(|i| out[i][..meta3[i].len].to_vec()).collect();
+        got.sort();
+        let mut lost = vec![sources[2].clone(), sources[8].clone()];
+        lost.sort();
+        assert_eq!(got, lost);
+        assert!(meta3[..2]
+            .iter()
+            .all(|m| m.addr == peer && m.stride == m.len));
+        assert_eq!(socket.shared.parity().rebuilt_from(peer), 2);
+        assert_eq!(socket.hand_rebuilt(&mut [], &mut []), 0);
+    }
+}
