@@ -22,9 +22,18 @@
 //!   the pipe is already drained every gain cycle.
 //! - The send quantum is the pacer's burst (8 ms at the pacing rate), not TSO
 //!   segments.
+//! - Random loss is told from congestion (`loss.rs`): packet conservation and
+//!   the window cut answer only loss that comes with a queue's delay or runs
+//!   well above the path's usual loss rate, and STARTUP leaves on such loss
+//!   (or on the bandwidth plateau), never on random loss. The sending rate
+//!   makes up for half the usual loss rate (`Bbr::sending_bandwidth`). On a
+//!   simulated 100 Mbit/s, 100 ms path with 3% random loss this took the
+//!   time to 90% of the rate from 15 s to 1.8 s, and the goodput at 5% from
+//!   80-85% of the link to 92%.
 
 mod controller;
 mod filter;
+mod loss;
 mod rate;
 
 use std::sync::atomic::AtomicBool;
@@ -32,6 +41,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use filter::WindowedMax;
+use loss::{Learn, LossRate, RoundLoss};
 use rate::{RateSample, RateSampler};
 
 /// The target of BBR's trace lines (`WANOPT_LOG=info,wanopt_node::bbr=trace`),
@@ -62,12 +72,10 @@ const PROBE_RTT_BDP_GAIN: f64 = 0.75;
 /// STARTUP ends when three rounds grow the bandwidth by less than 25%.
 const FULL_BANDWIDTH_GROWTH: f64 = 1.25;
 const FULL_BANDWIDTH_ROUNDS: u32 = 3;
-/// STARTUP also ends after a round that lost more than 2% of its data in at
-/// least 6 packets (BBR v2, draft-cardwell-iccrg-bbr-congestion-control-02
-/// §4.3.1.3): the queue overflowed, and three more rounds at 2.885x would
-/// lose a large part of a BDP each.
-const STARTUP_LOSS_THRESHOLD: f64 = 0.02;
-const STARTUP_LOSS_PACKETS: u64 = 6;
+/// The share of the usual loss rate the sending rate makes up for, and the
+/// most it makes up for (see `Bbr::sending_bandwidth`).
+const COMPENSATED_SHARE: f64 = 0.5;
+const MAX_COMPENSATED_LOSS: f64 = 0.1;
 /// Rounds of the ack aggregation filter (Linux `bbr_extra_acked_win_rtts`).
 const EXTRA_ACKED_WINDOW_ROUNDS: u32 = 5;
 /// Cap of the aggregation allowance, as time at the estimated bandwidth.
@@ -164,9 +172,13 @@ pub struct Bbr {
     full_bandwidth: u64,
     full_bandwidth_rounds: u32,
     full_bandwidth_reached: bool,
-    /// Bytes acked and lost in the current round (STARTUP's loss exit).
-    round_acked: u64,
-    round_lost: u64,
+    /// Loss per round and the path's usual loss rate.
+    loss: LossRate,
+    /// The last finished round lost more than random loss explains.
+    congested: bool,
+    /// The pacing gain when the current and the previous round started.
+    round_gain: f64,
+    previous_round_gain: f64,
     /// The delivery rate samples of the current round (see `median`).
     round_samples: Vec<u64>,
     pacing_gain: f64,
@@ -219,8 +231,10 @@ impl Bbr {
             full_bandwidth: 0,
             full_bandwidth_rounds: 0,
             full_bandwidth_reached: false,
-            round_acked: 0,
-            round_lost: 0,
+            loss: LossRate::default(),
+            congested: false,
+            round_gain: HIGH_GAIN,
+            previous_round_gain: HIGH_GAIN,
             round_samples: Vec::new(),
             pacing_gain: HIGH_GAIN,
             cwnd_gain: HIGH_GAIN,
@@ -367,9 +381,10 @@ impl Bbr {
             return;
         }
         self.update_bandwidth(sample);
+        let round_loss = self.update_loss(acked, lost, rtt);
         self.update_ack_aggregation(now, acked);
         self.update_cycle_phase(now, prior_in_flight, lost);
-        self.check_full_bandwidth_reached(sample, acked, lost);
+        self.check_full_bandwidth_reached(sample, round_loss);
         self.check_drain(now, in_flight);
         self.update_min_rtt(now, rtt, in_flight);
         self.update_gains();
@@ -421,6 +436,35 @@ impl Bbr {
         {
             self.round_samples.push(bandwidth);
         }
+    }
+
+    /// Loss per round: at a round's start, whether the round that ended
+    /// lost more than random loss explains (`loss.rs`). The batch that
+    /// starts a round counts in the new one.
+    fn update_loss(&mut self, acked: u64, lost: u64, rtt: Option<Duration>) -> RoundLoss {
+        if self.round_start {
+            // The round that ended acknowledged what was sent in the round
+            // before it. Its loss teaches the usual rate only if that was
+            // sent no faster than the path delivers: in PROBE_BW, after a
+            // phase below gain 1 (a compensating sender that overflowed a
+            // shallow queue would otherwise learn its own overflow as the
+            // usual rate, and keep it); in STARTUP, before the queue
+            // overflowed.
+            let learn = match self.mode {
+                Mode::Startup | Mode::Drain => Learn::Random,
+                Mode::ProbeRtt => Learn::All,
+                Mode::ProbeBw if self.previous_round_gain < 1.0 => Learn::All,
+                Mode::ProbeBw => Learn::Nothing,
+            };
+            self.congested = self
+                .loss
+                .end_round(self.mtu, self.min_rtt, learn)
+                .congestive();
+            self.previous_round_gain = self.round_gain;
+            self.round_gain = self.pacing_gain;
+        }
+        self.loss.on_batch(acked, lost, rtt);
+        self.loss.so_far(self.mtu, self.min_rtt)
     }
 
     /// Tracks acks in excess of the bandwidth estimate (ack aggregation).
@@ -499,29 +543,24 @@ impl Bbr {
     }
 
     /// STARTUP's exit tests: three rounds without 25% growth (§4.3.2.2), or
-    /// a round with heavy loss (see `STARTUP_LOSS_THRESHOLD`).
-    fn check_full_bandwidth_reached(&mut self, sample: Option<RateSample>, acked: u64, lost: u64) {
+    /// a round that lost more than random loss explains, checked on every
+    /// batch (a loss is seen an RTT after the queue overflowed, and every
+    /// RTT more at 2.885x loses more). BBR v2 leaves on 2% loss in a round
+    /// (draft-cardwell-iccrg-bbr-congestion-control-02 §4.3.1.3); on a path
+    /// with 3% random loss that ended STARTUP at once and left the estimate
+    /// a tenth of the link (see `loss.rs`).
+    fn check_full_bandwidth_reached(&mut self, sample: Option<RateSample>, loss: RoundLoss) {
         if self.full_bandwidth_reached {
             return;
         }
-        if self.round_start {
-            (self.round_acked, self.round_lost) = (0, 0);
-        }
-        self.round_acked += acked;
-        self.round_lost += lost;
-        // Checked on every batch: a loss is only seen an RTT after the
-        // queue overflowed, and every RTT more at 2.885x loses more.
-        if self.round_lost >= STARTUP_LOSS_PACKETS * self.mtu
-            && self.round_lost as f64
-                > STARTUP_LOSS_THRESHOLD * (self.round_acked + self.round_lost) as f64
-        {
+        // Loss with a queue ends STARTUP at once; loss that is only above
+        // the usual rate (a noisy judge in the first, short rounds) once a
+        // round has not grown.
+        if loss.with_queue || (loss.excess && self.full_bandwidth_rounds >= 1) {
             self.full_bandwidth_reached = true;
             return;
         }
-        if !self.round_start {
-            return;
-        }
-        if sample.is_none_or(|s| s.app_limited) {
+        if !self.round_start || sample.is_none_or(|s| s.app_limited) {
             return;
         }
         let bandwidth = self.bandwidth.get();
@@ -627,7 +666,7 @@ impl Bbr {
 
     /// §4.2.1: pace at gain x bandwidth; during STARTUP never slower.
     fn set_pacing_rate(&mut self, gain: f64) {
-        let bandwidth = self.bandwidth.get();
+        let bandwidth = self.sending_bandwidth();
         if bandwidth == 0 {
             // No sample yet: the initial window per RTT, at STARTUP's gain.
             if let (0, Some(rtt)) = (self.pacing_rate, self.min_rtt) {
@@ -646,7 +685,11 @@ impl Bbr {
     /// §4.2.3: the window, with loss recovery (Linux `bbr_set_cwnd`).
     fn set_cwnd(&mut self, acked: u64, lost: u64, in_flight: u64) {
         let mut cwnd = self.cwnd;
-        if lost > 0 {
+        // Packet conservation and the cut by what was lost answer
+        // congestion, not random loss (`loss.rs`): the last round or this
+        // one so far lost more than the path's usual rate explains.
+        let conserve = self.congested || self.loss.so_far(self.mtu, self.min_rtt).congestive();
+        if lost > 0 && conserve {
             cwnd = cwnd.saturating_sub(lost).max(self.mtu);
         }
         let recovery = &mut self.recovery;
@@ -654,13 +697,15 @@ impl Bbr {
             // First round of recovery: packet conservation from what is in
             // flight now.
             recovery.entering = false;
-            cwnd = in_flight + acked;
+            if conserve {
+                cwnd = in_flight + acked;
+            }
         } else if recovery.exiting {
             recovery.exiting = false;
             recovery.conservation = false;
             cwnd = cwnd.max(self.prior_cwnd);
         }
-        if recovery.conservation {
+        if recovery.conservation && conserve {
             cwnd = cwnd.max(in_flight + acked);
         } else {
             let target =
@@ -674,10 +719,25 @@ impl Bbr {
         self.cwnd = cwnd.max(self.min_cwnd());
     }
 
+    /// What the sender must send for the bottleneck to deliver the
+    /// estimated bandwidth: the estimate is a delivery rate, which random
+    /// loss lowers by its rate whether it strikes before the bottleneck or
+    /// after it, so pacing at the estimate alone would leave that share of
+    /// the link unused (at 5% loss, 90% of the link instead of 95%). Only
+    /// half the path's usual loss is made up for, and at most
+    /// [`MAX_COMPENSATED_LOSS`]: congestion is answered, not paid for, and an
+    /// estimate a little high must not pace above the bottleneck (making up
+    /// all of a 2.5% estimate of 2% loss kept a standing queue that
+    /// overflowed every few rounds).
+    fn sending_bandwidth(&self) -> u64 {
+        let loss = (COMPENSATED_SHARE * self.loss.usual()).clamp(0.0, MAX_COMPENSATED_LOSS);
+        (self.bandwidth.get() as f64 / (1.0 - loss)) as u64
+    }
+
     /// gain x the estimated bandwidth-delay product; the initial window
     /// before there is an estimate.
     fn bdp(&self, gain: f64) -> u64 {
-        let bandwidth = self.bandwidth.get();
+        let bandwidth = self.sending_bandwidth();
         match self.min_rtt {
             Some(rtt) if bandwidth > 0 => (gain * mul_rate(bandwidth, rtt) as f64) as u64,
             _ => self.initial_window,

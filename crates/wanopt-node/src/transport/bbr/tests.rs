@@ -345,9 +345,13 @@ fn assert_fills_path(path: Path) {
     );
     let min_rtt = sim.bbr.min_rtt().unwrap_or_default();
     let serialization = Duration::from_nanos(PACKET * 8 * 1_000_000_000 / path.rate_bps);
+    // Late acks reach the sender in order (each at least as late as the one
+    // before), so at a high packet rate nearly every sample carries close to
+    // the whole jitter: the minimum taken when the 10 s window expires can
+    // be up to all of it above the path's.
     assert!(
         min_rtt >= path.rtt
-            && min_rtt <= path.rtt + serialization + path.ack_jitter / 2 + Duration::from_millis(1),
+            && min_rtt <= path.rtt + serialization + path.ack_jitter + Duration::from_millis(1),
         "min rtt {min_rtt:?} for {:?}",
         path.rtt
     );
@@ -476,4 +480,107 @@ fn the_sender_blocked_flag_follows_idle_polls_and_is_shared_with_clones() {
     assert!(clone.sender_blocked().load(Ordering::Relaxed));
     bbr.on_idle_poll(false);
     assert!(!clone.sender_blocked().load(Ordering::Relaxed));
+}
+
+/// Goodput of a fresh controller per 100 ms, as shares of the link's rate.
+fn goodput_trace(path: Path, seconds: u64) -> Vec<f64> {
+    let mut sim = Sim::new(path);
+    let link = path.bytes_per_sec() as f64;
+    (1..=seconds * 10)
+        .map(|i| {
+            let before = sim.delivered;
+            sim.run(Duration::from_millis(100 * i), None);
+            (sim.delivered - before) as f64 / 0.1 / link
+        })
+        .collect()
+}
+
+/// When the goodput over 500 ms first reaches `share` of the link, seconds
+/// from the start (the end of that 500 ms).
+fn time_to_share(trace: &[f64], share: f64) -> Option<f64> {
+    trace
+        .windows(5)
+        .position(|w| w.iter().sum::<f64>() / 5.0 >= share)
+        .map(|i| (i + 5) as f64 / 10.0)
+}
+
+/// Random loss is not congestion: on a 100 Mbit/s, 100 ms path, a fresh
+/// controller reaches 90% of what the loss leaves of the link within 2 s
+/// (2.5 s at 10%), as kernel BBR does, and then delivers at least 95% of
+/// it (85% at 10%). Before the loss judge (`loss.rs`) and the sending rate
+/// that makes up for random loss, 3% loss took 15 s to reach 90% of the
+/// link, and 5% loss held the goodput at 80-85%.
+#[test]
+fn reaches_and_holds_the_rate_under_random_loss() {
+    for (loss_pct, ramp_limit, hold) in [
+        (1.0, 2.0, 0.95),
+        (3.0, 2.0, 0.95),
+        (5.0, 2.0, 0.95),
+        (10.0, 2.5, 0.85),
+    ] {
+        let mut path = Path::new(100, 100);
+        path.loss_ppm = (loss_pct * 10_000.0) as u64;
+        let trace = goodput_trace(path, 20);
+        let ceiling = 1.0 - loss_pct / 100.0;
+        let ramp = time_to_share(&trace, 0.9 * ceiling);
+        let held = trace[20..].iter().sum::<f64>() / trace[20..].len() as f64;
+        eprintln!(
+            "{loss_pct}% loss: 90% of {:.0}% after {ramp:?} s, then {:.1}% of the link",
+            100.0 * ceiling,
+            100.0 * held
+        );
+        assert!(
+            ramp.is_some_and(|t| t <= ramp_limit),
+            "{loss_pct}% loss: 90% of the rate after {ramp:?} s (limit {ramp_limit} s)"
+        );
+        assert!(
+            held >= hold * ceiling,
+            "{loss_pct}% loss: goodput {:.1}% of the link from 2 s on, below {:.1}%",
+            100.0 * held,
+            100.0 * hold * ceiling
+        );
+    }
+}
+
+/// Congestion still shrinks the model: when the bottleneck halves under a
+/// path with 2% random loss, the controller follows within a few seconds
+/// and the queue does not keep overflowing.
+#[test]
+fn follows_a_bottleneck_that_halves_under_random_loss() {
+    let mut path = Path::new(100, 50);
+    path.loss_ppm = 20_000;
+    let mut sim = Sim::new(path);
+    sim.run(Duration::from_secs(10), None);
+    sim.path.rate_bps /= 2;
+    sim.path.queue /= 2;
+    let out = sim.measure(Duration::from_secs(14), Duration::from_secs(24));
+    let link = sim.path.bytes_per_sec() as f64;
+    eprintln!(
+        "after the halving: goodput {:.1}% of the new link, queue loss {:.3}%, queue delay {:?}, estimate {:.1}%",
+        100.0 * out.goodput / link,
+        100.0 * out.queue_loss,
+        out.mean_queue_delay,
+        100.0 * sim.bbr.bandwidth() as f64 / link
+    );
+    assert!(
+        out.goodput >= 0.9 * 0.98 * link,
+        "goodput {:.1}%",
+        100.0 * out.goodput / link
+    );
+    assert!(
+        out.queue_loss < 0.01,
+        "queue loss {:.2}%",
+        100.0 * out.queue_loss
+    );
+    assert!(
+        out.mean_queue_delay < path.rtt / 2,
+        "mean queueing delay {:?}",
+        out.mean_queue_delay
+    );
+    let estimate = sim.bbr.bandwidth() as f64;
+    assert!(
+        (0.85 * link..=1.1 * link).contains(&estimate),
+        "estimate {:.1}% of the new link",
+        100.0 * estimate / link
+    );
 }
