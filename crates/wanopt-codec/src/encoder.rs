@@ -6,12 +6,14 @@ use thiserror::Error;
 
 use crate::cache::PeerCache;
 use crate::chunker::{Chunker, ChunkerConfig, ChunkerConfigError, StreamChunker};
+use crate::compress::{
+    self, delta_compress, stream_engine, Codec, Engine, Framing, Role, STREAM_WINDOW_LOG,
+};
 use crate::control::{sent_entries, ControlRepr};
 use crate::fingerprint::Fingerprint;
 use crate::frame::{
-    delta_compress, emit_span_list, lzma_options, run_lengths, span_check, split_run, Codec,
-    DataRepr, Payload, Run, MAX_RUN_CHUNKS, MAX_RUN_LEN, MAX_SPAN_CHUNKS, MAX_SPAN_LEN, PPMD_BYTES,
-    PPMD_MEMORY, PPMD_ORDER, STREAM_WINDOW_LOG, VERSION,
+    emit_span_list, run_lengths, span_check, split_run, DataRepr, Payload, Run, MAX_RUN_CHUNKS,
+    MAX_RUN_LEN, MAX_SPAN_CHUNKS, MAX_SPAN_LEN, VERSION,
 };
 use crate::stats::EncoderStats;
 use crate::store::index::FingerprintMap;
@@ -86,10 +88,7 @@ pub fn text_share(data: &[u8]) -> f64 {
 /// The zstd level of [`Compression::Lzma`]'s literals outside stream runs.
 pub const LZMA_ALONE_ZSTD_LEVEL: i32 = 18;
 
-/// Memory of an LZMA2 stream's compressor at presets 4-9 (binary-tree
-/// match finder, 1 MiB dictionary), as `xz -vv` reports it (rounded up to
-/// a MiB; the binding does not report a raw encoder's use).
-pub const LZMA_ENCODER_BYTES: usize = 13 << 20;
+pub use crate::compress::LZMA_ENCODER_BYTES;
 
 impl Compression {
     /// zstd at its default level (3).
@@ -131,14 +130,6 @@ impl Compression {
             Compression::Zstd { level } if level <= 12 => 7 << 20,
             Compression::Zstd { .. } => 11 << 20,
             Compression::Lzma { .. } | Compression::Max { .. } => LZMA_ENCODER_BYTES,
-        }
-    }
-
-    /// The LZMA2 preset of this setting's stream runs, if it has one.
-    fn lzma_preset(self) -> Option<u32> {
-        match self {
-            Compression::Lzma { preset } | Compression::Max { preset } => Some(preset),
-            Compression::Off | Compression::Lz4 | Compression::Zstd { .. } => None,
         }
     }
 
@@ -243,26 +234,12 @@ struct PendingSpan {
     next_position: u64,
 }
 
-/// A zstd compression context and the level it is set to.
-struct ZstdContext {
-    level: i32,
-    compressor: zstd::bulk::Compressor<'static>,
-}
-
-impl std::fmt::Debug for ZstdContext {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ZstdContext")
-            .field("level", &self.level)
-            .finish_non_exhaustive()
-    }
-}
-
 /// The compressing side of a flow's stream (`StreamRun` frames).
 struct LiteralStream {
     /// The setting the stream was started for (zstd, LZMA2 or both LZMA2
     /// and PPMd).
     compression: Compression,
-    engine: Engine,
+    engine: Box<dyn Engine>,
     /// The next run starts the stream (anew).
     fresh: bool,
     /// Bytes through the stream since it started.
@@ -276,13 +253,6 @@ struct LiteralStream {
     ratio: Option<f64>,
 }
 
-/// A stream's compression context.
-enum Engine {
-    Zstd(zstd::zstd_safe::CCtx<'static>),
-    Lzma(liblzma::stream::Stream),
-    Ppmd(Box<ppmd_rust::Ppmd7Encoder<Vec<u8>>>),
-}
-
 impl std::fmt::Debug for LiteralStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LiteralStream")
@@ -292,20 +262,15 @@ impl std::fmt::Debug for LiteralStream {
     }
 }
 
-/// Log2 of the zstd match tables of a stream at level 9 and up (zstd's own
-/// are 21-24 for large inputs: 50-90 MB per context; 20 keeps one near
-/// 10 MB and nearly all of the gain on office documents).
-const STREAM_TABLE_LOG: u32 = 20;
-
 impl LiteralStream {
     /// A stream for `compression` whose first run is `first`.
     fn new(compression: Compression, first: &[u8]) -> Option<Self> {
         let engine = match compression {
-            Compression::Zstd { level } => Engine::Zstd(Self::zstd(level)?),
-            Compression::Lzma { preset } => Engine::Lzma(Self::lzma(preset)?),
+            Compression::Zstd { level } => Self::engine(Codec::Zstd, level)?,
+            Compression::Lzma { preset } => Self::lzma(preset)?,
             Compression::Max { preset } => match text_share(first) >= PPMD_TEXT_SHARE {
-                true => Engine::Ppmd(Self::ppmd()?),
-                false => Engine::Lzma(Self::lzma(preset)?),
+                true => Self::engine(Codec::Ppmd, 0)?,
+                false => Self::lzma(preset)?,
             },
             Compression::Off | Compression::Lz4 => return None,
         };
@@ -320,55 +285,22 @@ impl LiteralStream {
         })
     }
 
-    fn zstd(level: i32) -> Option<zstd::zstd_safe::CCtx<'static>> {
-        use zstd::zstd_safe::{CCtx, CParameter};
-        let mut context = CCtx::try_create()?;
-        context
-            .set_parameter(CParameter::CompressionLevel(level))
-            .ok()?;
-        context
-            .set_parameter(CParameter::ChecksumFlag(false))
-            .ok()?;
-        context
-            .set_parameter(CParameter::WindowLog(STREAM_WINDOW_LOG))
-            .ok()?;
-        if level >= 9 {
-            context
-                .set_parameter(CParameter::ChainLog(STREAM_TABLE_LOG))
-                .ok()?;
-            context
-                .set_parameter(CParameter::HashLog(STREAM_TABLE_LOG))
-                .ok()?;
-        }
-        Some(context)
+    fn engine(codec: Codec, level: i32) -> Option<Box<dyn Engine>> {
+        stream_engine(codec, Role::Compress { level }).ok()
     }
 
-    fn lzma(preset: u32) -> Option<liblzma::stream::Stream> {
-        liblzma::stream::Stream::new_raw_encoder(&lzma_options(preset)?).ok()
-    }
-
-    fn ppmd() -> Option<Box<ppmd_rust::Ppmd7Encoder<Vec<u8>>>> {
-        ppmd_rust::Ppmd7Encoder::new(Vec::new(), PPMD_ORDER, PPMD_MEMORY)
-            .ok()
-            .map(Box::new)
+    fn lzma(preset: u32) -> Option<Box<dyn Engine>> {
+        Self::engine(Codec::Lzma, i32::try_from(preset).ok()?)
     }
 
     /// Bytes the compression context holds.
     fn context_bytes(&self) -> usize {
-        match &self.engine {
-            Engine::Zstd(context) => context.sizeof(),
-            Engine::Lzma(_) => LZMA_ENCODER_BYTES,
-            Engine::Ppmd(_) => PPMD_BYTES,
-        }
+        self.engine.state_bytes()
     }
 
     /// The codec of the stream's runs.
     fn codec(&self) -> Codec {
-        match self.engine {
-            Engine::Zstd(_) => Codec::Zstd,
-            Engine::Lzma(_) => Codec::Lzma,
-            Engine::Ppmd(_) => Codec::Ppmd,
-        }
+        self.engine.codec()
     }
 
     /// For [`Compression::Max`]: put the engine `data` calls for in place
@@ -377,7 +309,7 @@ impl LiteralStream {
         let Compression::Max { preset } = self.compression else {
             return true;
         };
-        let ppmd = matches!(self.engine, Engine::Ppmd(_));
+        let ppmd = self.engine.codec() == Codec::Ppmd;
         let share = text_share(data);
         let wants_ppmd = match ppmd {
             true => share >= PPMD_KEEP_SHARE,
@@ -387,8 +319,8 @@ impl LiteralStream {
             return true;
         }
         let engine = match wants_ppmd {
-            true => Self::ppmd().map(Engine::Ppmd),
-            false => Self::lzma(preset).map(Engine::Lzma),
+            true => Self::engine(Codec::Ppmd, 0),
+            false => Self::lzma(preset),
         };
         let Some(engine) = engine else {
             return false;
@@ -434,12 +366,7 @@ impl LiteralStream {
         if !self.pick_engine(data) {
             return None;
         }
-        let done = match &mut self.engine {
-            Engine::Zstd(context) => zstd_flushed(context, data, out),
-            Engine::Lzma(stream) => lzma_flushed(stream, data, out),
-            Engine::Ppmd(encoder) => ppmd_flushed(encoder, data, out),
-        };
-        done.then_some(out.len())
+        self.engine.compress(data, out).ok()
     }
 
     /// The next run starts a new stream (the caller makes a new context).
@@ -455,101 +382,7 @@ impl LiteralStream {
     /// no new context could be made (drop the stream).
     fn restart(&mut self) -> bool {
         self.forget();
-        match &mut self.engine {
-            Engine::Zstd(context) => context
-                .reset(zstd::zstd_safe::ResetDirective::SessionOnly)
-                .is_ok(),
-            // A raw LZMA2 encoder cannot be reset, nor a PPMd model: make
-            // a new one.
-            Engine::Lzma(stream) => match self.compression.lzma_preset().and_then(Self::lzma) {
-                Some(fresh) => {
-                    *stream = fresh;
-                    true
-                }
-                None => false,
-            },
-            Engine::Ppmd(encoder) => match Self::ppmd() {
-                Some(fresh) => {
-                    *encoder = fresh;
-                    true
-                }
-                None => false,
-            },
-        }
-    }
-}
-
-/// Feed all of `data` through a PPMd stream and end its range-coded
-/// stream into `out` (cleared, then the run's bytes: the CRC-32 of `data`,
-/// then the range coder's): the peer decodes all of `data` from them and
-/// checks it against the CRC (a model out of step or a wrong length fails
-/// the run instead of giving wrong bytes), and the model goes on.
-pub(crate) fn ppmd_flushed(
-    encoder: &mut ppmd_rust::Ppmd7Encoder<Vec<u8>>,
-    data: &[u8],
-    out: &mut Vec<u8>,
-) -> bool {
-    use std::io::Write;
-    out.clear();
-    out.extend_from_slice(&crc32fast::hash(data).to_be_bytes());
-    // The encoder writes straight into `out`'s buffer.
-    std::mem::swap(encoder.get_mut(), out);
-    let done = encoder.write_all(data).is_ok() && encoder.flush_and_restart().is_ok();
-    std::mem::swap(encoder.get_mut(), out);
-    done
-}
-
-/// Feed all of `data` through a zstd stream and flush it into `out`
-/// (appended); whether that worked.
-fn zstd_flushed(
-    context: &mut zstd::zstd_safe::CCtx<'static>,
-    data: &[u8],
-    out: &mut Vec<u8>,
-) -> bool {
-    use zstd::zstd_safe::zstd_sys::ZSTD_EndDirective;
-    use zstd::zstd_safe::{InBuffer, OutBuffer};
-    out.reserve(zstd::zstd_safe::compress_bound(data.len()) + 64);
-    let mut input = InBuffer::around(data);
-    let mut output = OutBuffer::around(out);
-    let done = loop {
-        let before = output.pos();
-        match context.compress_stream2(&mut output, &mut input, ZSTD_EndDirective::ZSTD_e_flush) {
-            Ok(0) => break true,
-            // More to flush but no room made: give up on this run.
-            Ok(_) if output.pos() == before => break false,
-            Ok(_) => {}
-            Err(_) => break false,
-        }
-    };
-    done && input.pos() == data.len()
-}
-
-/// Feed all of `data` through an LZMA2 stream and sync-flush it into
-/// `out` (appended): liblzma says the flush is complete with
-/// `StreamEnd`, and the stream goes on after it.
-pub(crate) fn lzma_flushed(
-    stream: &mut liblzma::stream::Stream,
-    data: &[u8],
-    out: &mut Vec<u8>,
-) -> bool {
-    use liblzma::stream::{Action, Status};
-    let start = stream.total_in();
-    // LZMA2 stores an incompressible chunk with 3 bytes per 64 KiB.
-    out.reserve(data.len() + data.len() / 1024 + 64);
-    loop {
-        let consumed = (stream.total_in() - start) as usize;
-        let (read, written) = (stream.total_in(), out.len());
-        match stream.process_vec(&data[consumed..], out, Action::SyncFlush) {
-            Ok(Status::StreamEnd) => return stream.total_in() - start == data.len() as u64,
-            Ok(_) => {}
-            Err(_) => return false,
-        }
-        if out.len() == out.capacity() {
-            out.reserve(64 << 10);
-        } else if (stream.total_in(), out.len()) == (read, written) {
-            // Room to write and still no progress.
-            return false;
-        }
+        self.engine.restart().is_ok()
     }
 }
 
@@ -604,7 +437,9 @@ struct Core {
     compressed_len: usize,
     skip_compression: u32,
     compress_backoff: u32,
-    zstd: Option<ZstdContext>,
+    /// The block engine of the last literal compressed alone, its codec
+    /// and level.
+    block: Option<(Codec, i32, Box<dyn Engine>)>,
     stream: Option<LiteralStream>,
     /// Literals waiting to be compressed together: their bytes and their
     /// lengths (big-endian u32s, as the `Run` frame carries them).
@@ -656,7 +491,7 @@ impl Encoder {
                 compressed_len: 0,
                 skip_compression: 0,
                 compress_backoff: 0,
-                zstd: None,
+                block: None,
                 stream: None,
                 run: Vec::new(),
                 run_lengths: Vec::new(),
@@ -1426,10 +1261,12 @@ impl Core {
         let limit = chunk.len() - chunk.len() * usize::from(self.config.min_saving_percent) / 100;
         let packed = match compression {
             Compression::Off => None,
-            Compression::Lz4 => self.lz4(chunk).map(|n| (n, Codec::Lz4)),
+            Compression::Lz4 => self
+                .compress_block(Codec::Lz4, 0, chunk)
+                .map(|n| (n, Codec::Lz4)),
             other => other
                 .zstd_level()
-                .and_then(|level| self.zstd(chunk, level))
+                .and_then(|level| self.compress_block(Codec::Zstd, level, chunk))
                 .map(|n| (n, Codec::Zstd)),
         };
         match packed {
@@ -1446,37 +1283,19 @@ impl Core {
         }
     }
 
-    fn lz4(&mut self, chunk: &[u8]) -> Option<usize> {
-        let max = lz4_flex::block::get_maximum_output_size(chunk.len());
-        if self.scratch.len() < max {
-            self.scratch.resize(max, 0);
+    /// Compress `chunk` into `scratch` with the block engine of `codec`
+    /// at `level` (made anew when the setting changed).
+    fn compress_block(&mut self, codec: Codec, level: i32, chunk: &[u8]) -> Option<usize> {
+        if self
+            .block
+            .as_ref()
+            .is_none_or(|(c, l, _)| (*c, *l) != (codec, level))
+        {
+            let engine = compress::engine(codec, Framing::Block, Role::Compress { level }).ok()?;
+            self.block = Some((codec, level, engine));
         }
-        lz4_flex::block::compress_into(chunk, &mut self.scratch).ok()
-    }
-
-    fn zstd(&mut self, chunk: &[u8], level: i32) -> Option<usize> {
-        if self.zstd.as_ref().is_none_or(|z| z.level != level) {
-            let mut compressor = zstd::bulk::Compressor::new(level).ok()?;
-            // The decoder knows the length from the frame; skip the
-            // checksum (the chunk's fingerprint is checked where it
-            // matters) and the content size.
-            compressor
-                .set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(false))
-                .ok()?;
-            compressor
-                .set_parameter(zstd::zstd_safe::CParameter::ContentSizeFlag(false))
-                .ok()?;
-            self.zstd = Some(ZstdContext { level, compressor });
-        }
-        let max = zstd::zstd_safe::compress_bound(chunk.len());
-        if self.scratch.len() < max {
-            self.scratch.resize(max, 0);
-        }
-        let context = self.zstd.as_mut()?;
-        context
-            .compressor
-            .compress_to_buffer(chunk, &mut self.scratch[..])
-            .ok()
+        let (_, _, engine) = self.block.as_mut()?;
+        engine.compress(chunk, &mut self.scratch).ok()
     }
 
     /// Write the literals stored since the last call to the store's file

@@ -142,6 +142,7 @@ use std::ops::Range;
 use thiserror::Error;
 
 use crate::chunker::MAX_CHUNK_LEN;
+use crate::compress::decompress_block;
 use crate::fingerprint::{Fingerprint, FINGERPRINT_LEN};
 
 /// Length of the frame header.
@@ -166,9 +167,10 @@ pub const MAGIC: [u8; 4] = *b"WOPC";
 /// runs; 7: stream end; 8: LZMA2 stream runs; 9: PPMd stream runs; 10:
 /// `Sent` acks; 11: pieces; 12: pieces completed by reference or delta).
 pub const VERSION: u8 = 12;
-/// Window of the zstd stream that `StreamRun` frames continue (log2 of
-/// bytes): the encoder's setting and the decoder's cap, 1 MiB per flow.
-pub const STREAM_WINDOW_LOG: u32 = 20;
+pub use crate::compress::{
+    delta_compress, delta_decompress, lzma_options, Codec, StreamDecoder, LZMA_DECODER_BYTES,
+    PPMD_BYTES, PPMD_MEMORY, PPMD_ORDER, STREAM_WINDOW_LOG,
+};
 
 mod field {
     use std::ops::Range;
@@ -323,23 +325,6 @@ pub fn emit_header(out: &mut Vec<u8>, frame_type: u8, body_len: usize) {
     out.extend_from_slice(&len.to_be_bytes()[1..]);
 }
 
-/// Compression applied to a literal payload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Codec {
-    /// Stored as is.
-    Raw,
-    /// LZ4 block format.
-    Lz4,
-    /// One zstd frame (slower than LZ4, about a third smaller on office
-    /// documents: for links where the WAN, not the CPU, is the bottleneck).
-    Zstd,
-    /// Raw LZMA2, only as the engine of a `StreamRun` (its flags say so;
-    /// no other frame carries it).
-    Lzma,
-    /// PPMd var. H, only as the engine of a `StreamRun`, like LZMA2.
-    Ppmd,
-}
-
 impl Codec {
     fn from_byte(b: u8) -> Result<Self, FrameError> {
         match b {
@@ -378,36 +363,9 @@ impl Payload<'_> {
     /// Decode into `out` (appended). `out` grows by exactly `raw_len` on
     /// success and is left unchanged on error.
     pub fn decode_into(&self, out: &mut Vec<u8>) -> Result<(), FrameError> {
-        match self.codec {
-            Codec::Raw => out.extend_from_slice(self.bytes),
-            Codec::Lz4 => {
-                let start = out.len();
-                let raw = self.raw_len as usize;
-                out.resize(start + raw, 0);
-                match lz4_flex::block::decompress_into(self.bytes, &mut out[start..]) {
-                    Ok(n) if n == raw => {}
-                    _ => {
-                        out.truncate(start);
-                        return Err(FrameError::Decompress);
-                    }
-                }
-            }
-            Codec::Zstd => {
-                let start = out.len();
-                let raw = self.raw_len as usize;
-                out.resize(start + raw, 0);
-                match zstd_decompress(self.bytes, &mut out[start..]) {
-                    Some(n) if n == raw => {}
-                    _ => {
-                        out.truncate(start);
-                        return Err(FrameError::Decompress);
-                    }
-                }
-            }
-            // Only a stream run carries LZMA2 or PPMd (its own decoder).
-            Codec::Lzma | Codec::Ppmd => return Err(FrameError::Decompress),
-        }
-        Ok(())
+        // Only a stream run carries LZMA2 or PPMd (its own decoder).
+        decompress_block(self.codec, self.bytes, self.raw_len as usize, out)
+            .map_err(|_| FrameError::Decompress)
     }
 
     fn parse(body: &[u8], frame_type: u8) -> Result<Payload<'_>, FrameError> {
@@ -706,122 +664,7 @@ const STREAM_LZMA: u8 = 2;
 /// `StreamRun` flag: the stream is PPMd, not zstd.
 const STREAM_PPMD: u8 = 4;
 
-/// Model order of a `PPMd` stream (fixed by the format). Measured on the
-/// Table 1 Word files' text runs (`cargo run -p wanopt-codec --release
-/// --example stream_runs`): see BENCHMARKS.md.
-pub const PPMD_ORDER: u32 = 8;
-/// Model memory of a PPMd stream, each side (fixed by the format, so a
-/// peer cannot make a decoder allocate more): the model starts afresh
-/// when it is full.
-pub const PPMD_MEMORY: u32 = 4 << 20;
-/// Memory of a PPMd stream's decoder (and encoder): its model plus its
-/// tables (rounded up).
-pub const PPMD_BYTES: usize = PPMD_MEMORY as usize + (64 << 10);
-
-/// The LZMA2 settings of a `StreamRun` stream as the decoder needs them:
-/// only the dictionary matters to it, and this format fixes it (the
-/// encoder may pick any preset).
-pub fn lzma_options(preset: u32) -> Option<liblzma::stream::Filters> {
-    let mut options = liblzma::stream::LzmaOptions::new_preset(preset).ok()?;
-    options.dict_size(1 << STREAM_WINDOW_LOG);
-    let mut filters = liblzma::stream::Filters::new();
-    filters.lzma2(&options);
-    Some(filters)
-}
-
-/// Memory of an LZMA2 stream's decoder: its dictionary plus about 30 KiB
-/// of state (liblzma does not report a raw decoder's use through the
-/// binding; `xz -vv` rounds it up to 2 MiB).
-pub const LZMA_DECODER_BYTES: usize = (1 << STREAM_WINDOW_LOG) + (32 << 10);
-
-/// A stream's decompression context.
-enum StreamContext {
-    Zstd(zstd::zstd_safe::DCtx<'static>),
-    Lzma(liblzma::stream::Stream),
-    Ppmd(Box<ppmd_rust::Ppmd7Decoder<RunInput>>),
-}
-
-impl StreamContext {
-    fn codec(&self) -> Codec {
-        match self {
-            StreamContext::Zstd(_) => Codec::Zstd,
-            StreamContext::Lzma(_) => Codec::Lzma,
-            StreamContext::Ppmd(_) => Codec::Ppmd,
-        }
-    }
-}
-
-/// The bytes of the PPMd run being decoded (the decoder reads through
-/// it; each run's bytes replace the last one's).
-#[derive(Debug, Default)]
-struct RunInput {
-    bytes: Vec<u8>,
-    read: usize,
-    /// The decoder asked for a byte past the run's.
-    overrun: bool,
-}
-
-impl RunInput {
-    fn set(&mut self, bytes: &[u8]) {
-        self.bytes.clear();
-        self.bytes.extend_from_slice(bytes);
-        self.read = 0;
-        self.overrun = false;
-    }
-
-    fn rest(&self) -> usize {
-        self.bytes.len() - self.read
-    }
-}
-
-impl std::io::Read for RunInput {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let rest = self.bytes.get(self.read..).unwrap_or_default();
-        let n = rest.len().min(buf.len());
-        buf[..n].copy_from_slice(&rest[..n]);
-        self.read += n;
-        self.overrun |= n < buf.len();
-        Ok(n)
-    }
-}
-
-/// The decoding side of a flow's compression stream (`StreamRun` frames):
-/// one decompression context, zstd or LZMA2, its window capped at
-/// [`STREAM_WINDOW_LOG`].
-#[derive(Default)]
-pub struct StreamDecoder {
-    context: Option<StreamContext>,
-}
-
-impl std::fmt::Debug for StreamDecoder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StreamDecoder")
-            .field("engine", &self.context.as_ref().map(StreamContext::codec))
-            .finish()
-    }
-}
-
 impl StreamDecoder {
-    /// Whether the stream's engine decodes at tens of MB/s rather than
-    /// GB/s (PPMd about 20 MB/s per core, LZMA2 somewhat faster; zstd
-    /// is not): milliseconds per run.
-    pub fn is_slow(&self) -> bool {
-        matches!(
-            self.context,
-            Some(StreamContext::Ppmd(_) | StreamContext::Lzma(_))
-        )
-    }
-
-    /// Bytes held by the decompression context (0 before a stream starts).
-    pub fn context_bytes(&self) -> usize {
-        match &self.context {
-            None => 0,
-            Some(StreamContext::Zstd(context)) => context.sizeof(),
-            Some(StreamContext::Lzma(_)) => LZMA_DECODER_BYTES,
-            Some(StreamContext::Ppmd(_)) => PPMD_BYTES,
-        }
-    }
-
     /// Decode a stream run into `out` (appended): `out` grows by exactly
     /// the run's raw length on success and is unchanged on error. A run
     /// that does not start a stream needs one started before it, with the
@@ -833,227 +676,9 @@ impl StreamDecoder {
         run: &Run<'_>,
         out: &mut Vec<u8>,
     ) -> Result<(), FrameError> {
-        let start = out.len();
-        let result = self.decode(fresh, run, out, start);
-        if result.is_err() {
-            out.truncate(start);
-            self.context = None;
-        }
-        result
+        self.decode_run(fresh, run.codec, run.bytes, run.raw_len(), out)
+            .map_err(|_| FrameError::Decompress)
     }
-
-    fn decode(
-        &mut self,
-        fresh: bool,
-        run: &Run<'_>,
-        out: &mut Vec<u8>,
-        start: usize,
-    ) -> Result<(), FrameError> {
-        let raw = run.raw_len();
-        if run.codec == Codec::Ppmd {
-            return self.decode_ppmd(fresh, run, out, start, raw);
-        }
-        if fresh {
-            self.start(run.codec)?;
-        }
-        // One byte of room past the run: a stream that holds more than
-        // the run's lengths say shows there.
-        out.resize(start + raw + 1, 0);
-        let (read, written) = match &mut self.context {
-            Some(StreamContext::Zstd(context)) if run.codec == Codec::Zstd => {
-                zstd_stream_decode(context, run.bytes, &mut out[start..], raw)?
-            }
-            Some(StreamContext::Lzma(stream)) if run.codec == Codec::Lzma => {
-                lzma_stream_decode(stream, run.bytes, &mut out[start..], raw)?
-            }
-            // No stream, or one of the other engine.
-            _ => return Err(FrameError::Decompress),
-        };
-        if read != run.bytes.len() || written != raw {
-            return Err(FrameError::Decompress);
-        }
-        out.truncate(start + raw);
-        Ok(())
-    }
-
-    /// A PPMd run: a new model when `fresh`, else the stream's; the run
-    /// must decode to exactly `raw` bytes from exactly its bytes.
-    fn decode_ppmd(
-        &mut self,
-        fresh: bool,
-        run: &Run<'_>,
-        out: &mut Vec<u8>,
-        start: usize,
-        raw: usize,
-    ) -> Result<(), FrameError> {
-        use std::io::Read;
-        let (crc, bytes) = run
-            .bytes
-            .split_first_chunk::<4>()
-            .ok_or(FrameError::Decompress)?;
-        let decoder = match (fresh, &mut self.context) {
-            (false, Some(StreamContext::Ppmd(decoder))) => {
-                decoder.get_mut().set(bytes);
-                decoder.restart().map_err(|_| FrameError::Decompress)?;
-                decoder
-            }
-            (false, _) => return Err(FrameError::Decompress),
-            (true, slot) => {
-                *slot = None;
-                let mut input = RunInput::default();
-                input.set(bytes);
-                let decoder = ppmd_rust::Ppmd7Decoder::new(input, PPMD_ORDER, PPMD_MEMORY)
-                    .map_err(|_| FrameError::Decompress)?;
-                match slot.insert(StreamContext::Ppmd(Box::new(decoder))) {
-                    StreamContext::Ppmd(decoder) => decoder,
-                    _ => return Err(FrameError::Decompress),
-                }
-            }
-        };
-        out.resize(start + raw, 0);
-        decoder
-            .read_exact(&mut out[start..])
-            .map_err(|_| FrameError::Decompress)?;
-        // All of the run read, nothing past it, the bytes the encoder
-        // sent.
-        let input = decoder.get_ref();
-        match input.rest() == 0
-            && !input.overrun
-            && crc32fast::hash(&out[start..]) == u32::from_be_bytes(*crc)
-        {
-            true => Ok(()),
-            false => Err(FrameError::Decompress),
-        }
-    }
-
-    /// A new stream of `codec`'s engine (a zstd context is reused).
-    fn start(&mut self, codec: Codec) -> Result<(), FrameError> {
-        use zstd::zstd_safe::{DCtx, DParameter, ResetDirective};
-        match codec {
-            Codec::Zstd => {
-                // A zstd context is reset and reused; anything else goes.
-                let mut context = match self.context.take() {
-                    Some(StreamContext::Zstd(context)) => context,
-                    _ => DCtx::try_create().ok_or(FrameError::Decompress)?,
-                };
-                context
-                    .reset(ResetDirective::SessionOnly)
-                    .map_err(|_| FrameError::Decompress)?;
-                context
-                    .set_parameter(DParameter::WindowLogMax(STREAM_WINDOW_LOG))
-                    .map_err(|_| FrameError::Decompress)?;
-                self.context = Some(StreamContext::Zstd(context));
-            }
-            Codec::Lzma => {
-                // The preset does not matter to a decoder; the dictionary
-                // is the format's.
-                let filters = lzma_options(6).ok_or(FrameError::Decompress)?;
-                let stream = liblzma::stream::Stream::new_raw_decoder(&filters)
-                    .map_err(|_| FrameError::Decompress)?;
-                self.context = Some(StreamContext::Lzma(stream));
-            }
-            Codec::Raw | Codec::Lz4 | Codec::Ppmd => return Err(FrameError::Decompress),
-        }
-        Ok(())
-    }
-}
-
-/// Continue a zstd stream: decode `input` into `out` (room for `raw` + 1
-/// bytes); returns (bytes read, bytes written), stopping once more than
-/// `raw` came out or nothing moves.
-fn zstd_stream_decode(
-    context: &mut zstd::zstd_safe::DCtx<'static>,
-    input: &[u8],
-    out: &mut [u8],
-    raw: usize,
-) -> Result<(usize, usize), FrameError> {
-    use zstd::zstd_safe::{InBuffer, OutBuffer};
-    let mut input = InBuffer::around(input);
-    let mut output = OutBuffer::around(out);
-    loop {
-        let (read, written) = (input.pos(), output.pos());
-        context
-            .decompress_stream(&mut output, &mut input)
-            .map_err(|_| FrameError::Decompress)?;
-        let progress = input.pos() != read || output.pos() != written;
-        if output.pos() > raw || !progress {
-            break;
-        }
-    }
-    Ok((input.pos(), output.pos()))
-}
-
-/// Continue an LZMA2 stream, like [`zstd_stream_decode`]. The end of the
-/// LZMA2 stream (its end marker) is an error here: runs only ever flush.
-fn lzma_stream_decode(
-    stream: &mut liblzma::stream::Stream,
-    input: &[u8],
-    out: &mut [u8],
-    raw: usize,
-) -> Result<(usize, usize), FrameError> {
-    use liblzma::stream::{Action, Status};
-    let (in0, out0) = (stream.total_in(), stream.total_out());
-    let moved = |stream: &liblzma::stream::Stream| {
-        (
-            (stream.total_in() - in0) as usize,
-            (stream.total_out() - out0) as usize,
-        )
-    };
-    loop {
-        let (read, written) = moved(stream);
-        let status = stream
-            .process(&input[read..], &mut out[written..], Action::Run)
-            .map_err(|_| FrameError::Decompress)?;
-        let now = moved(stream);
-        if status == Status::StreamEnd {
-            return Err(FrameError::Decompress);
-        }
-        if now.1 > raw || now == (read, written) {
-            return Ok(now);
-        }
-    }
-}
-
-/// Decompress one zstd payload into `out` (exactly its capacity: zstd
-/// decodes straight into it, so a hostile frame can neither allocate a
-/// window nor write past the chunk). One decompression context per thread.
-fn zstd_decompress(src: &[u8], out: &mut [u8]) -> Option<usize> {
-    use std::cell::RefCell;
-    thread_local! {
-        static CONTEXT: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
-    }
-    CONTEXT.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        if slot.is_none() {
-            *slot = zstd::bulk::Decompressor::new().ok();
-        }
-        slot.as_mut()?.decompress_to_buffer(src, out).ok()
-    })
-}
-
-/// Compress `chunk` with zstd at `level` using `base` as its prefix into
-/// `out` (cleared first); `None` when zstd fails or the result is not
-/// shorter than `limit`.
-pub fn delta_compress(chunk: &[u8], base: &[u8], level: i32, out: &mut Vec<u8>) -> Option<usize> {
-    use zstd::zstd_safe::{CCtx, CParameter};
-    let mut cctx = CCtx::create();
-    cctx.set_parameter(CParameter::CompressionLevel(level))
-        .ok()?;
-    cctx.set_parameter(CParameter::ChecksumFlag(false)).ok()?;
-    cctx.set_parameter(CParameter::ContentSizeFlag(false))
-        .ok()?;
-    cctx.ref_prefix(base).ok()?;
-    out.clear();
-    out.reserve(zstd::zstd_safe::compress_bound(chunk.len()));
-    cctx.compress2(out, chunk).ok()
-}
-
-/// Decode a delta payload against `base` into `out` (exactly its
-/// capacity); the number of bytes written, or `None` on any error.
-pub fn delta_decompress(src: &[u8], base: &[u8], out: &mut [u8]) -> Option<usize> {
-    let mut dctx = zstd::zstd_safe::DCtx::create();
-    dctx.ref_prefix(base).ok()?;
-    dctx.decompress(out, src).ok()
 }
 
 fn read_u32(body: &[u8], range: Range<usize>) -> Option<u32> {
@@ -1354,6 +979,7 @@ impl<'a> DataRepr<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compress::{Engine, Role};
     use proptest::prelude::*;
 
     fn round_trip(repr: DataRepr<'_>) {
@@ -1641,12 +1267,11 @@ mod tests {
     fn ppmd_stream_runs_continue_and_refuse_what_does_not_fit() {
         let a = b"Quarterly revenue by region, in thousands. ".repeat(1500);
         let b = b"The budget table below totals each office. ".repeat(1000);
-        let mut encoder =
-            ppmd_rust::Ppmd7Encoder::new(Vec::new(), PPMD_ORDER, PPMD_MEMORY).unwrap();
+        let mut encoder = crate::compress::Ppmd::compressor().unwrap();
         let mut runs = Vec::new();
         for data in [&a, &b] {
             let mut out = Vec::new();
-            assert!(crate::encoder::ppmd_flushed(&mut encoder, data, &mut out));
+            assert!(encoder.compress(data, &mut out).is_ok());
             assert!(out.len() < data.len() / 10, "{}", out.len());
             runs.push(out);
         }
@@ -1731,12 +1356,11 @@ mod tests {
     fn lzma_stream_runs_continue_and_refuse_wrong_lengths() {
         let a = b"row 0001;cell;12.50;".repeat(3000);
         let b = b"row 0002;cell;13.75;".repeat(2000);
-        let mut encoder =
-            liblzma::stream::Stream::new_raw_encoder(&lzma_options(6).unwrap()).unwrap();
+        let mut encoder = crate::compress::Lzma2::new(Role::Compress { level: 6 }).unwrap();
         let mut runs = Vec::new();
         for data in [&a, &b] {
             let mut out = Vec::new();
-            assert!(crate::encoder::lzma_flushed(&mut encoder, data, &mut out));
+            assert!(encoder.compress(data, &mut out).is_ok());
             assert!(out.len() < data.len() / 10, "{}", out.len());
             runs.push(out);
         }

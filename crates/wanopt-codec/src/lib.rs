@@ -122,6 +122,7 @@
 
 pub mod cache;
 pub mod chunker;
+pub mod compress;
 pub mod control;
 pub mod decoder;
 pub mod encoder;
