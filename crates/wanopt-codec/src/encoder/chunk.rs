@@ -147,3 +147,75 @@ impl Core {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::encoder::tests::{ack_in_order, frames, literals, noise, peers, references};
+    use crate::{Compression, Encoder, EncoderConfig};
+
+    /// Literals named, nothing stored locally: what crosses is what the
+    /// peer's view alone decides.
+    fn config() -> EncoderConfig {
+        EncoderConfig {
+            compression: Compression::Off,
+            store_sent: false,
+            ..EncoderConfig::default()
+        }
+    }
+
+    fn send(encoder: &mut Encoder, data: &[u8]) -> Vec<u8> {
+        let mut wire = Vec::new();
+        encoder.push(data, &mut wire);
+        encoder.finish(&mut wire);
+        wire
+    }
+
+    #[test]
+    fn a_chunk_sent_on_another_flow_is_referenced_only_once_the_peer_acknowledged_it() {
+        let peers = peers();
+        let data = noise(256 << 10, 1);
+        let first = frames(&send(
+            &mut Encoder::new(peers.local.clone(), config()).unwrap(),
+            &data,
+        ));
+        let chunks: Vec<_> = literals(&first).map(|(_, name)| name.unwrap()).collect();
+        assert!(chunks.len() > 4, "{} chunks", chunks.len());
+        assert_eq!(references(&first), 0);
+
+        // Another flow, before the peer's decoder acknowledged storing
+        // them: they are sent again in full.
+        let mut second = Encoder::new(peers.local.clone(), config()).unwrap();
+        let before_ack = frames(&send(&mut second, &data));
+        assert_eq!(references(&before_ack), 0, "{before_ack:?}");
+        assert_eq!(literals(&before_ack).count(), chunks.len());
+
+        // The peer's decoder stored them, one record after the other.
+        let ack = ack_in_order(config().chunker, &data, &chunks);
+        second.handle_peer(&ack, &mut Vec::new()).unwrap();
+
+        let after_ack = frames(&send(
+            &mut Encoder::new(peers.local.clone(), config()).unwrap(),
+            &data,
+        ));
+        assert_eq!(literals(&after_ack).count(), 0, "{after_ack:?}");
+        assert!(references(&after_ack) > 0);
+        drop(peers.remote);
+    }
+
+    #[test]
+    fn a_chunk_repeated_on_the_same_flow_is_a_reference_without_an_ack() {
+        let peers = peers();
+        let data = noise(256 << 10, 2);
+        let mut encoder = Encoder::new(peers.local.clone(), config()).unwrap();
+        let mut wire = Vec::new();
+        encoder.push(&data, &mut wire);
+        encoder.flush(&mut wire);
+        let sent = literals(&frames(&wire)).count();
+        let mut again = Vec::new();
+        encoder.push(&data, &mut again);
+        encoder.flush(&mut again);
+        let again = frames(&again);
+        assert_eq!(literals(&again).count(), 0, "{again:?}");
+        assert_eq!(references(&again), sent);
+    }
+}

@@ -30,3 +30,5 @@ pub use self::compression::{
 pub use self::config::{EncoderConfig, DEFAULT_RUN_LEN};
 pub use self::error::PeerControlError;
 pub use self::flow::Encoder;
+#[cfg(test)]
+mod tests;

@@ -87,3 +87,57 @@ impl Core {
         self.flush_run(out);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::control::ControlRepr;
+    use crate::encoder::tests::{ack_in_order, frames, literals, noise, peers, Seen};
+    use crate::frame::span_check;
+    use crate::{Compression, Encoder, EncoderConfig, PeerControlError};
+
+    #[test]
+    fn chunks_the_peer_stored_one_after_the_other_go_as_one_span_and_its_list_on_need() {
+        let peers = peers();
+        let config = EncoderConfig {
+            compression: Compression::Off,
+            store_sent: false,
+            ..EncoderConfig::default()
+        };
+        let data = noise(256 << 10, 8);
+        let mut first = Encoder::new(peers.local.clone(), config).unwrap();
+        let mut wire = Vec::new();
+        first.push(&data, &mut wire);
+        first.finish(&mut wire);
+        let names: Vec<_> = literals(&frames(&wire))
+            .map(|(_, name)| name.unwrap())
+            .collect();
+        first
+            .handle_peer(
+                &ack_in_order(config.chunker, &data, &names),
+                &mut Vec::new(),
+            )
+            .unwrap();
+
+        let mut warm = Encoder::new(peers.local.clone(), config).unwrap();
+        let mut wire = Vec::new();
+        warm.push(&data, &mut wire);
+        warm.finish(&mut wire);
+        let spans: Vec<_> = frames(&wire)
+            .into_iter()
+            .filter(|seen| !matches!(seen, Seen::Other(_)))
+            .collect();
+        let check = span_check(&names);
+        assert_eq!(spans, [Seen::Span(names.len() as u16, check)]);
+
+        // The peer could not follow it: the list, chunk by chunk.
+        let mut answer = Vec::new();
+        warm.handle_peer(&ControlRepr::NeedSpan { check }, &mut answer)
+            .unwrap();
+        assert_eq!(frames(&answer), [Seen::SpanList(check)]);
+        let unknown = crate::Fingerprint::of(b"never sent");
+        assert_eq!(
+            warm.handle_peer(&ControlRepr::NeedSpan { check: unknown }, &mut answer),
+            Err(PeerControlError::SpanUnavailable(unknown))
+        );
+    }
+}

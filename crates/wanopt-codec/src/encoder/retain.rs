@@ -34,3 +34,34 @@ impl Retained {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fingerprint(n: u8) -> Fingerprint {
+        Fingerprint::of(&[n])
+    }
+
+    #[test]
+    fn retained_chunks_are_evicted_oldest_first_within_the_limit() {
+        let mut retained = Retained::default();
+        for n in 0..4 {
+            retained.insert(fingerprint(n), &[n; 100], 300);
+        }
+        // The fourth evicted the first; the bytes stay within the limit.
+        assert_eq!(retained.bytes, 300);
+        assert!(!retained.data.contains_key(&fingerprint(0)));
+        for n in 1..4 {
+            assert_eq!(retained.data[&fingerprint(n)], vec![n; 100]);
+        }
+        // A chunk held already moves nothing; one larger than the limit
+        // is not kept (and evicts everything on its way).
+        retained.insert(fingerprint(1), &[1; 100], 300);
+        assert_eq!(retained.order.front(), Some(&fingerprint(1)));
+        retained.insert(fingerprint(9), &[9; 301], 300);
+        assert!(!retained.data.contains_key(&fingerprint(9)));
+        assert_eq!(retained.bytes, 0);
+        assert!(retained.data.is_empty());
+    }
+}

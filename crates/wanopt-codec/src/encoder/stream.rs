@@ -160,3 +160,27 @@ impl LiteralStream {
         self.engine.restart().is_ok()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stream_holds_the_chunks_within_its_window_only() {
+        let mut stream = LiteralStream::new(Compression::ZSTD, b"first run").unwrap();
+        let chunk = |n: u32| Fingerprint::of(&n.to_be_bytes());
+        let len = 64 << 10;
+        let in_window = (1usize << STREAM_WINDOW_LOG) / len;
+        stream.fed((0..in_window as u32 + 2).map(|n| (chunk(n), len)));
+        // The two oldest left the window; every later one is in it.
+        assert!(!stream.holds(&chunk(0)) && !stream.holds(&chunk(1)));
+        assert!((2..in_window as u32 + 2).all(|n| stream.holds(&chunk(n))));
+        // A chunk that went through again stays as long as its last pass.
+        stream.fed([(chunk(2), len)].into_iter());
+        stream.fed((100..102).map(|n| (chunk(n), len)));
+        assert!(stream.holds(&chunk(2)) && !stream.holds(&chunk(3)));
+        // A restart forgets them all.
+        assert!(stream.restart());
+        assert!(!stream.holds(&chunk(2)) && stream.fresh);
+    }
+}
