@@ -281,59 +281,78 @@ impl Decoder {
     fn handle_frame(&mut self, bytes: &[u8], out: &mut Vec<u8>) -> Result<(), DecodeError> {
         let frame = Frame::new_checked(bytes)?;
         let Some(repr) = DataRepr::parse(&frame)? else {
-            let Some(control) = ControlRepr::parse(&frame)? else {
-                return Err(FrameError::UnknownType(frame.frame_type()).into());
-            };
-            if self.peer_control.len() >= self.config.max_peer_control {
-                return Err(DecodeError::ControlOverflow);
-            }
-            let control = match control {
-                // The peer's encoder stored what it just sent: name the
-                // chunks for the local encoder.
-                ControlRepr::Sent { low_water, entries } => {
-                    let (entries, dropped) = self.recent.resolve(&entries);
-                    self.stats.sent_unresolved += dropped as u64;
-                    ControlRepr::Ack { low_water, entries }
-                }
-                other => other,
-            };
-            self.peer_control.push_back(control);
-            return Ok(());
+            return self.handle_control(&frame);
         };
+        if self.handle_out_of_stream(repr, out)? {
+            return Ok(());
+        }
+        self.handle_data(repr, out)
+    }
+
+    /// A control frame from the peer's decoder (or the peer's encoder's
+    /// `Sent`), queued for the local encoder.
+    fn handle_control(&mut self, frame: &Frame<&[u8]>) -> Result<(), DecodeError> {
+        let Some(control) = ControlRepr::parse(frame)? else {
+            return Err(FrameError::UnknownType(frame.frame_type()).into());
+        };
+        if self.peer_control.len() >= self.config.max_peer_control {
+            return Err(DecodeError::ControlOverflow);
+        }
+        let control = match control {
+            // The peer's encoder stored what it just sent: name the
+            // chunks for the local encoder.
+            ControlRepr::Sent { low_water, entries } => {
+                let (entries, dropped) = self.recent.resolve(&entries);
+                self.stats.sent_unresolved += dropped as u64;
+                ControlRepr::Ack { low_water, entries }
+            }
+            other => other,
+        };
+        self.peer_control.push_back(control);
+        Ok(())
+    }
+
+    /// Checks where a data frame may come, and handles those that are not
+    /// bytes of the stream at their position (preamble, repairs, span
+    /// lists, pieces): `true` when `repr` was handled here.
+    fn handle_out_of_stream(
+        &mut self,
+        repr: DataRepr<'_>,
+        out: &mut Vec<u8>,
+    ) -> Result<bool, DecodeError> {
         match repr {
             DataRepr::Preamble { .. } => {
                 if self.started {
                     return Err(DecodeError::DuplicatePreamble);
                 }
                 self.started = true;
-                return Ok(());
             }
             _ if !self.started => return Err(DecodeError::MissingPreamble),
             DataRepr::Repair {
                 fingerprint,
                 payload,
-            } => return self.handle_repair(fingerprint, payload, out),
-            DataRepr::SpanList { check, entries } => {
-                return self.handle_span_list(check, entries, out)
-            }
+            } => self.handle_repair(fingerprint, payload, out)?,
+            DataRepr::SpanList { check, entries } => self.handle_span_list(check, entries, out)?,
             _ if self.end_seen => return Err(DecodeError::DataAfterEnd),
             // Only a literal or a run may carry the rest of the chunk.
             DataRepr::Literal(_)
             | DataRepr::Named { .. }
             | DataRepr::Run(_)
             | DataRepr::StreamRun { .. }
-                if self.rest.is_some() => {}
+                if self.rest.is_some() =>
+            {
+                return Ok(false)
+            }
             _ if self.rest.is_some() => return Err(DecodeError::PieceOrder),
             DataRepr::PieceRest { cut } => {
                 self.check_pieces(cut)?;
                 self.rest = Some(cut);
-                return Ok(());
             }
-            DataRepr::Piece { cut, payload } => return self.piece(cut, payload, out),
+            DataRepr::Piece { cut, payload } => self.piece(cut, payload, out)?,
             DataRepr::PieceRef {
                 fingerprint,
                 raw_len,
-            } => return self.piece_ref(fingerprint, raw_len, out),
+            } => self.piece_ref(fingerprint, raw_len, out)?,
             DataRepr::Delta {
                 target,
                 base,
@@ -347,19 +366,24 @@ impl Decoder {
                 if let Some(data) = &data {
                     self.store(data);
                 }
-                return self.complete_pieces(target, raw_len, data, out);
+                self.complete_pieces(target, raw_len, data, out)?;
             }
             // A `StreamEnd` carries no byte of the stream: the encoder
             // frees its compressor when the flow goes quiet, whether or
             // not a chunk is open as pieces (an interactive session that
             // pauses with a request's chunk open), and the chunk goes on
             // after it.
-            DataRepr::StreamEnd => {}
+            DataRepr::StreamEnd => return Ok(false),
             // The encoder finishes a chunk's pieces before anything else
             // of the byte stream.
             _ if !self.pieces.is_empty() => return Err(DecodeError::PieceOrder),
-            _ => {}
+            _ => return Ok(false),
         }
+        Ok(true)
+    }
+
+    /// A data frame that carries bytes of the stream at its position.
+    fn handle_data(&mut self, repr: DataRepr<'_>, out: &mut Vec<u8>) -> Result<(), DecodeError> {
         match repr {
             DataRepr::Literal(payload) => self.literal(None, payload, out)?,
             DataRepr::Named {
@@ -371,64 +395,20 @@ impl Decoder {
             DataRepr::Reference {
                 fingerprint,
                 raw_len,
-            } => {
-                if self.backlog.is_empty() {
-                    let start = out.len();
-                    if self.lookup(&fingerprint, raw_len, out)? {
-                        return Ok(());
-                    }
-                    debug_assert_eq!(out.len(), start);
-                    self.enqueue_missing(fingerprint, raw_len, Vec::new())?;
-                } else {
-                    let mut data = Vec::new();
-                    if self.lookup(&fingerprint, raw_len, &mut data)? {
-                        self.enqueue(Pending::Data(data))?;
-                    } else {
-                        self.enqueue_missing(fingerprint, raw_len, Vec::new())?;
-                    }
-                }
-            }
+            } => self.reference(fingerprint, raw_len, out)?,
             DataRepr::Span {
                 first,
                 count,
                 raw_len,
                 check,
-            } => {
-                self.stats.spans += 1;
-                if self.backlog.is_empty() {
-                    if !self.resolve_span(first, count, raw_len, check, out) {
-                        self.enqueue_missing_span(check, raw_len)?;
-                    }
-                } else {
-                    let mut data = Vec::new();
-                    if self.resolve_span(first, count, raw_len, check, &mut data) {
-                        self.enqueue(Pending::Data(data))?;
-                    } else {
-                        self.enqueue_missing_span(check, raw_len)?;
-                    }
-                }
-            }
+            } => self.span(first, count, raw_len, check, out)?,
             DataRepr::Delta {
                 target,
                 base,
                 raw_len,
                 bytes,
                 after_pieces: _,
-            } => {
-                self.stats.deltas += 1;
-                match self.resolve_delta(&target, &base, raw_len, bytes) {
-                    Some(data) => {
-                        self.store(&data);
-                        if self.backlog.is_empty() {
-                            out.extend_from_slice(&data);
-                        } else {
-                            self.enqueue(Pending::Data(data))?;
-                        }
-                    }
-                    // Base missing or damaged: ask for the chunk itself.
-                    None => self.enqueue_missing(target, raw_len, Vec::new())?,
-                }
-            }
+            } => self.delta(target, base, raw_len, bytes, out)?,
             DataRepr::StreamEnd => {
                 // The encoder freed its compressor: free the context, the
                 // next run starts a new stream (a run that does not is an
@@ -452,6 +432,82 @@ impl Decoder {
             | DataRepr::Piece { .. }
             | DataRepr::PieceRest { .. }
             | DataRepr::PieceRef { .. } => {}
+        }
+        Ok(())
+    }
+
+    /// A reference: the chunk from the store, or asked for.
+    fn reference(
+        &mut self,
+        fingerprint: Fingerprint,
+        raw_len: u32,
+        out: &mut Vec<u8>,
+    ) -> Result<(), DecodeError> {
+        if self.backlog.is_empty() {
+            let start = out.len();
+            if self.lookup(&fingerprint, raw_len, out)? {
+                return Ok(());
+            }
+            debug_assert_eq!(out.len(), start);
+            self.enqueue_missing(fingerprint, raw_len, Vec::new())?;
+        } else {
+            let mut data = Vec::new();
+            if self.lookup(&fingerprint, raw_len, &mut data)? {
+                self.enqueue(Pending::Data(data))?;
+            } else {
+                self.enqueue_missing(fingerprint, raw_len, Vec::new())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A span: its chunks from the store, or its list asked for.
+    fn span(
+        &mut self,
+        first: Fingerprint,
+        count: u16,
+        raw_len: u32,
+        check: Fingerprint,
+        out: &mut Vec<u8>,
+    ) -> Result<(), DecodeError> {
+        self.stats.spans += 1;
+        if self.backlog.is_empty() {
+            if !self.resolve_span(first, count, raw_len, check, out) {
+                self.enqueue_missing_span(check, raw_len)?;
+            }
+        } else {
+            let mut data = Vec::new();
+            if self.resolve_span(first, count, raw_len, check, &mut data) {
+                self.enqueue(Pending::Data(data))?;
+            } else {
+                self.enqueue_missing_span(check, raw_len)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A delta (not after pieces): the chunk decoded against its base, or
+    /// asked for.
+    fn delta(
+        &mut self,
+        target: Fingerprint,
+        base: Fingerprint,
+        raw_len: u32,
+        bytes: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(), DecodeError> {
+        self.stats.deltas += 1;
+        match self.resolve_delta(&target, &base, raw_len, bytes) {
+            Some(data) => {
+                self.store(&data);
+                if self.backlog.is_empty() {
+                    out.extend_from_slice(&data);
+                } else {
+                    self.enqueue(Pending::Data(data))?;
+                }
+            }
+            // Base missing or damaged: ask for the chunk itself.
+            None => self.enqueue_missing(target, raw_len, Vec::new())?,
         }
         Ok(())
     }

@@ -1,5 +1,5 @@
 //! Sans-IO data reduction for wanopt: content-defined chunking, BLAKE3
-//! fingerprints, LZ4, zstd or LZMA2 for literals, and a persistent
+//! fingerprints, LZ4, zstd, LZMA2 or PPMd for literals, and a persistent
 //! per-peer byte cache with a resynchronisation protocol that never stalls
 //! and never delivers a wrong byte.
 //!
@@ -13,6 +13,8 @@
 //!   stream is split);
 //! - [`Fingerprint`]: BLAKE3 truncated to 128 bits;
 //! - [`frame`] and [`control`]: the checked wire formats;
+//! - [`compress`]: the compression engines (LZ4, zstd, LZMA2, PPMd) behind
+//!   one trait, [`compress::Engine`];
 //! - [`store`]: append-only checksummed segment files plus an in-memory
 //!   index, FIFO eviction, torn-tail repair, verified reads;
 //! - [`PeerCache`]: a node's cache for one peer (store + peer view), shared
@@ -122,6 +124,7 @@
 
 pub mod cache;
 pub mod chunker;
+pub mod compress;
 pub mod control;
 pub mod decoder;
 pub mod encoder;

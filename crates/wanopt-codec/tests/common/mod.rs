@@ -5,10 +5,12 @@
 
 mod data;
 
+#[allow(unused_imports)] // Not every test file uses every generator.
 pub use data::{random, rng, text};
+use rand::Rng;
 use tempfile::TempDir;
 use wanopt_codec::{
-    CacheConfig, CacheId, Decoder, DecoderConfig, Encoder, EncoderConfig, PeerCache,
+    CacheConfig, CacheId, Compression, Decoder, DecoderConfig, Encoder, EncoderConfig, PeerCache,
     PeerControlError, StoreConfig,
 };
 
@@ -201,5 +203,64 @@ impl Flow {
         self.pump();
         assert!(self.dec.is_finished(), "decoder did not finish");
         assert!(self.enc.is_done(), "encoder not told done");
+    }
+}
+
+/// An encoder on `pair`'s edge cache at `compression`.
+pub fn encoder_at(pair: &Pair, compression: Compression) -> Encoder {
+    let config = EncoderConfig {
+        compression,
+        ..EncoderConfig::default()
+    };
+    Encoder::new(pair.edge.clone(), config).unwrap()
+}
+
+/// 1 MiB of `len`-byte records of random letters drawn from a pool of
+/// `pool` of them.
+pub fn pooled_records(seed: u64, pool: usize, len: usize) -> Vec<u8> {
+    let mut r = rng(seed);
+    let pool: Vec<Vec<u8>> = (0..pool)
+        .map(|_| (0..len).map(|_| b'a' + r.random_range(0..26u8)).collect())
+        .collect();
+    let mut file = Vec::new();
+    while file.len() < 1 << 20 {
+        file.extend_from_slice(&pool[r.random_range(0..pool.len())]);
+    }
+    file
+}
+
+/// 1 MiB of 32-byte binary records, as a spreadsheet's cells: a row
+/// number, a column, a type, a value from a small pool and a computed
+/// IEEE-754 amount.
+pub fn binary_records(seed: u64) -> Vec<u8> {
+    let mut r = rng(seed);
+    let prices: Vec<f64> = (0..50)
+        .map(|_| f64::from(r.random_range(100..100_000u32)) / 100.0)
+        .collect();
+    let mut file = Vec::new();
+    let mut row = 0u32;
+    while file.len() < 1 << 20 {
+        row += 1;
+        let price = prices[r.random_range(0..prices.len())];
+        let quantity = f64::from(r.random_range(1..500u32));
+        file.extend_from_slice(&row.to_le_bytes());
+        file.extend_from_slice(&(r.random_range(0..12u16)).to_le_bytes());
+        file.extend_from_slice(&[0x03, 0x02]);
+        file.extend_from_slice(&price.to_le_bytes());
+        file.extend_from_slice(&(price * quantity * 1.19).to_le_bytes());
+        file.extend_from_slice(&(r.random::<u32>() & 0x00ff_00ff).to_le_bytes());
+        file.extend_from_slice(&[0u8; 4]);
+    }
+    file
+}
+
+/// Flip a byte every 20 KB in `cache`'s segment files.
+pub fn damage(cache: &PeerCache) {
+    for path in cache.segment_paths() {
+        let mut bytes = std::fs::read(&path).unwrap();
+        for b in bytes.iter_mut().skip(100).step_by(20_011) {
+            *b ^= 0x5a;
+        }
+        std::fs::write(&path, bytes).unwrap();
     }
 }
