@@ -52,19 +52,6 @@ impl RoundLoss {
     }
 }
 
-/// Which rounds [`LossRate::end_round`] folds into the usual rate.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Learn {
-    /// Every round but one with loss at a queue; a round with loss above
-    /// the usual rate up to the threshold.
-    All,
-    /// Only rounds whose loss is not congestion.
-    Random,
-    /// None (rounds whose packets were sent faster than the path delivers:
-    /// their loss may be the sender's own queue overflowing).
-    Nothing,
-}
-
 /// Per-round loss counting and the path's usual (random) loss rate.
 #[derive(Clone, Debug, Default)]
 pub(super) struct LossRate {
@@ -96,20 +83,15 @@ impl LossRate {
     }
 
     /// Ends the current round: judges its loss against the usual rate of the
-    /// rounds before it, then folds it into that rate. A congestive round
-    /// counts only up to the threshold, so that a queue's overflow does not
-    /// teach the average that heavy loss is usual, while loss that appears
-    /// and stays is learned within a few dozen rounds; `learn` says which
-    /// rounds count ([`Learn`]).
-    pub fn end_round(&mut self, mtu: u64, min_rtt: Option<Duration>, learn: Learn) -> RoundLoss {
+    /// rounds before it, then folds it into that rate. Loss at a queue is
+    /// congestion by its delay and is not folded in; loss above the usual
+    /// rate counts only up to the threshold, so that overflow at a queue too
+    /// shallow to show its delay teaches the average little, while loss that
+    /// appears and stays is learned within a few dozen rounds.
+    pub fn end_round(&mut self, mtu: u64, min_rtt: Option<Duration>) -> RoundLoss {
         let verdict = self.judge(mtu, min_rtt);
         let total = (self.acked + self.lost) as f64;
-        let counts = match learn {
-            Learn::All => !verdict.with_queue,
-            Learn::Random => !verdict.congestive(),
-            Learn::Nothing => false,
-        };
-        if total > 0.0 && counts {
+        if total > 0.0 && !verdict.with_queue {
             let counted = self.lost as f64
                 * (self.threshold() / verdict.rate.max(f64::MIN_POSITIVE)).min(1.0);
             self.usual_total = self.usual_total * AVERAGE_DECAY + total;
@@ -178,7 +160,7 @@ mod tests {
 
     fn round(loss: &mut LossRate, acked_packets: u64, lost_packets: u64) -> RoundLoss {
         loss.on_batch(acked_packets * MTU, lost_packets * MTU, Some(RTT));
-        loss.end_round(MTU, Some(RTT), Learn::All)
+        loss.end_round(MTU, Some(RTT))
     }
 
     #[test]
@@ -233,15 +215,15 @@ mod tests {
         // 1% loss, as usual, but the acks carry 60 ms of queue.
         loss.on_batch(990 * MTU, 10 * MTU, Some(RTT + Duration::from_millis(60)));
         assert!(loss.so_far(MTU, Some(RTT)).with_queue);
-        assert!(loss.end_round(MTU, Some(RTT), Learn::All).congestive());
+        assert!(loss.end_round(MTU, Some(RTT)).congestive());
         // The same delay without loss is not congestion; nor is one packet.
         loss.on_batch(1000 * MTU, 0, Some(RTT + Duration::from_millis(60)));
-        assert!(!loss.end_round(MTU, Some(RTT), Learn::All).congestive());
+        assert!(!loss.end_round(MTU, Some(RTT)).congestive());
         loss.on_batch(1000 * MTU, MTU, Some(RTT + Duration::from_millis(60)));
-        assert!(!loss.end_round(MTU, Some(RTT), Learn::All).congestive());
+        assert!(!loss.end_round(MTU, Some(RTT)).congestive());
         // Jitter within a quarter of the RTT is not a queue.
         loss.on_batch(990 * MTU, 10 * MTU, Some(RTT + Duration::from_millis(20)));
-        assert!(!loss.end_round(MTU, Some(RTT), Learn::All).congestive());
+        assert!(!loss.end_round(MTU, Some(RTT)).congestive());
     }
 
     #[test]
@@ -249,7 +231,7 @@ mod tests {
         let mut loss = LossRate::default();
         round(&mut loss, 900, 100);
         let usual = loss.usual();
-        let empty = loss.end_round(MTU, Some(RTT), Learn::All);
+        let empty = loss.end_round(MTU, Some(RTT));
         assert_eq!(empty, RoundLoss::default());
         assert_eq!(loss.usual(), usual);
     }
