@@ -6,8 +6,6 @@
 use anyhow::Context as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
@@ -189,30 +187,9 @@ pub struct ExecArgs {
 /// Options of the internal `lab emulate`.
 #[derive(Debug, Args)]
 pub struct EmulateArgs {
-    /// Interface facing the edge (frames in from it go up).
+    /// The emulator's configuration as JSON ([`crate::emulator::EmulatorConfig`]).
     #[arg(long)]
-    pub edge_if: String,
-    /// Interface facing the core (frames in from it go down).
-    #[arg(long)]
-    pub core_if: String,
-    /// Link spec of the up direction.
-    #[arg(long, default_value = "")]
-    pub up_spec: String,
-    /// Link spec of the down direction.
-    #[arg(long, default_value = "")]
-    pub down_spec: String,
-    /// Seed (down uses seed + 1).
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// Where to publish counters.
-    #[arg(long)]
-    pub counters: PathBuf,
-    /// Forward frames untouched (measures the driver's own ceiling).
-    #[arg(long)]
-    pub wire: bool,
-    /// Middlebox rules applied to both directions before the link.
-    #[arg(long, default_value = "")]
-    pub middlebox: String,
+    pub config: String,
 }
 
 /// Options of the internal `lab gen-client`.
@@ -491,80 +468,11 @@ pub(crate) fn exit_code(status: std::process::ExitStatus) -> i32 {
     }
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::Relaxed);
-}
-
 fn emulate(args: EmulateArgs) -> anyhow::Result<i32> {
-    use crate::driver::{self, Direction as Dir};
-    let handler = nix::sys::signal::SigAction::new(
-        nix::sys::signal::SigHandler::Handler(on_signal),
-        nix::sys::signal::SaFlags::empty(),
-        nix::sys::signal::SigSet::empty(),
-    );
-    for sig in [
-        nix::sys::signal::Signal::SIGTERM,
-        nix::sys::signal::Signal::SIGINT,
-    ] {
-        // SAFETY: the handler only stores to an atomic.
-        unsafe { nix::sys::signal::sigaction(sig, &handler) }?;
-    }
-    let stop = Arc::new(AtomicBool::new(false));
-    let watcher_stop = stop.clone();
-    std::thread::spawn(move || loop {
-        if STOP.load(Ordering::Relaxed) {
-            watcher_stop.store(true, Ordering::Relaxed);
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    });
-    let settings = serde_json::json!({
-        "up": args.up_spec, "down": args.down_spec, "seed": args.seed, "wire": args.wire,
-        "middlebox": args.middlebox,
-    });
-    if args.wire {
-        let up = Dir {
-            name: "up",
-            ingress: args.edge_if.clone(),
-            egress: args.core_if.clone(),
-            link: driver::Wire::default(),
-        };
-        let down = Dir {
-            name: "down",
-            ingress: args.core_if,
-            egress: args.edge_if,
-            link: driver::Wire::default(),
-        };
-        driver::run(up, down, settings, &args.counters, stop)?;
-    } else {
-        // Both directions' middleboxes share the seed, so they agree on
-        // each flow's sequence offset.
-        let rules = wanopt_netem::middlebox::parse_rules(&args.middlebox)
-            .map_err(|e| anyhow::anyhow!("--middlebox: {e}"))?;
-        let up_link = crate::model::build(&args.up_spec, args.seed, &rules, args.seed)
-            .map_err(|e| anyhow::anyhow!("up spec: {e}"))?;
-        let down_link = crate::model::build(
-            &args.down_spec,
-            args.seed.wrapping_add(1),
-            &rules,
-            args.seed,
-        )
-        .map_err(|e| anyhow::anyhow!("down spec: {e}"))?;
-        let up = Dir {
-            name: "up",
-            ingress: args.edge_if.clone(),
-            egress: args.core_if.clone(),
-            link: up_link,
-        };
-        let down = Dir {
-            name: "down",
-            ingress: args.core_if,
-            egress: args.edge_if,
-            link: down_link,
-        };
-        driver::run(up, down, settings, &args.counters, stop)?;
-    }
+    let config = match crate::emulator::EmulatorConfig::from_json(&args.config) {
+        Ok(c) => c,
+        Err(e) => return usage(e),
+    };
+    crate::emulator::run(config)?;
     Ok(0)
 }

@@ -27,13 +27,14 @@ pub struct Bump {
     link: Link,
 }
 
-/// Builds one direction from its link spec and seed, behind a middlebox
-/// with `rules` keyed by `middlebox_seed` (no middlebox without rules).
-pub fn build(spec: &str, seed: u64, rules: &[Rule], middlebox_seed: u64) -> Result<Bump, String> {
-    Ok(Bump {
+/// Builds one direction from its link configuration and seed, behind a
+/// middlebox with `rules` keyed by `middlebox_seed` (no middlebox without
+/// rules).
+pub fn build(config: LinkConfig, seed: u64, rules: &[Rule], middlebox_seed: u64) -> Bump {
+    Bump {
         middlebox: (!rules.is_empty()).then(|| Middlebox::new(rules.to_vec(), middlebox_seed)),
-        link: Link::new(config(spec)?, seed),
-    })
+        link: Link::new(config, seed),
+    }
 }
 
 impl FrameLink for Bump {
