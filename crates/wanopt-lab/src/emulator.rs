@@ -36,6 +36,8 @@ pub struct EmulatorConfig {
 }
 
 /// What the emulator does to the frames of both directions.
+// Read once per emulator process: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum BumpConfig {
     /// Forward frames untouched (measures the driver's own ceiling).

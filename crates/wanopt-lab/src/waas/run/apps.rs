@@ -10,9 +10,8 @@ use super::super::files;
 use super::super::results::{PathSample, Sample};
 use super::super::servers::{self, UPLOADS};
 use super::super::transfer::{compare, Test};
-use super::{
-    tunnel_counters, tunnel_delta, wan_counters, Context, Failure, Unit, SETTLE, STALL_SECONDS,
-};
+use super::context::{Context, Failure, Unit, SETTLE, STALL_SECONDS};
+use super::counters::{tunnel_counters, tunnel_delta, wan_counters};
 use crate::driver::unix_ms;
 use crate::optimize::{CORE_CONTROL, EDGE_CONTROL};
 use crate::topology::Node;
