@@ -38,7 +38,7 @@ pub enum UpError {
     Link(crate::link::LinkOptionError),
     /// Starting the optimizer nodes failed.
     #[error("--optimize: {0}")]
-    Optimize(String),
+    Optimize(crate::optimize::OptimizeError),
 }
 
 /// What `lab up` builds.

@@ -95,10 +95,10 @@ impl EmulatorConfig {
 
 /// One direction's spec as a link configuration.
 fn parse_direction(direction: &'static str, spec: &str) -> Result<LinkConfig, LinkOptionError> {
-    crate::model::config(spec).map_err(|message| LinkOptionError::Spec {
+    crate::model::config(spec).map_err(|e| LinkOptionError::Spec {
         direction,
         spec: spec.to_string(),
-        message,
+        message: e.to_string(),
     })
 }
 

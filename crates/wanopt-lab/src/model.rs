@@ -3,20 +3,21 @@
 use std::time::Instant;
 
 use wanopt_netem::middlebox::{Middlebox, Rule, Verdict};
-use wanopt_netem::{units, Link, LinkConfig};
+use wanopt_netem::units::{self, ParseSpecError};
+use wanopt_netem::{Link, LinkConfig};
 
 use crate::driver::FrameLink;
 
 /// Parses a one-direction link spec (`"rtt 100ms rate 250mbit queue 2bdp"`)
 /// on top of a perfect link.
-pub fn config(spec: &str) -> Result<LinkConfig, String> {
+pub fn config(spec: &str) -> Result<LinkConfig, ParseSpecError> {
     let mut config = LinkConfig::default();
-    units::apply_spec(&mut config, spec).map_err(|e| e.to_string())?;
+    units::apply_spec(&mut config, spec)?;
     Ok(config)
 }
 
 /// Checks that `spec` is a valid one-direction link spec.
-pub fn validate(spec: &str) -> Result<(), String> {
+pub fn validate(spec: &str) -> Result<(), ParseSpecError> {
     config(spec).map(|_| ())
 }
 

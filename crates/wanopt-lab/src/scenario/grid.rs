@@ -60,7 +60,7 @@ pub struct Grid {
     points: Vec<Point>,
     bytes: u64,
     quick: bool,
-    wanopt_available: Result<(), String>,
+    wanopt_available: Result<(), crate::optimize::OptimizeError>,
     results: Results,
     endpoints: serde_json::Map<String, serde_json::Value>,
 }
@@ -118,7 +118,7 @@ impl Grid {
         if point.mode == Mode::Wanopt {
             if let Err(reason) = &self.wanopt_available {
                 env.bar.inc(runs as u64);
-                self.results.skipped.push(point.skipped(reason.clone()));
+                self.results.skipped.push(point.skipped(reason.to_string()));
                 return;
             }
         }

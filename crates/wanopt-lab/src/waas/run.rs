@@ -40,7 +40,7 @@ pub struct Waas3g {
     specs: LinkSpecs,
     profile: &'static Profile,
     /// Whether the nodes can run the cold and warm modes (why not).
-    optimized: Result<(), String>,
+    optimized: Result<(), optimize::OptimizeError>,
 }
 
 impl Waas3g {
@@ -96,7 +96,7 @@ impl Scenario for Waas3g {
             if optimize::supports_reduce(exe) {
                 Ok(())
             } else {
-                Err("this build's nodes have no data reduction (no --cache-dir)".to_string())
+                Err(optimize::OptimizeError::NoReduce)
             }
         });
         let (transfers, runs) = (self.transfers(), self.options.runs);
@@ -123,7 +123,7 @@ impl Scenario for Waas3g {
                         ctx.skipped.push(super::results::Skipped {
                             run: run + 1,
                             mode: "cold+warm".into(),
-                            reason: reason.clone(),
+                            reason: reason.to_string(),
                         });
                         Ok(())
                     }
