@@ -600,6 +600,50 @@ mod tests {
         assert!(seen >= 1, "no scenario in {}", dir.display());
     }
 
+    /// A bad option or scenario is the user's error (exit code 2), with
+    /// the one line `lab run` always printed; nothing runs.
+    #[test]
+    fn bad_options_are_the_users_errors() {
+        let args = |scenario: &str, runs: Option<usize>, tests: bool| RunArgs {
+            scenario: scenario.into(),
+            out: "/nonexistent/out".into(),
+            runs,
+            quick: true,
+            tests: if tests {
+                vec![crate::waas::transfer::Test::Download]
+            } else {
+                Vec::new()
+            },
+            smb_encrypt: None,
+        };
+        for (args, message) in [
+            (
+                args("tcp-opt", Some(0), false),
+                "--runs must be between 1 and 100",
+            ),
+            (
+                args("tcp-opt", Some(101), false),
+                "--runs must be between 1 and 100",
+            ),
+            (
+                args("tcp-opt", None, true),
+                "--tests and --smb-encrypt are options of the waas-3g scenario",
+            ),
+            (
+                args("no-such-scenario", None, false),
+                "unknown scenario `no-such-scenario`: use `tcp-opt`, `waas-3g` or a path to a .toml file",
+            ),
+        ] {
+            let e = Grid::from_args(&args).err();
+            assert_eq!(e.as_ref().map(|e| e.to_string()).as_deref(), Some(message));
+            assert!(e.is_some_and(|e| e.is_usage()));
+        }
+        let grid = Grid::from_args(&args("tcp-opt", Some(2), false));
+        assert!(grid.is_ok_and(|g| g.spec.runs == 2 && g.points.len() == 12));
+        let e = crate::waas::Waas3g::from_args(&args("waas-3g", Some(0), false)).err();
+        assert!(e.is_some_and(|e| e.is_usage() && e.to_string().contains("--runs")));
+    }
+
     #[test]
     fn middlebox_rules_name_files() {
         assert_eq!(slug(""), "");
