@@ -9,8 +9,8 @@
 //! expects. A flow reset in the nodes' logs fails the run.
 //!
 //! [`Waas3g`] is the scenario the runner ([`crate::scenario::runner`])
-//! runs; [`context`] holds a run's state, [`passes`] the passes,
-//! [`apps`] one transfer with the real clients, [`counters`] what is read
+//! runs; `context` holds a run's state, `passes` the passes,
+//! `apps` one transfer with the real clients, `counters` what is read
 //! around it.
 
 use std::path::Path;
