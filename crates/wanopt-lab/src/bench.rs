@@ -17,10 +17,24 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::bringup::{self, counters_path, UpConfig};
+use crate::bringup::{self, counters_path, UpConfig, UpError};
 use crate::link::LinkSpecs;
 use crate::profile::LINUX;
-use crate::topology::{Lab, Node};
+use crate::topology::{Lab, Node, TopologyError};
+
+/// Errors of `lab bench-ceiling` and `lab blast`.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// The lab did not come up.
+    #[error(transparent)]
+    Up(#[from] UpError),
+    /// The lab did not go down.
+    #[error(transparent)]
+    Down(#[from] TopologyError),
+    /// A blaster (or its socket) could not be started or waited for.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
 
 /// One measured run.
 #[derive(Debug, Clone, Serialize)]
@@ -60,14 +74,14 @@ fn rx_packets(lab: &Lab, node: Node) -> u64 {
         .unwrap_or(0)
 }
 
-fn blast(lab: &Lab, from: Node, seconds: u64) -> anyhow::Result<std::process::Child> {
+fn blast(lab: &Lab, from: Node, seconds: u64) -> std::io::Result<std::process::Child> {
     let exe = std::env::current_exe()?;
     let mut cmd = lab.command(from, &exe.to_string_lossy());
     cmd.args(["lab", "blast", "--interface", WAN_IF, "--seconds"])
         .arg(seconds.to_string())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null());
-    Ok(cmd.spawn()?)
+    cmd.spawn()
 }
 
 fn blast_report(out: &std::process::Output) -> (u64, f64) {
@@ -109,7 +123,7 @@ pub fn blast_frame() -> Vec<u8> {
 /// Sends [`blast_frame`]s on `interface` for `seconds`, as fast as possible
 /// or paced at `mbit` Mbit/s of IP packets (in bursts of 8); prints
 /// `{"frames": N, "seconds": S}`.
-pub fn blast_main(interface: &str, seconds: u64, mbit: Option<f64>) -> anyhow::Result<i32> {
+pub fn blast_main(interface: &str, seconds: u64, mbit: Option<f64>) -> Result<(), BenchError> {
     let sock = crate::rawsock::PacketSocket::sender(interface, 4 << 20)?;
     let burst = if mbit.is_some() {
         8
@@ -140,11 +154,11 @@ pub fn blast_main(interface: &str, seconds: u64, mbit: Option<f64>) -> anyhow::R
         "{}",
         serde_json::json!({"frames": sent, "seconds": start.elapsed().as_secs_f64()})
     );
-    Ok(0)
+    Ok(())
 }
 
 /// Runs the benchmark `runs` times per mode; prints a table and JSON.
-pub fn run(lab: &Lab, seconds: u64, runs: usize) -> anyhow::Result<i32> {
+pub fn run(lab: &Lab, seconds: u64, runs: usize) -> Result<(), BenchError> {
     let config = UpConfig {
         specs: LinkSpecs {
             up: String::new(),
@@ -230,5 +244,5 @@ pub fn run(lab: &Lab, seconds: u64, runs: usize) -> anyhow::Result<i32> {
         }
     }
     lab.destroy()?;
-    Ok(0)
+    Ok(())
 }

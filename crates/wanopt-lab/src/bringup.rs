@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::emulator::EmulatorConfig;
 use crate::link::LinkSpecs;
 use crate::profile::{Profile, ProfileError};
 use crate::topology::{Lab, Node, TopologyError, SERVER_ADDR, WAN_CORE_IF, WAN_EDGE_IF};
@@ -32,9 +33,12 @@ pub enum UpError {
     /// The path to the running executable is unknown.
     #[error("cannot find the wanopt executable: {0}")]
     Executable(std::io::Error),
+    /// The link specs do not parse.
+    #[error(transparent)]
+    Link(crate::link::LinkOptionError),
     /// Starting the optimizer nodes failed.
     #[error("--optimize: {0}")]
-    Optimize(String),
+    Optimize(crate::optimize::OptimizeError),
 }
 
 /// What `lab up` builds.
@@ -147,33 +151,18 @@ pub fn start_emulator(lab: &Lab, specs: &LinkSpecs, exe: &Path) -> Result<(), Up
     lab.kill_recorded("emulator");
     let counters = counters_path(lab);
     let _ = std::fs::remove_file(&counters);
-    let mut middlebox = Vec::new();
-    if !specs.middlebox.is_empty() {
-        middlebox = vec!["--middlebox".to_string(), specs.middlebox.clone()];
-    }
+    let config = EmulatorConfig::new(specs, WAN_EDGE_IF, WAN_CORE_IF, counters.clone())
+        .map_err(UpError::Link)?;
     lab.spawn_daemon(
         Node::Wan,
         "emulator",
         exe,
         &[
-            "lab".into(),
+            "lab".to_string(),
             "emulate".into(),
-            "--edge-if".into(),
-            WAN_EDGE_IF.into(),
-            "--core-if".into(),
-            WAN_CORE_IF.into(),
-            "--up-spec".into(),
-            specs.up.clone(),
-            "--down-spec".into(),
-            specs.down.clone(),
-            "--seed".into(),
-            specs.seed.to_string(),
-            "--counters".into(),
-            counters.to_string_lossy().into_owned(),
-        ]
-        .into_iter()
-        .chain(middlebox)
-        .collect::<Vec<String>>(),
+            "--config".into(),
+            config.to_json(),
+        ],
     )?;
     wait_for(lab, &counters, "emulator", "emulator")
 }

@@ -6,8 +6,6 @@
 use anyhow::Context as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
@@ -19,6 +17,8 @@ use crate::topology::{Lab, Node};
 use crate::traffic::{self, Direction, Workload};
 
 /// The `wanopt lab` subcommands.
+// Parsed once per process: the size of `lab up`'s options does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum LabCommand {
     /// Build the lab: namespaces client, edge, wan, core, server, the emulated WAN between edge and core.
@@ -189,30 +189,9 @@ pub struct ExecArgs {
 /// Options of the internal `lab emulate`.
 #[derive(Debug, Args)]
 pub struct EmulateArgs {
-    /// Interface facing the edge (frames in from it go up).
+    /// The emulator's configuration as JSON ([`crate::emulator::EmulatorConfig`]).
     #[arg(long)]
-    pub edge_if: String,
-    /// Interface facing the core (frames in from it go down).
-    #[arg(long)]
-    pub core_if: String,
-    /// Link spec of the up direction.
-    #[arg(long, default_value = "")]
-    pub up_spec: String,
-    /// Link spec of the down direction.
-    #[arg(long, default_value = "")]
-    pub down_spec: String,
-    /// Seed (down uses seed + 1).
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// Where to publish counters.
-    #[arg(long)]
-    pub counters: PathBuf,
-    /// Forward frames untouched (measures the driver's own ceiling).
-    #[arg(long)]
-    pub wire: bool,
-    /// Middlebox rules applied to both directions before the link.
-    #[arg(long, default_value = "")]
-    pub middlebox: String,
+    pub config: String,
 }
 
 /// Options of the internal `lab gen-client`.
@@ -244,216 +223,298 @@ fn usage(message: impl std::fmt::Display) -> anyhow::Result<i32> {
     Ok(2)
 }
 
-/// Runs one lab subcommand; returns the process exit code.
+/// Runs one lab subcommand; returns the process exit code. The library
+/// returns typed errors; here the user's become exit code 2 with one line,
+/// the machine's propagate (the binary prints them, exit code 1).
 pub fn run(command: LabCommand) -> anyhow::Result<i32> {
     let lab = Lab::default_lab();
     match command {
-        LabCommand::Up(args) => {
-            let specs = match args.link.specs() {
-                Ok(s) => s,
-                Err(e) => return usage(e),
-            };
-            let profile = match Profile::named(&args.profile) {
-                Ok(p) => p,
-                Err(e) => return usage(e),
-            };
-            let config = UpConfig {
-                specs,
-                profile,
-                optimize: args.optimize,
-                reduce: !args.no_reduce,
-                node_args: args.node_args.clone(),
-            };
-            let exe = bringup::current_exe()?;
-            bringup::up(&lab, &config, &exe)?;
-            let reduce = config.optimize && config.reduce && crate::optimize::supports_reduce(&exe);
-            println!(
-                "lab up: up [{}] down [{}] seed {} profile {}{}{}",
-                config.specs.up,
-                config.specs.down,
-                config.specs.seed,
-                profile.name,
-                match (config.optimize, reduce) {
-                    (false, _) => "",
-                    (true, true) => " optimize (tcp-opt, reduce)",
-                    (true, false) => " optimize (tcp-opt)",
-                },
-                if config.specs.middlebox.is_empty() {
-                    String::new()
-                } else {
-                    format!(" middlebox [{}]", config.specs.middlebox)
-                }
-            );
-            Ok(0)
-        }
-        LabCommand::Down => {
-            let teardown = lab.destroy()?;
-            for ns in &teardown.foreign {
-                eprintln!(
-                    "wanopt lab: left namespace `{ns}` alone: this lab did not create it (`ip netns del {ns}` removes it)"
-                );
+        LabCommand::Up(args) => up(&lab, &args),
+        LabCommand::Down => down(&lab),
+        LabCommand::Exec(args) => exec(&lab, &args),
+        LabCommand::Addr { node } => addr(&node),
+        LabCommand::Status => match crate::status::print(&lab) {
+            Ok(()) => Ok(0),
+            Err(e @ crate::status::StatusError::NotUp(_)) => {
+                eprintln!("wanopt lab: {e}");
+                Ok(1)
             }
-            if teardown.is_empty() {
-                println!(
-                    "lab down: nothing to remove: no lab with prefix {:?} (WANOPT_LAB_PREFIX) was created here",
-                    lab.prefix()
-                );
-            } else {
-                println!(
-                    "lab down: removed {} namespace(s) and {} recorded process(es) of prefix {:?}",
-                    teardown.removed.len(),
-                    teardown.processes,
-                    lab.prefix()
-                );
-            }
-            Ok(0)
-        }
-        LabCommand::Exec(args) => {
-            let node: Node = match args.node.parse() {
-                Ok(n) => n,
-                Err(e) => return usage(e),
-            };
-            if !lab.is_up() {
-                return usage(crate::topology::TopologyError::NotUp(
-                    lab.prefix().to_string(),
-                ));
-            }
-            let Some((program, rest)) = args.command.split_first() else {
-                return usage("lab exec needs a command after --");
-            };
-            let mut cmd = lab.command(node, program);
-            cmd.args(rest);
-            let status = cmd.status()?;
-            Ok(exit_code(status))
-        }
-        LabCommand::Addr { node } => {
-            let node: Node = match node.parse() {
-                Ok(n) => n,
-                Err(e) => return usage(e),
-            };
-            match node.address() {
-                Some(addr) => {
-                    println!("{addr}");
-                    Ok(0)
-                }
-                None => usage("the wan node is a bump in the wire and has no address"),
-            }
-        }
-        LabCommand::Status => crate::status::print(&lab),
-        LabCommand::Run(args) => crate::scenario::run(&lab, args),
+        },
+        LabCommand::Run(args) => lab_run(&lab, &args),
         LabCommand::BenchCeiling { seconds, runs } => {
-            crate::bench::run(&lab, seconds.clamp(1, 60), runs.clamp(1, 20))
+            crate::bench::run(&lab, seconds.clamp(1, 60), runs.clamp(1, 20))?;
+            Ok(0)
         }
         LabCommand::Blast {
             interface,
             seconds,
             mbit,
-        } => crate::bench::blast_main(&interface, seconds.clamp(1, 60), mbit),
+        } => {
+            crate::bench::blast_main(&interface, seconds.clamp(1, 60), mbit)?;
+            Ok(0)
+        }
         LabCommand::Emulate(args) => emulate(args),
         LabCommand::GenServer {
             listen,
             ready,
             congestion,
-        } => {
-            let listener_ready = ready.clone();
-            std::thread::spawn(move || {
-                // The listener binds quickly; mark ready once the port answers.
-                for _ in 0..500 {
-                    if std::net::TcpStream::connect_timeout(&listen, Duration::from_millis(20))
-                        .is_ok()
-                    {
-                        if let Some(path) = &listener_ready {
-                            let _ = std::fs::write(path, b"ready\n");
-                        }
-                        return;
-                    }
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-            });
-            traffic::serve(listen, congestion)?;
+        } => gen_server(listen, ready, congestion),
+        LabCommand::GenClient(args) => gen_client(&args),
+        LabCommand::WaasFiles { out, seed } => waas_files(&out, seed),
+        LabCommand::WaasReport { dir } => waas_report(&dir),
+        LabCommand::WaasServer(args) => waas_server(args),
+        LabCommand::WaasClient(args) => waas_client(args),
+    }
+}
+
+/// `lab up`.
+fn up(lab: &Lab, args: &UpArgs) -> anyhow::Result<i32> {
+    let specs = match args.link.specs() {
+        Ok(s) => s,
+        Err(e) => return usage(e),
+    };
+    let profile = match Profile::named(&args.profile) {
+        Ok(p) => p,
+        Err(e) => return usage(e),
+    };
+    let config = UpConfig {
+        specs,
+        profile,
+        optimize: args.optimize,
+        reduce: !args.no_reduce,
+        node_args: args.node_args.clone(),
+    };
+    let exe = bringup::current_exe()?;
+    bringup::up(lab, &config, &exe)?;
+    let reduce = config.optimize && config.reduce && crate::optimize::supports_reduce(&exe);
+    println!(
+        "lab up: up [{}] down [{}] seed {} profile {}{}{}",
+        config.specs.up,
+        config.specs.down,
+        config.specs.seed,
+        profile.name,
+        match (config.optimize, reduce) {
+            (false, _) => "",
+            (true, true) => " optimize (tcp-opt, reduce)",
+            (true, false) => " optimize (tcp-opt)",
+        },
+        if config.specs.middlebox.is_empty() {
+            String::new()
+        } else {
+            format!(" middlebox [{}]", config.specs.middlebox)
+        }
+    );
+    Ok(0)
+}
+
+/// `lab down`.
+fn down(lab: &Lab) -> anyhow::Result<i32> {
+    let teardown = lab.destroy()?;
+    for ns in &teardown.foreign {
+        eprintln!(
+            "wanopt lab: left namespace `{ns}` alone: this lab did not create it (`ip netns del {ns}` removes it)"
+        );
+    }
+    if teardown.is_empty() {
+        println!(
+            "lab down: nothing to remove: no lab with prefix {:?} (WANOPT_LAB_PREFIX) was created here",
+            lab.prefix()
+        );
+    } else {
+        println!(
+            "lab down: removed {} namespace(s) and {} recorded process(es) of prefix {:?}",
+            teardown.removed.len(),
+            teardown.processes,
+            lab.prefix()
+        );
+    }
+    Ok(0)
+}
+
+/// `lab exec`: the command's own exit code.
+fn exec(lab: &Lab, args: &ExecArgs) -> anyhow::Result<i32> {
+    let node: Node = match args.node.parse() {
+        Ok(n) => n,
+        Err(e) => return usage(e),
+    };
+    if !lab.is_up() {
+        return usage(crate::topology::TopologyError::NotUp(
+            lab.prefix().to_string(),
+        ));
+    }
+    let Some((program, rest)) = args.command.split_first() else {
+        return usage("lab exec needs a command after --");
+    };
+    let mut cmd = lab.command(node, program);
+    cmd.args(rest);
+    let status = cmd.status()?;
+    Ok(exit_code(status))
+}
+
+/// `lab addr`.
+fn addr(node: &str) -> anyhow::Result<i32> {
+    let node: Node = match node.parse() {
+        Ok(n) => n,
+        Err(e) => return usage(e),
+    };
+    match node.address() {
+        Some(addr) => {
+            println!("{addr}");
             Ok(0)
         }
-        LabCommand::GenClient(args) => {
-            let bytes = match traffic::parse_size(&args.bytes) {
-                Ok(b) => b,
-                Err(e) => return usage(e),
-            };
-            if args.streams == 0 || args.streams > 1024 {
-                return usage("--streams must be between 1 and 1024");
+        None => usage("the wan node is a bump in the wire and has no address"),
+    }
+}
+
+/// `lab run`: 0 if the scenario passed, 1 if it failed (flow resets, a
+/// stop), 2 for a bad option or scenario.
+fn lab_run(lab: &Lab, args: &crate::scenario::RunArgs) -> anyhow::Result<i32> {
+    use crate::scenario::Verdict;
+    match crate::scenario::run(lab, args) {
+        Ok(Verdict::Passed) => Ok(0),
+        Ok(verdict) => {
+            for line in verdict_lines(&verdict) {
+                eprintln!("{line}");
             }
-            let workload = Workload {
-                streams: args.streams,
-                bytes,
-                direction: if args.reverse {
-                    Direction::Download
-                } else {
-                    Direction::Upload
-                },
-            };
-            let report = traffic::run_client(
-                args.connect,
-                workload,
-                Duration::from_secs(args.stall_seconds),
-                args.congestion.as_deref(),
-            )?;
+            Ok(1)
+        }
+        Err(e) if e.is_usage() => usage(e),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// What `lab run` says of a failed run on stderr, one line each.
+fn verdict_lines(verdict: &crate::scenario::Verdict) -> Vec<String> {
+    let crate::scenario::Verdict::Failed {
+        scenario,
+        flow_resets,
+        stopped,
+    } = verdict
+    else {
+        return Vec::new();
+    };
+    let mut lines = Vec::new();
+    if !flow_resets.is_empty() {
+        lines.push(format!(
+            "wanopt lab: {scenario} FAILED: the nodes reset {} flow(s) (see report.md):",
+            flow_resets.len()
+        ));
+        lines.extend(flow_resets.iter().map(|line| format!("  {line}")));
+    }
+    if let Some(message) = stopped {
+        lines.push(format!("wanopt lab: {scenario} stopped: {message}"));
+    }
+    lines
+}
+
+/// The internal `lab gen-server`.
+fn gen_server(
+    listen: SocketAddr,
+    ready: Option<PathBuf>,
+    congestion: Option<String>,
+) -> anyhow::Result<i32> {
+    std::thread::spawn(move || {
+        // The listener binds quickly; mark ready once the port answers.
+        for _ in 0..500 {
+            if std::net::TcpStream::connect_timeout(&listen, Duration::from_millis(20)).is_ok() {
+                if let Some(path) = &ready {
+                    let _ = std::fs::write(path, b"ready\n");
+                }
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    });
+    traffic::serve(listen, congestion)?;
+    Ok(0)
+}
+
+/// The internal `lab gen-client`.
+fn gen_client(args: &GenClientArgs) -> anyhow::Result<i32> {
+    let bytes = match traffic::parse_size(&args.bytes) {
+        Ok(b) => b,
+        Err(e) => return usage(e),
+    };
+    if args.streams == 0 || args.streams > 1024 {
+        return usage("--streams must be between 1 and 1024");
+    }
+    let workload = Workload {
+        streams: args.streams,
+        bytes,
+        direction: if args.reverse {
+            Direction::Download
+        } else {
+            Direction::Upload
+        },
+    };
+    let report = traffic::run_client(
+        args.connect,
+        workload,
+        Duration::from_secs(args.stall_seconds),
+        args.congestion.as_deref(),
+    )?;
+    println!("{}", serde_json::to_string(&report)?);
+    Ok(0)
+}
+
+/// `lab waas-report`.
+fn waas_report(dir: &std::path::Path) -> anyhow::Result<i32> {
+    let path = dir.join("results.json");
+    let results: crate::waas::results::Results = match std::fs::read_to_string(&path)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+    {
+        Ok(r) => r,
+        Err(e) => return usage(format!("{}: {e}", path.display())),
+    };
+    crate::waas::run::write_outputs(&results, dir)?;
+    eprintln!("wrote {}/report.md and the plots", dir.display());
+    Ok(0)
+}
+
+/// The internal `lab waas-server`.
+fn waas_server(args: WaasServerArgs) -> anyhow::Result<i32> {
+    let config = crate::waas::transfer::ServerConfig {
+        http: args.http,
+        file: args.file,
+        seed: args.seed,
+        congestion: args.congestion,
+        stall: Duration::from_secs(args.stall_seconds.clamp(1, 3600)),
+    };
+    crate::waas::transfer::serve(config, args.ready.as_deref())?;
+    Ok(0)
+}
+
+/// The internal `lab waas-client`: [`crate::waas::transfer::EXIT_MISMATCH`]
+/// when a byte arrived wrong.
+fn waas_client(args: WaasClientArgs) -> anyhow::Result<i32> {
+    use crate::waas::transfer::{self, TransferError};
+    if crate::waas::files::find(&args.file).is_none() {
+        return usage(TransferError::UnknownFile(args.file));
+    }
+    let config = transfer::ClientConfig {
+        server: args.server,
+        http_port: transfer::HTTP_PORT,
+        file_port: transfer::FILE_PORT,
+        test: args.test,
+        file: args.file,
+        seed: args.seed,
+        generation: args.generation,
+        congestion: args.congestion,
+        stall: Duration::from_secs(args.stall_seconds.clamp(1, 3600)),
+    };
+    match transfer::run_client(&config) {
+        Ok(report) => {
             println!("{}", serde_json::to_string(&report)?);
             Ok(0)
         }
-        LabCommand::WaasFiles { out, seed } => waas_files(&out, seed),
-        LabCommand::WaasReport { dir } => {
-            let path = dir.join("results.json");
-            let results: crate::waas::results::Results = match std::fs::read_to_string(&path)
-                .map_err(|e| e.to_string())
-                .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
-            {
-                Ok(r) => r,
-                Err(e) => return usage(format!("{}: {e}", path.display())),
-            };
-            crate::waas::run::write_outputs(&results, &dir)?;
-            eprintln!("wrote {}/report.md and the plots", dir.display());
-            Ok(0)
+        Err(e @ TransferError::Mismatch { .. }) => {
+            eprintln!("{e}");
+            Ok(transfer::EXIT_MISMATCH)
         }
-        LabCommand::WaasServer(args) => {
-            let config = crate::waas::transfer::ServerConfig {
-                http: args.http,
-                file: args.file,
-                seed: args.seed,
-                congestion: args.congestion,
-                stall: Duration::from_secs(args.stall_seconds.clamp(1, 3600)),
-            };
-            crate::waas::transfer::serve(config, args.ready.as_deref())?;
-            Ok(0)
-        }
-        LabCommand::WaasClient(args) => {
-            use crate::waas::transfer::{self, TransferError};
-            if crate::waas::files::find(&args.file).is_none() {
-                return usage(TransferError::UnknownFile(args.file));
-            }
-            let config = transfer::ClientConfig {
-                server: args.server,
-                http_port: transfer::HTTP_PORT,
-                file_port: transfer::FILE_PORT,
-                test: args.test,
-                file: args.file,
-                seed: args.seed,
-                generation: args.generation,
-                congestion: args.congestion,
-                stall: Duration::from_secs(args.stall_seconds.clamp(1, 3600)),
-            };
-            match transfer::run_client(&config) {
-                Ok(report) => {
-                    println!("{}", serde_json::to_string(&report)?);
-                    Ok(0)
-                }
-                Err(e @ TransferError::Mismatch { .. }) => {
-                    eprintln!("{e}");
-                    Ok(transfer::EXIT_MISMATCH)
-                }
-                Err(e) => {
-                    eprintln!("{e}");
-                    Ok(1)
-                }
-            }
+        Err(e) => {
+            eprintln!("{e}");
+            Ok(1)
         }
     }
 }
@@ -491,80 +552,36 @@ pub(crate) fn exit_code(status: std::process::ExitStatus) -> i32 {
     }
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::Relaxed);
+fn emulate(args: EmulateArgs) -> anyhow::Result<i32> {
+    let config = match crate::emulator::EmulatorConfig::from_json(&args.config) {
+        Ok(c) => c,
+        Err(e) => return usage(e),
+    };
+    crate::emulator::run(config)?;
+    Ok(0)
 }
 
-fn emulate(args: EmulateArgs) -> anyhow::Result<i32> {
-    use crate::driver::{self, Direction as Dir};
-    let handler = nix::sys::signal::SigAction::new(
-        nix::sys::signal::SigHandler::Handler(on_signal),
-        nix::sys::signal::SaFlags::empty(),
-        nix::sys::signal::SigSet::empty(),
-    );
-    for sig in [
-        nix::sys::signal::Signal::SIGTERM,
-        nix::sys::signal::Signal::SIGINT,
-    ] {
-        // SAFETY: the handler only stores to an atomic.
-        unsafe { nix::sys::signal::sigaction(sig, &handler) }?;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::Verdict;
+
+    /// A failed run says why in the words `lab run` always used.
+    #[test]
+    fn a_failed_run_says_why() {
+        assert!(verdict_lines(&Verdict::Passed).is_empty());
+        let verdict = Verdict::Failed {
+            scenario: "waas-3g".into(),
+            flow_resets: vec!["edge.log: reset".into()],
+            stopped: Some("run 1 cold download 2M.xls: mismatch".into()),
+        };
+        assert_eq!(
+            verdict_lines(&verdict),
+            [
+                "wanopt lab: waas-3g FAILED: the nodes reset 1 flow(s) (see report.md):",
+                "  edge.log: reset",
+                "wanopt lab: waas-3g stopped: run 1 cold download 2M.xls: mismatch",
+            ]
+        );
     }
-    let stop = Arc::new(AtomicBool::new(false));
-    let watcher_stop = stop.clone();
-    std::thread::spawn(move || loop {
-        if STOP.load(Ordering::Relaxed) {
-            watcher_stop.store(true, Ordering::Relaxed);
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    });
-    let settings = serde_json::json!({
-        "up": args.up_spec, "down": args.down_spec, "seed": args.seed, "wire": args.wire,
-        "middlebox": args.middlebox,
-    });
-    if args.wire {
-        let up = Dir {
-            name: "up",
-            ingress: args.edge_if.clone(),
-            egress: args.core_if.clone(),
-            link: driver::Wire::default(),
-        };
-        let down = Dir {
-            name: "down",
-            ingress: args.core_if,
-            egress: args.edge_if,
-            link: driver::Wire::default(),
-        };
-        driver::run(up, down, settings, &args.counters, stop)?;
-    } else {
-        // Both directions' middleboxes share the seed, so they agree on
-        // each flow's sequence offset.
-        let rules = wanopt_netem::middlebox::parse_rules(&args.middlebox)
-            .map_err(|e| anyhow::anyhow!("--middlebox: {e}"))?;
-        let up_link = crate::model::build(&args.up_spec, args.seed, &rules, args.seed)
-            .map_err(|e| anyhow::anyhow!("up spec: {e}"))?;
-        let down_link = crate::model::build(
-            &args.down_spec,
-            args.seed.wrapping_add(1),
-            &rules,
-            args.seed,
-        )
-        .map_err(|e| anyhow::anyhow!("down spec: {e}"))?;
-        let up = Dir {
-            name: "up",
-            ingress: args.edge_if.clone(),
-            egress: args.core_if.clone(),
-            link: up_link,
-        };
-        let down = Dir {
-            name: "down",
-            ingress: args.core_if,
-            egress: args.edge_if,
-            link: down_link,
-        };
-        driver::run(up, down, settings, &args.counters, stop)?;
-    }
-    Ok(0)
 }

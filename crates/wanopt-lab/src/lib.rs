@@ -9,6 +9,7 @@ pub mod bench;
 pub mod bringup;
 pub mod cli;
 pub mod driver;
+pub mod emulator;
 pub mod link;
 pub mod model;
 pub mod optimize;

@@ -152,15 +152,15 @@ impl LinkOptions {
                 message: e.to_string(),
             }
         })?;
-        crate::model::validate(&specs.up).map_err(|message| LinkOptionError::Spec {
+        crate::model::validate(&specs.up).map_err(|e| LinkOptionError::Spec {
             direction: "up",
             spec: specs.up.clone(),
-            message,
+            message: e.to_string(),
         })?;
-        crate::model::validate(&specs.down).map_err(|message| LinkOptionError::Spec {
+        crate::model::validate(&specs.down).map_err(|e| LinkOptionError::Spec {
             direction: "down",
             spec: specs.down.clone(),
-            message,
+            message: e.to_string(),
         })?;
         Ok(specs)
     }

@@ -3,20 +3,21 @@
 use std::time::Instant;
 
 use wanopt_netem::middlebox::{Middlebox, Rule, Verdict};
-use wanopt_netem::{units, Link, LinkConfig};
+use wanopt_netem::units::{self, ParseSpecError};
+use wanopt_netem::{Link, LinkConfig};
 
 use crate::driver::FrameLink;
 
 /// Parses a one-direction link spec (`"rtt 100ms rate 250mbit queue 2bdp"`)
 /// on top of a perfect link.
-pub fn config(spec: &str) -> Result<LinkConfig, String> {
+pub fn config(spec: &str) -> Result<LinkConfig, ParseSpecError> {
     let mut config = LinkConfig::default();
-    units::apply_spec(&mut config, spec).map_err(|e| e.to_string())?;
+    units::apply_spec(&mut config, spec)?;
     Ok(config)
 }
 
 /// Checks that `spec` is a valid one-direction link spec.
-pub fn validate(spec: &str) -> Result<(), String> {
+pub fn validate(spec: &str) -> Result<(), ParseSpecError> {
     config(spec).map(|_| ())
 }
 
@@ -27,13 +28,14 @@ pub struct Bump {
     link: Link,
 }
 
-/// Builds one direction from its link spec and seed, behind a middlebox
-/// with `rules` keyed by `middlebox_seed` (no middlebox without rules).
-pub fn build(spec: &str, seed: u64, rules: &[Rule], middlebox_seed: u64) -> Result<Bump, String> {
-    Ok(Bump {
+/// Builds one direction from its link configuration and seed, behind a
+/// middlebox with `rules` keyed by `middlebox_seed` (no middlebox without
+/// rules).
+pub fn build(config: LinkConfig, seed: u64, rules: &[Rule], middlebox_seed: u64) -> Bump {
+    Bump {
         middlebox: (!rules.is_empty()).then(|| Middlebox::new(rules.to_vec(), middlebox_seed)),
-        link: Link::new(config(spec)?, seed),
-    })
+        link: Link::new(config, seed),
+    }
 }
 
 impl FrameLink for Bump {

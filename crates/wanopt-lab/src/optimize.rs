@@ -14,7 +14,62 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::topology::{output, Lab, Node, CORE_WAN_ADDR, EDGE_LAN_IF};
+use crate::topology::{output, Lab, Node, TopologyError, CORE_WAN_ADDR, EDGE_LAN_IF};
+
+/// Errors starting the wanopt nodes of the lab.
+#[derive(Debug, thiserror::Error)]
+pub enum OptimizeError {
+    /// This executable has no node of a role.
+    #[error("wanopt mode unavailable: this build has no `wanopt {role}` (the accelerator node is not built in)")]
+    NoNode {
+        /// `edge` or `core`.
+        role: &'static str,
+    },
+    /// iptables (for the interception rule) is missing.
+    #[error("wanopt mode unavailable: iptables is not installed (apt-get install iptables)")]
+    NoIptables,
+    /// This executable's nodes have no data reduction.
+    #[error("this build's nodes have no data reduction (no --cache-dir)")]
+    NoReduce,
+    /// The key directory could not be made.
+    #[error("{}: {source}", path.display())]
+    KeyDirectory {
+        /// The directory.
+        path: std::path::PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// `wanopt keygen` failed.
+    #[error(transparent)]
+    Keygen(TopologyError),
+    /// `wanopt keygen` printed no public key.
+    #[error("wanopt keygen printed no public key")]
+    NoPublicKey,
+    /// A node could not be started.
+    #[error(transparent)]
+    Spawn(TopologyError),
+    /// The interception rule could not be installed.
+    #[error("cannot install the interception rule: {0}")]
+    Interception(TopologyError),
+    /// A node exited while starting.
+    #[error("{daemon} exited: {log}")]
+    Exited {
+        /// The node's process name.
+        daemon: &'static str,
+        /// The end of its log.
+        log: String,
+    },
+    /// A node did not listen in time.
+    #[error("{name} is not listening on port {port}: {log}")]
+    NotListening {
+        /// The node's process name.
+        name: String,
+        /// The port it should listen on.
+        port: u16,
+        /// The end of its log.
+        log: String,
+    },
+}
 
 /// UDP port of the core's tunnel.
 pub const TUNNEL_PORT: u16 = 4433;
@@ -26,7 +81,7 @@ pub const EDGE_CONTROL: &str = "127.0.0.1:7001";
 pub const CORE_CONTROL: &str = "127.0.0.1:7002";
 
 /// Whether this executable has the wanopt nodes (`wanopt edge`, `wanopt core`).
-pub fn available(exe: &Path) -> Result<(), String> {
+pub fn available(exe: &Path) -> Result<(), OptimizeError> {
     for role in ["edge", "core"] {
         let ok = Command::new(exe)
             .args([role, "--help"])
@@ -34,30 +89,26 @@ pub fn available(exe: &Path) -> Result<(), String> {
             .map(|o| o.status.success())
             .unwrap_or(false);
         if !ok {
-            return Err(format!(
-                "wanopt mode unavailable: this build has no `wanopt {role}` (the accelerator node is not built in)"
-            ));
+            return Err(OptimizeError::NoNode { role });
         }
     }
     if Command::new("iptables").arg("--version").output().is_err() {
-        return Err(
-            "wanopt mode unavailable: iptables is not installed (apt-get install iptables)".into(),
-        );
+        return Err(OptimizeError::NoIptables);
     }
     Ok(())
 }
 
-fn keygen(exe: &Path, path: &Path) -> Result<String, String> {
+fn keygen(exe: &Path, path: &Path) -> Result<String, OptimizeError> {
     let _ = std::fs::remove_file(path);
     let mut cmd = Command::new(exe);
     cmd.arg("keygen").arg("--out").arg(path);
-    let out = output(cmd).map_err(|e| e.to_string())?;
+    let out = output(cmd).map_err(OptimizeError::Keygen)?;
     out.lines()
         .rev()
         .map(str::trim)
         .find(|l| !l.is_empty())
         .map(str::to_string)
-        .ok_or_else(|| "wanopt keygen printed no public key".to_string())
+        .ok_or(OptimizeError::NoPublicKey)
 }
 
 /// Bound on each node's byte cache in the lab (the state directory is on
@@ -164,11 +215,14 @@ pub fn flow_resets(paths: &[std::path::PathBuf]) -> Vec<String> {
 /// Starts the wanopt edge and core of `lab` and the interception rule;
 /// `reduce` turns data reduction on (when the build has it); `extra`
 /// arguments go to both nodes after the lab's own.
-pub fn start(lab: &Lab, exe: &Path, reduce: bool, extra: &[String]) -> Result<(), String> {
+pub fn start(lab: &Lab, exe: &Path, reduce: bool, extra: &[String]) -> Result<(), OptimizeError> {
     available(exe)?;
     let supported = supports_reduce(exe);
     let dir = lab.state_dir().join("keys");
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    std::fs::create_dir_all(&dir).map_err(|source| OptimizeError::KeyDirectory {
+        path: dir.clone(),
+        source,
+    })?;
     let core_key = dir.join("core.key");
     let edge_key = dir.join("edge.key");
     let core_pub = keygen(exe, &core_key)?;
@@ -190,7 +244,7 @@ pub fn start(lab: &Lab, exe: &Path, reduce: bool, extra: &[String]) -> Result<()
     core_args.extend(reduce_args(lab, Node::Core, reduce, supported));
     core_args.extend_from_slice(extra);
     lab.spawn_daemon(Node::Core, "wanopt-core", exe, &core_args)
-        .map_err(|e| e.to_string())?;
+        .map_err(OptimizeError::Spawn)?;
     let mut edge_args: Vec<String> = vec![
         "edge".into(),
         "--core".into(),
@@ -211,7 +265,7 @@ pub fn start(lab: &Lab, exe: &Path, reduce: bool, extra: &[String]) -> Result<()
     edge_args.extend(reduce_args(lab, Node::Edge, reduce, supported));
     edge_args.extend_from_slice(extra);
     lab.spawn_daemon(Node::Edge, "wanopt-edge", exe, &edge_args)
-        .map_err(|e| e.to_string())?;
+        .map_err(OptimizeError::Spawn)?;
     let mut rule = lab.command(Node::Edge, "iptables");
     rule.args([
         "-t",
@@ -227,19 +281,22 @@ pub fn start(lab: &Lab, exe: &Path, reduce: bool, extra: &[String]) -> Result<()
         "--to-ports",
     ])
     .arg(TRANSPARENT_PORT.to_string());
-    output(rule).map_err(|e| format!("cannot install the interception rule: {e}"))?;
+    output(rule).map_err(OptimizeError::Interception)?;
     wait_listening(lab, Node::Edge, TRANSPARENT_PORT, "wanopt-edge")?;
     Ok(())
 }
 
 /// Wait until `name` listens on `port`; fails at once if either node has
 /// exited (a rejected flag, a bad key), with the last lines of its log.
-fn wait_listening(lab: &Lab, node: Node, port: u16, name: &str) -> Result<(), String> {
+fn wait_listening(lab: &Lab, node: Node, port: u16, name: &str) -> Result<(), OptimizeError> {
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
         for daemon in ["wanopt-core", "wanopt-edge"] {
             if lab.daemon_exited(daemon) {
-                return Err(format!("{daemon} exited: {}", lab.daemon_log(daemon)));
+                return Err(OptimizeError::Exited {
+                    daemon,
+                    log: lab.daemon_log(daemon),
+                });
             }
         }
         let mut cmd = lab.command(node, "ss");
@@ -249,10 +306,11 @@ fn wait_listening(lab: &Lab, node: Node, port: u16, name: &str) -> Result<(), St
         }
         thread::sleep(Duration::from_millis(50));
     }
-    Err(format!(
-        "{name} is not listening on port {port}: {}",
-        lab.daemon_log(name)
-    ))
+    Err(OptimizeError::NotListening {
+        name: name.to_string(),
+        port,
+        log: lab.daemon_log(name),
+    })
 }
 
 #[cfg(test)]

@@ -11,15 +11,21 @@ macro_rules! outln {
     }};
 }
 
-/// Prints the running lab's settings and counters; returns the exit code.
-pub fn print(lab: &Lab) -> anyhow::Result<i32> {
+/// Errors of `lab status`.
+#[derive(Debug, thiserror::Error)]
+pub enum StatusError {
+    /// No lab is up.
+    #[error(transparent)]
+    NotUp(TopologyError),
+}
+
+/// Prints the running lab's settings and counters.
+pub fn print(lab: &Lab) -> Result<(), StatusError> {
     let mut out = String::new();
     if !lab.is_up() {
-        eprintln!(
-            "wanopt lab: {}",
-            TopologyError::NotUp(lab.netns(Node::Client))
-        );
-        return Ok(1);
+        return Err(StatusError::NotUp(TopologyError::NotUp(
+            lab.netns(Node::Client),
+        )));
     }
     let settings: Option<Settings> = std::fs::read_to_string(settings_path(lab))
         .ok()
@@ -75,7 +81,7 @@ pub fn print(lab: &Lab) -> anyhow::Result<i32> {
     }
     // A closed pipe (`| head`) is not an error.
     let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), out.as_bytes());
-    Ok(0)
+    Ok(())
 }
 
 fn print_flat(out: &mut String, prefix: &str, value: &serde_json::Value) {

@@ -180,9 +180,9 @@ fn scenario_end_to_end() -> Result<(), String> {
         plan: Test::ALL.iter().map(|t| (*t, files.clone())).collect(),
         smb_encrypt: SmbEncrypt::Default,
     };
-    let code = run_with(&lab, &options, &exe).map_err(|e| e.to_string())?;
-    if code != 0 {
-        return Err(format!("run_with returned {code}"));
+    let report = run_with(&lab, &options, &exe).map_err(|e| e.to_string())?;
+    if !report.verdict.passed() {
+        return Err(format!("run_with returned {:?}", report.verdict));
     }
     let text =
         std::fs::read_to_string(out.join("results.json")).map_err(|e| format!("results: {e}"))?;

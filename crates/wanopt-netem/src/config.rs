@@ -3,7 +3,7 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::units::{apply_spec, BitsPerSecond, ParseSpecError, Probability};
 
@@ -23,7 +23,7 @@ pub const DEFAULT_QUEUE_LIMIT: QueueLimit = QueueLimit::Packets(1000);
 /// The queue holds only frames waiting for (or in) serialization, never the
 /// frames in the propagation delay line, so the limit does not shrink the
 /// throughput of a long link (netem's `limit` counts both; see the crate docs).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub enum QueueLimit {
     /// At most this many IP bytes (frame length minus the Ethernet header).
     Bytes(u64),
@@ -60,7 +60,7 @@ impl ResolvedQueueLimit {
 /// bad state, 0% in the good state) bursts are geometric with mean length
 /// `1 / bad_to_good` frames and the long-run loss rate is
 /// `good_to_bad / (good_to_bad + bad_to_good)`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct GilbertElliott {
     /// P: probability of moving from the good to the bad state.
     pub good_to_bad: Probability,
@@ -94,7 +94,7 @@ impl GilbertElliott {
 /// instantaneous variant reacts within one packet, needs no idle-time
 /// correction, and makes marks a pure function of the arrival sequence.
 /// Thresholds count in the queue limit's unit (bytes or packets).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct RedParams {
     /// Backlog, as a fraction of the queue limit, below which nothing is marked.
     pub min_threshold: f64,
@@ -117,7 +117,7 @@ impl Default for RedParams {
 }
 
 /// What the bottleneck queue does as it fills.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub enum QueueDiscipline {
     /// Drop-tail: drop only when the limit would be exceeded.
     #[default]
@@ -131,7 +131,7 @@ pub enum QueueDiscipline {
 
 /// One direction of an emulated link. `Default` is a perfect link: no rate
 /// limit (hence no queue), no delay, no loss.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LinkConfig {
     /// Bottleneck rate counting IP bytes; `None` (or a rate of zero) sends
     /// frames at once, with no queue.

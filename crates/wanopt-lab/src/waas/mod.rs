@@ -37,7 +37,7 @@ pub mod servers;
 pub mod text;
 pub mod transfer;
 
-pub use run::run;
+pub use run::Waas3g;
 
 use crate::link::LinkOptions;
 use files::{find, FileSpec};

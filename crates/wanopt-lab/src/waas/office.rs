@@ -298,6 +298,108 @@ fn excel_labels(rng: &mut Rng, count: usize) -> Vec<String> {
     labels
 }
 
+/// What every row of a worksheet refers to.
+#[derive(Clone, Copy)]
+struct Sheet<'a> {
+    /// Labels of customers in the shared strings (after the 17 fixed ones).
+    customers: usize,
+    /// Index of the first comment in the shared strings.
+    comments_from: usize,
+    /// Comments in the shared strings.
+    comments: usize,
+    /// List price of each product.
+    prices: &'a [f64],
+}
+
+/// One worksheet row `r` of an Excel workbook: the ROW record and its
+/// cells.
+fn excel_row(rng: &mut Rng, book: &mut Vec<u8>, r: u16, sheet: Sheet<'_>) {
+    let Sheet {
+        customers,
+        comments_from,
+        comments,
+        prices,
+    } = sheet;
+    let mut body = Vec::with_capacity(16);
+    put_u16(&mut body, r);
+    body.extend_from_slice(&[0, 0, 10, 0, 0xff, 0x00, 0, 0, 0, 0, 0x00, 0x01, 0x0f, 0x00]);
+    biff(book, 0x0208, &body);
+    let cell = |col: u16, xf: u16| {
+        let mut c = Vec::with_capacity(16);
+        put_u16(&mut c, r);
+        put_u16(&mut c, col);
+        put_u16(&mut c, xf);
+        c
+    };
+    // Customer and product labels.
+    let mut c = cell(0, 16);
+    put_u32(&mut c, (17 + rng.zipf(customers.max(1))) as u32);
+    biff(book, 0x00fd, &c);
+    let product = rng.zipf(prices.len());
+    let mut c = cell(1, 16);
+    put_u32(&mut c, (17 + (product * 7) % customers.max(1)) as u32);
+    biff(book, 0x00fd, &c);
+    // Date (serial day in 2009), quantity.
+    let mut c = cell(2, 21);
+    put_u32(&mut c, rk_integer(39_814 + u32::from(r) / 25));
+    biff(book, 0x027e, &c);
+    let quantity = rng.range(1, 500);
+    let mut c = cell(3, 17);
+    put_u32(&mut c, rk_integer(quantity as u32));
+    biff(book, 0x027e, &c);
+    // Unit price from the list, amount as a formula (D*E).
+    let price = prices[product];
+    let mut c = cell(4, 18);
+    put_f64(&mut c, price);
+    biff(book, 0x0203, &c);
+    let amount = price * quantity as f64;
+    let mut c = cell(5, 18);
+    put_f64(&mut c, amount);
+    c.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
+    put_u16(&mut c, 11);
+    c.extend_from_slice(&[0x44]);
+    put_u16(&mut c, r);
+    c.extend_from_slice(&[0x03, 0xc0, 0x44]);
+    put_u16(&mut c, r);
+    c.extend_from_slice(&[0x04, 0xc0, 0x05]);
+    biff(book, 0x0006, &c);
+    // Discount and net (a formula), region and status labels.
+    let discount = [0.0, 0.0, 0.05, 0.1, 0.15][rng.below(5) as usize];
+    let mut c = cell(6, 19);
+    put_f64(&mut c, discount);
+    biff(book, 0x0203, &c);
+    let mut c = cell(7, 18);
+    put_f64(&mut c, amount * (1.0 - discount));
+    c.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
+    put_u16(&mut c, 15);
+    c.extend_from_slice(&[0x44]);
+    put_u16(&mut c, r);
+    c.extend_from_slice(&[0x05, 0xc0, 0x1e, 0x01, 0x00, 0x44]);
+    put_u16(&mut c, r);
+    c.extend_from_slice(&[0x06, 0xc0, 0x04, 0x05]);
+    biff(book, 0x0006, &c);
+    let mut c = cell(8, 16);
+    put_u32(&mut c, 13 + rng.below(4) as u32);
+    biff(book, 0x00fd, &c);
+    let mut c = cell(9, 16);
+    put_u32(&mut c, 10 + rng.zipf(3) as u32);
+    biff(book, 0x00fd, &c);
+    if rng.chance(0.3) {
+        let mut c = cell(10, 16);
+        put_u32(&mut c, (comments_from + rng.zipf(comments)) as u32);
+        biff(book, 0x00fd, &c);
+    }
+    // Formatted but empty cells to the right (MULBLANK), as sheets
+    // formatted by whole rows or columns carry.
+    let mut c = cell(11, 15);
+    c.truncate(4);
+    for _ in 11..24 {
+        put_u16(&mut c, 15);
+    }
+    put_u16(&mut c, 23);
+    biff(book, 0x00be, &c);
+}
+
 /// An Excel 97-2003 workbook of exactly `size` bytes.
 pub fn excel(rng: &mut Rng, size: usize) -> Vec<u8> {
     let cap = capacity(size, 3);
@@ -341,85 +443,17 @@ pub fn excel(rng: &mut Rng, size: usize) -> Vec<u8> {
         .collect();
     let mut row: u16 = 1;
     while book.len() < book_len {
-        let r = row;
-        let mut body = Vec::with_capacity(16);
-        put_u16(&mut body, r);
-        body.extend_from_slice(&[0, 0, 10, 0, 0xff, 0x00, 0, 0, 0, 0, 0x00, 0x01, 0x0f, 0x00]);
-        biff(&mut book, 0x0208, &body);
-        let cell = |col: u16, xf: u16| {
-            let mut c = Vec::with_capacity(16);
-            put_u16(&mut c, r);
-            put_u16(&mut c, col);
-            put_u16(&mut c, xf);
-            c
-        };
-        // Customer and product labels.
-        let mut c = cell(0, 16);
-        put_u32(&mut c, (17 + rng.zipf(customers.max(1))) as u32);
-        biff(&mut book, 0x00fd, &c);
-        let product = rng.zipf(prices.len());
-        let mut c = cell(1, 16);
-        put_u32(&mut c, (17 + (product * 7) % customers.max(1)) as u32);
-        biff(&mut book, 0x00fd, &c);
-        // Date (serial day in 2009), quantity.
-        let mut c = cell(2, 21);
-        put_u32(&mut c, rk_integer(39_814 + u32::from(r) / 25));
-        biff(&mut book, 0x027e, &c);
-        let quantity = rng.range(1, 500);
-        let mut c = cell(3, 17);
-        put_u32(&mut c, rk_integer(quantity as u32));
-        biff(&mut book, 0x027e, &c);
-        // Unit price from the list, amount as a formula (D*E).
-        let price = prices[product];
-        let mut c = cell(4, 18);
-        put_f64(&mut c, price);
-        biff(&mut book, 0x0203, &c);
-        let amount = price * quantity as f64;
-        let mut c = cell(5, 18);
-        put_f64(&mut c, amount);
-        c.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
-        put_u16(&mut c, 11);
-        c.extend_from_slice(&[0x44]);
-        put_u16(&mut c, r);
-        c.extend_from_slice(&[0x03, 0xc0, 0x44]);
-        put_u16(&mut c, r);
-        c.extend_from_slice(&[0x04, 0xc0, 0x05]);
-        biff(&mut book, 0x0006, &c);
-        // Discount and net (a formula), region and status labels.
-        let discount = [0.0, 0.0, 0.05, 0.1, 0.15][rng.below(5) as usize];
-        let mut c = cell(6, 19);
-        put_f64(&mut c, discount);
-        biff(&mut book, 0x0203, &c);
-        let mut c = cell(7, 18);
-        put_f64(&mut c, amount * (1.0 - discount));
-        c.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
-        put_u16(&mut c, 15);
-        c.extend_from_slice(&[0x44]);
-        put_u16(&mut c, r);
-        c.extend_from_slice(&[0x05, 0xc0, 0x1e, 0x01, 0x00, 0x44]);
-        put_u16(&mut c, r);
-        c.extend_from_slice(&[0x06, 0xc0, 0x04, 0x05]);
-        biff(&mut book, 0x0006, &c);
-        let mut c = cell(8, 16);
-        put_u32(&mut c, 13 + rng.below(4) as u32);
-        biff(&mut book, 0x00fd, &c);
-        let mut c = cell(9, 16);
-        put_u32(&mut c, 10 + rng.zipf(3) as u32);
-        biff(&mut book, 0x00fd, &c);
-        if rng.chance(0.3) {
-            let mut c = cell(10, 16);
-            put_u32(&mut c, (comments_from + rng.zipf(comments)) as u32);
-            biff(&mut book, 0x00fd, &c);
-        }
-        // Formatted but empty cells to the right (MULBLANK), as sheets
-        // formatted by whole rows or columns carry.
-        let mut c = cell(11, 15);
-        c.truncate(4);
-        for _ in 11..24 {
-            put_u16(&mut c, 15);
-        }
-        put_u16(&mut c, 23);
-        biff(&mut book, 0x00be, &c);
+        excel_row(
+            rng,
+            &mut book,
+            row,
+            Sheet {
+                customers,
+                comments_from,
+                comments,
+                prices: &prices,
+            },
+        );
         if row.is_multiple_of(32) {
             // DBCELL: offsets of the last 32 rows.
             let mut c = Vec::with_capacity(70);

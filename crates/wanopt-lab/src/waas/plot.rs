@@ -36,6 +36,17 @@ fn bar_x(index: usize, mode: usize) -> (f64, f64) {
     (left, left + 0.22)
 }
 
+/// The file under a bar group's x position (empty between groups).
+fn file_label(names: &[String], x: &f64) -> String {
+    let i = x.round();
+    if (x - i).abs() < 0.01 && i >= 0.0 {
+        names.get(i as usize).cloned().unwrap_or_default()
+    } else {
+        String::new()
+    }
+}
+
+/// One test's plot: seconds per file above, WAN bytes below.
 fn draw<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
     results: &Results,
@@ -46,17 +57,24 @@ where
 {
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let names = files(results, test);
-    let n = names.len().max(1);
     let (top, bottom) = root.split_vertically((root.dim_in_pixel().1 as f64 * 0.62) as u32);
-    let label = |x: &f64| -> String {
-        let i = x.round();
-        if (x - i).abs() < 0.01 && i >= 0.0 {
-            names.get(i as usize).cloned().unwrap_or_default()
-        } else {
-            String::new()
-        }
-    };
+    seconds_chart(&top, results, test, &names)?;
+    wan_chart(&bottom, results, test, &names)?;
+    root.present().map_err(|e| e.to_string())
+}
 
+/// Seconds per file and mode, ours as bars, the reference's as rings.
+fn seconds_chart<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    results: &Results,
+    test: Test,
+    names: &[String],
+) -> Result<(), String>
+where
+    DB::ErrorType: 'static,
+{
+    let n = names.len().max(1);
+    let label = |x: &f64| file_label(names, x);
     // Seconds.
     let mut all: Vec<f64> = results
         .rows
@@ -73,7 +91,7 @@ where
     let max = all.iter().copied().fold(1.0, f64::max) * 30.0;
     let min = all.iter().copied().filter(|v| *v > 0.0).fold(max, f64::min) / 2.0;
     let min = min.clamp(0.001, 0.1);
-    let mut chart = ChartBuilder::on(&top)
+    let mut chart = ChartBuilder::on(area)
         .caption(
             format!("{} {}: seconds per file", results.scenario, test.name()),
             ("sans-serif", 20),
@@ -161,7 +179,21 @@ where
         .position(SeriesLabelPosition::UpperLeft)
         .draw()
         .map_err(|e| e.to_string())?;
+    Ok(())
+}
 
+/// WAN bytes per file and mode as a share of the file.
+fn wan_chart<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    results: &Results,
+    test: Test,
+    names: &[String],
+) -> Result<(), String>
+where
+    DB::ErrorType: 'static,
+{
+    let n = names.len().max(1);
+    let label = |x: &f64| file_label(names, x);
     // WAN bytes as a share of the file.
     let share = |f: &str, mode: &str| {
         results
@@ -176,7 +208,7 @@ where
     let top_share = shares.iter().copied().fold(100.0, f64::max) * 2.0;
     // Down to the smallest share (a warm 2 MB file crosses as 0.05%).
     let floor = (shares.iter().copied().fold(0.1, f64::min) / 2.0).max(0.001);
-    let mut chart = ChartBuilder::on(&bottom)
+    let mut chart = ChartBuilder::on(area)
         .caption("bytes across the WAN, % of the file", ("sans-serif", 16))
         .margin(10)
         .x_label_area_size(30)
@@ -206,7 +238,7 @@ where
             .collect();
         chart.draw_series(bars).map_err(|e| e.to_string())?;
     }
-    root.present().map_err(|e| e.to_string())
+    Ok(())
 }
 
 /// Writes `{scenario}-{test}.svg` and `.png` into `dir` for every test

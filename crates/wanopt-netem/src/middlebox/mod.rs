@@ -39,7 +39,7 @@ pub mod spec;
 
 use std::net::Ipv4Addr;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::wire::checksum;
 use crate::wire::tcp::{self, TcpSegment};
@@ -48,7 +48,7 @@ use crate::wire::{Ecn, FrameKind, Ipv4Packet};
 pub use spec::{parse_rules, ParseRulesError};
 
 /// Which segments a rule applies to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Match {
     /// Every IPv4 TCP segment.
     AnyTcp,
@@ -60,7 +60,7 @@ pub enum Match {
 }
 
 /// One rewrite (or the drop) a rule performs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Action {
     /// Replace the SACK-permitted option with NOPs (SACK is never negotiated).
     StripSackPermitted,
@@ -91,7 +91,7 @@ pub enum Action {
 
 /// A first-match rule: if `matches` accepts a segment, apply `actions` in
 /// order.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rule {
     /// Which segments the rule applies to.
     pub matches: Match,

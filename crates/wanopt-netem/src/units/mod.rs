@@ -23,7 +23,7 @@ pub mod spec;
 use std::fmt;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::config::{GilbertElliott, QueueLimit};
@@ -31,7 +31,7 @@ use crate::config::{GilbertElliott, QueueLimit};
 pub use spec::{apply_spec, ParseSpecError};
 
 /// A link rate in bits per second (decimal: 1 kbit/s = 1000 bit/s).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct BitsPerSecond(pub u64);
 
 impl fmt::Display for BitsPerSecond {
@@ -50,9 +50,18 @@ impl fmt::Display for BitsPerSecond {
     }
 }
 
-/// A probability in `[0, 1]`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, PartialOrd, Serialize)]
+/// A probability in `[0, 1]` (read back from serde only in that range).
+#[derive(Debug, Clone, Copy, Default, PartialEq, PartialOrd, Serialize, Deserialize)]
+#[serde(try_from = "f64")]
 pub struct Probability(f64);
+
+impl TryFrom<f64> for Probability {
+    type Error = &'static str;
+
+    fn try_from(fraction: f64) -> Result<Probability, &'static str> {
+        Probability::new(fraction).ok_or("a probability must be between 0 and 1")
+    }
+}
 
 impl Probability {
     /// Probability zero: the event never happens.

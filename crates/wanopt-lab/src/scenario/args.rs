@@ -1,0 +1,42 @@
+//! The options of `wanopt lab run`, shared by every scenario.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+/// Options of `lab run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// `tcp-opt`, `waas-3g` or a path to a scenario TOML file.
+    pub scenario: String,
+    /// Output directory.
+    #[arg(long, default_value = "lab-results")]
+    pub out: PathBuf,
+    /// Runs per grid point (default: the scenario's).
+    #[arg(long)]
+    pub runs: Option<usize>,
+    /// A reduced grid for a fast look (tcp-opt: RTT 0/100/250 ms, 4 x 10 MB, 1 run; waas-3g: 3 files, 1 run).
+    #[arg(long)]
+    pub quick: bool,
+    /// waas-3g: only these tests (comma-separated: http-download, download, upload, edit-save,
+    /// cifs-copy-down, cifs-copy-up, cifs-open, cifs-save).
+    #[arg(long, value_delimiter = ',', value_name = "TEST,...")]
+    pub tests: Vec<crate::waas::transfer::Test>,
+    /// waas-3g: Samba's `smb encrypt` for the CIFS tests (`default`: Samba's default, sessions
+    /// not encrypted; `required`: every session encrypted).
+    #[arg(long, value_name = "MODE")]
+    pub smb_encrypt: Option<crate::waas::servers::SmbEncrypt>,
+}
+
+/// The most runs per point `--runs` accepts.
+pub const MAX_RUNS: usize = 100;
+
+impl RunArgs {
+    /// `--runs`, checked to be between 1 and [`MAX_RUNS`].
+    pub fn runs(&self) -> Result<Option<usize>, super::RunError> {
+        match self.runs {
+            Some(r) if r == 0 || r > MAX_RUNS => Err(super::RunError::Runs),
+            other => Ok(other),
+        }
+    }
+}
