@@ -1,11 +1,11 @@
 //! Configuration of one direction of an emulated link.
 
-use std::str::FromStr;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::units::{apply_spec, BitsPerSecond, ParseSpecError, Probability};
+use crate::units::{BitsPerSecond, Probability};
+pub use crate::units::{GilbertElliott, QueueLimit};
 
 /// The smallest byte limit a [`QueueLimit::Bdp`] resolves to: 64 full-size
 /// 1500-byte packets, the default queue limit of a Cisco IOS shaping queue,
@@ -17,22 +17,6 @@ pub const MIN_BDP_QUEUE_BYTES: u64 = 64 * 1500;
 /// The queue limit when none is configured: 1000 packets, Linux's default
 /// `txqueuelen`.
 pub const DEFAULT_QUEUE_LIMIT: QueueLimit = QueueLimit::Packets(1000);
-
-/// The limit of the bottleneck queue in front of the shaper.
-///
-/// The queue holds only frames waiting for (or in) serialization, never the
-/// frames in the propagation delay line, so the limit does not shrink the
-/// throughput of a long link (netem's `limit` counts both; see the crate docs).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub enum QueueLimit {
-    /// At most this many IP bytes (frame length minus the Ethernet header).
-    Bytes(u64),
-    /// At most this many frames.
-    Packets(u64),
-    /// This multiple of the bandwidth-delay product, `rate × RTT`, in bytes;
-    /// resolved by [`LinkConfig::resolve_queue`].
-    Bdp(f64),
-}
 
 /// A queue limit in a unit the link can count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -49,39 +33,6 @@ impl ResolvedQueueLimit {
         match self {
             ResolvedQueueLimit::Bytes(amount) | ResolvedQueueLimit::Packets(amount) => amount,
         }
-    }
-}
-
-/// A two-state Gilbert-Elliott burst-loss model (netem's `gemodel`).
-///
-/// Once per IP frame the chain first moves (good to bad with probability
-/// `good_to_bad`, bad to good with `bad_to_good`), then the frame is lost with
-/// the loss probability of the new state. With the defaults (100% loss in the
-/// bad state, 0% in the good state) bursts are geometric with mean length
-/// `1 / bad_to_good` frames and the long-run loss rate is
-/// `good_to_bad / (good_to_bad + bad_to_good)`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct GilbertElliott {
-    /// P: probability of moving from the good to the bad state.
-    pub good_to_bad: Probability,
-    /// R: probability of moving from the bad to the good state.
-    pub bad_to_good: Probability,
-    /// Loss probability in the bad state (netem's `1-h`), 100% by default.
-    pub loss_in_bad: Probability,
-    /// Loss probability in the good state (netem's `1-k`), 0% by default.
-    pub loss_in_good: Probability,
-}
-
-impl GilbertElliott {
-    /// The long-run fraction of frames lost.
-    pub fn mean_loss(&self) -> f64 {
-        let p = self.good_to_bad.value();
-        let r = self.bad_to_good.value();
-        if p + r == 0.0 {
-            return self.loss_in_good.value();
-        }
-        let bad = p / (p + r);
-        bad * self.loss_in_bad.value() + (1.0 - bad) * self.loss_in_good.value()
     }
 }
 
@@ -219,18 +170,6 @@ impl LinkConfig {
                 ResolvedQueueLimit::Bytes(bytes.max(MIN_BDP_QUEUE_BYTES))
             }
         })
-    }
-}
-
-impl FromStr for LinkConfig {
-    type Err = ParseSpecError;
-
-    /// Parses a whole per-direction spec (`"rate 2mbit delay 75ms loss 1%"`)
-    /// on top of [`LinkConfig::default`]; see [`crate::units::spec`].
-    fn from_str(spec: &str) -> Result<LinkConfig, ParseSpecError> {
-        let mut config = LinkConfig::default();
-        apply_spec(&mut config, spec)?;
-        Ok(config)
     }
 }
 

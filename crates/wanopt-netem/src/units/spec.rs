@@ -27,6 +27,8 @@
 //! assert_eq!(config.delay, std::time::Duration::from_millis(75));
 //! ```
 
+use std::str::FromStr;
+
 use thiserror::Error;
 
 use crate::config::{LinkConfig, QueueDiscipline, RedParams};
@@ -219,6 +221,18 @@ fn apply_one(config: &mut LinkConfig, key: &str, value: &str) -> Result<(), Pars
         }
     }
     Ok(())
+}
+
+impl FromStr for LinkConfig {
+    type Err = ParseSpecError;
+
+    /// Parses a whole per-direction spec (`"rate 2mbit delay 75ms loss 1%"`)
+    /// on top of [`LinkConfig::default`]; see [this module](self).
+    fn from_str(spec: &str) -> Result<LinkConfig, ParseSpecError> {
+        let mut config = LinkConfig::default();
+        apply_spec(&mut config, spec)?;
+        Ok(config)
+    }
 }
 
 #[cfg(test)]
