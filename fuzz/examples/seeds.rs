@@ -34,7 +34,9 @@ fn main() {
     write(out, "probe_packet", probe_packets());
     write(out, "fec_parity", parity_datagrams());
     write(out, "netem_frame", netem_inputs());
-    write(out, "codec_frames", codec_inputs(&edge, &core));
+    let frames = codec_inputs(&edge, &core);
+    write(out, "codec_wire", codec_wires(&edge, &core, &frames[..4]));
+    write(out, "codec_frames", frames);
     write(out, "ppmd_run", ppmd_inputs(&edge));
     drop((edge, core));
     let _ = fs::remove_dir_all(&scratch);
@@ -303,6 +305,25 @@ fn codec_inputs(edge: &PeerCache, core: &PeerCache) -> Vec<Vec<u8>> {
     // Plain bytes for the round trips: the first bytes are the knobs.
     seeds.push(short);
     seeds.push(b"\x05\x01\x01\x01 two pieces, released".to_vec());
+    seeds
+}
+
+/// `codec_wire`'s seeds: `codec_frames`' wires without their preamble,
+/// a whole wire, and one whose second half is references to its first.
+fn codec_wires(edge: &PeerCache, core: &PeerCache, stripped: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let mut seeds = stripped.to_vec();
+    let short = text(6);
+    let big = text(120);
+    let flows: [&[&[u8]]; 2] = [&[&short], &[&big, &big]];
+    for pieces in flows {
+        let wire = encode(edge, Compression::Lz4, pieces);
+        let mut out = Vec::new();
+        Decoder::new(core.clone(), DecoderConfig::default())
+            .push(&wire, &mut out)
+            .unwrap();
+        assert_eq!(out, pieces.concat());
+        seeds.push(wire);
+    }
     seeds
 }
 
