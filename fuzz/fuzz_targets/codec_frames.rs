@@ -8,8 +8,9 @@
 //! compressor freed while their chunk is open (the PPMd decoder on its
 //! own: `ppmd_run`).
 //!
-//! `CFLAGS=-fno-sanitize-address-use-after-scope cargo fuzz run
-//! codec_frames` (see the README's note on zstd's slowest levels).
+//! `scripts/fuzz codec_frames`, or `CFLAGS=-fno-sanitize-address-use-after-scope
+//! cargo fuzz run codec_frames` (see the README's note on zstd's slowest
+//! levels).
 
 #![no_main]
 
@@ -20,6 +21,13 @@ use wanopt_codec::{
     CacheConfig, CacheId, Compression, Decoder, DecoderConfig, Encoder, EncoderConfig, PeerCache,
     StoreConfig,
 };
+
+// Large blocks are reused across inputs (fuzz/common/reuse.rs says why).
+#[path = "../common/reuse.rs"]
+mod reuse;
+
+#[global_allocator]
+static ALLOCATOR: reuse::Reuse = reuse::Reuse;
 
 fn caches() -> &'static (PeerCache, PeerCache) {
     static CACHES: OnceLock<(PeerCache, PeerCache)> = OnceLock::new();
@@ -127,17 +135,24 @@ fuzz_target!(|data: &[u8]| {
     //    (the input repeated) crosses in the flow's compression stream,
     //    then the input's bytes go as requests sent at once as pieces, and
     //    the compressor is freed after each while its chunk is open (a
-    //    session quiet for a second between commands).
+    //    session quiet for a second between commands). The body is up to
+    //    32 KiB in runs of 8 KiB: several runs, as 256 KiB make at the
+    //    default 128 KiB, for an eighth of the time (PPMd and LZMA2 took
+    //    most of an input's).
     if !data.is_empty() {
         let body: Vec<u8> = data
             .iter()
             .copied()
             .cycle()
-            .take((data.len() * 256).min(256 << 10))
+            .take((data.len() * 64).min(32 << 10))
             .collect();
-        for compression in [Compression::Zstd { level: 9 }, Compression::Max { preset: 5 }] {
+        for compression in [
+            Compression::Zstd { level: 9 },
+            Compression::Max { preset: 5 },
+        ] {
             let config = EncoderConfig {
                 compression,
+                run_len: 8 << 10,
                 ..EncoderConfig::default()
             };
             let mut enc = Encoder::new(edge.clone(), config).unwrap();
