@@ -9,7 +9,7 @@ use wanopt_node::control::token::ControlToken;
 use wanopt_node::control::Flows;
 use wanopt_node::state::{Role, Status};
 
-use super::path::rate_text;
+use wanopt_path::rate_text;
 
 /// Default control address of `status` and `flows`.
 pub const DEFAULT_CONTROL: &str = "127.0.0.1:7447";
