@@ -6,7 +6,7 @@
 //!   reordering, duplication and bottleneck rate each way, measured with
 //!   numbered UDP datagrams against a reflector ([`probe::UdpReflector`],
 //!   `wanopt probe --listen`).
-//! - [`window`] (`wanopt window`): the TCP window and buffers a path needs
+//! - [`window`](mod@window) (`wanopt window`): the TCP window and buffers a path needs
 //!   and what it costs to go without them, for a path given by its rate
 //!   and RTT ([`PathFlags`]) or as a probe measured it ([`probed`]).
 //! - [`host`] (`wanopt host-check`): this host's TCP settings against
@@ -19,7 +19,7 @@
 //! buffer as window (the rest pays for the kernel's per-packet overhead),
 //! so the buffers' maximum must be twice the product; and on a lossy path
 //! a loss-based TCP is held to about `MSS / RTT x 1.22 / sqrt(loss)`
-//! (Mathis, Semke, Mahdavi and Ott, 1997) whatever its window ([`need`]).
+//! (Mathis, Semke, Mahdavi and Ott, 1997) whatever its window ([`need`](mod@need)).
 //!
 //! Errors are one enum per operation: [`PathError`] for a path that
 //! cannot be worked out from the flags (a usage error),

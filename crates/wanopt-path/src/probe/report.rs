@@ -185,10 +185,10 @@ pub fn rtt_stats(rtts: &[Option<f64>]) -> Option<Rtt> {
 
 /// Share of a bottleneck the probes may take before their own queue shows
 /// in the RTT and loss once other traffic shares the link.
-const PROBE_LOAD_WARN: f64 = 0.5;
+pub const PROBE_LOAD_WARN: f64 = 0.5;
 
 /// Share of the slower bottleneck the suggested `--interval` loads.
-const PROBE_LOAD_SUGGESTED: f64 = 0.25;
+pub const PROBE_LOAD_SUGGESTED: f64 = 0.25;
 
 /// Warnings for each direction whose bottleneck (as the trains measured
 /// it, and not the trains' sender) the probes, `overhead` IP and UDP

@@ -1,6 +1,6 @@
 //! `wanopt window` and `wanopt host-check`: their flags, and what they
 //! print. The arithmetic and the host's settings are the `wanopt-path`
-//! crate's ([`wanopt_path::window`], [`wanopt_path::host`]).
+//! crate's ([`wanopt_path::window`](mod@wanopt_path::window), [`wanopt_path::host`]).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
