@@ -7,13 +7,14 @@
 //!
 //! ```text
 //! magic "WOPR" | version 1 | kind | 2 reserved (0) | seq u32 | echo_seq u32
-//! | sent_ns u64 | received u32 | duplicates u32 | reordered u32 | session u64
+//! | sent_ns u64 | received u32 | duplicates u32 | reordered u32 | run_id u64
 //! ```
 //!
 //! - `Probe` (prober to reflector): `seq` numbers the probes from 0,
-//!   `sent_ns` is the prober's clock, `session` a random number per run.
+//!   `sent_ns` is the prober's clock, `run_id` a random number per run
+//!   (one `wanopt probe`: its probes and trains).
 //! - `Echo` (reflector to prober), one per probe received: `seq` and
-//!   `sent_ns` copied, `echo_seq` numbers the echoes of the session from 0,
+//!   `sent_ns` copied, `echo_seq` numbers the echoes of the run from 0,
 //!   the counters are the reflector's so far.
 //! - `Report?` (prober) asks for the reflector's final counters; `Report`
 //!   carries them, with `echo_seq` = echoes sent.
@@ -42,7 +43,7 @@
 //! from the reflector's receive times, the reverse rate from the prober's
 //! receive times of the `TrainBack`s. A reflector never sends more bytes
 //! for a train than it received, so it cannot be used to amplify traffic
-//! toward a forged source; it keeps one train per session, of at most
+//! toward a forged source; it keeps one train per run, of at most
 //! [`MAX_TRAIN`] entries.
 
 use std::collections::HashMap;
@@ -58,9 +59,9 @@ pub const HEADER_LEN: usize = 44;
 /// The highest probe number a reflector tracks (a run of a million
 /// probes); higher numbers are ignored.
 pub const MAX_SEQ: u32 = 1 << 20;
-/// Sessions a reflector keeps counters for; the least recently heard
+/// Runs a reflector keeps counters for; the least recently heard
 /// one is forgotten first.
-pub const MAX_SESSIONS: usize = 64;
+pub const MAX_RUNS: usize = 64;
 /// The longest packet train a reflector answers.
 pub const MAX_TRAIN: u32 = 64;
 
@@ -100,8 +101,8 @@ pub struct Packet {
     pub duplicates: u32,
     /// Probes that reached the reflector after a higher-numbered one.
     pub reordered: u32,
-    /// The prober's run.
-    pub session: u64,
+    /// The prober's run: a random number per `wanopt probe`.
+    pub run_id: u64,
 }
 
 /// Why bytes are not a probe datagram.
@@ -169,7 +170,7 @@ impl Packet {
             received: u32_at(b, 24),
             duplicates: u32_at(b, 28),
             reordered: u32_at(b, 32),
-            session: u64_at(b, 36),
+            run_id: u64_at(b, 36),
         })
     }
 
@@ -186,7 +187,7 @@ impl Packet {
         b.extend_from_slice(&self.received.to_be_bytes());
         b.extend_from_slice(&self.duplicates.to_be_bytes());
         b.extend_from_slice(&self.reordered.to_be_bytes());
-        b.extend_from_slice(&self.session.to_be_bytes());
+        b.extend_from_slice(&self.run_id.to_be_bytes());
         b.resize(size.max(HEADER_LEN), 0);
         b
     }
@@ -250,14 +251,14 @@ impl Arrivals {
 }
 
 #[derive(Debug, Default)]
-struct Session {
+struct Run {
     probes: Arrivals,
     echoes_sent: u32,
     last_heard: u64,
     train: Option<Train>,
 }
 
-/// The train a session is sending: what arrived of it, in arrival order.
+/// The train a run is sending: what arrived of it, in arrival order.
 #[derive(Debug)]
 struct Train {
     id: u32,
@@ -269,7 +270,7 @@ struct Train {
 
 impl Train {
     /// One `TrainBack` per datagram received, each as long as it was.
-    fn answer(&mut self, session: u64) -> Vec<Vec<u8>> {
+    fn answer(&mut self, run_id: u64) -> Vec<Vec<u8>> {
         self.answered = true;
         let received = self.arrivals.len() as u32;
         self.arrivals
@@ -283,7 +284,7 @@ impl Train {
                     received,
                     duplicates: 0,
                     reordered: 0,
-                    session,
+                    run_id,
                 }
                 .emit(size)
             })
@@ -294,20 +295,20 @@ impl Train {
 /// The reflector's side, sans-IO: a datagram in, the answer out.
 #[derive(Debug, Default)]
 pub struct Reflector {
-    sessions: HashMap<u64, Session>,
-    /// A logical clock for forgetting the least recently heard session.
+    runs: HashMap<u64, Run>,
+    /// A logical clock for forgetting the least recently heard run.
     tick: u64,
 }
 
 impl Reflector {
-    /// A reflector with no sessions.
+    /// A reflector with no runs.
     pub fn new() -> Reflector {
         Reflector::default()
     }
 
-    /// Sessions it keeps counters for.
-    pub fn sessions(&self) -> usize {
-        self.sessions.len()
+    /// Runs it keeps counters for.
+    pub fn runs(&self) -> usize {
+        self.runs.len()
     }
 
     /// The answers to datagram `b`, received at `now_ns` on the
@@ -323,17 +324,17 @@ impl Reflector {
             return Ok(Vec::new());
         }
         self.tick += 1;
-        if !self.sessions.contains_key(&p.session) && self.sessions.len() >= MAX_SESSIONS {
+        if !self.runs.contains_key(&p.run_id) && self.runs.len() >= MAX_RUNS {
             if let Some(oldest) = self
-                .sessions
+                .runs
                 .iter()
                 .min_by_key(|(_, s)| s.last_heard)
                 .map(|(k, _)| *k)
             {
-                self.sessions.remove(&oldest);
+                self.runs.remove(&oldest);
             }
         }
-        let s = self.sessions.entry(p.session).or_default();
+        let s = self.runs.entry(p.run_id).or_default();
         s.last_heard = self.tick;
         if p.kind == Kind::Train {
             let len = p.received;
@@ -356,11 +357,11 @@ impl Reflector {
             if p.seq + 1 < train.len {
                 return Ok(Vec::new());
             }
-            return Ok(train.answer(p.session));
+            return Ok(train.answer(p.run_id));
         }
         if p.kind == Kind::TrainEnd {
             return Ok(match &mut s.train {
-                Some(t) if t.id == p.echo_seq && !t.answered => t.answer(p.session),
+                Some(t) if t.id == p.echo_seq && !t.answered => t.answer(p.run_id),
                 _ => Vec::new(),
             });
         }
@@ -399,7 +400,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn probe(seq: u32, session: u64) -> Packet {
+    fn probe(seq: u32, run_id: u64) -> Packet {
         Packet {
             kind: Kind::Probe,
             seq,
@@ -408,7 +409,7 @@ mod tests {
             received: 0,
             duplicates: 0,
             reordered: 0,
-            session,
+            run_id,
         }
     }
 
@@ -479,7 +480,7 @@ mod tests {
             ),
             (5, 4, 1, 1)
         );
-        // Another session has its own counters; echoes are not answered;
+        // Another run has its own counters; echoes are not answered;
         // garbage is an error, not an answer.
         let other = answer(&mut r, &probe(0, 2).emit(44));
         assert_eq!(Packet::parse(&other).map(|p| p.received), Ok(1));
@@ -490,13 +491,13 @@ mod tests {
     }
 
     #[test]
-    fn sessions_are_bounded() {
+    fn runs_are_bounded() {
         let mut r = Reflector::new();
-        for session in 0..(MAX_SESSIONS as u64 + 10) {
-            let _ = r.handle(&probe(0, session).emit(44), 0);
+        for run_id in 0..(MAX_RUNS as u64 + 10) {
+            let _ = r.handle(&probe(0, run_id).emit(44), 0);
         }
-        assert_eq!(r.sessions(), MAX_SESSIONS);
-        // The oldest went first: session 0 starts again from nothing.
+        assert_eq!(r.runs(), MAX_RUNS);
+        // The oldest went first: run 0 starts again from nothing.
         let out = answer(&mut r, &probe(1, 0).emit(44));
         assert_eq!(Packet::parse(&out).map(|p| p.received), Ok(1));
     }
@@ -524,7 +525,7 @@ mod tests {
             .iter()
             .map(|a| {
                 let p = Packet::parse(a).unwrap_or(probe(0, 0));
-                assert_eq!((p.kind, p.session), (Kind::TrainBack, 3));
+                assert_eq!((p.kind, p.run_id), (Kind::TrainBack, 3));
                 (p.seq, p.sent_ns, a.len())
             })
             .collect()
@@ -636,10 +637,10 @@ mod tests {
 
         #[test]
         fn round_trip(seq: u32, echo_seq: u32, sent_ns: u64, received: u32, duplicates: u32,
-                      reordered: u32, session: u64, kind in 0u8..7, pad in 0usize..200) {
+                      reordered: u32, run_id: u64, kind in 0u8..7, pad in 0usize..200) {
             let kind = [Kind::Probe, Kind::Echo, Kind::ReportRequest, Kind::Report, Kind::Train,
                         Kind::TrainBack, Kind::TrainEnd][kind as usize];
-            let p = Packet { kind, seq, echo_seq, sent_ns, received, duplicates, reordered, session };
+            let p = Packet { kind, seq, echo_seq, sent_ns, received, duplicates, reordered, run_id };
             let bytes = p.emit(HEADER_LEN + pad);
             prop_assert_eq!(bytes.len(), HEADER_LEN + pad);
             prop_assert_eq!(Packet::parse(&bytes), Ok(p));

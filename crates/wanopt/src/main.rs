@@ -15,6 +15,8 @@ use tracing_subscriber::EnvFilter;
 
 use wanopt_node::identity::PrivateKey;
 
+use cli::outcome::{print, Failure, EXIT_FAILURE, EXIT_USAGE};
+
 /// wanopt: a software WAN optimizer with its own WAN lab.
 #[derive(Debug, Parser)]
 #[command(name = "wanopt", version, about, long_about = None)]
@@ -63,13 +65,6 @@ enum Command {
     Probe(cli::probe::ProbeArgs),
 }
 
-/// Exit code of a usage or configuration error.
-const EXIT_USAGE: u8 = 2;
-/// Exit code of a runtime failure.
-const EXIT_FAILURE: u8 = 1;
-/// Exit code of `host-check` when a setting falls short.
-const EXIT_SHORT: u8 = 3;
-
 fn init_logging(default: &str) {
     let filter = EnvFilter::try_from_env("WANOPT_LOG")
         .or_else(|_| EnvFilter::try_from_default_env())
@@ -80,28 +75,6 @@ fn init_logging(default: &str) {
         .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
-}
-
-fn fail(code: u8, error: &anyhow::Error) -> ExitCode {
-    eprintln!("wanopt: {}", one_line(error));
-    ExitCode::from(code)
-}
-
-/// The chain of causes joined on one line, never a backtrace; a cause that
-/// an error's own message already quotes is not repeated.
-fn one_line(error: &anyhow::Error) -> String {
-    let mut line = String::new();
-    for cause in error.chain() {
-        let cause = cause.to_string();
-        if line.contains(&cause) {
-            continue;
-        }
-        if !line.is_empty() {
-            line.push_str(": ");
-        }
-        line.push_str(&cause);
-    }
-    line.replace('\n', " ")
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -118,26 +91,20 @@ fn raise_fd_limit() {
     }
 }
 
-/// Runs a node until it stops; a failure is exit code 1.
+/// Runs a node until it stops; a failure is exit code 1 (2 when the
+/// node found its configuration wrong).
 fn run_node(
     node: impl std::future::Future<Output = Result<(), wanopt_node::NodeError>>,
-) -> ExitCode {
-    let result = runtime().and_then(|rt| {
-        rt.block_on(async {
-            wanopt_node::ignore_hangups();
-            node.await
-        })
-        .map_err(anyhow::Error::from)
+) -> Result<ExitCode, Failure> {
+    let rt = runtime().map_err(Failure::runtime)?;
+    let result = rt.block_on(async {
+        wanopt_node::ignore_hangups();
+        node.await
     });
     match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            let usage = matches!(
-                e.downcast_ref::<wanopt_node::NodeError>(),
-                Some(wanopt_node::NodeError::Usage(_))
-            );
-            fail(if usage { EXIT_USAGE } else { EXIT_FAILURE }, &e)
-        }
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e @ wanopt_node::NodeError::Usage(_)) => Err(Failure::usage(e)),
+        Err(e) => Err(Failure::runtime(e)),
     }
 }
 
@@ -190,133 +157,62 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(code) => return code,
     };
-    match cli.command {
+    run(cli.command).unwrap_or_else(Failure::exit)
+}
+
+/// Runs a command: its exit code, or how it failed.
+fn run(command: Command) -> Result<ExitCode, Failure> {
+    match command {
         Command::Keygen { out } => {
             let key = PrivateKey::generate();
-            match key.write_new(&out) {
-                Ok(()) => {
-                    println!("{}", key.public_key());
-                    ExitCode::SUCCESS
-                }
-                Err(e) => fail(EXIT_USAGE, &e.into()),
-            }
+            key.write_new(&out).map_err(Failure::usage)?;
+            print(&format!("{}\n", key.public_key()))?;
         }
-        Command::Pubkey { file } => match PrivateKey::read(&file) {
-            Ok(key) => {
-                println!("{}", key.public_key());
-                ExitCode::SUCCESS
-            }
-            Err(e) => fail(EXIT_USAGE, &e.into()),
-        },
+        Command::Pubkey { file } => {
+            let key = PrivateKey::read(&file).map_err(Failure::usage)?;
+            print(&format!("{}\n", key.public_key()))?;
+        }
         Command::Core(args) => {
             init_logging("info");
             raise_fd_limit();
-            let config = match cli::node::core_config(&args) {
-                Ok(c) => c,
-                Err(e) => return fail(EXIT_USAGE, &e),
-            };
-            run_node(wanopt_node::core::run(
+            let config = cli::node::core_config(&args).map_err(Failure::usage)?;
+            return run_node(wanopt_node::core::run(
                 config,
                 wanopt_node::shutdown_signal(),
-            ))
+            ));
         }
         Command::Edge(args) => {
             init_logging("info");
             if args.print_firewall {
-                return match cli::node::firewall_rules(&args) {
-                    Ok(rules) => {
-                        print!("{rules}");
-                        ExitCode::SUCCESS
-                    }
-                    Err(e) => fail(EXIT_USAGE, &e),
-                };
+                let rules = cli::node::firewall_rules(&args).map_err(Failure::usage)?;
+                print(&rules)?;
+                return Ok(ExitCode::SUCCESS);
             }
             raise_fd_limit();
-            let config = match cli::node::edge_config(&args) {
-                Ok(c) => c,
-                Err(e) => return fail(EXIT_USAGE, &e),
-            };
-            run_node(wanopt_node::edge::run(
+            let config = cli::node::edge_config(&args).map_err(Failure::usage)?;
+            return run_node(wanopt_node::edge::run(
                 config,
                 wanopt_node::shutdown_signal(),
-            ))
+            ));
         }
-        Command::Status(args) => match cli::status::status(&args) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => fail(EXIT_FAILURE, &e),
-        },
-        Command::Flows(args) => match cli::status::flows(&args) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => fail(EXIT_FAILURE, &e),
-        },
-        Command::Cache(cmd) => match cli::cache::run(&cmd) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => fail(EXIT_FAILURE, &e),
-        },
-        Command::Window(args) => match cli::path::window(&args) {
-            Ok(text) => {
-                print!("{text}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => fail(EXIT_USAGE, &e),
-        },
-        Command::HostCheck(args) => {
-            let need = match cli::path::host_need(&args) {
-                Ok(need) => need,
-                Err(e) => return fail(EXIT_USAGE, &e),
-            };
-            let (need, direction) = need.map_or((None, None), |(n, d)| (Some(n), d));
-            match cli::path::host_check(need.as_ref(), direction.as_deref()) {
-                Ok((text, short)) => {
-                    print!("{text}");
-                    if short {
-                        ExitCode::from(EXIT_SHORT)
-                    } else {
-                        ExitCode::SUCCESS
-                    }
-                }
-                Err(e) => fail(EXIT_FAILURE, &e),
-            }
-        }
-        Command::Probe(args) => {
-            if let Some(addr) = args.listen {
-                return match cli::probe::listen(addr) {
-                    Ok(()) => ExitCode::SUCCESS,
-                    Err(e) => fail(EXIT_FAILURE, &e),
-                };
-            }
-            let (addr, interval) = match cli::probe::parse(&args) {
-                Ok(x) => x,
-                Err(e) => return fail(EXIT_USAGE, &e),
-            };
-            match cli::probe::probe(&args, addr, interval) {
-                Ok(report) => {
-                    if args.json {
-                        println!(
-                            "{}",
-                            serde_json::to_string_pretty(&report).unwrap_or_default()
-                        );
-                    } else {
-                        print!("{}", cli::probe::text(&report));
-                    }
-                    ExitCode::SUCCESS
-                }
-                Err(e) => fail(EXIT_FAILURE, &e),
-            }
-        }
+        Command::Status(args) => cli::status::status(&args).map_err(Failure::runtime)?,
+        Command::Flows(args) => cli::status::flows(&args).map_err(Failure::runtime)?,
+        Command::Cache(cmd) => cli::cache::run(&cmd).map_err(Failure::runtime)?,
+        Command::Window(args) => return cli::path::window(&args),
+        Command::HostCheck(args) => return cli::path::host_check(&args),
+        Command::Probe(args) => return cli::probe::run(&args),
         Command::Lab(cmd) => {
             init_logging("warn");
-            match wanopt_lab::cli::run(cmd) {
-                Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(EXIT_FAILURE)),
-                Err(e) => fail(EXIT_FAILURE, &e),
-            }
+            let code = wanopt_lab::cli::run(cmd).map_err(Failure::runtime)?;
+            return Ok(ExitCode::from(u8::try_from(code).unwrap_or(EXIT_FAILURE)));
         }
     }
+    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{clap_line, one_line};
+    use super::clap_line;
 
     #[test]
     fn clap_errors_read_on_one_line() {
@@ -330,31 +226,5 @@ mod tests {
             clap_line(text),
             "unrecognized subcommand 'frob'; tip: a similar subcommand exists: 'probe' (see --help)"
         );
-    }
-
-    /// An error whose message quotes its source, as `thiserror`'s
-    /// `#[error("...: {source}")]` does.
-    #[derive(Debug)]
-    struct Quoting(std::io::Error);
-
-    impl std::fmt::Display for Quoting {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            write!(f, "cannot read key file k: {}", self.0)
-        }
-    }
-
-    impl std::error::Error for Quoting {
-        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-            Some(&self.0)
-        }
-    }
-
-    #[test]
-    fn causes_are_joined_once_on_one_line() {
-        let io = || std::io::Error::other("disk\non fire");
-        let quoted = anyhow::Error::new(Quoting(io()));
-        assert_eq!(one_line(&quoted), "cannot read key file k: disk on fire");
-        let context = anyhow::Error::new(io()).context("starting the core");
-        assert_eq!(one_line(&context), "starting the core: disk on fire");
     }
 }

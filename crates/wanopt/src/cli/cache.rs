@@ -1,6 +1,7 @@
 //! `wanopt cache stats` and `wanopt cache clear`: the byte cache of a running
 //! node, through its control API.
 
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -9,6 +10,7 @@ use clap::{Args, Subcommand};
 
 use wanopt_node::reduce::CacheReport;
 
+use super::outcome::stdout;
 use super::status::{counted, fetch, human_bytes, post, QueryArgs, DEFAULT_CONTROL};
 use super::token;
 
@@ -42,7 +44,7 @@ pub fn run(command: &CacheCommand) -> anyhow::Result<()> {
             let credential = token::find(args.control, args.control_token.as_deref())?;
             let answer = post(args.control, "/cache/clear", credential.token())
                 .map_err(|e| credential.explain(e))?;
-            println!("{}", answer.trim());
+            writeln!(stdout(), "{}", answer.trim())?;
             Ok(())
         }
     }
@@ -50,8 +52,9 @@ pub fn run(command: &CacheCommand) -> anyhow::Result<()> {
 
 fn stats(args: &QueryArgs) -> anyhow::Result<()> {
     let body = fetch(args.control, "/cache")?;
+    let mut out = stdout();
     if args.json {
-        println!("{body}");
+        writeln!(out, "{body}")?;
         return Ok(());
     }
     let report: CacheReport =
@@ -59,37 +62,42 @@ fn stats(args: &QueryArgs) -> anyhow::Result<()> {
     if !report.enabled {
         bail!("data reduction is off on this node (--no-reduce): it has no byte cache");
     }
-    println!("cache dir   {}", report.dir.as_deref().unwrap_or("?"));
-    println!(
+    writeln!(out, "cache dir   {}", report.dir.as_deref().unwrap_or("?"))?;
+    writeln!(
+        out,
         "cleared     {} since start",
         counted(report.clears, "time", "times")
-    );
+    )?;
     if report.peers.is_empty() {
-        println!("(no peer has connected yet)");
+        writeln!(out, "(no peer has connected yet)")?;
     }
     for p in &report.peers {
-        println!("peer        {}", p.peer);
-        println!("  dir       {}", p.dir);
-        println!(
+        writeln!(out, "peer        {}", p.peer)?;
+        writeln!(out, "  dir       {}", p.dir)?;
+        writeln!(
+            out,
             "  store     {} chunks, {} of {} in {} segment(s), {} evicted",
             p.chunks,
             human_bytes(p.store_bytes),
             human_bytes(p.capacity_bytes),
             p.segments,
             p.evicted_segments
-        );
-        println!(
+        )?;
+        writeln!(
+            out,
             "  lookups   {} hits, {} misses, {} damaged (repaired from the peer)",
             p.hits, p.misses, p.corrupt
-        );
+        )?;
         if p.write_errors > 0 {
-            println!(
+            writeln!(
+                out,
                 "  writes    {} failed (last: {}): new data is not cached",
                 p.write_errors,
                 p.last_write_error.as_deref().unwrap_or("?")
-            );
+            )?;
         }
-        println!(
+        writeln!(
+            out,
             "  peer      holds {} of our chunks ({})",
             p.peer_chunks,
             if p.peer_confirmed {
@@ -97,7 +105,7 @@ fn stats(args: &QueryArgs) -> anyhow::Result<()> {
             } else {
                 "not confirmed: tunnel down"
             }
-        );
+        )?;
     }
     Ok(())
 }

@@ -3,6 +3,7 @@
 pub mod cache;
 pub mod firewall;
 pub mod node;
+pub mod outcome;
 pub mod path;
 pub mod probe;
 pub mod status;

@@ -402,6 +402,51 @@ fn exposed_mode(path: &std::path::Path) -> Option<u32> {
 }
 
 fn common(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<Common> {
+    let (key, peer_keys) = keys(flags, file)?;
+    let tuning = tuning(flags, file)?;
+    let reduce = reduce(flags, file)?;
+    let limits = limits(flags, file)?;
+    let flow_idle_timeout = match (flags.flow_idle_timeout, file.flow_idle_timeout.as_deref()) {
+        (None, None) => None,
+        (flag, file) => Some(positive(
+            duration(flag, file, "flow-idle-timeout", Duration::ZERO)?,
+            "flow-idle-timeout",
+        )?),
+    };
+    let control = flags.control.or(file.control);
+    let control_token = flags.control_token.clone().or(file.control_token.take());
+    if control.is_none() && control_token.is_some() {
+        bail!("--control-token needs --control ADDR (the node serves no control API without it)");
+    }
+    Ok(Common {
+        limits,
+        flow_idle_timeout,
+        reduce,
+        key,
+        peer_keys,
+        control,
+        control_token,
+        connect_timeout: positive(
+            duration(
+                flags.connect_timeout,
+                file.connect_timeout.as_deref(),
+                "connect-timeout",
+                Duration::from_secs(10),
+            )?,
+            "connect-timeout",
+        )?,
+        drain: duration(
+            flags.drain,
+            file.drain.as_deref(),
+            "drain",
+            Duration::from_secs(10),
+        )?,
+        tuning,
+    })
+}
+
+/// This node's key and the peers' it pins.
+fn keys(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<(PrivateKey, Vec<PublicKey>)> {
     let key_path = flags
         .key
         .clone()
@@ -429,6 +474,11 @@ fn common(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<Common> {
             key_path.display()
         );
     }
+    Ok((key, peer_keys))
+}
+
+/// The tunnel's tuning: congestion control, duplication, MTU and windows.
+fn tuning(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<TunnelTuning> {
     let defaults = TunnelTuning::default();
     let tuning = TunnelTuning {
         congestion: flags
@@ -481,6 +531,11 @@ fn common(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<Common> {
             tuning.max_mtu
         );
     }
+    Ok(tuning)
+}
+
+/// Data reduction's settings (`None` with `--no-reduce`).
+fn reduce(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<Option<ReduceConfig>> {
     let no_reduce = flags.no_reduce || file.no_reduce.unwrap_or(false);
     let cache_size = size_setting(
         flags.cache_size,
@@ -516,12 +571,17 @@ fn common(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<Common> {
         compression: flags.compression.or(file.compression).unwrap_or_default(),
         compressor_memory,
     });
+    Ok(reduce)
+}
+
+/// The limits on flows, in total and per source.
+fn limits(flags: &CommonArgs, file: &FileConfig) -> anyhow::Result<FlowLimitsConfig> {
     let defaults = FlowLimitsConfig::for_this_process();
     let max_flows = flags
         .max_flows
         .or(file.max_flows)
         .unwrap_or(defaults.max_flows);
-    let limits = FlowLimitsConfig {
+    Ok(FlowLimitsConfig {
         max_flows: positive_count(max_flows, "max-flows")?,
         max_flows_per_source: positive_count(
             flags
@@ -530,43 +590,6 @@ fn common(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<Common> {
                 .unwrap_or((max_flows / 2).max(1)),
             "max-flows-per-source",
         )?,
-    };
-    let flow_idle_timeout = match (flags.flow_idle_timeout, file.flow_idle_timeout.as_deref()) {
-        (None, None) => None,
-        (flag, file) => Some(positive(
-            duration(flag, file, "flow-idle-timeout", Duration::ZERO)?,
-            "flow-idle-timeout",
-        )?),
-    };
-    let control = flags.control.or(file.control);
-    let control_token = flags.control_token.clone().or(file.control_token.take());
-    if control.is_none() && control_token.is_some() {
-        bail!("--control-token needs --control ADDR (the node serves no control API without it)");
-    }
-    Ok(Common {
-        limits,
-        flow_idle_timeout,
-        reduce,
-        key,
-        peer_keys,
-        control,
-        control_token,
-        connect_timeout: positive(
-            duration(
-                flags.connect_timeout,
-                file.connect_timeout.as_deref(),
-                "connect-timeout",
-                Duration::from_secs(10),
-            )?,
-            "connect-timeout",
-        )?,
-        drain: duration(
-            flags.drain,
-            file.drain.as_deref(),
-            "drain",
-            Duration::from_secs(10),
-        )?,
-        tuning,
     })
 }
 

@@ -1,5 +1,6 @@
 //! `wanopt status` and `wanopt flows`: read a node's control API.
 
+use std::io::Write as _;
 use std::net::SocketAddr;
 
 use anyhow::Context;
@@ -8,8 +9,9 @@ use clap::Args;
 use wanopt_node::control::token::ControlToken;
 use wanopt_node::control::Flows;
 use wanopt_node::state::{Role, Status};
+use wanopt_path::rate_text;
 
-use super::path::rate_text;
+use super::outcome::stdout;
 
 /// Default control address of `status` and `flows`.
 pub const DEFAULT_CONTROL: &str = "127.0.0.1:7447";
@@ -190,124 +192,138 @@ fn human_secs(secs: f64) -> String {
 /// Runs `wanopt status`.
 pub fn status(args: &QueryArgs) -> anyhow::Result<()> {
     let body = fetch(args.control, "/status")?;
+    let mut out = stdout();
     if args.json {
-        println!("{body}");
+        writeln!(out, "{body}")?;
         return Ok(());
     }
     let s: Status = serde_json::from_str(&body).context("the control API sent malformed status")?;
     let role = serde_json::to_value(s.role)?;
-    println!("role        {}", role.as_str().unwrap_or("?"));
-    println!("version     {}", s.version);
-    println!("uptime      {}", human_secs(s.uptime_secs));
+    writeln!(out, "role        {}", role.as_str().unwrap_or("?"))?;
+    writeln!(out, "version     {}", s.version)?;
+    writeln!(out, "uptime      {}", human_secs(s.uptime_secs))?;
     let congestion = serde_json::to_value(s.congestion)?;
-    println!(
+    writeln!(
+        out,
         "tunnel      {} ({} congestion control)",
         s.tunnel,
         congestion.as_str().unwrap_or("?")
-    );
+    )?;
     for p in &s.peers {
-        println!(
+        writeln!(
+            out,
             "peer        {} {} for {}",
             p.address,
             p.state,
             human_secs(p.state_secs)
-        );
+        )?;
         if let Some(key) = &p.key {
-            println!("  key       {key}");
+            writeln!(out, "  key       {key}")?;
         }
         if let Some(rtt) = p.rtt_ms {
-            println!("  rtt       {rtt:.2} ms");
+            writeln!(out, "  rtt       {rtt:.2} ms")?;
         }
         match (&p.bbr, p.cwnd_bytes, p.bandwidth_estimate_mbps) {
             (Some(bbr), Some(cwnd), _) => {
-                println!("  window    {}", human_bytes(cwnd));
+                writeln!(out, "  window    {}", human_bytes(cwnd))?;
                 let pacing = bbr
                     .pacing_mbps
                     .map_or_else(|| "-".to_owned(), |r| rate_text(r * 1e6));
                 let min_rtt = bbr
                     .min_rtt_ms
                     .map_or_else(|| "-".to_owned(), |r| format!("{r:.2} ms"));
-                println!(
+                writeln!(
+                    out,
                     "  bbr       {}, bottleneck {}, pacing {pacing}, min rtt {min_rtt}",
                     bbr.mode,
                     rate_text(bbr.bandwidth_mbps * 1e6)
-                );
+                )?;
             }
-            (None, Some(cwnd), Some(bw)) => println!(
+            (None, Some(cwnd), Some(bw)) => writeln!(
+                out,
                 "  window    {} (cwnd/rtt {})",
                 human_bytes(cwnd),
                 rate_text(bw * 1e6)
-            ),
+            )?,
             _ => {}
         }
-        println!(
+        writeln!(
+            out,
             "  rate      send {}, receive {}",
             rate_text(p.send_rate_mbps * 1e6),
             rate_text(p.receive_rate_mbps * 1e6)
-        );
+        )?;
         if let (Some(mtu), Some(sent), Some(lost)) = (p.mtu, p.sent_packets, p.lost_packets) {
-            println!("  packets   {sent} sent, {lost} lost, path MTU {mtu}");
+            writeln!(out, "  packets   {sent} sent, {lost} lost, path MTU {mtu}")?;
         }
         if let Some(d) = &p.duplication {
-            println!("  dup       {}", duplication_line(d));
+            writeln!(out, "  dup       {}", duplication_line(d))?;
         }
         if p.reconnects > 0 {
-            println!("  reconnects {}", p.reconnects);
+            writeln!(out, "  reconnects {}", p.reconnects)?;
         }
         if let Some(err) = &p.last_error {
-            println!("  last error {err}");
+            writeln!(out, "  last error {err}")?;
         }
     }
     let limited = match s.flows_limited {
         0 => String::new(),
         n => format!(", {n} over --max-flows limits"),
     };
-    println!(
+    writeln!(
+        out,
         "flows       {} active, {} total, {} refused, {} passed through{limited}",
         s.flows_active, s.flows_total, s.flows_refused, s.flows_passed_through
-    );
-    println!("resets      {}", resets_line(&s.flow_resets));
+    )?;
+    writeln!(out, "resets      {}", resets_line(&s.flow_resets))?;
     if s.window_budget_bytes > 0 {
-        println!(
+        writeln!(
+            out,
             "windows     {} of {} granted to flows (--window-budget)",
             human_bytes(s.window_granted_bytes),
             human_bytes(s.window_budget_bytes)
-        );
+        )?;
     }
-    println!(
+    writeln!(
+        out,
         "bytes       {} to servers, {} to clients",
         human_bytes(s.bytes_to_server),
         human_bytes(s.bytes_to_client)
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "wan bytes   {} to servers, {} to clients",
         human_bytes(s.wan_bytes_to_server),
         human_bytes(s.wan_bytes_to_client)
-    );
+    )?;
     if s.reduce {
-        println!("reduce      {}", reduce_line(&s));
+        writeln!(out, "reduce      {}", reduce_line(&s))?;
         if s.pieces > 0 {
-            println!(
+            writeln!(
+                out,
                 "            {} sent early (a trickling source's held bytes)",
                 counted(s.pieces, "piece", "pieces")
-            );
+            )?;
         }
         if s.cache_misses + s.repairs > 0 {
-            println!(
+            writeln!(
+                out,
                 "            {} asked of the peer, {} sent",
                 counted(s.cache_misses, "cache miss", "cache misses"),
                 counted(s.repairs, "repair", "repairs")
-            );
+            )?;
         }
         if s.compressor_bytes + s.decompressor_bytes > 0 {
-            println!(
+            writeln!(
+                out,
                 "            {} of stream compressors (sending flows), {} of decompressors (receiving)",
                 human_bytes(s.compressor_bytes),
                 human_bytes(s.decompressor_bytes)
-            );
+            )?;
         }
         if s.compressor_reserved + s.compressor_step_downs > 0 {
-            println!(
+            writeln!(
+                out,
                 "            compressor budget {} of {} reserved, {}",
                 human_bytes(s.compressor_reserved),
                 human_bytes(s.compressor_budget),
@@ -316,10 +332,10 @@ pub fn status(args: &QueryArgs) -> anyhow::Result<()> {
                     "step down to a cheaper codec",
                     "step downs to a cheaper codec"
                 )
-            );
+            )?;
         }
     } else {
-        println!("reduce      off (--no-reduce)");
+        writeln!(out, "reduce      off (--no-reduce)")?;
     }
     Ok(())
 }
@@ -383,12 +399,14 @@ fn duplication_line(d: &wanopt_node::dupsock::DuplicationStatus) -> String {
 /// Runs `wanopt flows`.
 pub fn flows(args: &QueryArgs) -> anyhow::Result<()> {
     let body = fetch(args.control, "/flows")?;
+    let mut out = stdout();
     if args.json {
-        println!("{body}");
+        writeln!(out, "{body}")?;
         return Ok(());
     }
     let f: Flows = serde_json::from_str(&body).context("the control API sent malformed flows")?;
-    println!(
+    writeln!(
+                out,
         "{:>6}  {:<22} {:<24} {:<12} {:>10} {:>10} {:>10} {:>10} {:>6} {:>13} {:>13} {:>7}  SERVICES",
         "ID",
         "SOURCE",
@@ -402,10 +420,11 @@ pub fn flows(args: &QueryArgs) -> anyhow::Result<()> {
         "RATE-UP",
         "RATE-DOWN",
         "AGE"
-    );
+    )?;
     for flow in &f.flows {
         let state = serde_json::to_value(flow.state)?;
-        println!(
+        writeln!(
+                out,
             "{:>6}  {:<22} {:<24} {:<12} {:>10} {:>10} {:>10} {:>10} {:>5.0}% {:>13} {:>13} {:>7}  {}",
             flow.id,
             flow.source,
@@ -420,10 +439,10 @@ pub fn flows(args: &QueryArgs) -> anyhow::Result<()> {
             rate_text(flow.rate_to_client_bps as f64),
             human_secs(flow.age_secs),
             flow.services.join(",")
-        );
+        )?;
     }
     if f.flows.is_empty() {
-        println!("(no live flows)");
+        writeln!(out, "(no live flows)")?;
     }
     Ok(())
 }

@@ -1,4 +1,5 @@
-//! Interactive sessions through real `wanopt edge` and `wanopt core`
+//! Pauses between commands on one connection (an application's
+//! interactive session) through real `wanopt edge` and `wanopt core`
 //! processes on loopback, with data reduction and the slow links' stream
 //! compressors: one connection carries a command, its reply, a pause (as a
 //! person or an application makes), and the next command, as SMB, SSH,
