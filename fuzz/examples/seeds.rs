@@ -138,7 +138,7 @@ fn packet(kind: Kind, seq: u32) -> Packet {
         received: seq,
         duplicates: 0,
         reordered: 0,
-        session: 0x5eed,
+        run_id: 0x5eed,
     }
 }
 
