@@ -25,6 +25,9 @@ pub struct PathSample {
     pub udp_tx_bytes: u64,
     /// The path MTU (UDP payload).
     pub mtu: u16,
+    /// Rounds the congestion controller found congested so far (wanopt's
+    /// BBR), so that FEC does not answer loss at a growing queue.
+    pub congested_rounds: Option<u64>,
 }
 
 /// What the node remembers of a path between samples.
