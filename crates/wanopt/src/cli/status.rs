@@ -484,6 +484,13 @@ pub fn flows(args: &QueryArgs) -> anyhow::Result<()> {
     if f.flows.is_empty() {
         writeln!(out, "(no live flows)")?;
     }
+    for path in &f.paths {
+        if let Some(fec) = &path.fec {
+            for line in fec_lines(fec) {
+                writeln!(out, "path {}  fec {line}", path.peer)?;
+            }
+        }
+    }
     Ok(())
 }
 
