@@ -364,6 +364,7 @@ impl NodeState {
                     udp_tx_bytes: stats.udp_tx.bytes,
                     mtu: stats.path.current_mtu,
                     congested_rounds: bbr.as_ref().map(|b| b.congested_rounds),
+                    random_loss: bbr.as_ref().map(|b| b.random_loss),
                 },
             );
             if let Some(bbr) = bbr {

@@ -14,7 +14,8 @@ pub struct EncoderStats {
     pub source_bytes: u64,
     /// Blocks closed.
     pub blocks: u64,
-    /// Blocks closed by the flush deadline before they were full.
+    /// Blocks closed before they were full (by the flush deadline or a
+    /// change of code).
     pub flushed: u64,
     /// Repair datagrams made.
     pub repairs: u64,
@@ -41,8 +42,16 @@ pub struct Encoder {
     /// The lane the next source goes to.
     cursor: usize,
     spare: Vec<Vec<u8>>,
+    /// Repairs owed to partial blocks, fractions carried to the next.
+    credit: f64,
     stats: EncoderStats,
 }
+
+/// A partial block of at most this many sources gets a repair even when
+/// its share of the code is less than one: a sparse sender's datagrams
+/// (a request, an acknowledgement) are each worth protecting, and cost
+/// little.
+const SPARSE: usize = 4;
 
 impl Encoder {
     /// An encoder that is off.
@@ -78,6 +87,9 @@ impl Encoder {
         }
         if let Some(old) = self.params {
             for lane in 0..self.lanes.len() {
+                if self.lanes[lane].started.is_some() {
+                    self.stats.flushed += 1;
+                }
                 self.close(lane, old, repairs);
             }
         }
@@ -120,13 +132,22 @@ impl Encoder {
         }
     }
 
+    /// When `lane`'s block is due to be closed: `flush_after` after its
+    /// first source, a quarter of that while it holds no more than a
+    /// sparse sender's few datagrams (a lost request is rebuilt long
+    /// before QUIC would resend it; a bulk sender's blocks fill up).
+    fn due(&self, lane: &Lane) -> Option<Instant> {
+        let wait = if lane.sources.len() <= SPARSE {
+            self.flush_after / 4
+        } else {
+            self.flush_after
+        };
+        lane.started.map(|t| t + wait)
+    }
+
     /// When the oldest block being filled is due to be closed.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.lanes
-            .iter()
-            .filter_map(|l| l.started)
-            .min()
-            .map(|t| t + self.flush_after)
+        self.lanes.iter().filter_map(|l| self.due(l)).min()
     }
 
     /// Closes the blocks that are due at `now`, appending their repairs.
@@ -135,27 +156,42 @@ impl Encoder {
             return;
         };
         for lane in 0..self.lanes.len() {
-            if self.lanes[lane]
-                .started
-                .is_some_and(|t| t + self.flush_after <= now)
-            {
+            if self.due(&self.lanes[lane]).is_some_and(|t| t <= now) {
                 self.stats.flushed += 1;
                 self.close(lane, params, repairs);
             }
         }
     }
 
-    /// Closes `lane`'s block: `m` repairs for a full block, proportionally
-    /// fewer (at least one) for a partial one.
+    /// Closes `lane`'s block: `m` repairs for a full block, its share for
+    /// a partial one (at least one for a sparse one).
     fn close(&mut self, lane: usize, params: Params, repairs: &mut Vec<Vec<u8>>) {
-        let lane = &mut self.lanes[lane];
-        let count = lane.sources.len();
-        lane.started = None;
+        let count = self.lanes[lane].sources.len();
+        self.lanes[lane].started = None;
         if count == 0 {
             return;
         }
-        let m = ((count as f64 * f64::from(params.m) / f64::from(params.k)).round() as usize)
-            .clamp(1, usize::from(params.m));
+        let m = if count >= usize::from(params.k) {
+            usize::from(params.m)
+        } else {
+            // A partial block's share of the code, fractions carried over
+            // so the ratio holds over many (a bulk sender's blocks closed
+            // by the deadline).
+            let owed = count as f64 * f64::from(params.m) / f64::from(params.k) + self.credit;
+            let m = (owed.floor() as usize).min(usize::from(params.m));
+            self.credit = (owed - m as f64).min(1.0);
+            if m == 0 && count <= SPARSE {
+                self.credit = 0.0;
+                1
+            } else {
+                m
+            }
+        };
+        let lane = &mut self.lanes[lane];
+        if m == 0 {
+            self.spare.append(&mut lane.sources);
+            return;
+        }
         let max_len = lane.sources.iter().map(Vec::len).max().unwrap_or(0);
         let shard = wire::shard_len(max_len);
         let mut symbols = Vec::with_capacity(count);

@@ -85,7 +85,21 @@ pub struct Policy {
     last_quic: Option<(u64, u64)>,
     last_report: Option<Report>,
     on: bool,
+    /// The congestion controller's estimate of the path's random loss,
+    /// when it has one: loss it attributes to a queue is not FEC's.
+    random_loss: Option<f64>,
+    /// The code chosen, and the estimates since it was.
+    chosen: Option<Params>,
+    since_change: u32,
 }
+
+/// How far above the controller's random-loss estimate the loss FEC
+/// answers may be.
+const RANDOM_ROOM: f64 = 1.5;
+/// Estimates (samples and reports) a code is kept at least, unless the
+/// loss calls for half as many repairs again or bursts for interleaving
+/// two deeper: codes that change with every report close blocks early.
+const MIN_HOLD: u32 = 25;
 
 impl Policy {
     /// A policy for `mode` spending at most `budget` (repairs over
@@ -104,7 +118,18 @@ impl Policy {
             last_quic: None,
             last_report: None,
             on: matches!(mode, FecMode::Fixed(_)),
+            random_loss: None,
+            chosen: None,
+            since_change: 0,
         }
+    }
+
+    /// The congestion controller's estimate of the path's random loss
+    /// (wanopt's BBR learns it from rounds without a queue): the loss FEC
+    /// answers is at most 1.5 times this, so that loss at an overflowing queue,
+    /// which the controller answers, never raises the code.
+    pub fn set_random_loss(&mut self, loss: Option<f64>) {
+        self.random_loss = loss.filter(|l| l.is_finite() && *l >= 0.0);
     }
 
     fn add(&mut self, sent: f64, lost: f64, runs: f64) {
@@ -122,6 +147,29 @@ impl Policy {
             } else if self.on && rate < OFF {
                 self.on = false;
             }
+        }
+        self.choose();
+    }
+
+    /// Re-chooses the code (`auto`), keeping the last one for a while
+    /// unless the loss rose well beyond it.
+    fn choose(&mut self) {
+        self.since_change = self.since_change.saturating_add(1);
+        let candidate = match self.mode {
+            FecMode::Auto if self.on => code_for(self.loss(), self.burst(), self.budget),
+            _ => None,
+        };
+        let keep = match (self.chosen, candidate) {
+            (Some(old), Some(new)) => {
+                self.since_change < MIN_HOLD
+                    && 2 * u32::from(new.m) < 3 * u32::from(old.m)
+                    && new.depth <= old.depth + 1
+            }
+            _ => false,
+        };
+        if !keep && candidate != self.chosen {
+            self.chosen = candidate;
+            self.since_change = 0;
         }
     }
 
@@ -164,12 +212,20 @@ impl Policy {
         self.add(sent, f64::from(d.lost), f64::from(d.runs));
     }
 
-    /// Loss before repair, recent.
+    /// Loss before repair, recent, at most half as much again as what the
+    /// controller takes for random loss.
     pub fn loss(&self) -> f64 {
-        if self.sent > 0.0 {
+        let measured = if self.sent > 0.0 {
             self.lost / self.sent
         } else {
             0.0
+        };
+        match self.random_loss {
+            // The controller's estimate lags and leaves out rounds that
+            // merely look queued (jitter): it bounds, with room, rather
+            // than replaces the measure.
+            Some(random) => measured.min(RANDOM_ROOM * random),
+            None => measured,
         }
     }
 
@@ -187,8 +243,7 @@ impl Policy {
         match self.mode {
             FecMode::Off => None,
             FecMode::Fixed(p) => Some(p),
-            FecMode::Auto if !self.on => None,
-            FecMode::Auto => code_for(self.loss(), self.burst(), self.budget),
+            FecMode::Auto => self.chosen,
         }
     }
 

@@ -125,16 +125,18 @@ fn a_sparse_sender_gets_its_repairs_at_the_flush_deadline() {
     let t0 = Instant::now();
     let mut enc = Encoder::new();
     let mut repairs = Vec::new();
-    let flush = Duration::from_millis(5);
+    let flush = Duration::from_millis(20);
     enc.set_params(Some(Params::new(64, 8, 1).unwrap()), flush, &mut repairs);
     assert_eq!(enc.poll_timeout(), None, "nothing to flush before a send");
     let one = datagram(1, 300);
     enc.on_sent(t0, &one, &mut repairs);
     assert!(repairs.is_empty());
-    assert_eq!(enc.poll_timeout(), Some(t0 + flush));
-    enc.flush_due(t0 + Duration::from_millis(4), &mut repairs);
+    // A sparse block waits a quarter of the deadline.
+    let sparse = flush / 4;
+    assert_eq!(enc.poll_timeout(), Some(t0 + sparse));
+    enc.flush_due(t0 + sparse - Duration::from_millis(1), &mut repairs);
     assert!(repairs.is_empty(), "not due yet");
-    enc.flush_due(t0 + flush, &mut repairs);
+    enc.flush_due(t0 + sparse, &mut repairs);
     // One source of a block of 64 with 8: one repair, short like it.
     assert_eq!(repairs.len(), 1);
     assert!(
@@ -318,7 +320,7 @@ fn bursts_deepen_the_interleaving_and_the_budget_caps_the_ratio() {
     p.on_quic(850, 40, false);
     let mut r = Report::default();
     p.on_report(r, false);
-    for _ in 0..20 {
+    for _ in 0..60 {
         r.received += 810;
         r.lost += 40;
         r.runs += 10; // runs of four
@@ -339,4 +341,31 @@ fn bursts_deepen_the_interleaving_and_the_budget_caps_the_ratio() {
         "a budget under one repair"
     );
     assert_eq!(Policy::new(FecMode::Off, 1.0).params(), None);
+}
+
+#[test]
+fn partial_blocks_keep_the_code_ratio_and_sparse_ones_get_a_repair() {
+    let t0 = Instant::now();
+    let flush = Duration::from_millis(5);
+    let mut enc = Encoder::new();
+    let mut repairs = Vec::new();
+    enc.set_params(Some(Params::new(128, 4, 1).unwrap()), flush, &mut repairs);
+    // A bulk sender whose blocks the deadline closes at 16 sources: each
+    // owes half a repair.
+    for block in 0..64u32 {
+        let at = t0 + flush * block;
+        for i in 0..16 {
+            enc.on_sent(at, &datagram(i, 1200), &mut repairs);
+        }
+        enc.flush_due(at + flush, &mut repairs);
+    }
+    assert_eq!(repairs.len(), 32, "4 per 128 sources");
+    // A sparse sender: one datagram per block, each protected.
+    repairs.clear();
+    for n in 0..10u32 {
+        let at = t0 + Duration::from_secs(1) + flush * 2 * n;
+        enc.on_sent(at, &datagram(n, 100), &mut repairs);
+        enc.flush_due(at + flush, &mut repairs);
+    }
+    assert_eq!(repairs.len(), 10);
 }

@@ -281,6 +281,12 @@ impl Bbr {
         self.repaired.clone()
     }
 
+    /// The path's usual (random) loss rate as the controller learned it
+    /// from rounds without a queue (0..1).
+    pub fn random_loss(&self) -> f64 {
+        self.loss.usual()
+    }
+
     /// Rounds that ended congested (lost more than random loss explains).
     pub fn congested_rounds(&self) -> u64 {
         self.congested_rounds

@@ -86,6 +86,7 @@ impl Duplication {
             sample.lost_packets,
             sample.srtt,
             sample.congested_rounds,
+            sample.random_loss,
         );
         self.shared.fec_on.store(fec.any_on(), Ordering::Relaxed);
         let changed = !fec.outgoing.is_empty();
@@ -222,6 +223,7 @@ mod tests {
             udp_tx_bytes: tx,
             mtu: 1472,
             congested_rounds: None,
+            random_loss: None,
         }
     }
 

@@ -20,15 +20,20 @@ use wanopt_proto::fec_stream::{self, Decoder, Encoder, FecMode, Kind, Policy, Re
 /// (when sources arrived since the last report): often enough that the
 /// repairs the sender's controller is told of spread over its rounds.
 pub const REPORT_INTERVAL: Duration = Duration::from_millis(20);
+/// Samples ([`super::SAMPLE_INTERVAL`]) after the controller's last
+/// congested round during which losses are not FEC's to answer.
+const CONGESTION_HOLD: u8 = 3;
 /// Datagrams held for quinn at most (rebuilt ones, and those a received
 /// batch could not keep in place).
 const HELD: usize = 256;
 
-/// The flush deadline for a path of round-trip time `srtt`: a quarter of
-/// it, 2 to 25 ms (a repair that comes a quarter round trip after its
-/// block still beats QUIC's loss detection by most of a round trip).
+/// The flush deadline for a path of round-trip time `srtt`: half of it,
+/// 4 to 50 ms (a quarter of that for a sparse sender's block). A repair
+/// that comes half a round trip after its block still beats QUIC's loss
+/// detection and retransmission by more than a round trip, and a bulk
+/// sender's blocks fill to their full length first.
 pub fn flush_after(srtt: Duration) -> Duration {
-    (srtt / 4).clamp(Duration::from_millis(2), Duration::from_millis(25))
+    (srtt / 2).clamp(Duration::from_millis(4), Duration::from_millis(50))
 }
 
 /// The sending side towards one peer.
@@ -47,7 +52,10 @@ pub(super) struct Sender {
     pub(super) local_ip: Option<IpAddr>,
     /// Congestive rounds of the controller at the last sample.
     pub(super) congested_rounds: u64,
-    /// The controller saw congestion since the last sample.
+    /// Samples for which losses still count as congestion (QUIC declares
+    /// a loss a round trip or more after the round that judged it).
+    pub(super) congested_hold: u8,
+    /// The controller saw congestion lately.
     pub(super) congested: bool,
 }
 
@@ -109,6 +117,13 @@ pub struct FecStatus {
     pub sources_sent: u64,
     /// Sending: repairs sent.
     pub repairs_sent: u64,
+    /// Sending: blocks closed, and how many of them by the flush deadline
+    /// or a change of code before they were full.
+    #[serde(default)]
+    pub blocks: u64,
+    /// Sending: blocks closed before they were full.
+    #[serde(default)]
+    pub blocks_partial: u64,
     /// Sending: the peer's counts, as it last reported them.
     pub peer_recovered: u64,
     /// Sending: loss after repair at the peer, percent.
@@ -141,8 +156,9 @@ impl FecPeers {
         self.senders.values().any(|s| s.encoder.params().is_some())
     }
 
-    /// A sample of the connection to `peer`: its QUIC totals and its
-    /// controller's count of congestive rounds.
+    /// A sample of the connection to `peer`: its QUIC totals, its
+    /// controller's count of congestive rounds and its estimate of the
+    /// random loss.
     pub(super) fn on_sample(
         &mut self,
         peer: SocketAddr,
@@ -150,6 +166,7 @@ impl FecPeers {
         lost: u64,
         srtt: Duration,
         congested_rounds: Option<u64>,
+        random_loss: Option<f64>,
     ) {
         let (mode, budget) = (self.mode, self.budget);
         let sender = self.senders.entry(peer).or_insert_with(|| Sender {
@@ -160,12 +177,19 @@ impl FecPeers {
             local_ip: None,
             flush_after: flush_after(srtt),
             congested_rounds: congested_rounds.unwrap_or(0),
+            congested_hold: 0,
             congested: false,
         });
         if let Some(rounds) = congested_rounds {
-            sender.congested = rounds != sender.congested_rounds;
+            if rounds != sender.congested_rounds {
+                sender.congested_hold = CONGESTION_HOLD;
+            } else {
+                sender.congested_hold = sender.congested_hold.saturating_sub(1);
+            }
+            sender.congested = sender.congested_hold > 0;
             sender.congested_rounds = rounds;
         }
+        sender.policy.set_random_loss(random_loss);
         sender.policy.on_quic(sent, lost, sender.congested);
         sender.flush_after = flush_after(srtt);
         self.apply(peer);
@@ -318,6 +342,8 @@ impl FecPeers {
             s.overhead_percent = percent(stats.repair_bytes, stats.source_bytes);
             s.sources_sent = stats.sources;
             s.repairs_sent = stats.repairs;
+            s.blocks = stats.blocks;
+            s.blocks_partial = stats.flushed;
             if let Some(r) = sender.report {
                 s.peer_recovered = u64::from(r.recovered);
                 let total = u64::from(r.received) + u64::from(r.lost);

@@ -28,6 +28,9 @@ pub struct PathSample {
     /// Rounds the congestion controller found congested so far (wanopt's
     /// BBR), so that FEC does not answer loss at a growing queue.
     pub congested_rounds: Option<u64>,
+    /// The random loss rate the congestion controller learned (wanopt's
+    /// BBR): FEC answers no more loss than this.
+    pub random_loss: Option<f64>,
 }
 
 /// What the node remembers of a path between samples.
