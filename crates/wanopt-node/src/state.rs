@@ -364,7 +364,12 @@ impl NodeState {
                     udp_tx_bytes: stats.udp_tx.bytes,
                     mtu: stats.path.current_mtu,
                     congested_rounds: bbr.as_ref().map(|b| b.congested_rounds),
-                    random_loss: bbr.as_ref().map(|b| b.random_loss),
+                    // Only a controller that has driven the path to its
+                    // rate knows queue loss from random loss.
+                    random_loss: bbr
+                        .as_ref()
+                        .filter(|b| b.mode != crate::transport::bbr::Mode::Startup)
+                        .map(|b| b.random_loss),
                 },
             );
             if let Some(bbr) = bbr {
