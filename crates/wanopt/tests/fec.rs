@@ -142,3 +142,100 @@ fn with_fec_off_no_datagram_is_wrapped() {
     assert_eq!(edge["sources_sent"], 0);
     assert_eq!(core["received"], 0);
 }
+
+/// The lab's prefix for the tests below (root: network namespaces).
+const PREFIX: &str = "wfe-";
+
+/// Runs `args` inside lab node `node`.
+fn in_node(node: &str, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("ip")
+        .args(["netns", "exec", &format!("{PREFIX}{node}")])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Brings the lab up with `link` and the nodes, downloads `mb` MB of
+/// random bytes from the server through them (a Python server and
+/// client), and returns the `fec` objects of the core and the edge and
+/// the core's lost packets.
+fn lab_download(link: &[&str], mb: u32) -> (serde_json::Value, serde_json::Value, u64) {
+    let _ = lab_wanopt(PREFIX, &["lab", "down"]);
+    let mut args = vec!["lab", "up", "--optimize", "--no-reduce", "--seed", "3"];
+    args.extend_from_slice(link);
+    let out = lab_wanopt(PREFIX, &args);
+    assert!(out.status.success(), "{out:?}");
+    let addr = lab_wanopt(PREFIX, &["lab", "addr", "server"]);
+    let server = String::from_utf8_lossy(&addr.stdout).trim().to_string();
+    let serve = format!(
+        "import os, socket\n\
+         s = socket.create_server(('{server}', 9000))\n\
+         c, _ = s.accept()\n\
+         for _ in range({mb}): c.sendall(os.urandom(1 << 20))\n\
+         c.close()"
+    );
+    let mut server_process = std::process::Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &format!("{PREFIX}server"),
+            "python3",
+            "-c",
+            &serve,
+        ])
+        .spawn()
+        .unwrap();
+    thread::sleep(Duration::from_millis(500));
+    let fetch = format!(
+        "import socket\n\
+         c = socket.create_connection(('{server}', 9000), timeout=60)\n\
+         n = 0\n\
+         while True:\n    b = c.recv(1 << 16)\n    n += len(b)\n    if not b: break\n\
+         print(n)"
+    );
+    let got = in_node("client", &["python3", "-c", &fetch]);
+    let _ = server_process.kill();
+    let _ = server_process.wait();
+    assert!(got.status.success(), "{got:?}");
+    let n: u64 = String::from_utf8_lossy(&got.stdout).trim().parse().unwrap();
+    assert_eq!(n, u64::from(mb) << 20);
+    thread::sleep(Duration::from_millis(300));
+    let status = |node: &str, control: &str| -> serde_json::Value {
+        let out = in_node(node, &[BIN, "status", "--control", control, "--json"]);
+        assert!(out.status.success(), "{out:?}");
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let core = status("core", "127.0.0.1:7002");
+    let edge = status("edge", "127.0.0.1:7001");
+    let _ = lab_wanopt(PREFIX, &["lab", "down"]);
+    let lost = core["peers"][0]["lost_packets"].as_u64().unwrap_or(0);
+    (
+        core["peers"][0]["fec"].clone(),
+        edge["peers"][0]["fec"].clone(),
+        lost,
+    )
+}
+
+#[test]
+fn loss_at_an_overflowing_queue_leaves_fec_off_and_random_loss_turns_it_on() {
+    if !is_root() {
+        eprintln!("skipped: needs root for network namespaces");
+        return;
+    }
+    // A queue of a third of the path's BDP and no random loss: the
+    // controller's probing overflows it now and then. That is congestion:
+    // FEC must not answer it.
+    let (core, _, lost) =
+        lab_download(&["--rtt", "40ms", "--rate", "40mbit", "--queue", "50p"], 30);
+    assert!(lost > 20, "the queue overflowed: {lost} lost");
+    assert_eq!(core["code"], serde_json::Value::Null, "{core}");
+    assert_eq!(core["repairs_sent"], 0, "{core}");
+    // 3% random loss: FEC on, the edge rebuilds most of what was lost.
+    let (core, edge, _) = lab_download(&["--rtt", "40ms", "--rate", "40mbit", "--loss", "3%"], 30);
+    assert!(core["repairs_sent"].as_u64().unwrap() > 100, "{core}");
+    let (lost, recovered) = (
+        edge["lost"].as_u64().unwrap(),
+        edge["recovered"].as_u64().unwrap(),
+    );
+    assert!(lost > 200 && recovered > lost / 2, "{edge}");
+}

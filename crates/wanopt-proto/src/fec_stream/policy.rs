@@ -91,6 +91,8 @@ pub struct Policy {
     /// The code chosen, and the estimates since it was.
     chosen: Option<Params>,
     since_change: u32,
+    /// The path carries bulk traffic and no stream is ending on it.
+    lean: bool,
 }
 
 /// How far above the controller's random-loss estimate the loss FEC
@@ -121,6 +123,21 @@ impl Policy {
             random_loss: None,
             chosen: None,
             since_change: 0,
+            lean: false,
+        }
+    }
+
+    /// Whether the path carries bulk traffic with no stream ending on it:
+    /// then repairs need only stand in for about what is lost (what they
+    /// miss QUIC resends, and a bulk transfer's goodput pays for repairs
+    /// as it would for resending); a sparse sender and the end of a
+    /// transfer, whose lost datagrams would each cost a round trip, get
+    /// the full code. The code follows at once.
+    pub fn set_lean(&mut self, lean: bool) {
+        if lean != self.lean {
+            self.lean = lean;
+            self.since_change = MIN_HOLD;
+            self.choose();
         }
     }
 
@@ -156,7 +173,7 @@ impl Policy {
     fn choose(&mut self) {
         self.since_change = self.since_change.saturating_add(1);
         let candidate = match self.mode {
-            FecMode::Auto if self.on => code_for(self.loss(), self.burst(), self.budget),
+            FecMode::Auto if self.on => code_for(self.loss(), self.burst(), self.budget, self.lean),
             _ => None,
         };
         let keep = match (self.chosen, candidate) {
@@ -259,10 +276,16 @@ impl Policy {
 
 /// The code for a loss rate and mean burst: repairs of about 1.6 x loss +
 /// 0.4% of the sources (so the wire overhead stays under 2 x loss + 1%),
-/// at most `budget`, over the longest blocks (which rebuild the most for
-/// a given overhead), interleaved as deep as the bursts are long.
-pub fn code_for(loss: f64, burst: f64, budget: f64) -> Option<Params> {
-    let ratio = (1.6 * loss + 0.004).min(budget);
+/// or 1.1 x loss + 0.2% when `lean`, at most `budget`, over the longest
+/// blocks (which rebuild the most for a given overhead), interleaved as
+/// deep as the bursts are long.
+pub fn code_for(loss: f64, burst: f64, budget: f64, lean: bool) -> Option<Params> {
+    let ratio = if lean {
+        1.1 * loss + 0.002
+    } else {
+        1.6 * loss + 0.004
+    };
+    let ratio = ratio.min(budget);
     let k = MAX_K;
     let m = (ratio * f64::from(k)).round();
     if m < 1.0 {

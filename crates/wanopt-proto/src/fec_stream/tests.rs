@@ -331,15 +331,19 @@ fn bursts_deepen_the_interleaving_and_the_budget_caps_the_ratio() {
     assert!(code.ratio() <= 0.05 + 1e-9, "{code}");
     // The ratio for each loss stays under 2 x loss + 1%.
     for loss in [0.002, 0.005, 0.01, 0.03, 0.05, 0.1] {
-        let c = code_for(loss, 1.0, 1.0).unwrap();
+        let c = code_for(loss, 1.0, 1.0, false).unwrap();
         assert!(c.ratio() < 2.0 * loss + 0.01, "{c} for {loss}");
         assert!(c.ratio() > loss, "{c} for {loss}: not even the loss");
+        let lean = code_for(loss, 1.0, 1.0, true).unwrap();
+        assert!(lean.ratio() <= c.ratio(), "{lean}");
+        assert!(lean.ratio() < 1.2 * loss + 0.006, "{lean} for {loss}");
     }
-    assert_eq!(
-        code_for(0.01, 1.0, 0.001),
-        None,
-        "a budget under one repair"
-    );
+    assert_eq!(code_for(0.01, 1.0, 0.001, false), None, "under one repair");
+    // Bulk traffic gets the lean code at once, its end the full one.
+    p.set_lean(true);
+    let lean = p.params().unwrap();
+    p.set_lean(false);
+    assert!(p.params().unwrap().m >= lean.m, "{lean}");
     assert_eq!(Policy::new(FecMode::Off, 1.0).params(), None);
 }
 

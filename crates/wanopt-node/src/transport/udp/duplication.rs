@@ -71,6 +71,7 @@ impl Duplication {
         ));
         let params = path.params.filter(|_| path.repeats(self.mode));
         let ending = path.ending > 0;
+        let lean = path.bulk && !ending;
         drop(paths);
         let mut policy = self.shared.policy();
         policy.set_path(now, peer, params);
@@ -87,6 +88,7 @@ impl Duplication {
             sample.srtt,
             sample.congested_rounds,
             sample.random_loss,
+            lean,
         );
         self.shared.fec_on.store(fec.any_on(), Ordering::Relaxed);
         let changed = !fec.outgoing.is_empty();

@@ -158,7 +158,8 @@ impl FecPeers {
 
     /// A sample of the connection to `peer`: its QUIC totals, its
     /// controller's count of congestive rounds and its estimate of the
-    /// random loss.
+    /// random loss, and whether it carries bulk traffic with no stream
+    /// ending (the lean code).
     pub(super) fn on_sample(
         &mut self,
         peer: SocketAddr,
@@ -167,6 +168,7 @@ impl FecPeers {
         srtt: Duration,
         congested_rounds: Option<u64>,
         random_loss: Option<f64>,
+        lean: bool,
     ) {
         let (mode, budget) = (self.mode, self.budget);
         let sender = self.senders.entry(peer).or_insert_with(|| Sender {
@@ -190,6 +192,7 @@ impl FecPeers {
             sender.congested_rounds = rounds;
         }
         sender.policy.set_random_loss(random_loss);
+        sender.policy.set_lean(lean);
         sender.policy.on_quic(sent, lost, sender.congested);
         sender.flush_after = flush_after(srtt);
         self.apply(peer);
