@@ -81,15 +81,7 @@ impl Duplication {
             .store(policy.is_active(), Ordering::Relaxed);
         drop(policy);
         let mut fec = self.shared.fec();
-        fec.on_sample(
-            peer,
-            sample.sent_packets,
-            sample.lost_packets,
-            sample.srtt,
-            sample.congested_rounds,
-            sample.random_loss,
-            lean,
-        );
+        fec.on_sample(peer, sample, lean);
         self.shared.fec_on.store(fec.any_on(), Ordering::Relaxed);
         let changed = !fec.outgoing.is_empty();
         drop(fec);

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::path::PathSample;
 use serde::{Deserialize, Serialize};
 use wanopt_proto::fec_stream::{self, Decoder, Encoder, FecMode, Kind, Policy, Report, REPORT_LEN};
 
@@ -160,16 +161,7 @@ impl FecPeers {
     /// controller's count of congestive rounds and its estimate of the
     /// random loss, and whether it carries bulk traffic with no stream
     /// ending (the lean code).
-    pub(super) fn on_sample(
-        &mut self,
-        peer: SocketAddr,
-        sent: u64,
-        lost: u64,
-        srtt: Duration,
-        congested_rounds: Option<u64>,
-        random_loss: Option<f64>,
-        lean: bool,
-    ) {
+    pub(super) fn on_sample(&mut self, peer: SocketAddr, sample: &PathSample, lean: bool) {
         let (mode, budget) = (self.mode, self.budget);
         let sender = self.senders.entry(peer).or_insert_with(|| Sender {
             encoder: Encoder::new(),
@@ -177,12 +169,12 @@ impl FecPeers {
             repaired: None,
             report: None,
             local_ip: None,
-            flush_after: flush_after(srtt),
-            congested_rounds: congested_rounds.unwrap_or(0),
+            flush_after: flush_after(sample.srtt),
+            congested_rounds: sample.congested_rounds.unwrap_or(0),
             congested_hold: 0,
             congested: false,
         });
-        if let Some(rounds) = congested_rounds {
+        if let Some(rounds) = sample.congested_rounds {
             if rounds != sender.congested_rounds {
                 sender.congested_hold = CONGESTION_HOLD;
             } else {
@@ -191,10 +183,12 @@ impl FecPeers {
             sender.congested = sender.congested_hold > 0;
             sender.congested_rounds = rounds;
         }
-        sender.policy.set_random_loss(random_loss);
+        sender.policy.set_random_loss(sample.random_loss);
         sender.policy.set_lean(lean);
-        sender.policy.on_quic(sent, lost, sender.congested);
-        sender.flush_after = flush_after(srtt);
+        sender
+            .policy
+            .on_quic(sample.sent_packets, sample.lost_packets, sender.congested);
+        sender.flush_after = flush_after(sample.srtt);
         self.apply(peer);
     }
 
