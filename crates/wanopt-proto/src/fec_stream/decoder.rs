@@ -230,10 +230,12 @@ impl Decoder {
             // sequence.
             self.restart(last);
         }
-        let near = self
-            .highest
-            .is_some_and(|h| ahead(last, h) <= RING as i64 / 2);
-        if !self.in_window(repair.first) || !near {
+        // The block may end past the highest source received: a sparse
+        // sender's last datagram is the one lost.
+        let placed = self.highest.is_some_and(|h| {
+            ahead(h, repair.first) < RING as i64 / 2 && ahead(last, h) <= RING as i64 / 2
+        });
+        if !placed {
             self.stats.refused += 1;
             return Err(StreamFecError::Invalid("block (outside the window)"));
         }
@@ -360,6 +362,11 @@ impl Decoder {
                 continue;
             }
             let data = &symbol[2..2 + len];
+            if self.highest.is_some_and(|h| ahead(seq, h) > 0) {
+                // Rebuilt past the highest source: it is the highest now.
+                self.highest = Some(seq);
+                self.count_up_to(seq);
+            }
             if self.in_window(seq) {
                 self.store(seq, SlotState::Recovered, data);
             }

@@ -128,9 +128,9 @@ impl Policy {
     }
 
     /// Whether the path carries bulk traffic with no stream ending on it:
-    /// then repairs need only stand in for about what is lost (what they
-    /// miss QUIC resends, and a bulk transfer's goodput pays for repairs
-    /// as it would for resending); a sparse sender and the end of a
+    /// then repairs stand in for part of what is lost (what they miss
+    /// QUIC resends; a bulk transfer's goodput pays for every repair,
+    /// measured: 128:8 at 5% loss cost it 4%); a sparse sender and the end of a
     /// transfer, whose lost datagrams would each cost a round trip, get
     /// the full code. The code follows at once.
     pub fn set_lean(&mut self, lean: bool) {
@@ -276,12 +276,14 @@ impl Policy {
 
 /// The code for a loss rate and mean burst: repairs of about 1.6 x loss +
 /// 0.4% of the sources (so the wire overhead stays under 2 x loss + 1%),
-/// or 1.1 x loss + 0.2% when `lean`, at most `budget`, over the longest
+/// or 0.6 x loss + 0.2% when `lean` (bulk traffic: the controller keeps
+/// its rate through random loss, so repairs there cost goodput and buy
+/// little but fewer resends), at most `budget`, over the longest
 /// blocks (which rebuild the most for a given overhead), interleaved as
 /// deep as the bursts are long.
 pub fn code_for(loss: f64, burst: f64, budget: f64, lean: bool) -> Option<Params> {
     let ratio = if lean {
-        1.1 * loss + 0.002
+        0.6 * loss + 0.002
     } else {
         1.6 * loss + 0.004
     };
