@@ -253,23 +253,7 @@ pub fn status(args: &QueryArgs) -> anyhow::Result<()> {
             rate_text(p.send_rate_mbps * 1e6),
             rate_text(p.receive_rate_mbps * 1e6)
         )?;
-        if let (Some(mtu), Some(sent), Some(lost)) = (p.mtu, p.sent_packets, p.lost_packets) {
-            writeln!(out, "  packets   {sent} sent, {lost} lost, path MTU {mtu}")?;
-        }
-        if let Some(d) = &p.duplication {
-            writeln!(out, "  dup       {}", duplication_line(d))?;
-        }
-        if let Some(f) = &p.fec {
-            for line in fec_lines(f) {
-                writeln!(out, "  fec       {line}")?;
-            }
-        }
-        if p.reconnects > 0 {
-            writeln!(out, "  reconnects {}", p.reconnects)?;
-        }
-        if let Some(err) = &p.last_error {
-            writeln!(out, "  last error {err}")?;
-        }
+        path_lines(&mut out, p)?;
     }
     let limited = match s.flows_limited {
         0 => String::new(),
@@ -341,6 +325,31 @@ pub fn status(args: &QueryArgs) -> anyhow::Result<()> {
         }
     } else {
         writeln!(out, "reduce      off (--no-reduce)")?;
+    }
+    Ok(())
+}
+
+/// A peer's packets, tail duplication, FEC, reconnections and last error.
+fn path_lines(
+    out: &mut impl std::io::Write,
+    p: &wanopt_node::state::PeerStatus,
+) -> std::io::Result<()> {
+    if let (Some(mtu), Some(sent), Some(lost)) = (p.mtu, p.sent_packets, p.lost_packets) {
+        writeln!(out, "  packets   {sent} sent, {lost} lost, path MTU {mtu}")?;
+    }
+    if let Some(d) = &p.duplication {
+        writeln!(out, "  dup       {}", duplication_line(d))?;
+    }
+    if let Some(f) = &p.fec {
+        for line in fec_lines(f) {
+            writeln!(out, "  fec       {line}")?;
+        }
+    }
+    if p.reconnects > 0 {
+        writeln!(out, "  reconnects {}", p.reconnects)?;
+    }
+    if let Some(err) = &p.last_error {
+        writeln!(out, "  last error {err}")?;
     }
     Ok(())
 }
