@@ -35,6 +35,10 @@ struct Path {
     /// Acks reach the controller up to this much late, in order (a
     /// receiver and an event loop that do not run on time).
     ack_jitter: Duration,
+    /// Lost packets (at random or at the queue) are rebuilt by the
+    /// receiver's FEC: acknowledged on time and told to the controller
+    /// through its repaired counter.
+    repair: bool,
 }
 
 impl Path {
@@ -51,6 +55,7 @@ impl Path {
             stall_every_ms: 0,
             stall_max_ms: 0,
             ack_jitter: Duration::ZERO,
+            repair: false,
         }
     }
 
@@ -95,6 +100,8 @@ struct Sim {
     delivered: u64,
     queue_delay_sum: Duration,
     queue_delay_count: u64,
+    /// Packets the receiver rebuilt (acknowledged, told as repaired).
+    repaired: std::collections::BTreeSet<u64>,
 }
 
 impl Sim {
@@ -124,6 +131,7 @@ impl Sim {
             delivered: 0,
             queue_delay_sum: Duration::ZERO,
             queue_delay_count: 0,
+            repaired: std::collections::BTreeSet::new(),
         }
     }
 
@@ -208,6 +216,10 @@ impl Sim {
         let backlog = mul_rate(self.path.bytes_per_sec(), start - self.now);
         if backlog + PACKET > self.path.queue {
             self.queue_drops += 1;
+            if self.path.repair {
+                self.repaired.insert(pn);
+                self.acks.push(Reverse((start + self.path.rtt, pn)));
+            }
             return;
         }
         self.queue_delay_sum += start - self.now;
@@ -215,6 +227,10 @@ impl Sim {
         let serialization = Duration::from_nanos(PACKET * 8 * 1_000_000_000 / self.path.rate_bps);
         self.busy_until = start + serialization;
         if self.random_ppm() < self.path.loss_ppm {
+            if self.path.repair {
+                self.repaired.insert(pn);
+                self.acks.push(Reverse((self.busy_until + self.path.rtt, pn)));
+            }
             return;
         }
         let mut ack_at = self.busy_until + self.path.rtt;
@@ -242,6 +258,11 @@ impl Sim {
             }
             self.acks.pop();
             if let Some((sent, bytes)) = self.outstanding.remove(&pn) {
+                if self.repaired.remove(&pn) {
+                    self.bbr
+                        .repaired()
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
                 self.in_flight -= bytes;
                 self.delivered += bytes;
                 self.bbr.handle_ack(self.now, sent, bytes);
@@ -616,4 +637,33 @@ fn follows_a_bottleneck_that_halves_under_random_loss() {
         "estimate {:.1}% of the new link",
         100.0 * estimate / link
     );
+}
+
+#[test]
+fn random_loss_that_fec_repairs_keeps_the_rate_and_is_learned_as_random() {
+    let mut path = Path::new(50, 100);
+    path.loss_ppm = 30_000;
+    path.repair = true;
+    let mut sim = Sim::new(path);
+    let outcome = sim.measure(Duration::from_secs(10), Duration::from_secs(30));
+    let rate = sim.path.bytes_per_sec() as f64;
+    assert!(outcome.goodput > 0.9 * rate, "{outcome:?}");
+    let learned = sim.bbr.random_loss();
+    assert!((0.015..0.05).contains(&learned), "learned {learned}");
+    assert!(outcome.queue_loss < 0.01, "{outcome:?}");
+}
+
+#[test]
+fn loss_at_an_overflowing_queue_is_congestion_though_fec_repairs_it() {
+    // A queue of 20 packets on a 50 ms, 50 Mbit/s path (a tenth of its
+    // BDP), every drop rebuilt by the receiver: QUIC sees no loss at all,
+    // the controller must still see the queue's.
+    let mut path = Path::new(50, 50);
+    path.queue = 20 * PACKET;
+    path.repair = true;
+    let mut sim = Sim::new(path);
+    sim.run(Duration::from_secs(20), None);
+    assert!(sim.queue_drops > 0);
+    assert!(sim.bbr.congested_rounds() > 0, "no congested round");
+    assert!(sim.bbr.random_loss() < 0.01, "learned {}", sim.bbr.random_loss());
 }
