@@ -74,7 +74,9 @@ pub enum ClientReport {
         seconds: f64,
         /// Payload bytes received within it.
         bytes: u64,
-        /// Payload bytes received in all (the drain after it included).
+        /// Payload bytes received in all: with the drain after the run
+        /// (what the path and the nodes still held when the client
+        /// half-closed), so that the wire overhead counts every byte.
         total_bytes: u64,
         /// `(seconds since the start, bytes received so far)` every
         /// [`SAMPLE_EVERY`].
@@ -93,7 +95,7 @@ pub enum ClientReport {
         /// Each exchange's time from the request's first byte written to
         /// the response's last byte read, ms.
         latencies_ms: Vec<f64>,
-        /// Payload bytes received.
+        /// Payload bytes sent and received (requests and responses).
         bytes: u64,
     },
 }
@@ -335,7 +337,7 @@ pub fn rpc(
             Err(_) => return Err(ClientError::Usage("an rpc connection's thread panicked")),
         }
     }
-    let bytes = latencies_ms.len() as u64 * size;
+    let bytes = 2 * latencies_ms.len() as u64 * size;
     Ok(ClientReport::Rpc {
         latencies_ms,
         bytes,
@@ -411,6 +413,6 @@ mod tests {
             panic!("{report:?}")
         };
         assert_eq!(latencies_ms.len(), 60);
-        assert_eq!(bytes, 60_000);
+        assert_eq!(bytes, 120_000);
     }
 }

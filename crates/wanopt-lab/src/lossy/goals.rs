@@ -255,6 +255,7 @@ mod tests {
             bytes: 0,
             wan_bytes: 0,
             wan_lost_frames: 0,
+            wan_queue_drops: 0,
             samples: None,
             note: None,
         }

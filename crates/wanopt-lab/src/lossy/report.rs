@@ -253,7 +253,9 @@ pub fn markdown(results: &Results) -> String {
          `wanopt` through the tunnel with `--fec off`, `wanopt-fec` with `--fec auto`. \
          Figures: bulk goodput over the run, the end of the first 0.5 s window at 90% of \
          the final rate (the rate over the run's second half), IP bytes on the emulated \
-         link (both ways) over payload minus 1; transfer completion times (`DNF`: not done \
+         link (both ways) over payload minus 1 (bulk: with the drain after the run, what \
+         the path and the nodes still held, so every byte counts); rpc payload is requests \
+         and responses; transfer completion times (`DNF`: not done \
          by the deadline; `warm`: the same transfer again right after the fresh one); rpc \
          exchange times. `vs bbr`: how many times better than kernel BBR (goodput over \
          goodput, BBR's time over the mode's).\n"
@@ -311,6 +313,7 @@ mod tests {
             bytes: 0,
             wan_bytes: 0,
             wan_lost_frames: 0,
+            wan_queue_drops: 0,
             samples: None,
             note: None,
         };

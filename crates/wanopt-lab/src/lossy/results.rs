@@ -54,6 +54,9 @@ pub struct Row {
     pub wan_bytes: u64,
     /// Frames the emulated link dropped as loss, both directions.
     pub wan_lost_frames: u64,
+    /// Frames the emulated link dropped at its full queue, both directions.
+    #[serde(default)]
+    pub wan_queue_drops: u64,
     /// Rpc: exchanges measured.
     pub samples: Option<usize>,
     /// What went wrong or what to know, if anything.
@@ -102,6 +105,8 @@ pub struct WanDelta {
     pub bytes: u64,
     /// Frames dropped as loss, both directions.
     pub lost_frames: u64,
+    /// Frames dropped at the full queue, both directions.
+    pub queue_drops: u64,
 }
 
 /// The row of `cell`'s `workload` from what the client reported and what
@@ -133,6 +138,7 @@ pub fn row(
         bytes: 0,
         wan_bytes: wan.bytes,
         wan_lost_frames: wan.lost_frames,
+        wan_queue_drops: wan.queue_drops,
         samples: None,
         note: None,
     };
@@ -205,6 +211,7 @@ mod tests {
         let wan = WanDelta {
             bytes: 119_715_000,
             lost_frames: 2_400,
+            queue_drops: 10,
         };
         let results = Results {
             scenario: "lossy".into(),
@@ -275,7 +282,7 @@ mod tests {
 
         let rpc = ClientReport::Rpc {
             latencies_ms: (1..=200).map(|i| 150.0 + f64::from(i)).collect(),
-            bytes: 200_000,
+            bytes: 400_000,
         };
         let r = row(&cell(Mode::Wanopt), Workload::Rpc, "warm", &rpc, wan);
         let r = serde_json::to_value(&r).unwrap_or_default();
@@ -284,6 +291,7 @@ mod tests {
         assert_eq!(r["p99_ms"], 348.0);
         assert_eq!(r["samples"], 200);
         assert!(r["throughput_mbps"].is_null() && r["seconds"].is_null());
+        assert_eq!(r["wan_queue_drops"], 10);
         // Every row has every contract key.
         for key in [
             "rtt_ms",

@@ -317,13 +317,14 @@ fn measure(
     let wan = WanDelta {
         bytes: after.bytes.saturating_sub(before.bytes),
         lost_frames: after.lost_frames.saturating_sub(before.lost_frames),
+        queue_drops: after.queue_drops.saturating_sub(before.queue_drops),
     };
     thread::sleep(Duration::from_millis(100));
     Ok((report, wan))
 }
 
-/// The link's counters (IP bytes delivered and frames lost, both
-/// directions) as of a snapshot taken at or after `not_before_ms`.
+/// The link's counters (IP bytes delivered, frames lost and dropped at
+/// the queue, both directions) as of a snapshot taken at or after `not_before_ms`.
 fn wan_counters(lab: &Lab, not_before_ms: u64) -> Result<WanDelta, String> {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
@@ -339,9 +340,11 @@ fn wan_counters(lab: &Lab, not_before_ms: u64) -> Result<WanDelta, String> {
                 let ip = |d: &str| {
                     link(d, "bytes_out").saturating_sub(ETHERNET_HEADER * link(d, "frames_out"))
                 };
+                let both = |k: &str| link("up", k) + link("down", k);
                 return Ok(WanDelta {
                     bytes: ip("up") + ip("down"),
-                    lost_frames: link("up", "dropped_loss") + link("down", "dropped_loss"),
+                    lost_frames: both("dropped_loss"),
+                    queue_drops: both("dropped_queue"),
                 });
             }
         }
