@@ -453,4 +453,40 @@ mod tests {
         assert_eq!(BBR.congestion_control, Some("bbr"));
         assert_eq!(CUBIC.sysctls(), LINUX.sysctls());
     }
+
+    /// `--runs` and waas-3g's options are the user's mistakes with
+    /// `lossy` (exit code 2), found before any lab is touched.
+    #[test]
+    fn options_of_other_scenarios_are_refused() {
+        let args = |runs, tests: bool| crate::scenario::RunArgs {
+            scenario: "lossy".into(),
+            out: "/nonexistent/out".into(),
+            runs,
+            quick: true,
+            tests: if tests {
+                vec![crate::waas::transfer::Test::Download]
+            } else {
+                Vec::new()
+            },
+            smb_encrypt: None,
+        };
+        let lab = Lab::new("t8-");
+        for (args, message) in [
+            (
+                args(Some(2), false),
+                "--runs is not an option of the lossy scenario",
+            ),
+            (
+                args(None, true),
+                "--tests and --smb-encrypt are options of the waas-3g",
+            ),
+        ] {
+            let e = crate::scenario::run(&lab, &args).err();
+            assert!(
+                e.as_ref()
+                    .is_some_and(|e| e.is_usage() && e.to_string().starts_with(message)),
+                "{e:?}"
+            );
+        }
+    }
 }
