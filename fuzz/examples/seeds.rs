@@ -33,6 +33,7 @@ fn main() {
     write(out, "control_message", control_messages(&hello));
     write(out, "probe_packet", probe_packets());
     write(out, "fec_parity", parity_datagrams());
+    write(out, "fec_stream", fec_stream_datagrams());
     write(out, "netem_frame", netem_inputs());
     let frames = codec_inputs(&edge, &core);
     write(out, "codec_wire", codec_wires(&edge, &core, &frames[..4]));
@@ -190,6 +191,38 @@ fn parity_datagrams() -> Vec<Vec<u8>> {
     let refs: Vec<&[u8]> = sources.iter().map(Vec::as_slice).collect();
     let mut cut = sources.concat();
     cut.extend(&parity(1, &refs, 2).unwrap()[0]);
+    seeds.push(cut);
+    seeds
+}
+
+/// A source, a repair and a report of continuous FEC, and a run the
+/// target cuts into 64-byte datagrams (source, repair, report in turn).
+fn fec_stream_datagrams() -> Vec<Vec<u8>> {
+    use std::time::{Duration, Instant};
+    use wanopt_proto::fec_stream::{Encoder, Params, Report};
+    let mut enc = Encoder::new();
+    let mut repairs = Vec::new();
+    let params = Params::new(2, 1, 1).unwrap();
+    enc.set_params(Some(params), Duration::from_millis(5), &mut repairs);
+    let mut seeds = Vec::new();
+    for n in 0..2 {
+        let d = datagram(n, 59);
+        let mut w = Vec::new();
+        enc.wrap(0, &d, &mut w);
+        enc.on_sent(Instant::now(), &d, &mut repairs);
+        seeds.push(w);
+    }
+    seeds.push(repairs[0].clone());
+    let report = Report {
+        received: 100,
+        lost: 3,
+        recovered: 2,
+        runs: 3,
+        repairs: 4,
+    };
+    seeds.push(report.to_bytes().to_vec());
+    let mut cut: Vec<u8> = seeds[0].clone();
+    cut.resize(64, 0);
     seeds.push(cut);
     seeds
 }

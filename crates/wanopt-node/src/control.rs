@@ -31,6 +31,19 @@ pub struct Flows {
     pub role: crate::state::Role,
     /// Live flows, oldest first.
     pub flows: Vec<FlowInfo>,
+    /// The tunnel paths the flows share, with what continuous FEC does on
+    /// each, both directions.
+    #[serde(default)]
+    pub paths: Vec<FlowPath>,
+}
+
+/// A tunnel path in `/flows`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct FlowPath {
+    /// The peer's address.
+    pub peer: String,
+    /// Continuous FEC on the path.
+    pub fec: Option<crate::transport::udp::FecStatus>,
 }
 
 /// The control API's routes over `state`.
@@ -52,6 +65,16 @@ async fn flows(State(state): State<Arc<NodeState>>) -> Json<Flows> {
     Json(Flows {
         role: state.role,
         flows: state.flows.snapshot(),
+        paths: state
+            .status()
+            .peers
+            .into_iter()
+            .filter(|p| p.state == "up")
+            .map(|p| FlowPath {
+                peer: p.address,
+                fec: p.fec,
+            })
+            .collect(),
     })
 }
 

@@ -15,7 +15,9 @@ use crate::transport::handshakes::Handshakes;
 use crate::transport::identity::{peer_key, PublicKey};
 use crate::transport::model;
 use crate::transport::tunnel::{Congestion, ReceiveBudget};
-use crate::transport::udp::{Duplication, DuplicationMode, DuplicationStatus, PathSample};
+use crate::transport::udp::{
+    Duplication, DuplicationMode, DuplicationStatus, FecStatus, PathSample,
+};
 
 /// A node's role.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,6 +99,9 @@ pub struct PeerStatus {
     /// Tail duplication on this path (what this node sends).
     #[serde(default)]
     pub duplication: Option<DuplicationStatus>,
+    /// Continuous FEC on this path, both directions.
+    #[serde(default)]
+    pub fec: Option<FecStatus>,
     /// Seconds in the current state.
     pub state_secs: f64,
     /// Reconnections so far.
@@ -347,9 +352,7 @@ impl NodeState {
             let Some(conn) = &entry.connection else {
                 continue;
             };
-            if let Some(bbr) = model::bbr(conn) {
-                self.duplication.watch_sender(*address, bbr.sender_blocked);
-            }
+            let bbr = model::bbr(conn);
             let stats = conn.stats();
             self.duplication.update_path(
                 *address,
@@ -360,8 +363,19 @@ impl NodeState {
                     rate_estimate: model::estimated_rate_bps(conn).map(|bps| bps / 8.0),
                     udp_tx_bytes: stats.udp_tx.bytes,
                     mtu: stats.path.current_mtu,
+                    congested_rounds: bbr.as_ref().map(|b| b.congested_rounds),
+                    // Only a controller that has driven the path to its
+                    // rate knows queue loss from random loss.
+                    random_loss: bbr
+                        .as_ref()
+                        .filter(|b| b.mode != crate::transport::bbr::Mode::Startup)
+                        .map(|b| b.random_loss),
                 },
             );
+            if let Some(bbr) = bbr {
+                self.duplication.watch_sender(*address, bbr.sender_blocked);
+                self.duplication.watch_repairs(*address, bbr.repaired);
+            }
         }
     }
 
@@ -416,6 +430,10 @@ impl NodeState {
                         .connection
                         .as_ref()
                         .map(|_| self.duplication.status(*address)),
+                    fec: e
+                        .connection
+                        .as_ref()
+                        .map(|_| self.duplication.fec_status(*address)),
                     state_secs: now.saturating_duration_since(e.since).as_secs_f64(),
                     reconnects: e.reconnects,
                     last_error: e.last_error.clone(),

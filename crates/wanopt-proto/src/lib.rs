@@ -13,6 +13,9 @@
 //!   and when) and the loss monitor that turns it on.
 //! - [`fec`]: Reed-Solomon parity datagrams for the end of a transfer, and
 //!   the receiver that rebuilds lost datagrams from them.
+//! - [`fec_stream`]: continuous, adaptive Reed-Solomon FEC under QUIC
+//!   for every datagram (sources, repairs, the receiver's reports) and the
+//!   policy that sizes it from the measured loss.
 //! - [`codes`]: QUIC application error codes carried by stream resets and
 //!   connection closes.
 //! - [`probe`]: the datagrams of `wanopt probe` (RTT, and loss, reordering
@@ -22,6 +25,7 @@ pub mod codes;
 pub mod control;
 pub mod dup;
 pub mod fec;
+pub mod fec_stream;
 pub mod probe;
 pub mod stream;
 

@@ -11,6 +11,7 @@ use axum::response::IntoResponse;
 use crate::reduce::{CacheReport, PeerCacheStats};
 use crate::state::{NodeState, PeerStatus, Role, Status};
 use crate::transport::handshakes::HandshakeCounts;
+use crate::transport::udp::FecStatus;
 
 pub(super) async fn metrics(State(state): State<Arc<NodeState>>) -> impl IntoResponse {
     (
@@ -31,6 +32,7 @@ pub fn render_metrics(state: &NodeState) -> String {
     };
     node_gauges(&mut m, &s);
     tunnel_metrics(&mut m, &s);
+    fec_metrics(&mut m, &s);
     traffic_metrics(&mut m, &s);
     flow_metrics(&mut m, &s);
     handshake_metrics(&mut m, state.handshakes.counts());
@@ -167,6 +169,91 @@ fn tunnel_metrics(m: &mut Exposition, s: &Status) {
         "counter",
         "Reconnections of the tunnel.",
         &per_peer(s, |p| Some(p.reconnects as f64)),
+    );
+}
+
+/// Continuous FEC per peer and direction: `send` is what this node
+/// sends (and what the peer reported of it), `receive` what it receives.
+fn fec_metrics(m: &mut Exposition, s: &Status) {
+    let both = |send: fn(&FecStatus) -> f64, receive: fn(&FecStatus) -> f64| {
+        let mut samples = Vec::new();
+        for p in &s.peers {
+            if let Some(f) = &p.fec {
+                let peer = &p.address;
+                samples.push((format!(",peer=\"{peer}\",direction=\"send\""), send(f)));
+                samples.push((
+                    format!(",peer=\"{peer}\",direction=\"receive\""),
+                    receive(f),
+                ));
+            }
+        }
+        samples
+    };
+    m.metric(
+        "fec_loss_ratio",
+        "gauge",
+        "Loss before FEC repair, recent (send: as the peer measured it).",
+        &both(
+            |f| f.loss_percent / 100.0,
+            |f| f.received_loss_percent / 100.0,
+        ),
+    );
+    m.metric(
+        "fec_residual_loss_ratio",
+        "gauge",
+        "Loss left after FEC repair (send: as the peer last reported it).",
+        &both(
+            |f| f.residual_loss_percent / 100.0,
+            |f| f.received_residual_percent / 100.0,
+        ),
+    );
+    m.metric(
+        "fec_recovered_packets_total",
+        "counter",
+        "Packets rebuilt from FEC repairs (send: reported by the peer).",
+        &both(|f| f.peer_recovered as f64, |f| f.recovered as f64),
+    );
+    m.metric(
+        "fec_repair_packets_total",
+        "counter",
+        "FEC repair datagrams sent or received.",
+        &both(|f| f.repairs_sent as f64, |f| f.repairs_received as f64),
+    );
+    m.metric(
+        "fec_source_packets_total",
+        "counter",
+        "Datagrams sent or received as FEC sources.",
+        &both(|f| f.sources_sent as f64, |f| f.received as f64),
+    );
+    let send = |value: fn(&FecStatus) -> f64| -> Vec<(String, f64)> {
+        s.peers
+            .iter()
+            .filter_map(|p| {
+                let f = p.fec.as_ref()?;
+                Some((
+                    format!(",peer=\"{}\",direction=\"send\"", p.address),
+                    value(f),
+                ))
+            })
+            .collect()
+    };
+    m.metric(
+        "fec_code_ratio",
+        "gauge",
+        "Repairs per source of the FEC code in use (0 while off).",
+        &send(|f| f.ratio_percent / 100.0),
+    );
+    m.metric(
+        "fec_overhead_ratio",
+        "gauge",
+        "FEC repair bytes over source bytes sent so far.",
+        &send(|f| f.overhead_percent / 100.0),
+    );
+    m.metric(
+        "fec_burst_packets",
+        "gauge",
+        "Mean run of consecutive losses the peer measured, packets.",
+        &send(|f| f.burst),
     );
 }
 

@@ -3,7 +3,7 @@
 //! waits for the window). Everything else asks here; nothing else looks
 //! inside the controller.
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,6 +24,13 @@ pub struct BbrModel {
     /// Set while the sender has data waiting for its congestion window
     /// ([`Bbr::sender_blocked`]; a live flag, not a snapshot).
     pub sender_blocked: Arc<AtomicBool>,
+    /// Rounds that ended congested so far.
+    pub congested_rounds: u64,
+    /// The random loss rate the controller learned (0..1).
+    pub random_loss: f64,
+    /// The counter the datagram layer tells the controller of packets
+    /// the peer's FEC rebuilt by ([`Bbr::repaired`]; live).
+    pub repaired: Arc<AtomicU64>,
 }
 
 /// The model of `connection`'s controller, when it is wanopt's BBR.
@@ -39,6 +46,9 @@ pub fn bbr(connection: &quinn::Connection) -> Option<BbrModel> {
         pacing_rate: bbr.pacing_rate_bytes(),
         min_rtt: bbr.min_rtt(),
         sender_blocked: bbr.sender_blocked(),
+        congested_rounds: bbr.congested_rounds(),
+        random_loss: bbr.random_loss(),
+        repaired: bbr.repaired(),
     })
 }
 

@@ -18,6 +18,7 @@ use quinn::{IdleTimeout, MtuDiscoveryConfig, TransportConfig, VarInt};
 
 use super::identity::{PinnedKeys, PrivateKey, PublicKey};
 use super::udp::{Duplication, DuplicationMode};
+use wanopt_proto::fec_stream::{self, FecMode};
 
 /// ALPN of the wanopt tunnel; a peer speaking anything else is refused.
 pub const ALPN: &[u8] = b"wanopt/1";
@@ -79,6 +80,11 @@ pub struct TunnelTuning {
     pub idle_timeout: Duration,
     /// When datagrams are repeated under QUIC (tail duplication).
     pub duplication: DuplicationMode,
+    /// Continuous FEC under QUIC (`--fec`).
+    pub fec: FecMode,
+    /// Most repairs `auto` FEC may add, a share of the sources
+    /// (`--fec-budget` / 100).
+    pub fec_budget: f64,
 }
 
 impl Default for TunnelTuning {
@@ -105,11 +111,26 @@ impl Default for TunnelTuning {
             keepalive: Duration::from_secs(2),
             idle_timeout: Duration::from_secs(8),
             duplication: DuplicationMode::Auto,
+            fec: FecMode::Auto,
+            fec_budget: fec_stream::DEFAULT_BUDGET,
         }
     }
 }
 
 impl TunnelTuning {
+    /// The largest datagram QUIC itself sends: `max_mtu`, less the room a
+    /// repair datagram of FEC takes beyond the datagrams it protects when
+    /// FEC may be on (at least QUIC's 1200). What the node receives stays
+    /// `max_mtu`.
+    pub fn quic_mtu(&self) -> u16 {
+        let room = if self.fec == FecMode::Off {
+            0
+        } else {
+            fec_stream::REPAIR_OVERHEAD as u16
+        };
+        self.max_mtu.saturating_sub(room).max(1200)
+    }
+
     fn transport(&self) -> TransportConfig {
         let mut t = TransportConfig::default();
         let clamp = |v: u64| VarInt::from_u64(v).unwrap_or(VarInt::MAX);
@@ -137,7 +158,7 @@ impl TunnelTuning {
             .max_idle_timeout(IdleTimeout::try_from(self.idle_timeout).ok())
             .initial_mtu(1200);
         let mut mtu = MtuDiscoveryConfig::default();
-        mtu.upper_bound(self.max_mtu.max(1200));
+        mtu.upper_bound(self.quic_mtu());
         t.mtu_discovery_config(Some(mtu));
         match self.congestion {
             Congestion::Bbr => {
@@ -288,6 +309,7 @@ pub fn endpoint(
             TUNNEL_CID_LEN,
         ))
     });
+    duplication.set_fec(tuning.fec, tuning.fec_budget);
     let socket = duplication.wrap(runtime.wrap_udp_socket(socket).map_err(bind_err)?);
     quinn::Endpoint::new_with_abstract_socket(config, server, socket, runtime).map_err(bind_err)
 }

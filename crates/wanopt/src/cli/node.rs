@@ -12,6 +12,7 @@ use serde::Deserialize;
 use wanopt_node::budget::DEFAULT_COMPRESSOR_MEMORY;
 use wanopt_node::core::CoreConfig;
 use wanopt_node::dupsock::DuplicationMode;
+use wanopt_node::dupsock::FecMode;
 use wanopt_node::edge::{EdgeConfig, FailMode, Forward};
 use wanopt_node::identity::{PrivateKey, PublicKey};
 use wanopt_node::limits::FlowLimitsConfig;
@@ -69,6 +70,17 @@ pub struct CommonArgs {
     /// lose at least 0.1% of packets; `off` never [default: auto].
     #[arg(long, value_name = "MODE")]
     pub duplication: Option<DuplicationMode>,
+    /// Forward error correction under the tunnel, for every datagram it
+    /// sends: `auto` adds Reed-Solomon repair datagrams on paths that lose
+    /// packets, as many as the loss the peer measures calls for (within
+    /// --fec-budget), and none on a clean path; `K:M` always sends M
+    /// repairs per K datagrams; `off` never [default: auto].
+    #[arg(long, value_name = "auto|off|K:M", value_parser = parse_fec)]
+    pub fec: Option<FecMode>,
+    /// Most repair traffic `--fec auto` may add, percent of the datagrams
+    /// it protects [default: 20].
+    #[arg(long, value_name = "PCT")]
+    pub fec_budget: Option<f64>,
     /// Largest UDP payload path MTU discovery may probe; PMTUD settles on
     /// what the path allows [default: 1472, a 1500-byte MTU's].
     #[arg(long, value_name = "BYTES")]
@@ -294,6 +306,8 @@ struct FileConfig {
     flow_idle_timeout: Option<String>,
     congestion: Option<Congestion>,
     duplication: Option<DuplicationMode>,
+    fec: Option<String>,
+    fec_budget: Option<f64>,
     max_mtu: Option<u16>,
     stream_window: Option<FileSize>,
     stream_window_initial: Option<FileSize>,
@@ -489,6 +503,13 @@ fn tuning(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<TunnelTun
             .duplication
             .or(file.duplication)
             .unwrap_or(defaults.duplication),
+        fec: match (flags.fec, file.fec.take()) {
+            (Some(f), _) => f,
+            (None, Some(f)) => parse_fec(f.as_str()).map_err(|e| anyhow::anyhow!("fec: {e}"))?,
+            (None, None) => defaults.fec,
+        },
+        fec_budget: fec_budget(flags.fec_budget.or(file.fec_budget))?
+            .unwrap_or(defaults.fec_budget),
         max_mtu: flags.max_mtu.or(file.max_mtu).unwrap_or(defaults.max_mtu),
         stream_window: window_setting(
             flags.stream_window,
@@ -532,6 +553,20 @@ fn tuning(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<TunnelTun
         );
     }
     Ok(tuning)
+}
+
+/// `--fec`'s value.
+fn parse_fec(s: &str) -> Result<FecMode, String> {
+    s.parse()
+}
+
+/// `--fec-budget` in percent, as a share.
+fn fec_budget(percent: Option<f64>) -> anyhow::Result<Option<f64>> {
+    match percent {
+        None => Ok(None),
+        Some(p) if p.is_finite() && (0.0..=100.0).contains(&p) => Ok(Some(p / 100.0)),
+        Some(p) => bail!("--fec-budget {p} is not a percentage between 0 and 100"),
+    }
 }
 
 /// Data reduction's settings (`None` with `--no-reduce`).

@@ -259,6 +259,11 @@ pub fn status(args: &QueryArgs) -> anyhow::Result<()> {
         if let Some(d) = &p.duplication {
             writeln!(out, "  dup       {}", duplication_line(d))?;
         }
+        if let Some(f) = &p.fec {
+            for line in fec_lines(f) {
+                writeln!(out, "  fec       {line}")?;
+            }
+        }
         if p.reconnects > 0 {
             writeln!(out, "  reconnects {}", p.reconnects)?;
         }
@@ -338,6 +343,41 @@ pub fn status(args: &QueryArgs) -> anyhow::Result<()> {
         writeln!(out, "reduce      off (--no-reduce)")?;
     }
     Ok(())
+}
+
+/// Lines on a path's continuous FEC: what this node sends (the code, the
+/// loss the peer measured, the overhead, what the peer rebuilt) and what
+/// it receives (the loss, what it rebuilt, what was left).
+fn fec_lines(f: &wanopt_node::dupsock::FecStatus) -> Vec<String> {
+    let mut lines = Vec::new();
+    let code = match &f.code {
+        Some(code) => format!("on, {code} ({:.1}% repairs)", f.ratio_percent),
+        None if f.mode == "off" => "off".to_owned(),
+        None => "off for now".to_owned(),
+    };
+    lines.push(format!(
+        "send {}: {code}; peer measures {:.2}% loss (bursts of {:.1}), {:.2}% after repair; \
+         {} sources, {} repairs ({:.1}% overhead), {} rebuilt by the peer",
+        f.mode,
+        f.loss_percent,
+        f.burst,
+        f.residual_loss_percent,
+        f.sources_sent,
+        f.repairs_sent,
+        f.overhead_percent,
+        f.peer_recovered
+    ));
+    if f.received + f.lost > 0 {
+        lines.push(format!(
+            "receive: {} sources, {:.2}% lost, {} rebuilt from {} repairs, {:.2}% left",
+            f.received,
+            f.received_loss_percent,
+            f.recovered,
+            f.repairs_received,
+            f.received_residual_percent
+        ));
+    }
+    lines
 }
 
 /// One line on a path's tail duplication: the mode, whether it is on now
@@ -443,6 +483,13 @@ pub fn flows(args: &QueryArgs) -> anyhow::Result<()> {
     }
     if f.flows.is_empty() {
         writeln!(out, "(no live flows)")?;
+    }
+    for path in &f.paths {
+        if let Some(fec) = &path.fec {
+            for line in fec_lines(fec) {
+                writeln!(out, "path {}  fec {line}", path.peer)?;
+            }
+        }
     }
     Ok(())
 }

@@ -310,6 +310,11 @@ pub fn lossy_path(
     let front = Arc::new(UdpSocket::bind("127.0.0.1:0").unwrap());
     let back = Arc::new(UdpSocket::bind("127.0.0.1:0").unwrap());
     back.connect(core).unwrap();
+    // Room for the bursts of a sender that outpaces the relay's threads
+    // on a loaded machine: the path drops what `drop` says, not more.
+    for socket in [&front, &back] {
+        let _ = socket2::SockRef::from(&**socket).set_recv_buffer_size(4 << 20);
+    }
     let addr = front.local_addr().unwrap();
     let edge: Arc<Mutex<Option<SocketAddr>>> = Arc::default();
     type Line = Arc<(Mutex<VecDeque<(Instant, Vec<u8>)>>, std::sync::Condvar)>;

@@ -36,7 +36,7 @@ mod filter;
 mod loss;
 mod rate;
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -176,6 +176,11 @@ pub struct Bbr {
     loss: LossRate,
     /// The last finished round lost more than random loss explains.
     congested: bool,
+    /// Rounds that ended congested so far.
+    congested_rounds: u64,
+    /// Packets the peer's FEC rebuilt and the controller has not counted
+    /// yet (shared with the datagram layer, see [`Bbr::repaired`]).
+    repaired: Arc<AtomicU64>,
     /// The delivery rate samples of the current round (see `median`).
     round_samples: Vec<u64>,
     pacing_gain: f64,
@@ -230,6 +235,8 @@ impl Bbr {
             full_bandwidth_reached: false,
             loss: LossRate::default(),
             congested: false,
+            congested_rounds: 0,
+            repaired: Arc::default(),
             round_samples: Vec::new(),
             pacing_gain: HIGH_GAIN,
             cwnd_gain: HIGH_GAIN,
@@ -262,6 +269,27 @@ impl Bbr {
     /// trip in the middle of a transfer) is not at the end of anything.
     pub fn sender_blocked(&self) -> Arc<AtomicBool> {
         self.blocked.clone()
+    }
+
+    /// A counter, shared by this controller and its clones, to which the
+    /// datagram layer adds the packets the peer's FEC rebuilt. They count
+    /// as lost in the controller's judgement of a round: repaired random
+    /// loss is learned as random loss, repaired loss at a growing queue is
+    /// congestion, and cuts the window like a loss would. FEC must never
+    /// hide congestion from the controller.
+    pub fn repaired(&self) -> Arc<AtomicU64> {
+        self.repaired.clone()
+    }
+
+    /// The path's usual (random) loss rate as the controller learned it
+    /// from rounds without a queue (0..1).
+    pub fn random_loss(&self) -> f64 {
+        self.loss.usual()
+    }
+
+    /// Rounds that ended congested (lost more than random loss explains).
+    pub fn congested_rounds(&self) -> u64 {
+        self.congested_rounds
     }
 
     /// The current mode.
@@ -369,6 +397,11 @@ impl Bbr {
         self.app_limited = app_limited;
         let acked = std::mem::take(&mut self.batch_acked);
         let lost = std::mem::take(&mut self.batch_lost);
+        let repaired = self
+            .repaired
+            .swap(0, Ordering::Relaxed)
+            .min(1 << 20)
+            .saturating_mul(self.mtu);
         let rtt = self.batch_rtt.take();
         let prior_in_flight = in_flight + acked + lost;
         let sample = self.rate.on_end_acks(in_flight, app_limited, self.min_rtt);
@@ -376,7 +409,7 @@ impl Bbr {
             return;
         }
         self.update_bandwidth(sample);
-        let round_loss = self.update_loss(acked, lost, rtt);
+        let round_loss = self.update_loss(acked, lost + repaired, rtt);
         self.update_ack_aggregation(now, acked);
         self.update_cycle_phase(now, prior_in_flight, lost);
         self.check_full_bandwidth_reached(sample, round_loss);
@@ -384,7 +417,7 @@ impl Bbr {
         self.update_min_rtt(now, rtt, in_flight);
         self.update_gains();
         self.set_pacing_rate(self.pacing_gain);
-        self.set_cwnd(acked, lost, in_flight);
+        self.set_cwnd(acked, lost + repaired, in_flight);
         if self.round_start {
             let send_kbit = self.round_mark.map_or(0, |(at, bytes)| {
                 let seconds = now.saturating_duration_since(at).as_secs_f64().max(1e-6);
@@ -439,6 +472,7 @@ impl Bbr {
     fn update_loss(&mut self, acked: u64, lost: u64, rtt: Option<Duration>) -> RoundLoss {
         if self.round_start {
             self.congested = self.loss.end_round(self.mtu, self.min_rtt).congestive();
+            self.congested_rounds += u64::from(self.congested);
         }
         self.loss.on_batch(acked, lost, rtt);
         self.loss.so_far(self.mtu, self.min_rtt)

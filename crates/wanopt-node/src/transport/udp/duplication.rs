@@ -3,7 +3,7 @@
 //! runtime's socket ([`Duplication::wrap`]).
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -11,6 +11,7 @@ use quinn::AsyncUdpSocket;
 use tokio::sync::Notify;
 use wanopt_proto::dup::{TailDup, TailParams, TailStats, BUSY_SHARE};
 
+use super::fec::FecStatus;
 use super::path::{PathMemory, PathSample};
 use super::shared::Shared;
 use super::socket::{send_copies, DupSocket};
@@ -37,6 +38,8 @@ impl Duplication {
                 wake: Notify::new(),
                 parity: Mutex::default(),
                 parity_seen: AtomicBool::new(false),
+                fec: Mutex::default(),
+                fec_on: AtomicBool::new(false),
                 senders: Mutex::default(),
             }),
             paths: Arc::default(),
@@ -68,6 +71,7 @@ impl Duplication {
         ));
         let params = path.params.filter(|_| path.repeats(self.mode));
         let ending = path.ending > 0;
+        let lean = path.bulk && !ending;
         drop(paths);
         let mut policy = self.shared.policy();
         policy.set_path(now, peer, params);
@@ -75,6 +79,42 @@ impl Duplication {
         self.shared
             .active
             .store(policy.is_active(), Ordering::Relaxed);
+        drop(policy);
+        let mut fec = self.shared.fec();
+        fec.on_sample(peer, sample, lean);
+        self.shared.fec_on.store(fec.any_on(), Ordering::Relaxed);
+        let changed = !fec.outgoing.is_empty();
+        drop(fec);
+        if changed {
+            self.shared.wake.notify_one();
+        }
+    }
+
+    /// Sets continuous FEC (`--fec`, `--fec-budget` as a share of the
+    /// sources, 0..=1) for the paths sampled from now on.
+    pub fn set_fec(&self, mode: wanopt_proto::fec_stream::FecMode, budget: f64) {
+        let mut fec = self.shared.fec();
+        fec.mode = mode;
+        fec.budget = budget;
+    }
+
+    /// The FEC setting.
+    pub fn fec_mode(&self) -> wanopt_proto::fec_stream::FecMode {
+        self.shared.fec().mode
+    }
+
+    /// Hands the peer's reports of repaired packets to the connection's
+    /// controller through its counter (wanopt's BBR:
+    /// [`crate::transport::bbr::Bbr::repaired`]). Idempotent.
+    pub fn watch_repairs(&self, peer: SocketAddr, repaired: Arc<AtomicU64>) {
+        if let Some(sender) = self.shared.fec().senders.get_mut(&peer) {
+            sender.repaired = Some(repaired);
+        }
+    }
+
+    /// What continuous FEC does on the path to `peer`.
+    pub fn fec_status(&self, peer: SocketAddr) -> FecStatus {
+        self.shared.fec().status(peer)
     }
 
     /// Watches the sender of the connection to `peer` through its
@@ -97,6 +137,7 @@ impl Duplication {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&peer);
+        self.shared.fec().remove(peer);
         let mut policy = self.shared.policy();
         policy.remove(peer);
         self.shared
@@ -175,6 +216,8 @@ mod tests {
             rate_estimate: Some(250_000.0),
             udp_tx_bytes: tx,
             mtu: 1472,
+            congested_rounds: None,
+            random_loss: None,
         }
     }
 

@@ -18,6 +18,14 @@
 //! shows lost, and hands the rebuilt datagrams to quinn as received; the
 //! parity datagrams themselves never reach quinn.
 //!
+//! Continuous FEC (`wanopt_proto::fec_stream`, module `fec`) works in the
+//! same socket: towards a peer whose policy turns it on, every datagram
+//! goes out as a numbered source and each block's repairs follow; from a
+//! peer that sends it, sources are unwrapped and handed on at once, lost
+//! ones rebuilt from repairs, and the counts reported back to the peer,
+//! whose policy sizes the code and whose controller is told of the
+//! repairs.
+//!
 //! Files by concept: the node's handle (`duplication`), what it remembers
 //! of each path (`path`), the receiving side of parity (`parity`),
 //! stream ends (`ends`), the wrapped socket (`socket`) and what it shows
@@ -25,6 +33,7 @@
 
 mod duplication;
 mod ends;
+mod fec;
 mod parity;
 mod path;
 mod shared;
@@ -33,5 +42,7 @@ mod status;
 
 pub use duplication::Duplication;
 pub use ends::{StreamEnd, StreamEnds, STREAM_END_HOLD};
+pub use fec::{flush_after, FecStatus, REPORT_INTERVAL};
 pub use path::{PathSample, SAMPLE_INTERVAL};
 pub use status::{DuplicationMode, DuplicationStatus};
+pub use wanopt_proto::fec_stream::FecMode;

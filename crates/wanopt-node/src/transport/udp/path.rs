@@ -25,6 +25,12 @@ pub struct PathSample {
     pub udp_tx_bytes: u64,
     /// The path MTU (UDP payload).
     pub mtu: u16,
+    /// Rounds the congestion controller found congested so far (wanopt's
+    /// BBR), so that FEC does not answer loss at a growing queue.
+    pub congested_rounds: Option<u64>,
+    /// The random loss rate the congestion controller learned (wanopt's
+    /// BBR): FEC answers no more loss than this.
+    pub random_loss: Option<f64>,
 }
 
 /// What the node remembers of a path between samples.

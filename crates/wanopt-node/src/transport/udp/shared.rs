@@ -10,6 +10,7 @@ use quinn::udp::EcnCodepoint;
 use tokio::sync::Notify;
 use wanopt_proto::dup::TailDup;
 
+use super::fec::FecPeers;
 use super::parity::ParityReceivers;
 
 /// What the policy keeps of a datagram besides its bytes.
@@ -24,9 +25,14 @@ pub(super) struct Shared {
     pub(super) wake: Notify,
     /// The receiving side of parity.
     pub(super) parity: Mutex<ParityReceivers>,
-    /// Set once any peer sent parity, so the receive path of a node that
-    /// never got any takes no lock.
+    /// Set once any peer sent parity or FEC, so the receive path of a
+    /// node that never got any takes no lock.
     pub(super) parity_seen: AtomicBool,
+    /// Continuous FEC: encoders, decoders, policies.
+    pub(super) fec: Mutex<FecPeers>,
+    /// Set while FEC is sent to any peer, so the send path of a node
+    /// without takes no lock.
+    pub(super) fec_on: AtomicBool,
     /// Per peer, its connection's congestion controller's "data waits"
     /// flag ([`super::Duplication::watch_sender`]).
     pub(super) senders: Mutex<Vec<(SocketAddr, Arc<AtomicBool>)>>,
@@ -39,6 +45,10 @@ impl Shared {
 
     pub(super) fn parity(&self) -> MutexGuard<'_, ParityReceivers> {
         self.parity.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn fec(&self) -> MutexGuard<'_, FecPeers> {
+        self.fec.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(super) fn senders(&self) -> MutexGuard<'_, Vec<(SocketAddr, Arc<AtomicBool>)>> {

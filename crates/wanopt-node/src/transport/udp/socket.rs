@@ -1,9 +1,11 @@
-//! The wrapped socket quinn sends and receives through: it records what
-//! goes out for the tail policy, takes parity out of what comes in, hands
-//! rebuilt datagrams on, and a task of its own sends the copies.
+//! The wrapped socket quinn sends and receives through: it wraps what
+//! goes out as FEC sources where a peer is sent FEC and records it for the
+//! tail policy; it takes parity, repairs and reports out of what comes in,
+//! unwraps sources, hands rebuilt datagrams on; and a task of its own
+//! sends the copies, the repairs of blocks due and the reports.
 
 use std::io::{self, IoSliceMut};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -14,14 +16,25 @@ use quinn::udp::{RecvMeta, Transmit};
 use quinn::{AsyncUdpSocket, UdpPoller};
 use wanopt_proto::dup::MAX_TAIL_DATAGRAMS;
 use wanopt_proto::fec;
+use wanopt_proto::fec_stream::{self, SOURCE_HEADER};
 
 use super::shared::Shared;
+
+/// Most datagrams per batch quinn is offered, so that a batch of FEC
+/// sources (five bytes longer each) stays under 64 KiB.
+const MAX_SEGMENTS: usize = 40;
 
 /// The wrapped socket.
 #[derive(Debug)]
 pub(super) struct DupSocket {
     pub(super) inner: Arc<dyn AsyncUdpSocket>,
     pub(super) shared: Arc<Shared>,
+}
+
+/// Whether `datagram` belongs to the datagram layer (tail parity, FEC)
+/// rather than QUIC: its first byte has QUIC's fixed bit clear.
+fn is_layer(datagram: &[u8]) -> bool {
+    fec::is_parity(datagram) || fec_stream::kind(datagram).is_some()
 }
 
 impl DupSocket {
@@ -52,6 +65,75 @@ impl DupSocket {
             self.shared.wake.notify_one();
         }
     }
+
+    /// Sends `transmit` as FEC sources if its destination is sent FEC;
+    /// `None` if it is not (the caller sends it as it is).
+    fn try_send_fec(&self, transmit: &Transmit) -> Option<io::Result<()>> {
+        let mut fec = self.shared.fec();
+        let sender = fec.senders.get_mut(&transmit.destination)?;
+        sender.encoder.params()?;
+        let size = transmit
+            .segment_size
+            .unwrap_or(transmit.contents.len())
+            .max(1);
+        let count = transmit.contents.len().div_ceil(size);
+        let mut wrapped = Vec::with_capacity(transmit.contents.len() + count * SOURCE_HEADER);
+        for (i, datagram) in transmit.contents.chunks(size).enumerate() {
+            sender.encoder.wrap(i, datagram, &mut wrapped);
+        }
+        let idle = sender.encoder.poll_timeout().is_none();
+        sender.local_ip = transmit.src_ip;
+        let sent = self.inner.try_send(&Transmit {
+            destination: transmit.destination,
+            ecn: transmit.ecn,
+            contents: &wrapped,
+            segment_size: transmit.segment_size.map(|s| s + SOURCE_HEADER),
+            src_ip: transmit.src_ip,
+        });
+        if let Err(e) = sent {
+            return Some(Err(e));
+        }
+        fec.on_sent(
+            Instant::now(),
+            transmit.destination,
+            transmit.contents,
+            size,
+        );
+        self.send_outgoing(&mut fec);
+        if idle {
+            // A block began: the task must watch its deadline.
+            self.shared.wake.notify_one();
+        }
+        Some(Ok(()))
+    }
+
+    /// Sends the repairs and reports waiting in `fec` (a full socket
+    /// buffer drops them: the path is busy).
+    fn send_outgoing(&self, fec: &mut super::fec::FecPeers) {
+        for (destination, datagram) in fec.outgoing.drain(..) {
+            let src_ip = fec
+                .senders
+                .get(&destination)
+                .and_then(|s| s.local_ip)
+                .or_else(|| fec.receivers.get(&destination).and_then(|r| r.local_ip));
+            let _ = self.inner.try_send(&Transmit {
+                destination,
+                ecn: None,
+                contents: &datagram,
+                segment_size: None,
+                src_ip,
+            });
+        }
+    }
+
+    /// Closes the FEC blocks that are due and sends reports; returns when
+    /// to look again.
+    fn send_fec_due(&self, now: Instant) -> Option<Instant> {
+        let mut fec = self.shared.fec();
+        let next = fec.poll(now);
+        self.send_outgoing(&mut fec);
+        next
+    }
 }
 
 impl AsyncUdpSocket for DupSocket {
@@ -60,7 +142,15 @@ impl AsyncUdpSocket for DupSocket {
     }
 
     fn try_send(&self, transmit: &Transmit) -> io::Result<()> {
-        self.inner.try_send(transmit)?;
+        let fec_sent = if self.shared.fec_on.load(Ordering::Relaxed) {
+            self.try_send_fec(transmit)
+        } else {
+            None
+        };
+        match fec_sent {
+            Some(result) => result?,
+            None => self.inner.try_send(transmit)?,
+        }
         if self.shared.active.load(Ordering::Relaxed) {
             self.record(transmit);
         }
@@ -79,7 +169,7 @@ impl AsyncUdpSocket for DupSocket {
                 .iter()
                 .zip(meta.iter())
                 .take(received)
-                .any(|(buf, m)| segments(&buf[..m.len], m.stride).any(fec::is_parity))
+                .any(|(buf, m)| segments(&buf[..m.len], m.stride).any(is_layer))
             {
                 return Poll::Ready(Ok(received));
             }
@@ -100,7 +190,7 @@ impl AsyncUdpSocket for DupSocket {
     }
 
     fn max_transmit_segments(&self) -> usize {
-        self.inner.max_transmit_segments()
+        self.inner.max_transmit_segments().min(MAX_SEGMENTS)
     }
 
     fn max_receive_segments(&self) -> usize {
@@ -118,10 +208,12 @@ fn segments(buf: &[u8], stride: usize) -> impl Iterator<Item = &[u8]> {
 }
 
 impl DupSocket {
-    /// Passes the first `received` buffers through the parity receivers:
-    /// parity datagrams are taken out of them (the rest moved up, so a GRO
-    /// buffer stays `stride`-spaced with only its last datagram shorter),
-    /// others are remembered for peers that send parity. Returns
+    /// Passes the first `received` buffers through the datagram layer:
+    /// parity, repairs and reports are taken out of them, sources
+    /// unwrapped, and what is left moved up so a GRO buffer stays
+    /// `stride`-spaced with only its last datagram shorter (a datagram
+    /// that would break that is held and handed on at the next poll).
+    /// QUIC datagrams are remembered for peers that send parity. Returns
     /// `received` (a buffer left empty has length 0).
     fn take_parity(
         &self,
@@ -130,35 +222,81 @@ impl DupSocket {
         received: usize,
     ) -> usize {
         let mut parity = self.shared.parity();
+        let mut fec = self.shared.fec();
+        let mut wake = false;
         for (buf, m) in bufs.iter_mut().zip(meta.iter_mut()).take(received) {
             let stride = m.stride.max(1);
             let len = m.len.min(buf.len());
             let mut kept = 0;
+            let mut out_stride = 0;
+            let mut closed = false;
             let mut at = 0;
             while at < len {
                 let end = (at + stride).min(len);
-                let consumed = parity.on_datagram(m.addr, m.dst_ip, &buf[at..end]);
-                if !consumed {
-                    if kept != at {
-                        buf.copy_within(at..end, kept);
+                let segment = &buf[at..end];
+                // The QUIC datagram's place in the segment, if any.
+                let quic = if fec::is_parity(segment) {
+                    parity.on_datagram(m.addr, m.dst_ip, segment);
+                    None
+                } else if let Some(kind) = fec_stream::kind(segment) {
+                    let waiting = fec.receivers.get(&m.addr).is_none_or(|r| r.unreported == 0);
+                    let payload = fec.on_received(m.addr, m.dst_ip, kind, segment);
+                    if kind == fec_stream::Kind::Source {
+                        wake |= waiting;
+                        if let Some(r) = fec.receivers.get_mut(&m.addr) {
+                            r.local_ip = m.dst_ip;
+                        }
                     }
-                    kept += end - at;
+                    payload.map(|p| (end - p.len(), end))
+                } else {
+                    Some((at, end))
+                };
+                if let Some((start, stop)) = quic {
+                    parity.on_datagram(m.addr, m.dst_ip, &buf[start..stop]);
+                    let n = stop - start;
+                    let fits = !closed && (out_stride == 0 || n <= out_stride);
+                    if fits {
+                        if start != kept {
+                            buf.copy_within(start..stop, kept);
+                        }
+                        kept += n;
+                        if out_stride == 0 {
+                            out_stride = n;
+                        } else if n < out_stride {
+                            // Only the last may be shorter.
+                            closed = true;
+                        }
+                    } else {
+                        fec.hold(m.addr, m.dst_ip, &buf[start..stop]);
+                    }
                 }
                 at = end;
             }
             m.len = kept;
+            if out_stride > 0 {
+                m.stride = out_stride;
+            }
+        }
+        drop(fec);
+        drop(parity);
+        if wake {
+            self.shared.wake.notify_one();
         }
         // Rebuilt datagrams wait for the next poll: quinn polls again at
         // once after a batch (or wakes itself when it paused for fairness).
         received
     }
 
-    /// Moves rebuilt datagrams into the buffers; returns how many.
+    /// Moves rebuilt and held datagrams into the buffers; returns how
+    /// many.
     fn hand_rebuilt(&self, bufs: &mut [IoSliceMut<'_>], meta: &mut [RecvMeta]) -> usize {
         let mut parity = self.shared.parity();
+        let mut fec = self.shared.fec();
         let mut handed = 0;
         for (buf, m) in bufs.iter_mut().zip(meta.iter_mut()) {
-            let Some((addr, dst_ip, datagram)) = parity.rebuilt.pop_front() else {
+            let next: Option<(SocketAddr, Option<IpAddr>, Vec<u8>)> =
+                fec.held.pop_front().or_else(|| parity.rebuilt.pop_front());
+            let Some((addr, dst_ip, datagram)) = next else {
                 break;
             };
             if datagram.len() > buf.len() {
@@ -178,51 +316,57 @@ impl DupSocket {
     }
 }
 
-/// Sleeps until the policy's next deadline, sends what is due, and ends
-/// when the socket is dropped.
+/// Sleeps until the next deadline (the tail policy's, an FEC block's, a
+/// report's), sends what is due, and ends when the socket is dropped.
 pub(super) async fn send_copies(socket: Weak<DupSocket>) {
     let Some(shared) = socket.upgrade().map(|s| s.shared.clone()) else {
         return;
     };
     loop {
-        let deadline = shared.policy().poll_timeout();
+        let fec_next = {
+            let Some(socket) = socket.upgrade() else {
+                return;
+            };
+            let now = Instant::now();
+            shared.sync_senders();
+            loop {
+                let Some(copy) = shared.policy().poll_transmit(now) else {
+                    break;
+                };
+                let transmit = Transmit {
+                    destination: copy.key,
+                    ecn: copy.meta.0,
+                    contents: &copy.datagram,
+                    segment_size: None,
+                    src_ip: copy.meta.1,
+                };
+                // A full socket buffer means the path is busy, not quiet:
+                // the copy is not worth waiting for.
+                let _ = socket.inner.try_send(&transmit);
+                shared.policy().recycle(copy.datagram);
+            }
+            socket.send_fec_due(now)
+        };
+        let deadline = match (shared.policy().poll_timeout(), fec_next) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         match deadline {
             Some(at) => {
                 let sleep = tokio::time::sleep_until(at.into());
                 tokio::select! {
                     () = sleep => {}
-                    () = shared.wake.notified() => continue,
+                    () = shared.wake.notified() => {}
                 }
             }
             None => {
                 // Idle: wait for a send, but look at the socket now and
                 // then so the task ends with it.
                 tokio::select! {
-                    () = shared.wake.notified() => continue,
+                    () = shared.wake.notified() => {}
                     () = tokio::time::sleep(Duration::from_secs(1)) => {}
                 }
             }
-        }
-        let Some(socket) = socket.upgrade() else {
-            return;
-        };
-        let now = Instant::now();
-        shared.sync_senders();
-        loop {
-            let Some(copy) = shared.policy().poll_transmit(now) else {
-                break;
-            };
-            let transmit = Transmit {
-                destination: copy.key,
-                ecn: copy.meta.0,
-                contents: &copy.datagram,
-                segment_size: None,
-                src_ip: copy.meta.1,
-            };
-            // A full socket buffer means the path is busy, not quiet: the
-            // copy is not worth waiting for.
-            let _ = socket.inner.try_send(&transmit);
-            shared.policy().recycle(copy.datagram);
         }
     }
 }

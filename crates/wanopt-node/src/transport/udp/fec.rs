@@ -1,0 +1,370 @@
+//! Continuous FEC under QUIC (`wanopt_proto::fec_stream`), the node's
+//! side: per destination an encoder and the policy that sizes it, per
+//! peer that sends FEC a decoder, and what was rebuilt or held back,
+//! waiting to be handed to quinn.
+//!
+//! Only peers the node has a connection with (those
+//! [`super::Duplication::update_path`] samples) get any state: a stranger's
+//! FEC datagrams are unwrapped and passed on (QUIC drops them), never kept.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::path::PathSample;
+use serde::{Deserialize, Serialize};
+use wanopt_proto::fec_stream::{self, Decoder, Encoder, FecMode, Kind, Policy, Report, REPORT_LEN};
+
+/// How often a receiver reports its counts to a peer that sends it FEC
+/// (when sources arrived since the last report): often enough that the
+/// repairs the sender's controller is told of spread over its rounds.
+pub const REPORT_INTERVAL: Duration = Duration::from_millis(20);
+/// Samples ([`super::SAMPLE_INTERVAL`]) after the controller's last
+/// congested round during which losses are not FEC's to answer.
+const CONGESTION_HOLD: u8 = 3;
+/// Datagrams held for quinn at most (rebuilt ones, and those a received
+/// batch could not keep in place).
+const HELD: usize = 256;
+
+/// The flush deadline for a path of round-trip time `srtt`: half of it,
+/// 4 to 50 ms (a quarter of that for a sparse sender's block). A repair
+/// that comes half a round trip after its block still beats QUIC's loss
+/// detection and retransmission by more than a round trip, and a bulk
+/// sender's blocks fill to their full length first.
+pub fn flush_after(srtt: Duration) -> Duration {
+    (srtt / 2).clamp(Duration::from_millis(4), Duration::from_millis(50))
+}
+
+/// The sending side towards one peer.
+#[derive(Debug)]
+pub(super) struct Sender {
+    pub(super) encoder: Encoder,
+    pub(super) policy: Policy,
+    /// Repairs the peer reported and the controller has not taken yet
+    /// (shared with wanopt's BBR of the connection).
+    pub(super) repaired: Option<Arc<AtomicU64>>,
+    /// The peer's last report.
+    pub(super) report: Option<Report>,
+    pub(super) flush_after: Duration,
+    /// The local address the connection sends from (for repairs sent by
+    /// the task, not in a transmit of quinn's).
+    pub(super) local_ip: Option<IpAddr>,
+    /// Congestive rounds of the controller at the last sample.
+    pub(super) congested_rounds: u64,
+    /// Samples for which losses still count as congestion (QUIC declares
+    /// a loss a round trip or more after the round that judged it).
+    pub(super) congested_hold: u8,
+    /// The controller saw congestion lately.
+    pub(super) congested: bool,
+}
+
+/// The receiving side from one peer.
+#[derive(Debug, Default)]
+pub(super) struct Receiver {
+    pub(super) decoder: Decoder,
+    /// Sources since the last report, and when it went.
+    pub(super) unreported: u64,
+    pub(super) reported_at: Option<Instant>,
+    /// The local address the peer's datagrams arrive at.
+    pub(super) local_ip: Option<IpAddr>,
+}
+
+/// The node's FEC state.
+#[derive(Debug)]
+pub(super) struct FecPeers {
+    pub(super) mode: FecMode,
+    pub(super) budget: f64,
+    pub(super) senders: HashMap<SocketAddr, Sender>,
+    pub(super) receivers: HashMap<SocketAddr, Receiver>,
+    /// Datagrams waiting to be handed to quinn.
+    pub(super) held: VecDeque<(SocketAddr, Option<IpAddr>, Vec<u8>)>,
+    /// Repairs and reports to send (destination, bytes).
+    pub(super) outgoing: Vec<(SocketAddr, Vec<u8>)>,
+    scratch: Vec<Vec<u8>>,
+}
+
+impl Default for FecPeers {
+    fn default() -> Self {
+        FecPeers {
+            mode: FecMode::Off,
+            budget: fec_stream::DEFAULT_BUDGET,
+            senders: HashMap::new(),
+            receivers: HashMap::new(),
+            held: VecDeque::new(),
+            outgoing: Vec::new(),
+            scratch: Vec::new(),
+        }
+    }
+}
+
+/// A path's FEC in `/status`: what this node sends and what it receives.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct FecStatus {
+    /// The node's setting (`auto`, `off`, `K:M`).
+    pub mode: String,
+    /// The code on the path now (`K:M`, `xD` when interleaved), or none.
+    pub code: Option<String>,
+    /// Sending: the loss the peer measured before repair, percent.
+    pub loss_percent: f64,
+    /// Sending: the mean run of consecutive losses, packets.
+    pub burst: f64,
+    /// Sending: repairs over sources of the code now, percent.
+    pub ratio_percent: f64,
+    /// Sending: repair bytes over source bytes so far, percent.
+    pub overhead_percent: f64,
+    /// Sending: sources sent.
+    pub sources_sent: u64,
+    /// Sending: repairs sent.
+    pub repairs_sent: u64,
+    /// Sending: blocks closed, and how many of them by the flush deadline
+    /// or a change of code before they were full.
+    #[serde(default)]
+    pub blocks: u64,
+    /// Sending: blocks closed before they were full.
+    #[serde(default)]
+    pub blocks_partial: u64,
+    /// Sending: the peer's counts, as it last reported them.
+    pub peer_recovered: u64,
+    /// Sending: loss after repair at the peer, percent.
+    pub residual_loss_percent: f64,
+    /// Receiving: sources that arrived.
+    pub received: u64,
+    /// Receiving: sources lost on the way (before repair).
+    pub lost: u64,
+    /// Receiving: lost sources rebuilt from repairs.
+    pub recovered: u64,
+    /// Receiving: repairs that arrived.
+    pub repairs_received: u64,
+    /// Receiving: loss before repair, percent.
+    pub received_loss_percent: f64,
+    /// Receiving: loss after repair, percent.
+    pub received_residual_percent: f64,
+}
+
+fn percent(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
+}
+
+impl FecPeers {
+    /// Whether any destination is sent FEC.
+    pub(super) fn any_on(&self) -> bool {
+        self.senders.values().any(|s| s.encoder.params().is_some())
+    }
+
+    /// A sample of the connection to `peer`: its QUIC totals, its
+    /// controller's count of congestive rounds and its estimate of the
+    /// random loss, and whether it carries bulk traffic with no stream
+    /// ending (the lean code).
+    pub(super) fn on_sample(&mut self, peer: SocketAddr, sample: &PathSample, lean: bool) {
+        let (mode, budget) = (self.mode, self.budget);
+        let sender = self.senders.entry(peer).or_insert_with(|| Sender {
+            encoder: Encoder::new(),
+            policy: Policy::new(mode, budget),
+            repaired: None,
+            report: None,
+            local_ip: None,
+            flush_after: flush_after(sample.srtt),
+            congested_rounds: sample.congested_rounds.unwrap_or(0),
+            congested_hold: 0,
+            congested: false,
+        });
+        if let Some(rounds) = sample.congested_rounds {
+            if rounds != sender.congested_rounds {
+                sender.congested_hold = CONGESTION_HOLD;
+            } else {
+                sender.congested_hold = sender.congested_hold.saturating_sub(1);
+            }
+            sender.congested = sender.congested_hold > 0;
+            sender.congested_rounds = rounds;
+        }
+        sender.policy.set_random_loss(sample.random_loss);
+        sender.policy.set_lean(lean);
+        sender
+            .policy
+            .on_quic(sample.sent_packets, sample.lost_packets, sender.congested);
+        sender.flush_after = flush_after(sample.srtt);
+        self.apply(peer);
+    }
+
+    /// Gives the encoder towards `peer` the policy's code; repairs of
+    /// blocks closed by a change go to `outgoing`.
+    fn apply(&mut self, peer: SocketAddr) {
+        let Some(sender) = self.senders.get_mut(&peer) else {
+            return;
+        };
+        let mut repairs = std::mem::take(&mut self.scratch);
+        sender
+            .encoder
+            .set_params(sender.policy.params(), sender.flush_after, &mut repairs);
+        self.outgoing.extend(repairs.drain(..).map(|r| (peer, r)));
+        self.scratch = repairs;
+    }
+
+    /// Holds a datagram for quinn's next poll.
+    pub(super) fn hold(&mut self, from: SocketAddr, dst_ip: Option<IpAddr>, datagram: &[u8]) {
+        if self.held.len() < HELD {
+            self.held.push_back((from, dst_ip, datagram.to_vec()));
+        }
+    }
+
+    /// Forgets a peer whose connection is gone.
+    pub(super) fn remove(&mut self, peer: SocketAddr) {
+        self.senders.remove(&peer);
+        self.receivers.remove(&peer);
+    }
+
+    /// The next datagrams of `peer` went out as sources (`datagrams`, as
+    /// quinn gave them); repairs of blocks they closed go to `outgoing`.
+    pub(super) fn on_sent(
+        &mut self,
+        now: Instant,
+        peer: SocketAddr,
+        datagrams: &[u8],
+        size: usize,
+    ) {
+        let Some(sender) = self.senders.get_mut(&peer) else {
+            return;
+        };
+        let mut repairs = std::mem::take(&mut self.scratch);
+        for d in datagrams.chunks(size.max(1)) {
+            sender.encoder.on_sent(now, d, &mut repairs);
+        }
+        self.outgoing.extend(repairs.drain(..).map(|r| (peer, r)));
+        self.scratch = repairs;
+    }
+
+    /// Closes due blocks and makes due reports, into `outgoing`; returns
+    /// when to look again.
+    pub(super) fn poll(&mut self, now: Instant) -> Option<Instant> {
+        let mut repairs = std::mem::take(&mut self.scratch);
+        let mut next: Option<Instant> = None;
+        for (peer, sender) in &mut self.senders {
+            sender.encoder.flush_due(now, &mut repairs);
+            self.outgoing.extend(repairs.drain(..).map(|r| (*peer, r)));
+            next = min_time(next, sender.encoder.poll_timeout());
+        }
+        self.scratch = repairs;
+        for (peer, receiver) in &mut self.receivers {
+            if receiver.unreported == 0 {
+                continue;
+            }
+            let due = receiver.reported_at.map_or(now, |at| at + REPORT_INTERVAL);
+            if due <= now {
+                let report = receiver.decoder.report().to_bytes();
+                self.outgoing.push((*peer, report.to_vec()));
+                receiver.unreported = 0;
+                receiver.reported_at = Some(now);
+            } else {
+                next = min_time(next, Some(due));
+            }
+        }
+        next
+    }
+
+    /// Takes one received datagram of this layer from `from`; returns the
+    /// QUIC datagram it carries for a source (to be handed on), `None`
+    /// for a repair or a report (consumed; rebuilt datagrams are held).
+    pub(super) fn on_received<'a>(
+        &mut self,
+        from: SocketAddr,
+        dst_ip: Option<IpAddr>,
+        kind: Kind,
+        datagram: &'a [u8],
+    ) -> Option<&'a [u8]> {
+        let known = self.senders.contains_key(&from);
+        match kind {
+            Kind::Source => {
+                if !known {
+                    return fec_stream::parse_source(datagram).ok().map(|(_, d)| d);
+                }
+                let receiver = self.receivers.entry(from).or_default();
+                receiver.unreported += 1;
+                receiver.decoder.on_source(datagram).ok()
+            }
+            Kind::Repair => {
+                let receiver = self.receivers.get_mut(&from)?;
+                let mut rebuilt = std::mem::take(&mut self.scratch);
+                if let Err(e) = receiver.decoder.on_repair(datagram, &mut rebuilt) {
+                    tracing::trace!("FEC repair from {from} refused: {e}");
+                }
+                for d in rebuilt.drain(..) {
+                    if self.held.len() < HELD {
+                        self.held.push_back((from, dst_ip, d));
+                    }
+                }
+                self.scratch = rebuilt;
+                None
+            }
+            Kind::Report => {
+                if datagram.len() != REPORT_LEN {
+                    return None;
+                }
+                let sender = self.senders.get_mut(&from)?;
+                let Ok(report) = fec_stream::parse_report(datagram) else {
+                    return None;
+                };
+                if let (Some(last), Some(repaired)) = (sender.report, &sender.repaired) {
+                    let d = report.since(&last);
+                    if d.recovered < 1 << 20 {
+                        repaired.fetch_add(u64::from(d.recovered), Ordering::Relaxed);
+                    }
+                }
+                sender.report = Some(report);
+                sender.policy.on_report(report, sender.congested);
+                self.apply(from);
+                None
+            }
+        }
+    }
+
+    /// What FEC does on the path to `peer`.
+    pub(super) fn status(&self, peer: SocketAddr) -> FecStatus {
+        let mut s = FecStatus {
+            mode: self.mode.to_string(),
+            ..FecStatus::default()
+        };
+        if let Some(sender) = self.senders.get(&peer) {
+            let state = sender.policy.state();
+            let stats = sender.encoder.stats();
+            s.code = state.params.map(|p| p.to_string());
+            s.loss_percent = state.loss * 100.0;
+            s.burst = state.burst;
+            s.ratio_percent = state.params.map_or(0.0, |p| p.ratio() * 100.0);
+            s.overhead_percent = percent(stats.repair_bytes, stats.source_bytes);
+            s.sources_sent = stats.sources;
+            s.repairs_sent = stats.repairs;
+            s.blocks = stats.blocks;
+            s.blocks_partial = stats.flushed;
+            if let Some(r) = sender.report {
+                s.peer_recovered = u64::from(r.recovered);
+                let total = u64::from(r.received) + u64::from(r.lost);
+                s.residual_loss_percent =
+                    percent(u64::from(r.lost.saturating_sub(r.recovered)), total);
+            }
+        }
+        if let Some(receiver) = self.receivers.get(&peer) {
+            let d = receiver.decoder.stats();
+            s.received = d.received;
+            s.lost = d.lost;
+            s.recovered = d.recovered;
+            s.repairs_received = d.repairs;
+            s.received_loss_percent = percent(d.lost, d.received + d.lost);
+            s.received_residual_percent =
+                percent(d.lost.saturating_sub(d.recovered), d.received + d.lost);
+        }
+        s
+    }
+}
+
+fn min_time(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}

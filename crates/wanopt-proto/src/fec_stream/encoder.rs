@@ -1,0 +1,221 @@
+//! The sending side: sources are wrapped and remembered, blocks closed
+//! when full or due, and each closed block's repairs made.
+
+use std::time::{Duration, Instant};
+
+use super::wire::{self, Params};
+
+/// What an [`Encoder`] sent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EncoderStats {
+    /// Sources wrapped.
+    pub sources: u64,
+    /// Their bytes on the wire (headers included).
+    pub source_bytes: u64,
+    /// Blocks closed.
+    pub blocks: u64,
+    /// Blocks closed before they were full (by the flush deadline or a
+    /// change of code).
+    pub flushed: u64,
+    /// Repair datagrams made.
+    pub repairs: u64,
+    /// Their bytes.
+    pub repair_bytes: u64,
+}
+
+/// One interleaved block being filled.
+#[derive(Debug, Default)]
+struct Lane {
+    first: u32,
+    /// When its first source was sent.
+    started: Option<Instant>,
+    sources: Vec<Vec<u8>>,
+}
+
+/// The sending side of continuous FEC for one destination.
+#[derive(Debug, Default)]
+pub struct Encoder {
+    next_seq: u32,
+    params: Option<Params>,
+    flush_after: Duration,
+    lanes: Vec<Lane>,
+    /// The lane the next source goes to.
+    cursor: usize,
+    spare: Vec<Vec<u8>>,
+    /// Repairs owed to partial blocks, fractions carried to the next.
+    credit: f64,
+    stats: EncoderStats,
+}
+
+/// A partial block of at most this many sources gets a repair even when
+/// its share of the code is less than one: a sparse sender's datagrams
+/// (a request, an acknowledgement) are each worth protecting, and cost
+/// little.
+const SPARSE: usize = 4;
+
+impl Encoder {
+    /// An encoder that is off.
+    pub fn new() -> Encoder {
+        Encoder {
+            flush_after: Duration::from_millis(10),
+            ..Encoder::default()
+        }
+    }
+
+    /// The code in use; `None` while off (datagrams go out unwrapped).
+    pub fn params(&self) -> Option<Params> {
+        self.params
+    }
+
+    /// What it sent.
+    pub fn stats(&self) -> EncoderStats {
+        self.stats
+    }
+
+    /// Changes the code (`None`: off) and the flush deadline. Blocks being
+    /// filled under another code are closed first: their repairs are
+    /// appended to `repairs`.
+    pub fn set_params(
+        &mut self,
+        params: Option<Params>,
+        flush_after: Duration,
+        repairs: &mut Vec<Vec<u8>>,
+    ) {
+        self.flush_after = flush_after;
+        if params == self.params {
+            return;
+        }
+        if let Some(old) = self.params {
+            for lane in 0..self.lanes.len() {
+                if self.lanes[lane].started.is_some() {
+                    self.stats.flushed += 1;
+                }
+                self.close(lane, old, repairs);
+            }
+        }
+        self.params = params;
+        self.cursor = 0;
+        let depth = params.map_or(0, |p| usize::from(p.depth));
+        self.lanes.resize_with(depth, Lane::default);
+    }
+
+    /// Writes the `nth` next datagram (0 for the next one to be sent) as
+    /// a source into `out`: its header, then its bytes. Call only while on.
+    pub fn wrap(&self, nth: usize, datagram: &[u8], out: &mut Vec<u8>) {
+        wire::write_source(self.next_seq.wrapping_add(nth as u32), datagram, out);
+    }
+
+    /// The next datagram went out wrapped ([`Encoder::wrap`] with
+    /// `nth = 0`): it joins its block; a block it fills is closed and its
+    /// repairs appended to `repairs`.
+    pub fn on_sent(&mut self, now: Instant, datagram: &[u8], repairs: &mut Vec<Vec<u8>>) {
+        let Some(params) = self.params else {
+            return;
+        };
+        let seq = self.next_seq;
+        self.next_seq = seq.wrapping_add(1);
+        self.stats.sources += 1;
+        self.stats.source_bytes += (datagram.len() + wire::SOURCE_HEADER) as u64;
+        let lane_index = self.cursor;
+        self.cursor = (self.cursor + 1) % self.lanes.len().max(1);
+        let mut copy = self.spare.pop().unwrap_or_default();
+        copy.clear();
+        copy.extend_from_slice(datagram);
+        let lane = &mut self.lanes[lane_index];
+        if lane.sources.is_empty() {
+            lane.first = seq;
+            lane.started = Some(now);
+        }
+        lane.sources.push(copy);
+        if lane.sources.len() >= usize::from(params.k) {
+            self.close(lane_index, params, repairs);
+        }
+    }
+
+    /// When `lane`'s block is due to be closed: `flush_after` after its
+    /// first source, a quarter of that while it holds no more than a
+    /// sparse sender's few datagrams (a lost request is rebuilt long
+    /// before QUIC would resend it; a bulk sender's blocks fill up).
+    fn due(&self, lane: &Lane) -> Option<Instant> {
+        let wait = if lane.sources.len() <= SPARSE {
+            self.flush_after / 4
+        } else {
+            self.flush_after
+        };
+        lane.started.map(|t| t + wait)
+    }
+
+    /// When the oldest block being filled is due to be closed.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.lanes.iter().filter_map(|l| self.due(l)).min()
+    }
+
+    /// Closes the blocks that are due at `now`, appending their repairs.
+    pub fn flush_due(&mut self, now: Instant, repairs: &mut Vec<Vec<u8>>) {
+        let Some(params) = self.params else {
+            return;
+        };
+        for lane in 0..self.lanes.len() {
+            if self.due(&self.lanes[lane]).is_some_and(|t| t <= now) {
+                self.stats.flushed += 1;
+                self.close(lane, params, repairs);
+            }
+        }
+    }
+
+    /// Closes `lane`'s block: `m` repairs for a full block, its share for
+    /// a partial one (at least one for a sparse one).
+    fn close(&mut self, lane: usize, params: Params, repairs: &mut Vec<Vec<u8>>) {
+        let count = self.lanes[lane].sources.len();
+        self.lanes[lane].started = None;
+        if count == 0 {
+            return;
+        }
+        let m = if count >= usize::from(params.k) {
+            usize::from(params.m)
+        } else {
+            // A partial block's share of the code, fractions carried over
+            // so the ratio holds over many (a bulk sender's blocks closed
+            // by the deadline).
+            let owed = count as f64 * f64::from(params.m) / f64::from(params.k) + self.credit;
+            let m = (owed.floor() as usize).min(usize::from(params.m));
+            self.credit = (owed - m as f64).min(1.0);
+            if m == 0 && count <= SPARSE {
+                self.credit = 0.0;
+                1
+            } else {
+                m
+            }
+        };
+        let lane = &mut self.lanes[lane];
+        if m == 0 {
+            self.spare.append(&mut lane.sources);
+            return;
+        }
+        let max_len = lane.sources.iter().map(Vec::len).max().unwrap_or(0);
+        let shard = wire::shard_len(max_len);
+        let mut symbols = Vec::with_capacity(count);
+        for source in &lane.sources {
+            let mut s = Vec::with_capacity(shard);
+            wire::symbol(source, shard, &mut s);
+            symbols.push(s);
+        }
+        let first = lane.first;
+        let stride = params.depth;
+        self.spare.append(&mut lane.sources);
+        self.spare.truncate(2 * usize::from(wire::MAX_K));
+        let Ok(shards) = reed_solomon_simd::encode(count, m, &symbols) else {
+            // Not reached: the counts and the shard length are in range.
+            return;
+        };
+        self.stats.blocks += 1;
+        for (index, shard) in shards.into_iter().enumerate() {
+            let mut d = Vec::with_capacity(wire::REPAIR_HEADER + shard.len());
+            wire::write_repair_header(first, count as u8, stride, m as u8, index as u8, &mut d);
+            d.extend_from_slice(&shard);
+            self.stats.repairs += 1;
+            self.stats.repair_bytes += d.len() as u64;
+            repairs.push(d);
+        }
+    }
+}

@@ -1,0 +1,298 @@
+//! How much redundancy a path gets: from the loss the sender measures on
+//! it (its QUIC's losses while FEC is off; the receiver's reports, which
+//! count losses before repair, while it is on), under a budget.
+
+use std::fmt;
+use std::str::FromStr;
+
+use super::wire::{Params, Report, MAX_DEPTH, MAX_K, MAX_M};
+
+/// The default budget: repairs at most this share of the sources.
+pub const DEFAULT_BUDGET: f64 = 0.20;
+/// Packets over which the loss rate is averaged (about half a second at
+/// 100 Mbit/s).
+const HORIZON: f64 = 4_000.0;
+/// Loss rate that switches FEC on ...
+const ON: f64 = 0.002;
+/// ... once this many losses (decayed) were seen.
+const ON_LOST: f64 = 2.5;
+/// Loss rate under which it goes off again.
+const OFF: f64 = 0.0005;
+
+/// What the node's `--fec` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FecMode {
+    /// Never.
+    Off,
+    /// On paths that lose packets, with redundancy from the measured loss.
+    #[default]
+    Auto,
+    /// Always, with this code.
+    Fixed(Params),
+}
+
+impl FromStr for FecMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<FecMode, String> {
+        match s {
+            "off" => return Ok(FecMode::Off),
+            "auto" => return Ok(FecMode::Auto),
+            _ => {}
+        }
+        let bad = || {
+            format!(
+                "invalid FEC setting {s:?} (expected auto, off or K:M with K in 1..={MAX_K} \
+                 sources and M in 1..={MAX_M} repairs per block)"
+            )
+        };
+        let (k, m) = s.split_once(':').ok_or_else(bad)?;
+        let k: u8 = k.trim().parse().map_err(|_| bad())?;
+        let m: u8 = m.trim().parse().map_err(|_| bad())?;
+        Params::new(k, m, 1).map(FecMode::Fixed).map_err(|_| bad())
+    }
+}
+
+impl fmt::Display for FecMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FecMode::Off => f.write_str("off"),
+            FecMode::Auto => f.write_str("auto"),
+            FecMode::Fixed(p) => write!(f, "{}:{}", p.k, p.m),
+        }
+    }
+}
+
+/// What the policy knows of a path and chose for it.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct FecState {
+    /// Loss before repair, recent (0..1).
+    pub loss: f64,
+    /// Mean run of consecutive losses, packets (1 when losses are
+    /// isolated; 0 before any loss).
+    pub burst: f64,
+    /// The code in use, `None` while off.
+    pub params: Option<Params>,
+}
+
+/// Chooses the code of one path.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    mode: FecMode,
+    budget: f64,
+    sent: f64,
+    lost: f64,
+    runs: f64,
+    last_quic: Option<(u64, u64)>,
+    last_report: Option<Report>,
+    on: bool,
+    /// The congestion controller's estimate of the path's random loss,
+    /// when it has one: loss it attributes to a queue is not FEC's.
+    random_loss: Option<f64>,
+    /// The code chosen, and the estimates since it was.
+    chosen: Option<Params>,
+    since_change: u32,
+    /// The path carries bulk traffic and no stream is ending on it.
+    lean: bool,
+}
+
+/// How far above the controller's random-loss estimate the loss FEC
+/// answers may be.
+const RANDOM_ROOM: f64 = 1.5;
+/// Estimates (samples and reports) a code is kept at least, unless the
+/// loss calls for half as many repairs again or bursts for interleaving
+/// two deeper: codes that change with every report close blocks early.
+const MIN_HOLD: u32 = 25;
+
+impl Policy {
+    /// A policy for `mode` spending at most `budget` (repairs over
+    /// sources, 0..=1) in `auto`.
+    pub fn new(mode: FecMode, budget: f64) -> Policy {
+        Policy {
+            mode,
+            budget: if budget.is_finite() {
+                budget.clamp(0.0, 1.0)
+            } else {
+                DEFAULT_BUDGET
+            },
+            sent: 0.0,
+            lost: 0.0,
+            runs: 0.0,
+            last_quic: None,
+            last_report: None,
+            on: matches!(mode, FecMode::Fixed(_)),
+            random_loss: None,
+            chosen: None,
+            since_change: 0,
+            lean: false,
+        }
+    }
+
+    /// Whether the path carries bulk traffic with no stream ending on it:
+    /// then repairs need only stand in for about what is lost (what they
+    /// miss QUIC resends, and a bulk transfer's goodput pays for repairs
+    /// as it would for resending); a sparse sender and the end of a
+    /// transfer, whose lost datagrams would each cost a round trip, get
+    /// the full code. The code follows at once.
+    pub fn set_lean(&mut self, lean: bool) {
+        if lean != self.lean {
+            self.lean = lean;
+            self.since_change = MIN_HOLD;
+            self.choose();
+        }
+    }
+
+    /// The congestion controller's estimate of the path's random loss
+    /// (wanopt's BBR learns it from rounds without a queue): the loss FEC
+    /// answers is at most 1.5 times this, so that loss at an overflowing queue,
+    /// which the controller answers, never raises the code.
+    pub fn set_random_loss(&mut self, loss: Option<f64>) {
+        self.random_loss = loss.filter(|l| l.is_finite() && *l >= 0.0);
+    }
+
+    fn add(&mut self, sent: f64, lost: f64, runs: f64) {
+        if sent <= 0.0 {
+            return;
+        }
+        let keep = (-sent / HORIZON).exp();
+        self.sent = self.sent * keep + sent;
+        self.lost = self.lost * keep + lost.min(sent);
+        self.runs = self.runs * keep + runs.min(lost);
+        let rate = self.loss();
+        if self.mode == FecMode::Auto {
+            if !self.on && rate >= ON && self.lost >= ON_LOST {
+                self.on = true;
+            } else if self.on && rate < OFF {
+                self.on = false;
+            }
+        }
+        self.choose();
+    }
+
+    /// Re-chooses the code (`auto`), keeping the last one for a while
+    /// unless the loss rose well beyond it.
+    fn choose(&mut self) {
+        self.since_change = self.since_change.saturating_add(1);
+        let candidate = match self.mode {
+            FecMode::Auto if self.on => code_for(self.loss(), self.burst(), self.budget, self.lean),
+            _ => None,
+        };
+        let keep = match (self.chosen, candidate) {
+            (Some(old), Some(new)) => {
+                self.since_change < MIN_HOLD
+                    && 2 * u32::from(new.m) < 3 * u32::from(old.m)
+                    && new.depth <= old.depth + 1
+            }
+            _ => false,
+        };
+        if !keep && candidate != self.chosen {
+            self.chosen = candidate;
+            self.since_change = 0;
+        }
+    }
+
+    /// The sender's QUIC totals (packets sent, declared lost): the loss
+    /// measure while FEC is off (while on, QUIC sees only what repair did
+    /// not rebuild). `congested`: the congestion controller found these
+    /// losses at a growing queue, which FEC must not answer.
+    pub fn on_quic(&mut self, sent_total: u64, lost_total: u64, congested: bool) {
+        let delta = match self.last_quic {
+            Some((s, l)) if sent_total >= s && lost_total >= l => {
+                Some((sent_total - s, lost_total - l))
+            }
+            _ => None,
+        };
+        self.last_quic = Some((sent_total, lost_total));
+        let Some((sent, lost)) = delta else {
+            return;
+        };
+        if self.params().is_some() || congested {
+            return;
+        }
+        // Bursts are not seen here: each loss counts as its own run.
+        self.add(sent as f64, lost as f64, lost as f64);
+    }
+
+    /// A report of the receiver (counts before repair).
+    pub fn on_report(&mut self, report: Report, congested: bool) {
+        let Some(last) = self.last_report.replace(report) else {
+            return;
+        };
+        let d = report.since(&last);
+        // A report from before a restart, or nonsense: start again.
+        if d.received > 1 << 30 || d.lost > 1 << 30 {
+            return;
+        }
+        if congested || self.params().is_none() {
+            return;
+        }
+        let sent = f64::from(d.received) + f64::from(d.lost);
+        self.add(sent, f64::from(d.lost), f64::from(d.runs));
+    }
+
+    /// Loss before repair, recent, at most half as much again as what the
+    /// controller takes for random loss.
+    pub fn loss(&self) -> f64 {
+        let measured = if self.sent > 0.0 {
+            self.lost / self.sent
+        } else {
+            0.0
+        };
+        match self.random_loss {
+            // The controller's estimate lags and leaves out rounds that
+            // merely look queued (jitter): it bounds, with room, rather
+            // than replaces the measure.
+            Some(random) => measured.min(RANDOM_ROOM * random),
+            None => measured,
+        }
+    }
+
+    /// The mean run of consecutive losses.
+    pub fn burst(&self) -> f64 {
+        if self.runs > 0.0 {
+            self.lost / self.runs
+        } else {
+            0.0
+        }
+    }
+
+    /// The code for the path now.
+    pub fn params(&self) -> Option<Params> {
+        match self.mode {
+            FecMode::Off => None,
+            FecMode::Fixed(p) => Some(p),
+            FecMode::Auto => self.chosen,
+        }
+    }
+
+    /// What the policy knows and chose.
+    pub fn state(&self) -> FecState {
+        FecState {
+            loss: self.loss(),
+            burst: self.burst(),
+            params: self.params(),
+        }
+    }
+}
+
+/// The code for a loss rate and mean burst: repairs of about 1.6 x loss +
+/// 0.4% of the sources (so the wire overhead stays under 2 x loss + 1%),
+/// or 1.1 x loss + 0.2% when `lean`, at most `budget`, over the longest
+/// blocks (which rebuild the most for a given overhead), interleaved as
+/// deep as the bursts are long.
+pub fn code_for(loss: f64, burst: f64, budget: f64, lean: bool) -> Option<Params> {
+    let ratio = if lean {
+        1.1 * loss + 0.002
+    } else {
+        1.6 * loss + 0.004
+    };
+    let ratio = ratio.min(budget);
+    let k = MAX_K;
+    let m = (ratio * f64::from(k)).round();
+    if m < 1.0 {
+        // The budget does not pay for one repair per longest block.
+        return None;
+    }
+    let m = (m as u8).min(MAX_M);
+    let depth = (burst.round() as u8).clamp(1, MAX_DEPTH);
+    Params::new(k, m, depth).ok()
+}
