@@ -34,7 +34,7 @@ pub enum LabCommand {
     },
     /// Show the link settings and the emulator's counters per direction.
     Status,
-    /// Run a scenario (`tcp-opt`, `waas-3g` or a TOML file) and write results, a report and plots.
+    /// Run a scenario (`tcp-opt`, `waas-3g`, `lossy` or a TOML file) and write results, a report and plots.
     Run(crate::scenario::RunArgs),
     /// Measure the emulator's own ceiling (pps, Gbit/s of 1500-byte packets each way) with iperf3.
     BenchCeiling {
@@ -77,6 +77,9 @@ pub enum LabCommand {
     /// Internal: the traffic generator's client; prints a JSON report.
     #[command(hide = true)]
     GenClient(GenClientArgs),
+    /// Internal: a workload of the lossy scenario (runs inside `client`); prints a JSON report.
+    #[command(hide = true)]
+    LossyClient(crate::lossy::client::ClientArgs),
     /// Write the waas-3g file set (the reference's Table 1, generated from a seed) to a directory.
     WaasFiles {
         /// Directory to write the files to (created if needed).
@@ -260,6 +263,14 @@ pub fn run(command: LabCommand) -> anyhow::Result<i32> {
             congestion,
         } => gen_server(listen, ready, congestion),
         LabCommand::GenClient(args) => gen_client(&args),
+        LabCommand::LossyClient(args) => match crate::lossy::client::run(&args) {
+            Ok(report) => {
+                println!("{}", serde_json::to_string(&report)?);
+                Ok(0)
+            }
+            Err(e @ crate::lossy::client::ClientError::Usage(_)) => usage(e),
+            Err(e) => Err(e.into()),
+        },
         LabCommand::WaasFiles { out, seed } => waas_files(&out, seed),
         LabCommand::WaasReport { dir } => waas_report(&dir),
         LabCommand::WaasServer(args) => waas_server(args),

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod driver;
 pub mod emulator;
 pub mod link;
+pub mod lossy;
 pub mod model;
 pub mod optimize;
 pub mod plot;

@@ -4,10 +4,15 @@
 //!
 //! The server (`wanopt lab gen-server`, started by `lab up` in the `server`
 //! namespace) reads a 16-byte request per connection: magic `WLG1`, the
-//! direction (0: the client sends, 1: the server sends), three zero bytes and
-//! the byte count (u64, big endian). When the server sends, it writes the
-//! bytes and closes; when the client sends, the server answers with the
-//! count it received once it has it all. The payload is pseudo-random
+//! mode ([`Mode`]: 0 the client sends, 1 the server sends, 2 the server
+//! sends until the client half-closes, 3 request/response), three zero
+//! bytes and the byte count (u64, big endian). When the server sends, it
+//! writes the bytes and closes; when the client sends, the server answers
+//! with the count it received once it has it all. In mode 2 the count is
+//! only a bound: the server stops writing and closes once the client has
+//! half-closed (a timed bulk download that ends without a reset). In mode 3
+//! the count is a message size: the server answers every message of that
+//! size with one of its own, until the client half-closes. The payload is pseudo-random
 //! (incompressible, never repeated). Aggregate throughput is payload
 //! bits over the wall time from just before the first connect to the last
 //! byte (download) or the last acknowledgement (upload).
@@ -23,6 +28,31 @@ use serde::{Deserialize, Serialize};
 pub const GENERATOR_PORT: u16 = 5999;
 
 const MAGIC: &[u8; 4] = b"WLG1";
+
+/// What a connection to the generator server asks for (the request's
+/// fifth byte).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Mode {
+    /// The client sends the count, the server acknowledges it.
+    Upload = 0,
+    /// The server sends the count and closes.
+    Download = 1,
+    /// The server sends (at most the count) until the client half-closes.
+    DownloadUntilClosed = 2,
+    /// The server answers each message of the count's size with one of
+    /// its own, until the client half-closes.
+    RequestResponse = 3,
+}
+
+/// The 16-byte request of `mode` with `count`.
+pub fn request(mode: Mode, count: u64) -> [u8; 16] {
+    let mut header = [0u8; 16];
+    header[..4].copy_from_slice(MAGIC);
+    header[4] = mode as u8;
+    header[8..].copy_from_slice(&count.to_be_bytes());
+    header
+}
 const CHUNK: usize = 256 * 1024;
 
 /// Errors from the traffic generator.
@@ -162,7 +192,7 @@ pub fn set_congestion(stream: &TcpStream, name: &str) -> std::io::Result<()> {
     Ok(())
 }
 
-fn serve_one(mut stream: TcpStream) -> std::io::Result<()> {
+pub(crate) fn serve_one(mut stream: TcpStream) -> std::io::Result<()> {
     let mut header = [0u8; 16];
     stream.read_exact(&mut header)?;
     if &header[..4] != MAGIC {
@@ -171,16 +201,65 @@ fn serve_one(mut stream: TcpStream) -> std::io::Result<()> {
     let mut count = [0u8; 8];
     count.copy_from_slice(&header[8..16]);
     let bytes = u64::from_be_bytes(count);
-    if header[4] == 1 {
-        write_bytes(&mut stream, bytes)?;
-        stream.shutdown(Shutdown::Write)?;
-        let mut sink = [0u8; 64];
-        while stream.read(&mut sink)? > 0 {}
-    } else {
-        let got = read_bytes(&mut stream, bytes)?;
-        stream.write_all(&got.to_be_bytes())?;
+    match header[4] {
+        1 => {
+            write_bytes(&mut stream, bytes)?;
+            stream.shutdown(Shutdown::Write)?;
+            let mut sink = [0u8; 64];
+            while stream.read(&mut sink)? > 0 {}
+        }
+        2 => write_until_closed(stream, bytes)?,
+        3 => answer_messages(&mut stream, bytes)?,
+        _ => {
+            let got = read_bytes(&mut stream, bytes)?;
+            stream.write_all(&got.to_be_bytes())?;
+        }
     }
     Ok(())
+}
+
+/// Mode 2: pseudo-random payload (at most `bound` bytes) until the client
+/// half-closes, then a clean close.
+fn write_until_closed(mut stream: TcpStream, mut bound: u64) -> std::io::Result<()> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let closed = Arc::new(AtomicBool::new(false));
+    let mut reader = stream.try_clone()?;
+    let flag = closed.clone();
+    thread::spawn(move || {
+        let mut sink = [0u8; 64];
+        while matches!(reader.read(&mut sink), Ok(n) if n > 0) {}
+        flag.store(true, Ordering::Relaxed);
+    });
+    let seed = PAYLOAD_SEED.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ^ (u64::from(std::process::id()) << 32);
+    let mut rng = crate::rng::Rng::new(seed);
+    let mut buf = vec![0u8; 64 * 1024];
+    while bound > 0 && !closed.load(Ordering::Relaxed) {
+        let n = bound.min(buf.len() as u64) as usize;
+        rng.fill(&mut buf[..n]);
+        stream.write_all(&buf[..n])?;
+        bound -= n as u64;
+    }
+    stream.shutdown(Shutdown::Write)
+}
+
+/// Mode 3: a message of `size` bytes for every message of `size` bytes
+/// read, until the client half-closes.
+fn answer_messages(stream: &mut TcpStream, size: u64) -> std::io::Result<()> {
+    let size = size.clamp(1, CHUNK as u64) as usize;
+    let mut rng = crate::rng::Rng::new(u64::from(std::process::id()));
+    let mut buf = vec![0u8; size];
+    loop {
+        match stream.read_exact(&mut buf) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+            Err(e) => return Err(e),
+        }
+        rng.fill(&mut buf);
+        stream.write_all(&buf)?;
+    }
+    stream.shutdown(Shutdown::Write)
 }
 
 /// Seeds of the payload generators: a new stream per connection.
@@ -283,11 +362,13 @@ fn one_stream(
     if let Some(cc) = congestion {
         set_congestion(&stream, cc).map_err(err)?;
     }
-    let mut header = [0u8; 16];
-    header[..4].copy_from_slice(MAGIC);
-    header[4] = u8::from(workload.direction == Direction::Download);
-    header[8..].copy_from_slice(&workload.bytes.to_be_bytes());
-    stream.write_all(&header).map_err(err)?;
+    let mode = match workload.direction {
+        Direction::Download => Mode::Download,
+        Direction::Upload => Mode::Upload,
+    };
+    stream
+        .write_all(&request(mode, workload.bytes))
+        .map_err(err)?;
     match workload.direction {
         Direction::Download => {
             let got = read_bytes(&mut stream, workload.bytes).map_err(err)?;

@@ -18,6 +18,9 @@ pub enum RunError {
     /// waas-3g's own options were given to another scenario.
     #[error("--tests and --smb-encrypt are options of the waas-3g scenario")]
     WaasOptions,
+    /// `--runs` was given to the lossy scenario (one run per cell).
+    #[error("--runs is not an option of the lossy scenario (one run per cell)")]
+    LossyRuns,
     /// The scenario's name or file is bad.
     #[error(transparent)]
     Spec(#[from] SpecError),
@@ -70,6 +73,7 @@ impl RunError {
             self,
             RunError::Runs
                 | RunError::WaasOptions
+                | RunError::LossyRuns
                 | RunError::Spec(_)
                 | RunError::Size(_)
                 | RunError::Rtt { .. }

@@ -631,7 +631,7 @@ mod tests {
             ),
             (
                 args("no-such-scenario", None, false),
-                "unknown scenario `no-such-scenario`: use `tcp-opt`, `waas-3g` or a path to a .toml file",
+                "unknown scenario `no-such-scenario`: use `tcp-opt`, `waas-3g`, `lossy` or a path to a .toml file",
             ),
         ] {
             let e = Grid::from_args(&args).err();

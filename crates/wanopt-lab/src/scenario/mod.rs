@@ -4,7 +4,8 @@
 //! Every scenario goes through the one [`runner`] as a [`Scenario`]:
 //! [`grid::Grid`] for `tcp-opt` and scenario TOML files (grids of link
 //! settings, endpoint profiles and paths, [`spec`]), and
-//! [`crate::waas::Waas3g`] for `waas-3g`.
+//! [`crate::waas::Waas3g`] for `waas-3g` and [`crate::lossy::Lossy`] for
+//! `lossy`.
 
 mod args;
 mod error;
@@ -24,6 +25,16 @@ use crate::topology::Lab;
 pub fn run(lab: &Lab, args: &RunArgs) -> Result<Verdict, RunError> {
     if args.scenario == crate::waas::SCENARIO {
         let mut scenario = crate::waas::Waas3g::from_args(args)?;
+        return runner::run(lab, &mut scenario, &args.out).map(|r| r.verdict);
+    }
+    if args.scenario == crate::lossy::SCENARIO {
+        if !args.tests.is_empty() || args.smb_encrypt.is_some() {
+            return Err(RunError::WaasOptions);
+        }
+        if args.runs.is_some() {
+            return Err(RunError::LossyRuns);
+        }
+        let mut scenario = crate::lossy::Lossy::new(args.quick);
         return runner::run(lab, &mut scenario, &args.out).map(|r| r.verdict);
     }
     let mut scenario = grid::Grid::from_args(args)?;
