@@ -181,6 +181,10 @@ pub struct Bbr {
     /// Packets the peer's FEC rebuilt and the controller has not counted
     /// yet (shared with the datagram layer, see [`Bbr::repaired`]).
     repaired: Arc<AtomicU64>,
+    /// The share of recent losses that FEC repaired (decayed per batch
+    /// with losses): repaired packets are delivered, so the delivery rate
+    /// already counts them and the pacing makes up only for the rest.
+    repaired_share: f64,
     /// The delivery rate samples of the current round (see `median`).
     round_samples: Vec<u64>,
     pacing_gain: f64,
@@ -237,6 +241,7 @@ impl Bbr {
             congested: false,
             congested_rounds: 0,
             repaired: Arc::default(),
+            repaired_share: 0.0,
             round_samples: Vec::new(),
             pacing_gain: HIGH_GAIN,
             cwnd_gain: HIGH_GAIN,
@@ -403,6 +408,10 @@ impl Bbr {
             .min(1 << 20)
             .saturating_mul(self.mtu);
         let rtt = self.batch_rtt.take();
+        if lost + repaired > 0 {
+            let share = repaired as f64 / (lost + repaired) as f64;
+            self.repaired_share = 0.9 * self.repaired_share + 0.1 * share;
+        }
         let prior_in_flight = in_flight + acked + lost;
         let sample = self.rate.on_end_acks(in_flight, app_limited, self.min_rtt);
         if acked == 0 {
@@ -747,9 +756,12 @@ impl Bbr {
     /// [`MAX_COMPENSATED_LOSS`]: congestion is answered, not paid for, and an
     /// estimate a little high must not pace above the bottleneck (making up
     /// all of a 2.5% estimate of 2% loss kept a standing queue that
-    /// overflowed every few rounds).
+    /// overflowed every few rounds). Loss the peer's FEC repaired is
+    /// delivered, counted in the estimate already: it is not made up for
+    /// (with it, 3% repaired loss kept a queue overflowing 1% of packets).
     fn sending_bandwidth(&self) -> u64 {
-        let loss = (COMPENSATED_SHARE * self.loss.usual()).clamp(0.0, MAX_COMPENSATED_LOSS);
+        let resent = self.loss.usual() * (1.0 - self.repaired_share);
+        let loss = (COMPENSATED_SHARE * resent).clamp(0.0, MAX_COMPENSATED_LOSS);
         (self.bandwidth.get() as f64 / (1.0 - loss)) as u64
     }
 
