@@ -364,12 +364,10 @@ impl NodeState {
                     udp_tx_bytes: stats.udp_tx.bytes,
                     mtu: stats.path.current_mtu,
                     congested_rounds: bbr.as_ref().map(|b| b.congested_rounds),
-                    // Only a controller that has driven the path to its
-                    // rate knows queue loss from random loss.
-                    random_loss: bbr
+                    random_loss: bbr.as_ref().map(|b| b.random_loss),
+                    startup: bbr
                         .as_ref()
-                        .filter(|b| b.mode != crate::transport::bbr::Mode::Startup)
-                        .map(|b| b.random_loss),
+                        .is_some_and(|b| b.mode == crate::transport::bbr::Mode::Startup),
                 },
             );
             if let Some(bbr) = bbr {

@@ -71,7 +71,7 @@ impl Duplication {
         ));
         let params = path.params.filter(|_| path.repeats(self.mode));
         let ending = path.ending > 0;
-        let lean = path.bulk && !ending;
+        let bulk = path.bulk;
         drop(paths);
         let mut policy = self.shared.policy();
         policy.set_path(now, peer, params);
@@ -81,7 +81,7 @@ impl Duplication {
             .store(policy.is_active(), Ordering::Relaxed);
         drop(policy);
         let mut fec = self.shared.fec();
-        fec.on_sample(peer, sample, lean);
+        fec.on_sample(peer, sample, bulk, ending);
         self.shared.fec_on.store(fec.any_on(), Ordering::Relaxed);
         let changed = !fec.outgoing.is_empty();
         drop(fec);
@@ -218,6 +218,7 @@ mod tests {
             mtu: 1472,
             congested_rounds: None,
             random_loss: None,
+            startup: false,
         }
     }
 

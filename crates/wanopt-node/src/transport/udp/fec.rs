@@ -159,9 +159,15 @@ impl FecPeers {
 
     /// A sample of the connection to `peer`: its QUIC totals, its
     /// controller's count of congestive rounds and its estimate of the
-    /// random loss, and whether it carries bulk traffic with no stream
-    /// ending (the lean code).
-    pub(super) fn on_sample(&mut self, peer: SocketAddr, sample: &PathSample, lean: bool) {
+    /// random loss, whether it carries bulk traffic and whether a stream
+    /// is ending on it (bulk and no end: the lean code).
+    pub(super) fn on_sample(
+        &mut self,
+        peer: SocketAddr,
+        sample: &PathSample,
+        bulk: bool,
+        ending: bool,
+    ) {
         let (mode, budget) = (self.mode, self.budget);
         let sender = self.senders.entry(peer).or_insert_with(|| Sender {
             encoder: Encoder::new(),
@@ -183,8 +189,13 @@ impl FecPeers {
             sender.congested = sender.congested_hold > 0;
             sender.congested_rounds = rounds;
         }
-        sender.policy.set_random_loss(sample.random_loss);
-        sender.policy.set_lean(lean);
+        // The controller's bound holds once it has left its startup (a
+        // sparse sender's controller never does, nor sees a queue).
+        let bounded = !sample.startup;
+        sender
+            .policy
+            .set_random_loss(sample.random_loss.filter(|_| bounded));
+        sender.policy.set_lean(bulk && !ending);
         sender
             .policy
             .on_quic(sample.sent_packets, sample.lost_packets, sender.congested);

@@ -31,6 +31,10 @@ pub struct PathSample {
     /// The random loss rate the congestion controller learned (wanopt's
     /// BBR): FEC answers no more loss than this.
     pub random_loss: Option<f64>,
+    /// The controller is still in its startup: its random-loss estimate
+    /// means something only for a sender that drives the path (a sparse
+    /// sender's controller never leaves startup nor sees a queue).
+    pub startup: bool,
 }
 
 /// What the node remembers of a path between samples.
