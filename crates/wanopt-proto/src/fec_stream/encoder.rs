@@ -52,6 +52,11 @@ pub struct Encoder {
 /// (a request, an acknowledgement) are each worth protecting, and cost
 /// little.
 const SPARSE: usize = 4;
+/// ... when the code is at least this strong (about 1% loss): at less, a
+/// sparse sender's datagrams ride on the carried fractions like the rest
+/// (a repair for each would double a chatty control connection's bytes
+/// on a slow link, for a loss that rarely strikes).
+const SPARSE_RATIO: f64 = 0.02;
 
 impl Encoder {
     /// An encoder that is off.
@@ -180,7 +185,7 @@ impl Encoder {
             let owed = count as f64 * f64::from(params.m) / f64::from(params.k) + self.credit;
             let m = (owed.floor() as usize).min(usize::from(params.m));
             self.credit = (owed - m as f64).min(1.0);
-            if m == 0 && count <= SPARSE {
+            if m == 0 && count <= SPARSE && params.ratio() >= SPARSE_RATIO {
                 self.credit = 0.0;
                 1
             } else {

@@ -408,3 +408,19 @@ fn a_sparse_senders_last_datagram_is_rebuilt_though_nothing_follows_it() {
     }
     assert_eq!(dec.stats().recovered, 1);
 }
+
+#[test]
+fn at_low_loss_a_sparse_sender_rides_on_the_carried_fractions() {
+    let t0 = Instant::now();
+    let flush = Duration::from_millis(20);
+    let mut enc = Encoder::new();
+    let mut repairs = Vec::new();
+    // 128:2, the code for about 0.5% loss: under the sparse threshold.
+    enc.set_params(Some(Params::new(128, 2, 1).unwrap()), flush, &mut repairs);
+    for n in 0..128u32 {
+        let at = t0 + flush * 2 * n;
+        enc.on_sent(at, &datagram(n, 100), &mut repairs);
+        enc.flush_due(at + flush, &mut repairs);
+    }
+    assert_eq!(repairs.len(), 2, "the code's share, not one per datagram");
+}
