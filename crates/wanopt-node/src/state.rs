@@ -362,8 +362,10 @@ impl NodeState {
                     srtt: stats.path.rtt,
                     rate_estimate: model::estimated_rate_bps(conn).map(|bps| bps / 8.0),
                     udp_tx_bytes: stats.udp_tx.bytes,
+                    udp_rx_bytes: stats.udp_rx.bytes,
                     mtu: stats.path.current_mtu,
                     congested_rounds: bbr.as_ref().map(|b| b.congested_rounds),
+                    filled_rounds: bbr.as_ref().map(|b| b.filled_rounds),
                     random_loss: bbr.as_ref().map(|b| b.random_loss),
                     startup: bbr
                         .as_ref()

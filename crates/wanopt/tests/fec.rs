@@ -242,4 +242,14 @@ fn random_loss_on_a_lab_link_turns_fec_on_and_the_edge_rebuilds() {
         quic_loss < measured,
         "QUIC lost {quic_loss}, the path {measured}: {edge}"
     );
+    // The other direction carries the edge's acknowledgements, whose loss
+    // QUIC never sees: numbered while FEC is off, the core counted it and
+    // its reports switched the edge's FEC on, so that a request the edge
+    // sends next is protected at once.
+    let (acks, acks_lost) = (
+        core["received"].as_u64().unwrap(),
+        core["lost"].as_u64().unwrap(),
+    );
+    assert!(acks > 1_000 && acks_lost > acks / 100, "{core}");
+    assert!(edge["code"].is_string(), "the edge's FEC is on: {edge}");
 }

@@ -26,6 +26,8 @@ pub struct BbrModel {
     pub sender_blocked: Arc<AtomicBool>,
     /// Rounds that ended congested so far.
     pub congested_rounds: u64,
+    /// Rounds that began not app-limited so far.
+    pub filled_rounds: u64,
     /// The random loss rate the controller learned (0..1).
     pub random_loss: f64,
     /// The counter the datagram layer tells the controller of packets
@@ -47,6 +49,7 @@ pub fn bbr(connection: &quinn::Connection) -> Option<BbrModel> {
         min_rtt: bbr.min_rtt(),
         sender_blocked: bbr.sender_blocked(),
         congested_rounds: bbr.congested_rounds(),
+        filled_rounds: bbr.filled_rounds(),
         random_loss: bbr.random_loss(),
         repaired: bbr.repaired(),
     })

@@ -37,6 +37,15 @@ struct Lane {
 pub struct Encoder {
     next_seq: u32,
     params: Option<Params>,
+    /// Sources are numbered while the code is off, so that the receiver
+    /// measures the loss of every datagram (`auto`).
+    measuring: bool,
+    /// Repairs a sparse block gets at least, and the bytes per second
+    /// and bucket (bytes, when last filled) those beyond its share may
+    /// take.
+    sparse_repairs: u8,
+    sparse_rate: f64,
+    sparse_bucket: (f64, Option<Instant>),
     flush_after: Duration,
     lanes: Vec<Lane>,
     /// The lane the next source goes to.
@@ -47,16 +56,12 @@ pub struct Encoder {
     stats: EncoderStats,
 }
 
-/// A partial block of at most this many sources gets a repair even when
-/// its share of the code is less than one: a sparse sender's datagrams
-/// (a request, an acknowledgement) are each worth protecting, and cost
+/// A partial block of at most this many sources gets repairs even when
+/// its share of the code is less than one, as many as the policy asks
+/// ([`Encoder::set_sparse_repairs`]): a sparse sender's datagrams (a
+/// request, an acknowledgement) are each worth protecting, and cost
 /// little.
-const SPARSE: usize = 4;
-/// ... when the code is at least this strong (about 1% loss): at less, a
-/// sparse sender's datagrams ride on the carried fractions like the rest
-/// (a repair for each would double a chatty control connection's bytes
-/// on a slow link, for a loss that rarely strikes).
-const SPARSE_RATIO: f64 = 0.02;
+pub const SPARSE: usize = 4;
 
 impl Encoder {
     /// An encoder that is off.
@@ -67,9 +72,57 @@ impl Encoder {
         }
     }
 
-    /// The code in use; `None` while off (datagrams go out unwrapped).
+    /// The code in use; `None` while off.
     pub fn params(&self) -> Option<Params> {
         self.params
+    }
+
+    /// Numbers the datagrams while the code is off, so the receiver
+    /// counts what the path loses (its reports are the loss measure of
+    /// every datagram, acknowledgements included, which the sender's
+    /// QUIC does not see lost): 5 bytes a datagram.
+    pub fn set_measuring(&mut self, measuring: bool) {
+        self.measuring = measuring;
+    }
+
+    /// The repairs a sparse block (a few datagrams closed by the flush
+    /// deadline) gets at least, though its share of the code is less
+    /// ([`super::Policy::sparse_repairs`]; 0: its share only), and the
+    /// bytes per second such repairs beyond the share may take at most
+    /// (a bucket of half a second, at least 3 full datagrams): a
+    /// moderate stream of small blocks (a video call's) must not double
+    /// its bytes on a slow path.
+    pub fn set_sparse_repairs(&mut self, repairs: u8, bytes_per_second: f64) {
+        self.sparse_repairs = repairs.min(wire::MAX_M);
+        self.sparse_rate = if bytes_per_second.is_finite() {
+            bytes_per_second.max(0.0)
+        } else {
+            0.0
+        };
+    }
+
+    fn sparse_depth(&self) -> f64 {
+        (self.sparse_rate / 2.0).max(3.0 * 1_500.0)
+    }
+
+    /// Fills the sparse repairs' bucket up to `now`.
+    fn refill(&mut self, now: Instant) {
+        let (tokens, at) = self.sparse_bucket;
+        let elapsed = at.map_or(f64::INFINITY, |t| {
+            now.saturating_duration_since(t).as_secs_f64()
+        });
+        let tokens = if elapsed.is_finite() {
+            tokens + elapsed * self.sparse_rate
+        } else {
+            f64::INFINITY
+        };
+        self.sparse_bucket = (tokens.min(self.sparse_depth()), Some(now));
+    }
+
+    /// Whether datagrams go out wrapped as sources (a code, or measuring);
+    /// otherwise they go out as they are.
+    pub fn wraps(&self) -> bool {
+        self.params.is_some() || self.measuring
     }
 
     /// What it sent.
@@ -105,7 +158,8 @@ impl Encoder {
     }
 
     /// Writes the `nth` next datagram (0 for the next one to be sent) as
-    /// a source into `out`: its header, then its bytes. Call only while on.
+    /// a source into `out`: its header, then its bytes. Call only while
+    /// [`Encoder::wraps`].
     pub fn wrap(&self, nth: usize, datagram: &[u8], out: &mut Vec<u8>) {
         wire::write_source(self.next_seq.wrapping_add(nth as u32), datagram, out);
     }
@@ -114,13 +168,17 @@ impl Encoder {
     /// `nth = 0`): it joins its block; a block it fills is closed and its
     /// repairs appended to `repairs`.
     pub fn on_sent(&mut self, now: Instant, datagram: &[u8], repairs: &mut Vec<Vec<u8>>) {
-        let Some(params) = self.params else {
+        if !self.wraps() {
             return;
-        };
+        }
+        self.refill(now);
         let seq = self.next_seq;
         self.next_seq = seq.wrapping_add(1);
         self.stats.sources += 1;
         self.stats.source_bytes += (datagram.len() + wire::SOURCE_HEADER) as u64;
+        let Some(params) = self.params else {
+            return;
+        };
         let lane_index = self.cursor;
         self.cursor = (self.cursor + 1) % self.lanes.len().max(1);
         let mut copy = self.spare.pop().unwrap_or_default();
@@ -160,6 +218,7 @@ impl Encoder {
         let Some(params) = self.params else {
             return;
         };
+        self.refill(now);
         for lane in 0..self.lanes.len() {
             if self.due(&self.lanes[lane]).is_some_and(|t| t <= now) {
                 self.stats.flushed += 1;
@@ -169,13 +228,21 @@ impl Encoder {
     }
 
     /// Closes `lane`'s block: `m` repairs for a full block, its share for
-    /// a partial one (at least one for a sparse one).
+    /// a partial one (at least the sparse repairs for a sparse one, as
+    /// the bucket allows).
     fn close(&mut self, lane: usize, params: Params, repairs: &mut Vec<Vec<u8>>) {
         let count = self.lanes[lane].sources.len();
         self.lanes[lane].started = None;
         if count == 0 {
             return;
         }
+        let max_len = self.lanes[lane]
+            .sources
+            .iter()
+            .map(Vec::len)
+            .max()
+            .unwrap_or(0);
+        let shard = wire::shard_len(max_len);
         let m = if count >= usize::from(params.k) {
             usize::from(params.m)
         } else {
@@ -185,9 +252,13 @@ impl Encoder {
             let owed = count as f64 * f64::from(params.m) / f64::from(params.k) + self.credit;
             let m = (owed.floor() as usize).min(usize::from(params.m));
             self.credit = (owed - m as f64).min(1.0);
-            if m == 0 && count <= SPARSE && params.ratio() >= SPARSE_RATIO {
+            let repair_len = (wire::REPAIR_HEADER + shard) as f64;
+            let affordable = (self.sparse_bucket.0 / repair_len).floor() as usize;
+            let sparse = usize::from(self.sparse_repairs).min(m + affordable);
+            if count <= SPARSE && m < sparse {
                 self.credit = 0.0;
-                1
+                self.sparse_bucket.0 -= (sparse - m) as f64 * repair_len;
+                sparse
             } else {
                 m
             }
@@ -197,8 +268,6 @@ impl Encoder {
             self.spare.append(&mut lane.sources);
             return;
         }
-        let max_len = lane.sources.iter().map(Vec::len).max().unwrap_or(0);
-        let shard = wire::shard_len(max_len);
         let mut symbols = Vec::with_capacity(count);
         for source in &lane.sources {
             let mut s = Vec::with_capacity(shard);

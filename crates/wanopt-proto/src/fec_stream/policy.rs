@@ -1,6 +1,7 @@
-//! How much redundancy a path gets: from the loss the sender measures on
-//! it (its QUIC's losses while FEC is off; the receiver's reports, which
-//! count losses before repair, while it is on), under a budget.
+//! How much redundancy a path gets: from the loss measured on it (the
+//! receiver's reports, which count every numbered datagram's loss before
+//! repair; the sender's QUIC losses until the first report), under a
+//! budget.
 
 use std::fmt;
 use std::str::FromStr;
@@ -18,6 +19,22 @@ const ON: f64 = 0.002;
 const ON_LOST: f64 = 2.5;
 /// Loss rate under which it goes off again.
 const OFF: f64 = 0.0005;
+/// Loss rate from which a sparse sender's every block gets repairs
+/// ([`Policy::sparse_repairs`]); a fixed code asks for one from this
+/// ratio of repairs.
+const SPARSE_LOSS: f64 = 0.008;
+const SPARSE_RATIO: f64 = 0.02;
+/// A sparse sender's datagram may stay lost after repair at most this
+/// often: a request that waits for QUIC's resend costs a round trip or
+/// two, so at 5% loss a block gets 2 repairs.
+const SPARSE_RESIDUAL: f64 = 0.001;
+/// Repairs a sparse block gets at most.
+const SPARSE_MAX: u8 = 4;
+/// Losses (decayed) the measure must rest on before sparse blocks get
+/// repairs: a few short transfers' counts say little (2 losses in 100
+/// datagrams on a path that loses 0.5%), and sparse repairs multiply a
+/// sparse sender's bytes.
+const SPARSE_EVIDENCE: f64 = 8.0;
 
 /// What the node's `--fec` asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -84,6 +101,8 @@ pub struct Policy {
     runs: f64,
     last_quic: Option<(u64, u64)>,
     last_report: Option<Report>,
+    /// Reports arrived: they, not QUIC's losses, are the measure.
+    reported: bool,
     on: bool,
     /// The congestion controller's estimate of the path's random loss,
     /// when it has one: loss it attributes to a queue is not FEC's.
@@ -119,6 +138,7 @@ impl Policy {
             runs: 0.0,
             last_quic: None,
             last_report: None,
+            reported: false,
             on: matches!(mode, FecMode::Fixed(_)),
             random_loss: None,
             chosen: None,
@@ -191,9 +211,10 @@ impl Policy {
     }
 
     /// The sender's QUIC totals (packets sent, declared lost): the loss
-    /// measure while FEC is off (while on, QUIC sees only what repair did
-    /// not rebuild). `congested`: the congestion controller found these
-    /// losses at a growing queue, which FEC must not answer.
+    /// measure until the receiver reports (QUIC sees only what repair did
+    /// not rebuild, and no acknowledgement's loss). `congested`: the
+    /// congestion controller found these losses at a growing queue, which
+    /// FEC must not answer.
     pub fn on_quic(&mut self, sent_total: u64, lost_total: u64, congested: bool) {
         let delta = match self.last_quic {
             Some((s, l)) if sent_total >= s && lost_total >= l => {
@@ -205,15 +226,17 @@ impl Policy {
         let Some((sent, lost)) = delta else {
             return;
         };
-        if self.params().is_some() || congested {
+        if self.reported || self.params().is_some() || congested {
             return;
         }
         // Bursts are not seen here: each loss counts as its own run.
         self.add(sent as f64, lost as f64, lost as f64);
     }
 
-    /// A report of the receiver (counts before repair).
+    /// A report of the receiver (counts before repair, of the numbered
+    /// datagrams: while the code is on, or off in `auto`).
     pub fn on_report(&mut self, report: Report, congested: bool) {
+        self.reported = true;
         let Some(last) = self.last_report.replace(report) else {
             return;
         };
@@ -222,7 +245,7 @@ impl Policy {
         if d.received > 1 << 30 || d.lost > 1 << 30 {
             return;
         }
-        if congested || self.params().is_none() {
+        if congested || self.mode == FecMode::Off {
             return;
         }
         let sent = f64::from(d.received) + f64::from(d.lost);
@@ -264,6 +287,35 @@ impl Policy {
         }
     }
 
+    /// The repairs a sparse sender's block gets at least
+    /// ([`super::Encoder::set_sparse_repairs`]). In `auto`, from about 1%
+    /// loss, as many as keep a datagram of a full sparse block lost after
+    /// repair at most 0.1% of the time (independent losses at the
+    /// measured rate: 1 at 1%, 2 at 3%, 3 at 5%, 4 at 10%), once 8
+    /// losses were measured; at less loss a
+    /// sparse sender's datagrams ride on the carried fractions like the
+    /// rest (a repair for each would double a chatty control connection's
+    /// bytes on a slow link, for a loss that rarely strikes). A fixed
+    /// code of 2% or more: one.
+    pub fn sparse_repairs(&self) -> u8 {
+        match self.mode {
+            FecMode::Off => 0,
+            FecMode::Fixed(p) => u8::from(p.ratio() >= SPARSE_RATIO),
+            FecMode::Auto => {
+                let p = self.loss();
+                if self.chosen.is_none() || p < SPARSE_LOSS || self.lost < SPARSE_EVIDENCE {
+                    return 0;
+                }
+                (1..=SPARSE_MAX)
+                    .find(|&m| {
+                        let others = super::encoder::SPARSE + usize::from(m) - 1;
+                        p * at_least(usize::from(m), others, p) <= SPARSE_RESIDUAL
+                    })
+                    .unwrap_or(SPARSE_MAX)
+            }
+        }
+    }
+
     /// What the policy knows and chose.
     pub fn state(&self) -> FecState {
         FecState {
@@ -272,6 +324,18 @@ impl Policy {
             params: self.params(),
         }
     }
+}
+
+/// The chance that `n` independent trials at `p` succeed `m` times or
+/// more.
+fn at_least(m: usize, n: usize, p: f64) -> f64 {
+    let mut below = 0.0;
+    let mut term = (1.0 - p).powi(n as i32);
+    for i in 0..m.min(n + 1) {
+        below += term;
+        term *= (n - i) as f64 / (i + 1) as f64 * p / (1.0 - p);
+    }
+    (1.0 - below).max(0.0)
 }
 
 /// The code for a loss rate and mean burst: repairs of about 1.6 x loss +

@@ -127,6 +127,7 @@ fn a_sparse_sender_gets_its_repairs_at_the_flush_deadline() {
     let mut repairs = Vec::new();
     let flush = Duration::from_millis(20);
     enc.set_params(Some(Params::new(64, 8, 1).unwrap()), flush, &mut repairs);
+    enc.set_sparse_repairs(1, 1e6);
     assert_eq!(enc.poll_timeout(), None, "nothing to flush before a send");
     let one = datagram(1, 300);
     enc.on_sent(t0, &one, &mut repairs);
@@ -359,6 +360,7 @@ fn partial_blocks_keep_the_code_ratio_and_sparse_ones_get_a_repair() {
     let mut enc = Encoder::new();
     let mut repairs = Vec::new();
     enc.set_params(Some(Params::new(128, 4, 1).unwrap()), flush, &mut repairs);
+    enc.set_sparse_repairs(1, 1e6);
     // A bulk sender whose blocks the deadline closes at 16 sources: each
     // owes half a repair.
     for block in 0..64u32 {
@@ -386,6 +388,7 @@ fn a_sparse_senders_last_datagram_is_rebuilt_though_nothing_follows_it() {
     let mut enc = Encoder::new();
     let mut repairs = Vec::new();
     enc.set_params(Some(Params::new(128, 8, 1).unwrap()), flush, &mut repairs);
+    enc.set_sparse_repairs(1, 1e6);
     let mut dec = Decoder::new();
     let mut rebuilt = Vec::new();
     // Requests one at a time; the third is lost, only its repair arrives.
@@ -415,12 +418,129 @@ fn at_low_loss_a_sparse_sender_rides_on_the_carried_fractions() {
     let flush = Duration::from_millis(20);
     let mut enc = Encoder::new();
     let mut repairs = Vec::new();
-    // 128:2, the code for about 0.5% loss: under the sparse threshold.
-    enc.set_params(Some(Params::new(128, 2, 1).unwrap()), flush, &mut repairs);
+    // 128:2, the code for about 0.5% loss: the policy asks for no
+    // sparse repairs there.
+    let mut p = Policy::new(FecMode::Auto, DEFAULT_BUDGET);
+    p.on_report(Report::default(), false);
+    p.on_report(
+        Report {
+            received: 4_000,
+            lost: 20,
+            runs: 20,
+            ..Report::default()
+        },
+        false,
+    );
+    assert_eq!(p.params(), Some(Params::new(128, 2, 1).unwrap()));
+    assert_eq!(p.sparse_repairs(), 0);
+    enc.set_params(p.params(), flush, &mut repairs);
+    enc.set_sparse_repairs(p.sparse_repairs(), 1e6);
     for n in 0..128u32 {
         let at = t0 + flush * 2 * n;
         enc.on_sent(at, &datagram(n, 100), &mut repairs);
         enc.flush_due(at + flush, &mut repairs);
     }
     assert_eq!(repairs.len(), 2, "the code's share, not one per datagram");
+}
+
+#[test]
+fn while_off_auto_numbers_the_datagrams_and_the_reports_switch_it_on() {
+    // The direction of a download that carries only acknowledgements:
+    // QUIC never declares one lost, so only the receiver's counts of the
+    // numbered datagrams show the path's loss.
+    let t0 = Instant::now();
+    let mut enc = Encoder::new();
+    enc.set_measuring(true);
+    assert!(enc.wraps() && enc.params().is_none());
+    let mut dec = Decoder::new();
+    let mut repairs = Vec::new();
+    let mut p = Policy::new(FecMode::Auto, DEFAULT_BUDGET);
+    p.on_quic(0, 0, false);
+    p.on_report(dec.report(), false);
+    for n in 0..2_000u32 {
+        let ack = datagram(n, 60);
+        let mut wrapped = Vec::new();
+        enc.wrap(0, &ack, &mut wrapped);
+        enc.on_sent(t0, &ack, &mut repairs);
+        // 1% lost on the way.
+        if n % 100 != 7 {
+            assert_eq!(dec.on_source(&wrapped).unwrap(), &ack[..]);
+        }
+        if n % 200 == 199 {
+            p.on_quic(u64::from(n), 0, false);
+            p.on_report(dec.report(), false);
+        }
+    }
+    assert!(repairs.is_empty(), "no code, no repairs");
+    assert_eq!(enc.stats().sources, 2_000);
+    assert!(dec.stats().lost >= 15, "{:?}", dec.stats());
+    p.params().expect("the reports switched it on");
+    assert_eq!(p.sparse_repairs(), 1, "a request gets its repair");
+    // QUIC's totals (no losses) no longer count once reports arrive.
+    let loss = p.loss();
+    p.on_quic(1_000_000, 0, false);
+    assert_eq!(p.loss(), loss);
+    // Off: nothing is numbered.
+    let mut off = Encoder::new();
+    off.set_measuring(false);
+    assert!(!off.wraps());
+}
+
+#[test]
+fn sparse_blocks_get_more_repairs_as_the_loss_grows_within_their_bucket() {
+    let measured = |loss: f64, sent: u32| {
+        let mut p = Policy::new(FecMode::Auto, DEFAULT_BUDGET);
+        p.on_report(Report::default(), false);
+        let lost = (loss * f64::from(sent)) as u32;
+        p.on_report(
+            Report {
+                received: sent - lost,
+                lost,
+                runs: lost,
+                ..Report::default()
+            },
+            false,
+        );
+        p.sparse_repairs()
+    };
+    let at = |loss: f64| measured(loss, 8_000);
+    // 6 losses in 120 datagrams: too little to go on.
+    assert_eq!(measured(0.05, 120), 0);
+    assert_eq!(
+        [at(0.005), at(0.01), at(0.03), at(0.05), at(0.10)],
+        [0, 1, 2, 3, 4]
+    );
+
+    // At 5% a lone request and two of its three repairs are lost: it is
+    // rebuilt from the third.
+    let t0 = Instant::now();
+    let flush = Duration::from_millis(20);
+    let mut enc = Encoder::new();
+    let mut repairs = Vec::new();
+    enc.set_params(Some(Params::new(128, 11, 1).unwrap()), flush, &mut repairs);
+    enc.set_sparse_repairs(3, 100_000.0);
+    let request = datagram(9, 1_100);
+    enc.on_sent(t0, &request, &mut repairs);
+    enc.flush_due(t0 + flush, &mut repairs);
+    assert_eq!(repairs.len(), 3);
+    let mut dec = Decoder::new();
+    let mut rebuilt = Vec::new();
+    dec.on_repair(&repairs[2], &mut rebuilt).unwrap();
+    assert_eq!(rebuilt, vec![request]);
+
+    // A stream of small blocks at 400 a second: the repairs beyond their
+    // share take what the bucket allows (4,000 B/s: 3 datagrams' depth,
+    // then about 3 repairs of 1.1 KB a second), not 3 each.
+    let mut enc = Encoder::new();
+    repairs.clear();
+    enc.set_params(Some(Params::new(128, 11, 1).unwrap()), flush, &mut repairs);
+    enc.set_sparse_repairs(3, 4_000.0);
+    let tick = Duration::from_micros(2_500);
+    for n in 0..400u32 {
+        let at = t0 + tick * n;
+        enc.on_sent(at, &datagram(n, 1_100), &mut repairs);
+        enc.flush_due(at + tick, &mut repairs);
+    }
+    // Their share: 400 x 11 / 128 = 34; the bucket: 4 + 3.
+    assert!((34..=44).contains(&repairs.len()), "{}", repairs.len());
 }

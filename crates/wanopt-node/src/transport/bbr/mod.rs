@@ -178,6 +178,10 @@ pub struct Bbr {
     congested: bool,
     /// Rounds that ended congested so far.
     congested_rounds: u64,
+    /// Rounds that began with a sample that was not app-limited (the
+    /// sender filled its window or its pacing): a sender that drives the
+    /// path, whose losses may be its own queue's.
+    filled_rounds: u64,
     /// Packets the peer's FEC rebuilt and the controller has not counted
     /// yet (shared with the datagram layer, see [`Bbr::repaired`]).
     repaired: Arc<AtomicU64>,
@@ -240,6 +244,7 @@ impl Bbr {
             loss: LossRate::default(),
             congested: false,
             congested_rounds: 0,
+            filled_rounds: 0,
             repaired: Arc::default(),
             repaired_share: 0.0,
             round_samples: Vec::new(),
@@ -295,6 +300,13 @@ impl Bbr {
     /// Rounds that ended congested (lost more than random loss explains).
     pub fn congested_rounds(&self) -> u64 {
         self.congested_rounds
+    }
+
+    /// Rounds that began with a sample that was not app-limited: while
+    /// they grow, the sender drives the path (a sparse sender's, or an
+    /// acknowledgement stream's, never do).
+    pub fn filled_rounds(&self) -> u64 {
+        self.filled_rounds
     }
 
     /// The current mode.
@@ -460,6 +472,7 @@ impl Bbr {
             self.next_round_delivered = self.rate.delivered();
             self.round_count += 1;
             self.round_start = true;
+            self.filled_rounds += u64::from(!sample.app_limited);
             self.recovery.conservation = false;
             if let Some(median) = median(&mut self.round_samples) {
                 self.bandwidth.update(self.round_count - 1, median);

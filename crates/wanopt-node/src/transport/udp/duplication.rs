@@ -62,6 +62,7 @@ impl Duplication {
         let path = paths.entry(peer).or_default();
         path.loss.update(sample.sent_packets, sample.lost_packets);
         let capacity = path.capacity(now, sample.rate_estimate);
+        let received_peak = path.received_peak(now, sample.udp_rx_bytes);
         let send_rate = path.send_rate(now, sample.udp_tx_bytes);
         path.bulk = capacity.is_some_and(|c| send_rate > BUSY_SHARE * c);
         path.params = Some(TailParams::for_path(
@@ -81,8 +82,15 @@ impl Duplication {
             .store(policy.is_active(), Ordering::Relaxed);
         drop(policy);
         let mut fec = self.shared.fec();
-        fec.on_sample(peer, sample, bulk, ending);
-        self.shared.fec_on.store(fec.any_on(), Ordering::Relaxed);
+        // What the path carries: this direction's estimate, or what
+        // arrived from the peer (a direction that only acknowledges
+        // measures nothing of its own).
+        let carries = match (capacity, received_peak) {
+            (Some(c), Some(r)) => Some(c.max(r)),
+            (c, r) => c.or(r),
+        };
+        fec.on_sample(peer, sample, bulk, ending, carries);
+        self.shared.fec_on.store(fec.any_wraps(), Ordering::Relaxed);
         let changed = !fec.outgoing.is_empty();
         drop(fec);
         if changed {
@@ -215,8 +223,10 @@ mod tests {
             srtt: Duration::from_millis(150),
             rate_estimate: Some(250_000.0),
             udp_tx_bytes: tx,
+            udp_rx_bytes: 0,
             mtu: 1472,
             congested_rounds: None,
+            filled_rounds: None,
             random_loss: None,
             startup: false,
         }

@@ -21,9 +21,20 @@ use wanopt_proto::fec_stream::{self, Decoder, Encoder, FecMode, Kind, Policy, Re
 /// (when sources arrived since the last report): often enough that the
 /// repairs the sender's controller is told of spread over its rounds.
 pub const REPORT_INTERVAL: Duration = Duration::from_millis(20);
+/// ... and while no repair arrived since the last report (the sender only
+/// measures the loss): as often as the sender samples its paths.
+pub const MEASURE_REPORT_INTERVAL: Duration = Duration::from_millis(100);
 /// Samples ([`super::SAMPLE_INTERVAL`]) after the controller's last
 /// congested round during which losses are not FEC's to answer.
 const CONGESTION_HOLD: u8 = 3;
+/// Samples after the controller's last filled round during which its
+/// random-loss estimate still bounds what FEC answers.
+const FILLING_HOLD: u8 = 5;
+/// The share of what the path carries (the highest rate either way) that
+/// repairs of sparse blocks beyond their share of the code may take, and
+/// the least they may always take, bytes per second.
+const SPARSE_SHARE: f64 = 0.01;
+const SPARSE_FLOOR: f64 = 4_000.0;
 /// Datagrams held for quinn at most (rebuilt ones, and those a received
 /// batch could not keep in place).
 const HELD: usize = 256;
@@ -58,6 +69,17 @@ pub(super) struct Sender {
     pub(super) congested_hold: u8,
     /// The controller saw congestion lately.
     pub(super) congested: bool,
+    /// Sources sent as of the last sample that saw congestion: the
+    /// peer's counts up to there hold the congestion's losses (it counts
+    /// in sequence order, up to 256 sources behind the newest, so on a
+    /// slow path long after the controller's rounds judged them).
+    pub(super) congested_sources: u64,
+    /// Filled rounds of the controller at the last sample, and samples
+    /// for which the sender still counts as driving the path.
+    pub(super) filled_rounds: u64,
+    pub(super) filling_hold: u8,
+    /// What sparse blocks' repairs may take, bytes per second.
+    pub(super) sparse_rate: f64,
 }
 
 /// The receiving side from one peer.
@@ -67,6 +89,8 @@ pub(super) struct Receiver {
     /// Sources since the last report, and when it went.
     pub(super) unreported: u64,
     pub(super) reported_at: Option<Instant>,
+    /// Repairs received as of the last report.
+    pub(super) repairs_reported: u64,
     /// The local address the peer's datagrams arrive at.
     pub(super) local_ip: Option<IpAddr>,
 }
@@ -83,6 +107,8 @@ pub(super) struct FecPeers {
     /// Repairs and reports to send (destination, bytes).
     pub(super) outgoing: Vec<(SocketAddr, Vec<u8>)>,
     scratch: Vec<Vec<u8>>,
+    /// The wrapped transmit being sent (kept for its capacity).
+    pub(super) wire: Vec<u8>,
 }
 
 impl Default for FecPeers {
@@ -95,6 +121,7 @@ impl Default for FecPeers {
             held: VecDeque::new(),
             outgoing: Vec::new(),
             scratch: Vec::new(),
+            wire: Vec::new(),
         }
     }
 }
@@ -152,25 +179,32 @@ fn percent(part: u64, whole: u64) -> f64 {
 }
 
 impl FecPeers {
-    /// Whether any destination is sent FEC.
-    pub(super) fn any_on(&self) -> bool {
-        self.senders.values().any(|s| s.encoder.params().is_some())
+    /// Whether any destination is sent wrapped datagrams (a code, or
+    /// numbered for the peer to measure the loss).
+    pub(super) fn any_wraps(&self) -> bool {
+        self.senders.values().any(|s| s.encoder.wraps())
     }
 
     /// A sample of the connection to `peer`: its QUIC totals, its
     /// controller's count of congestive rounds and its estimate of the
     /// random loss, whether it carries bulk traffic and whether a stream
-    /// is ending on it (bulk and no end: the lean code).
+    /// is ending on it (bulk and no end: the lean code), and the path's
+    /// capacity, bytes per second.
     pub(super) fn on_sample(
         &mut self,
         peer: SocketAddr,
         sample: &PathSample,
         bulk: bool,
         ending: bool,
+        capacity: Option<f64>,
     ) {
         let (mode, budget) = (self.mode, self.budget);
         let sender = self.senders.entry(peer).or_insert_with(|| Sender {
-            encoder: Encoder::new(),
+            encoder: {
+                let mut e = Encoder::new();
+                e.set_measuring(mode == FecMode::Auto);
+                e
+            },
             policy: Policy::new(mode, budget),
             repaired: None,
             report: None,
@@ -179,7 +213,12 @@ impl FecPeers {
             congested_rounds: sample.congested_rounds.unwrap_or(0),
             congested_hold: 0,
             congested: false,
+            congested_sources: 0,
+            filled_rounds: sample.filled_rounds.unwrap_or(0),
+            filling_hold: 0,
+            sparse_rate: SPARSE_FLOOR,
         });
+        sender.sparse_rate = capacity.map_or(0.0, |c| c * SPARSE_SHARE).max(SPARSE_FLOOR);
         if let Some(rounds) = sample.congested_rounds {
             if rounds != sender.congested_rounds {
                 sender.congested_hold = CONGESTION_HOLD;
@@ -188,10 +227,25 @@ impl FecPeers {
             }
             sender.congested = sender.congested_hold > 0;
             sender.congested_rounds = rounds;
+            if sender.congested {
+                sender.congested_sources = sender.encoder.stats().sources;
+            }
         }
-        // The controller's bound holds once it has left its startup (a
-        // sparse sender's controller never does, nor sees a queue).
-        let bounded = !sample.startup;
+        if let Some(rounds) = sample.filled_rounds {
+            if rounds != sender.filled_rounds {
+                sender.filling_hold = FILLING_HOLD;
+            } else {
+                sender.filling_hold = sender.filling_hold.saturating_sub(1);
+            }
+            sender.filled_rounds = rounds;
+        }
+        // The controller's bound holds once it has left its startup and
+        // while the sender drives the path (rounds that were not
+        // app-limited): a sparse sender or an acknowledgement stream
+        // overflows no queue, its controller learns little of the path,
+        // and after a bulk transfer the estimate is stale.
+        let filling = sample.filled_rounds.is_none() || sender.filling_hold > 0;
+        let bounded = !sample.startup && filling;
         sender
             .policy
             .set_random_loss(sample.random_loss.filter(|_| bounded));
@@ -213,6 +267,9 @@ impl FecPeers {
         sender
             .encoder
             .set_params(sender.policy.params(), sender.flush_after, &mut repairs);
+        sender
+            .encoder
+            .set_sparse_repairs(sender.policy.sparse_repairs(), sender.sparse_rate);
         self.outgoing.extend(repairs.drain(..).map(|r| (peer, r)));
         self.scratch = repairs;
     }
@@ -265,12 +322,19 @@ impl FecPeers {
             if receiver.unreported == 0 {
                 continue;
             }
-            let due = receiver.reported_at.map_or(now, |at| at + REPORT_INTERVAL);
+            let repairs = receiver.decoder.stats().repairs;
+            let interval = if repairs > receiver.repairs_reported {
+                REPORT_INTERVAL
+            } else {
+                MEASURE_REPORT_INTERVAL
+            };
+            let due = receiver.reported_at.map_or(now, |at| at + interval);
             if due <= now {
                 let report = receiver.decoder.report().to_bytes();
                 self.outgoing.push((*peer, report.to_vec()));
                 receiver.unreported = 0;
                 receiver.reported_at = Some(now);
+                receiver.repairs_reported = repairs;
             } else {
                 next = min_time(next, Some(due));
             }
@@ -327,7 +391,12 @@ impl FecPeers {
                     }
                 }
                 sender.report = Some(report);
-                sender.policy.on_report(report, sender.congested);
+                // The report counts the sources from the first up to
+                // `received + lost`: while that is short of the last
+                // congested sample's, its losses are the congestion's.
+                let counted = report.received.wrapping_add(report.lost);
+                let behind = (sender.congested_sources as u32).wrapping_sub(counted) as i32 > 0;
+                sender.policy.on_report(report, sender.congested || behind);
                 self.apply(from);
                 None
             }

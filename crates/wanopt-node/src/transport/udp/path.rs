@@ -23,11 +23,19 @@ pub struct PathSample {
     /// UDP bytes sent on the path since the connection began (the send
     /// rate between two samples tells bulk traffic from sparse).
     pub udp_tx_bytes: u64,
+    /// UDP bytes received on the path since the connection began (the
+    /// highest receive rate is a floor of what the path carries, for a
+    /// direction that only acknowledges).
+    pub udp_rx_bytes: u64,
     /// The path MTU (UDP payload).
     pub mtu: u16,
     /// Rounds the congestion controller found congested so far (wanopt's
     /// BBR), so that FEC does not answer loss at a growing queue.
     pub congested_rounds: Option<u64>,
+    /// Rounds the controller began not app-limited so far (wanopt's BBR):
+    /// while they grow, the sender drives the path and the controller's
+    /// random-loss estimate bounds what FEC answers.
+    pub filled_rounds: Option<u64>,
     /// The random loss rate the congestion controller learned (wanopt's
     /// BBR): FEC answers no more loss than this.
     pub random_loss: Option<f64>,
@@ -50,6 +58,10 @@ pub(super) struct PathMemory {
     /// ten round trips, so it falls as soon as the traffic turns sparse
     /// (app-limited samples), which is exactly when tails matter.
     capacity: Option<(f64, Instant)>,
+    /// The previous sample's UDP bytes received, and the highest receive
+    /// rate, decayed like `capacity`.
+    last_rx: Option<(Instant, u64)>,
+    received_peak: Option<(f64, Instant)>,
     /// The tail parameters the last sample gave the path (whether on or
     /// not), for a stream end between samples.
     pub(super) params: Option<TailParams>,
@@ -108,12 +120,36 @@ impl PathMemory {
 
     /// The remembered capacity decayed to `now`, bytes per second.
     pub(super) fn remembered(&self, now: Instant) -> Option<f64> {
-        self.capacity.map(|(rate, at)| {
-            let half_lives =
-                now.saturating_duration_since(at).as_secs_f64() / CAPACITY_HALF_LIFE.as_secs_f64();
-            rate * 0.5f64.powf(half_lives)
-        })
+        decayed(self.capacity, now)
     }
+
+    /// The highest rate the peer's datagrams arrived at, slowly
+    /// forgotten, bytes per second (`rx_bytes`: received so far).
+    pub(super) fn received_peak(&mut self, now: Instant, rx_bytes: u64) -> Option<f64> {
+        let rate = match self.last_rx {
+            Some((at, last)) if rx_bytes >= last => {
+                let secs = now.saturating_duration_since(at).as_secs_f64();
+                (secs > 0.0).then(|| (rx_bytes - last) as f64 / secs)
+            }
+            _ => None,
+        };
+        self.last_rx = Some((now, rx_bytes));
+        let peak = match (rate, decayed(self.received_peak, now)) {
+            (Some(r), Some(p)) => Some(r.max(p)),
+            (r, p) => r.or(p),
+        };
+        self.received_peak = peak.map(|p| (p, now));
+        peak
+    }
+}
+
+/// A remembered rate decayed to `now` with [`CAPACITY_HALF_LIFE`].
+fn decayed(remembered: Option<(f64, Instant)>, now: Instant) -> Option<f64> {
+    remembered.map(|(rate, at)| {
+        let half_lives =
+            now.saturating_duration_since(at).as_secs_f64() / CAPACITY_HALF_LIFE.as_secs_f64();
+        rate * 0.5f64.powf(half_lives)
+    })
 }
 
 #[cfg(test)]

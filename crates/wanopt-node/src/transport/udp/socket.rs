@@ -70,18 +70,24 @@ impl DupSocket {
     /// `None` if it is not (the caller sends it as it is).
     fn try_send_fec(&self, transmit: &Transmit) -> Option<io::Result<()>> {
         let mut fec = self.shared.fec();
-        let sender = fec.senders.get_mut(&transmit.destination)?;
-        sender.encoder.params()?;
+        let mut wrapped = std::mem::take(&mut fec.wire);
+        let sender = fec
+            .senders
+            .get_mut(&transmit.destination)
+            .filter(|s| s.encoder.wraps())?;
         let size = transmit
             .segment_size
             .unwrap_or(transmit.contents.len())
             .max(1);
         let count = transmit.contents.len().div_ceil(size);
-        let mut wrapped = Vec::with_capacity(transmit.contents.len() + count * SOURCE_HEADER);
+        wrapped.clear();
+        wrapped.reserve(transmit.contents.len() + count * SOURCE_HEADER);
         for (i, datagram) in transmit.contents.chunks(size).enumerate() {
             sender.encoder.wrap(i, datagram, &mut wrapped);
         }
-        let idle = sender.encoder.poll_timeout().is_none();
+        // A block began (a code is on and none was being filled): the
+        // task must watch its deadline.
+        let idle = sender.encoder.params().is_some() && sender.encoder.poll_timeout().is_none();
         sender.local_ip = transmit.src_ip;
         let sent = self.inner.try_send(&Transmit {
             destination: transmit.destination,
@@ -90,6 +96,7 @@ impl DupSocket {
             segment_size: transmit.segment_size.map(|s| s + SOURCE_HEADER),
             src_ip: transmit.src_ip,
         });
+        fec.wire = wrapped;
         if let Err(e) = sent {
             return Some(Err(e));
         }
@@ -101,7 +108,6 @@ impl DupSocket {
         );
         self.send_outgoing(&mut fec);
         if idle {
-            // A block began: the task must watch its deadline.
             self.shared.wake.notify_one();
         }
         Some(Ok(()))
