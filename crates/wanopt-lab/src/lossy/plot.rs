@@ -3,13 +3,10 @@
 
 use std::path::Path;
 
-use plotters::prelude::*;
+use plotters::style::RGBColor;
 
 use super::results::Results;
-use crate::plot::PlotError;
-
-/// One line: its name, colour, dash (RTT) and points.
-type Line = (String, RGBColor, usize, Vec<(f64, f64)>);
+use crate::plot::{Line, LineChart, PlotError};
 
 fn lines(results: &Results) -> Vec<Line> {
     let colours = [
@@ -24,86 +21,75 @@ fn lines(results: &Results) -> Vec<Line> {
     let mut out = Vec::new();
     for (i, rtt) in rtts.iter().enumerate() {
         for (mode, colour) in colours {
-            let mut pts: Vec<(f64, f64)> = results
+            let mut points: Vec<(f64, f64)> = results
                 .rows
                 .iter()
                 .filter(|r| r.rtt_ms == *rtt && r.mode == mode && r.workload == "bulk" && !r.burst)
                 .filter_map(|r| r.throughput_mbps.map(|t| (r.loss_pct, t)))
                 .collect();
-            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-            if !pts.is_empty() {
-                out.push((format!("{mode} {rtt} ms"), colour, i, pts));
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            if !points.is_empty() {
+                out.push(Line {
+                    name: format!("{mode} {rtt} ms"),
+                    colour,
+                    // Thinner for longer RTTs.
+                    width: 3 - i.min(2) as u32,
+                    points,
+                });
             }
         }
     }
     out
 }
 
-fn draw<DB: DrawingBackend>(
-    root: DrawingArea<DB, plotters::coord::Shift>,
-    results: &Results,
-) -> Result<(), String>
-where
-    DB::ErrorType: 'static,
-{
-    root.fill(&WHITE).map_err(|e| e.to_string())?;
-    let all = lines(results);
-    let max_x = all
-        .iter()
-        .flat_map(|l| l.3.iter().map(|p| p.0))
-        .fold(1.0, f64::max);
-    let mut chart = ChartBuilder::on(&root)
-        .caption("lossy: bulk goodput vs random loss", ("sans-serif", 22))
-        .margin(15)
-        .x_label_area_size(40)
-        .y_label_area_size(55)
-        .build_cartesian_2d(0.0..max_x * 1.05, 0.0..110.0)
-        .map_err(|e| e.to_string())?;
-    chart
-        .configure_mesh()
-        .x_desc("loss each way (%)")
-        .y_desc("goodput (Mbit/s)")
-        .draw()
-        .map_err(|e| e.to_string())?;
-    for (name, colour, rtt_index, pts) in all {
-        let style = ShapeStyle::from(&colour).stroke_width(3 - rtt_index.min(2) as u32);
-        chart
-            .draw_series(LineSeries::new(pts.clone(), style))
-            .map_err(|e| e.to_string())?
-            .label(name)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour));
-        chart
-            .draw_series(pts.iter().map(|p| Circle::new(*p, 3, colour.filled())))
-            .map_err(|e| e.to_string())?;
-    }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()
-        .map_err(|e| e.to_string())?;
-    root.present().map_err(|e| e.to_string())
-}
-
 /// Writes `lossy-bulk.svg` and `lossy-bulk.png` into `dir`.
 pub fn bulk_vs_loss(results: &Results, dir: &Path) -> Result<(), PlotError> {
-    let svg = dir.join("lossy-bulk.svg");
-    draw(
-        SVGBackend::new(&svg, (900, 560)).into_drawing_area(),
-        results,
-    )
-    .map_err(|message| PlotError::Draw {
-        file: svg.display().to_string(),
-        message,
-    })?;
-    let png = dir.join("lossy-bulk.png");
-    draw(
-        BitMapBackend::new(&png, (900, 560)).into_drawing_area(),
-        results,
-    )
-    .map_err(|message| PlotError::Draw {
-        file: png.display().to_string(),
-        message,
-    })
+    LineChart {
+        caption: "lossy: bulk goodput vs random loss".into(),
+        x_desc: "loss each way (%)",
+        y_desc: "goodput (Mbit/s)",
+        y_floor: 110.0,
+        lines: lines(results),
+    }
+    .write(dir, "lossy-bulk")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn draws_a_line_per_rtt_and_mode_as_svg_and_png() {
+        let row = |rtt: u64, loss: f64, mode: &str, mbps: f64| {
+            serde_json::json!({
+                "rtt_ms": rtt, "loss_pct": loss, "burst": false, "jitter_ms": 10,
+                "workload": "bulk", "mode": mode, "throughput_mbps": mbps,
+                "seconds": 10.0, "time_to_90pct_s": 1.0, "p50_ms": null,
+                "p99_ms": null, "overhead_pct": 5.0, "tunnel": "fresh",
+                "link_mbps": 100, "floor_s": null, "bytes": 1, "wan_bytes": 1,
+                "wan_lost_frames": 0, "wan_queue_drops": 0, "samples": null,
+                "note": null
+            })
+        };
+        let mut rows = Vec::new();
+        for (rtt, mode) in [(50, "bbr"), (50, "wanopt-fec"), (150, "wanopt")] {
+            for loss in [0.0, 1.0, 5.0] {
+                rows.push(row(rtt, loss, mode, 90.0 - loss));
+            }
+        }
+        let results: Results = serde_json::from_value(serde_json::json!({
+            "scenario": "lossy", "quick": true, "settings": {}, "rows": rows,
+            "skipped": [], "flow_resets": []
+        }))
+        .unwrap();
+        let dir = std::env::temp_dir().join(format!("lossy-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        bulk_vs_loss(&results, &dir).unwrap();
+        let svg = std::fs::read_to_string(dir.join("lossy-bulk.svg")).unwrap();
+        for name in ["bbr 50 ms", "wanopt-fec 50 ms", "wanopt 150 ms"] {
+            assert!(svg.contains(name), "{name} missing from the legend");
+        }
+        assert!(std::fs::metadata(dir.join("lossy-bulk.png")).unwrap().len() > 1_000);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
