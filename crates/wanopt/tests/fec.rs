@@ -54,6 +54,15 @@ struct Seen {
 /// running `edge_extra`. Returns what the relay saw and both nodes'
 /// `fec` status objects.
 fn upload(len: u64, edge_extra: &[&str]) -> (Arc<Seen>, serde_json::Value, serde_json::Value) {
+    upload_through(len, edge_extra, true)
+}
+
+/// [`upload`], through a relay that drops nothing unless `lossy`.
+fn upload_through(
+    len: u64,
+    edge_extra: &[&str],
+    lossy: bool,
+) -> (Arc<Seen>, serde_json::Value, serde_json::Value) {
     let (server, result) = hash_sink();
     let keys = Keys::new();
     let core_addr = free_udp();
@@ -74,7 +83,7 @@ fn upload(len: u64, edge_extra: &[&str]) -> (Arc<Seen>, serde_json::Value, serde
             _ => 0,
         };
         // 3% at random (a multiplicative hash of the sequence number).
-        seq.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54 < 31
+        lossy && seq.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54 < 31
     });
     let listen = free_tcp();
     let mut extra = vec!["--no-reduce"];
@@ -133,6 +142,17 @@ fn random_loss_on_an_upload_is_rebuilt_from_repairs_and_every_byte_arrives() {
     // The edge heard of it from the core's reports.
     assert!(edge["peer_recovered"].as_u64().unwrap() > 0, "{edge}");
     assert!(edge["repairs_sent"].as_u64().unwrap() >= repairs, "{edge}");
+}
+
+#[test]
+fn on_a_clean_path_auto_wraps_nothing() {
+    // Nothing lost either way: no datagram is numbered (the numbering
+    // starts once either direction loses one) and none repaired.
+    let (seen, edge, core) = upload_through(8 << 20, &[], false);
+    assert_eq!(seen.sources.load(Ordering::Relaxed), 0, "{edge}");
+    assert_eq!(seen.repairs.load(Ordering::Relaxed), 0);
+    assert_eq!(edge["mode"], "auto");
+    assert_eq!(core["received"], 0, "{core}");
 }
 
 #[test]
