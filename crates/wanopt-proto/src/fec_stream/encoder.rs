@@ -89,7 +89,7 @@ impl Encoder {
     /// deadline) gets at least, though its share of the code is less
     /// ([`super::Policy::sparse_repairs`]; 0: its share only), and the
     /// bytes per second such repairs beyond the share may take at most
-    /// (a bucket of half a second, at least 3 full datagrams): a
+    /// (a bucket of a quarter second, at least one full datagram): a
     /// moderate stream of small blocks (a video call's) must not double
     /// its bytes on a slow path.
     pub fn set_sparse_repairs(&mut self, repairs: u8, bytes_per_second: f64) {
@@ -102,7 +102,7 @@ impl Encoder {
     }
 
     fn sparse_depth(&self) -> f64 {
-        (self.sparse_rate / 2.0).max(3.0 * 1_500.0)
+        (self.sparse_rate / 4.0).max(1_500.0)
     }
 
     /// Fills the sparse repairs' bucket up to `now`.

@@ -34,7 +34,7 @@ const SPARSE_MAX: u8 = 4;
 /// repairs: a few short transfers' counts say little (2 losses in 100
 /// datagrams on a path that loses 0.5%), and sparse repairs multiply a
 /// sparse sender's bytes.
-const SPARSE_EVIDENCE: f64 = 8.0;
+const SPARSE_EVIDENCE: f64 = 16.0;
 
 /// What the node's `--fec` asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -291,7 +291,7 @@ impl Policy {
     /// ([`super::Encoder::set_sparse_repairs`]). In `auto`, from about 1%
     /// loss, as many as keep a datagram of a full sparse block lost after
     /// repair at most 0.1% of the time (independent losses at the
-    /// measured rate: 1 at 1%, 2 at 3%, 3 at 5%, 4 at 10%), once 8
+    /// measured rate: 1 at 1%, 2 at 3%, 3 at 5%, 4 at 10%), once 16
     /// losses were measured; at less loss a
     /// sparse sender's datagrams ride on the carried fractions like the
     /// rest (a repair for each would double a chatty control connection's

@@ -22,8 +22,8 @@ use wanopt_proto::fec_stream::{self, Decoder, Encoder, FecMode, Kind, Policy, Re
 /// repairs the sender's controller is told of spread over its rounds.
 pub const REPORT_INTERVAL: Duration = Duration::from_millis(20);
 /// ... and while no repair arrived since the last report (the sender only
-/// measures the loss): as often as the sender samples its paths.
-pub const MEASURE_REPORT_INTERVAL: Duration = Duration::from_millis(100);
+/// measures the loss): every other sample of the sender's paths.
+pub const MEASURE_REPORT_INTERVAL: Duration = Duration::from_millis(200);
 /// Samples ([`super::SAMPLE_INTERVAL`]) after the controller's last
 /// congested round during which losses are not FEC's to answer.
 const CONGESTION_HOLD: u8 = 3;
@@ -31,10 +31,9 @@ const CONGESTION_HOLD: u8 = 3;
 /// random-loss estimate still bounds what FEC answers.
 const FILLING_HOLD: u8 = 5;
 /// The share of what the path carries (the highest rate either way) that
-/// repairs of sparse blocks beyond their share of the code may take, and
-/// the least they may always take, bytes per second.
+/// repairs of sparse blocks beyond their share of the code may take,
+/// bytes per second.
 const SPARSE_SHARE: f64 = 0.01;
-const SPARSE_FLOOR: f64 = 4_000.0;
 /// Datagrams held for quinn at most (rebuilt ones, and those a received
 /// batch could not keep in place).
 const HELD: usize = 256;
@@ -216,9 +215,9 @@ impl FecPeers {
             congested_sources: 0,
             filled_rounds: sample.filled_rounds.unwrap_or(0),
             filling_hold: 0,
-            sparse_rate: SPARSE_FLOOR,
+            sparse_rate: 0.0,
         });
-        sender.sparse_rate = capacity.map_or(0.0, |c| c * SPARSE_SHARE).max(SPARSE_FLOOR);
+        sender.sparse_rate = capacity.map_or(0.0, |c| c * SPARSE_SHARE);
         // In `auto` the datagrams are numbered, for the peer to count what
         // this direction loses, once either direction has lost one (this
         // node's QUIC declared a loss, or the peer numbers its own): on a
