@@ -85,10 +85,7 @@ impl Duplication {
         // What the path carries: this direction's estimate, or what
         // arrived from the peer (a direction that only acknowledges
         // measures nothing of its own).
-        let carries = match (capacity, received_peak) {
-            (Some(c), Some(r)) => Some(c.max(r)),
-            (c, r) => c.or(r),
-        };
+        let carries = super::path::higher(capacity, received_peak);
         fec.on_sample(peer, sample, bulk, ending, carries);
         self.shared.fec_on.store(fec.any_wraps(), Ordering::Relaxed);
         let changed = !fec.outgoing.is_empty();

@@ -110,10 +110,7 @@ impl PathMemory {
     pub(super) fn capacity(&mut self, now: Instant, estimate: Option<f64>) -> Option<f64> {
         let estimate = estimate.filter(|r| r.is_finite() && *r > 0.0);
         let remembered = self.remembered(now);
-        let capacity = match (estimate, remembered) {
-            (Some(e), Some(r)) => Some(e.max(r)),
-            (e, r) => e.or(r),
-        };
+        let capacity = higher(estimate, remembered);
         self.capacity = capacity.map(|c| (c, now));
         capacity
     }
@@ -134,12 +131,17 @@ impl PathMemory {
             _ => None,
         };
         self.last_rx = Some((now, rx_bytes));
-        let peak = match (rate, decayed(self.received_peak, now)) {
-            (Some(r), Some(p)) => Some(r.max(p)),
-            (r, p) => r.or(p),
-        };
+        let peak = higher(rate, decayed(self.received_peak, now));
         self.received_peak = peak.map(|p| (p, now));
         peak
+    }
+}
+
+/// The higher of two rates, either of which may be unknown.
+pub(super) fn higher(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
     }
 }
 

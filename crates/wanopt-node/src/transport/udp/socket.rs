@@ -70,11 +70,15 @@ impl DupSocket {
     /// `None` if it is not (the caller sends it as it is).
     fn try_send_fec(&self, transmit: &Transmit) -> Option<io::Result<()>> {
         let mut fec = self.shared.fec();
-        let mut wrapped = std::mem::take(&mut fec.wire);
-        let sender = fec
+        if !fec
             .senders
-            .get_mut(&transmit.destination)
-            .filter(|s| s.encoder.wraps())?;
+            .get(&transmit.destination)
+            .is_some_and(|s| s.encoder.wraps())
+        {
+            return None;
+        }
+        let mut wrapped = std::mem::take(&mut fec.wire);
+        let sender = fec.senders.get_mut(&transmit.destination)?;
         let size = transmit
             .segment_size
             .unwrap_or(transmit.contents.len())
