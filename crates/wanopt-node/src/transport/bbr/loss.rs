@@ -11,8 +11,11 @@
 //! comes with the queue's delay. So a round's loss is congestion when its
 //! rate is well above the path's usual loss rate (learned as a moving
 //! average over rounds), or when it comes while the round's acks carry a
-//! queue's delay.
+//! queue's delay: more than the least the last rounds saw, not more than
+//! the path's all-time minimum (delay that comes with any load, such as
+//! jitter that keeps packets in order, is not a queue that loss tracks).
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 /// A round's loss rate must exceed this to count as congestion, whatever the
@@ -29,6 +32,10 @@ const QUEUE_RTT_FRACTION: f64 = 0.25;
 const QUEUE_RTT_SLACK: Duration = Duration::from_millis(2);
 /// Lost packets that, with a queue, make a round congestive.
 const QUEUE_LOSS_PACKETS: u64 = 2;
+/// Rounds whose mean round trip sets the delay a queue is measured
+/// against (their least): a ProbeBW cycle and more, whose down phase
+/// drains the queue the sender builds.
+const BASE_ROUNDS: usize = 10;
 
 /// What the counts behind the usual loss rate keep of themselves at each
 /// round's end (7/8: about eight rounds, weighted by their packets).
@@ -63,6 +70,9 @@ pub(super) struct LossRate {
     /// Decayed sums of earlier rounds' bytes (acked + lost) and lost bytes.
     usual_total: f64,
     usual_lost: f64,
+    /// The mean round trip of the last [`BASE_ROUNDS`] rounds that had
+    /// samples.
+    recent_means: VecDeque<Duration>,
 }
 
 impl LossRate {
@@ -97,6 +107,12 @@ impl LossRate {
             self.usual_total = self.usual_total * AVERAGE_DECAY + total;
             self.usual_lost = self.usual_lost * AVERAGE_DECAY + counted;
         }
+        if self.rtt_samples > 0 {
+            if self.recent_means.len() == BASE_ROUNDS {
+                self.recent_means.pop_front();
+            }
+            self.recent_means.push_back(self.rtt_sum / self.rtt_samples);
+        }
         (self.acked, self.lost) = (0, 0);
         (self.rtt_sum, self.rtt_samples) = (Duration::ZERO, 0);
         verdict
@@ -117,8 +133,19 @@ impl LossRate {
         CONGESTIVE_LOSS_FLOOR.max(CONGESTIVE_LOSS_FACTOR * self.usual())
     }
 
+    /// The delay a queue is measured against: the least mean round trip
+    /// of the last rounds, at least `min_rtt`.
+    fn base_rtt(&self, min_rtt: Duration) -> Duration {
+        self.recent_means
+            .iter()
+            .copied()
+            .min()
+            .map_or(min_rtt, |m| m.max(min_rtt))
+    }
+
     /// The current round's loss rate, and whether it is congestion: either
-    /// loss with a queue (the round's mean round trip well above `min_rtt`),
+    /// loss with a queue (the round's mean round trip well above the base
+    /// delay, [`LossRate::base_rtt`]),
     /// or loss above the threshold, of at least [`CONGESTIVE_LOSS_PACKETS`]
     /// packets and more than four standard deviations above what the usual
     /// rate predicts for this many packets (a short round, or the start of
@@ -132,7 +159,8 @@ impl LossRate {
         let queue = match (min_rtt, self.rtt_samples) {
             (Some(min_rtt), samples) if samples > 0 => {
                 let mean = self.rtt_sum / samples;
-                mean > min_rtt.mul_f64(1.0 + QUEUE_RTT_FRACTION) + QUEUE_RTT_SLACK
+                let base = self.base_rtt(min_rtt);
+                mean > base.mul_f64(1.0 + QUEUE_RTT_FRACTION) + QUEUE_RTT_SLACK
             }
             _ => false,
         };
@@ -224,6 +252,43 @@ mod tests {
         // Jitter within a quarter of the RTT is not a queue.
         loss.on_batch(990 * MTU, 10 * MTU, Some(RTT + Duration::from_millis(20)));
         assert!(!loss.end_round(MTU, Some(RTT)).congestive());
+    }
+
+    #[test]
+    fn delay_that_comes_with_any_load_is_not_a_queue() {
+        // A 50 ms path whose frames keep their order under 0-10 ms of
+        // jitter each way: loaded, every round's acks come about 20 ms
+        // late, though nothing queues; the loss is 3% at random.
+        let rtt = Duration::from_millis(50);
+        let loaded = rtt + Duration::from_millis(20);
+        let mut loss = LossRate::default();
+        let verdicts: Vec<bool> = (0..40)
+            .map(|_| {
+                loss.on_batch(970 * MTU, 30 * MTU, Some(loaded));
+                loss.end_round(MTU, Some(rtt)).with_queue
+            })
+            .collect();
+        assert!(
+            verdicts[1..].iter().all(|q| !q),
+            "the loaded delay taken for a queue: {verdicts:?}"
+        );
+        // A queue that grows on top of it is one.
+        loss.on_batch(
+            970 * MTU,
+            30 * MTU,
+            Some(loaded + Duration::from_millis(40)),
+        );
+        assert!(loss.end_round(MTU, Some(rtt)).with_queue);
+        // And growing from the start, round after round (a startup's
+        // overshoot), it is one before the base catches up.
+        let mut startup = LossRate::default();
+        let mut flagged = 0;
+        for i in 0..8u64 {
+            let queued = rtt + Duration::from_millis(15 * i);
+            startup.on_batch(970 * MTU, 30 * MTU, Some(queued));
+            flagged += u32::from(startup.end_round(MTU, Some(rtt)).with_queue);
+        }
+        assert!(flagged >= 5, "{flagged} of 8 growing rounds");
     }
 
     #[test]
