@@ -34,6 +34,7 @@ fn main() {
     write(out, "probe_packet", probe_packets());
     write(out, "fec_parity", parity_datagrams());
     write(out, "fec_stream", fec_stream_datagrams());
+    write(out, "udp_flow", udp_flow_inputs());
     write(out, "netem_frame", netem_inputs());
     let frames = codec_inputs(&edge, &core);
     write(out, "codec_wire", codec_wires(&edge, &core, &frames[..4]));
@@ -224,6 +225,25 @@ fn fec_stream_datagrams() -> Vec<Vec<u8>> {
     let mut cut: Vec<u8> = seeds[0].clone();
     cut.resize(64, 0);
     seeds.push(cut);
+    seeds
+}
+
+/// UDP flow frames as the target cuts its input (7, 40 and 300 bytes):
+/// whole one-byte datagrams; a 170-byte datagram in five 40-byte
+/// fragments; a 1,470-byte one in five 300-byte fragments; a run of
+/// numbers.
+fn udp_flow_inputs() -> Vec<Vec<u8>> {
+    use wanopt_proto::udp_flow::split;
+    let mut seeds = Vec::new();
+    for (payload, frame) in [(1usize, 7usize), (170, 40), (1470, 300)] {
+        let mut frames = Vec::new();
+        for seq in 0..3u32 {
+            let bytes: Vec<u8> = (0..payload).map(|i| (i as u32 + seq) as u8).collect();
+            split(u64::from(seq) + 1, seq, &bytes, frame, &mut frames).unwrap();
+        }
+        seeds.push(frames.concat());
+    }
+    seeds.push([0u32, 1, 3, 2, 2, 9, u32::MAX].iter().flat_map(|n| n.to_be_bytes()).collect());
     seeds
 }
 

@@ -18,6 +18,9 @@
 //!   policy that sizes it from the measured loss.
 //! - [`codes`]: QUIC application error codes carried by stream resets and
 //!   connection closes.
+//! - [`udp_flow`]: UDP flows' datagrams in QUIC DATAGRAM frames (flow id,
+//!   number, fragments), their bounded reassembly and the receiver's count
+//!   of loss and reordering.
 //! - [`probe`]: the datagrams of `wanopt probe` (RTT, and loss, reordering
 //!   and duplication per direction) and the reflector that answers them.
 
@@ -28,6 +31,7 @@ pub mod fec;
 pub mod fec_stream;
 pub mod probe;
 pub mod stream;
+pub mod udp_flow;
 
 pub use control::{control_len, Control, ControlRepr};
 pub use stream::{
