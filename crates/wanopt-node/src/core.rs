@@ -17,6 +17,8 @@ use wanopt_proto::{
 use crate::control;
 use crate::error::{NodeError, UsageError};
 use crate::flow::limits::{FlowLimits, FlowLimitsConfig};
+use crate::flow::udp::core::CoreFlow;
+use crate::flow::udp::{read_datagrams, TunnelFlows};
 use crate::flow::{carry, report, Facing, FlowState};
 use crate::lifecycle::{self, Shutdown};
 use crate::policy::{Permit, RuleSet};
@@ -37,6 +39,12 @@ pub struct CoreConfig {
     pub peer_keys: Vec<PublicKey>,
     /// Destinations the core may connect to; empty allows nothing.
     pub allow: RuleSet,
+    /// Destinations the core may send UDP flows to (`--allow-udp`, never
+    /// implied by `allow`); empty allows none.
+    pub allow_udp: RuleSet,
+    /// A UDP flow the edge neither used nor ended for this long (plus
+    /// [`crate::flow::udp::CORE_IDLE_GRACE`]) ends.
+    pub udp_idle_timeout: Duration,
     /// Control API address.
     pub control: Option<SocketAddr>,
     /// The control token's file; `None` is [`control::token::default_path`].
@@ -238,6 +246,12 @@ impl Core {
         };
         let (first_tx, _first_rx) = tokio::sync::oneshot::channel();
         tokio::spawn(reduce::run_control(conn.clone(), entry.clone(), first_tx));
+        let udp_flows = TunnelFlows::new(true);
+        tokio::spawn(read_datagrams(
+            conn.clone(),
+            udp_flows.clone(),
+            self.state.udp.clone(),
+        ));
         loop {
             match conn.accept_bi().await {
                 Ok((send, recv)) => {
@@ -246,7 +260,7 @@ impl Core {
                         recv,
                         remote,
                         entry.clone(),
-                        conn.clone(),
+                        (conn.clone(), udp_flows.clone()),
                     ));
                 }
                 Err(e) => {
@@ -264,7 +278,7 @@ impl Core {
         mut recv: quinn::RecvStream,
         peer: SocketAddr,
         entry: Option<Arc<PeerEntry>>,
-        conn: quinn::Connection,
+        (conn, udp_flows): (quinn::Connection, Arc<TunnelFlows>),
     ) {
         let header = match tokio::time::timeout(HEADER_TIMEOUT, read_header(&mut recv)).await {
             Ok(Ok(header)) => header,
@@ -286,6 +300,11 @@ impl Core {
                 return;
             }
         };
+        if header.services.contains(Services::UDP) {
+            self.udp_stream(send, recv, peer, header, conn, udp_flows)
+                .await;
+            return;
+        }
         let reduce = header.services.contains(Services::REDUCE);
         let reduction = match (reduce, &entry, &self.state.caches) {
             (false, _, _) => None,
@@ -377,25 +396,106 @@ impl Core {
         }
     }
 
-    /// Resolves and checks the destination, then connects to it.
-    async fn connect(&self, header: &OpenRepr) -> (Status, Option<TcpStream>) {
+    /// A UDP flow's stream: checks `--allow-udp` and the flow limits,
+    /// connects a socket to the destination and carries the flow.
+    async fn udp_stream(
+        &self,
+        mut send: quinn::SendStream,
+        mut recv: quinn::RecvStream,
+        peer: SocketAddr,
+        header: OpenRepr,
+        conn: quinn::Connection,
+        udp_flows: Arc<TunnelFlows>,
+    ) {
+        let flows = &self.state.flows;
+        let refuse = |status: Status| ReplyRepr { status }.emit();
+        let admitted = self
+            .limits
+            .admit(header.source.ip(), std::time::Instant::now());
+        let outcome = match admitted {
+            Err(refusal) => {
+                flows.totals.limited.fetch_add(1, Ordering::Relaxed);
+                if let Some(n) = refusal.log {
+                    warn!(
+                        "refusing new flows from edge {peer}: {}; {n} refused since the last such line",
+                        refusal.hit
+                    );
+                }
+                Err(Status::Unavailable)
+            }
+            Ok(permit) => match self.permitted(&self.config.allow_udp, &header, true).await {
+                Err(status) => Err(status),
+                Ok(addrs) => match crate::flow::udp::core::connect(addrs[0]).await {
+                    Ok(socket) => Ok((permit, socket)),
+                    Err(status) => Err(status),
+                },
+            },
+        };
+        let (_permit, socket) = match outcome {
+            Ok(pair) => pair,
+            Err(status) => {
+                flows.totals.flows.fetch_add(1, Ordering::Relaxed);
+                flows.totals.refused.fetch_add(1, Ordering::Relaxed);
+                self.state.udp.refused.fetch_add(1, Ordering::Relaxed);
+                info!(
+                    "udp flow {} -> {} from edge {peer}: {status}",
+                    header.source, header.destination
+                );
+                let _ = send.write_all(&refuse(status)).await;
+                let _ = send.finish();
+                let _ = recv.stop(quinn::VarInt::from_u32(codes::TCP_RESET));
+                let _ = tokio::time::timeout(Duration::from_secs(5), send.stopped()).await;
+                return;
+            }
+        };
+        self.state.udp.flows.fetch_add(1, Ordering::Relaxed);
+        let guard = flows.start(
+            Some(header.flow_id),
+            header.source,
+            header.destination.to_string(),
+            vec!["udp"],
+            Some(peer),
+        );
+        CoreFlow {
+            conn,
+            flows: udp_flows,
+            totals: self.state.udp.clone(),
+            idle_timeout: self.config.udp_idle_timeout,
+        }
+        .carry(send, recv, socket, guard.flow.clone())
+        .await;
+    }
+
+    /// Resolves the destination and keeps the addresses `rules` permit;
+    /// the reply status when none is left (logged).
+    async fn permitted(
+        &self,
+        rules: &RuleSet,
+        header: &OpenRepr,
+        udp: bool,
+    ) -> Result<Vec<SocketAddr>, Status> {
+        let (what, flag, list) = if udp {
+            ("udp ", "--allow-udp", "--allow-udp list")
+        } else {
+            ("", "--allow", "allowlist")
+        };
         let candidates: Vec<SocketAddr> = match &header.destination {
             Target::Addr(addr) => vec![*addr],
             Target::Domain(name, port) => {
                 match tokio::net::lookup_host((name.as_str(), *port)).await {
                     Ok(addrs) => addrs.collect(),
-                    Err(_) => return (Status::NameNotFound, None),
+                    Err(_) => return Err(Status::NameNotFound),
                 }
             }
         };
         if candidates.is_empty() {
-            return (Status::NameNotFound, None);
+            return Err(Status::NameNotFound);
         }
         let host = self.host.current();
         let mut itself = None;
         let allowed: Vec<SocketAddr> = candidates
             .into_iter()
-            .filter(|&a| match self.config.allow.permits(a, &host) {
+            .filter(|&a| match rules.permits(a, &host) {
                 Permit::Allowed => true,
                 Permit::NotListed => false,
                 Permit::SelfNotNamed(why) => {
@@ -407,16 +507,25 @@ impl Core {
         if allowed.is_empty() {
             match itself {
                 Some((addr, why)) => warn!(
-                    "refused flow {} -> {}: {addr} is this core host itself ({why}), which a broad --allow does not reach; name it to allow it (e.g. --allow {addr})",
+                    "refused {what}flow {} -> {}: {addr} is this core host itself ({why}), which a broad {flag} does not reach; name it to allow it (e.g. {flag} {addr})",
                     header.source, header.destination
                 ),
                 None => warn!(
-                    "refused flow {} -> {}: not permitted by the allowlist",
+                    "refused {what}flow {} -> {}: not permitted by the {list}",
                     header.source, header.destination
                 ),
             }
-            return (Status::Denied, None);
+            return Err(Status::Denied);
         }
+        Ok(allowed)
+    }
+
+    /// Resolves and checks the destination, then connects to it.
+    async fn connect(&self, header: &OpenRepr) -> (Status, Option<TcpStream>) {
+        let allowed = match self.permitted(&self.config.allow, header, false).await {
+            Ok(allowed) => allowed,
+            Err(status) => return (status, None),
+        };
         let mut status = Status::Unreachable;
         for addr in allowed {
             match tokio::time::timeout(self.config.connect_timeout, TcpStream::connect(addr)).await

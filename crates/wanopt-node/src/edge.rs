@@ -17,6 +17,8 @@ use wanopt_proto::{OpenRepr, Services, Target};
 use crate::control;
 use crate::error::{NodeError, ResolveFailure, UsageError};
 use crate::flow::limits::{FlowLimits, FlowLimitsConfig, FlowPermit};
+use crate::flow::udp::edge::{UdpEdge, UdpForward, UdpTunnel};
+use crate::flow::udp::{read_datagrams, TunnelFlows};
 use crate::flow::{carry, report, reset_tcp, splice_tcp, Abort, Facing, FlowState};
 use crate::intercept::{self, listen_tcp, original_destination, LogLimit};
 use crate::lifecycle::{self, Shutdown};
@@ -109,6 +111,10 @@ pub struct EdgeConfig {
     pub peer_keys: Vec<PublicKey>,
     /// Explicit forwards.
     pub forwards: Vec<Forward>,
+    /// UDP forwards (`--forward-udp`).
+    pub udp_forwards: Vec<UdpForward>,
+    /// A UDP flow that carries no datagram either way this long ends.
+    pub udp_idle_timeout: Duration,
     /// Address for transparently redirected connections.
     pub transparent: Option<SocketAddr>,
     /// Flows to optimize; empty means all.
@@ -179,7 +185,8 @@ const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
 /// Runs an edge until `shutdown` resolves, then drains flows for a bounded
 /// time. Every listener is bound before this returns an error-free start.
 pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Result<(), NodeError> {
-    if config.forwards.is_empty() && config.transparent.is_none() {
+    if config.forwards.is_empty() && config.transparent.is_none() && config.udp_forwards.is_empty()
+    {
         return Err(UsageError::NothingToAccept.into());
     }
     let mut listeners = Vec::new();
@@ -188,6 +195,17 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
             listen_tcp(forward.listen, false)?,
             forward.destination.clone(),
         ));
+    }
+    let mut udp_sockets = Vec::new();
+    for forward in &config.udp_forwards {
+        let socket = tokio::net::UdpSocket::bind(forward.listen)
+            .await
+            .map_err(|source| NodeError::Bind {
+                what: "udp forward",
+                addr: forward.listen,
+                source,
+            })?;
+        udp_sockets.push((socket, forward.destination.clone()));
     }
     let transparent = match config.transparent {
         Some(addr) => {
@@ -233,6 +251,7 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
     );
 
     let (tunnel_tx, tunnel_rx) = watch::channel(None);
+    let (udp_tx, udp_rx) = watch::channel(None);
     let shutdown_signal = Shutdown::new();
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(maintain_tunnel(
@@ -240,7 +259,11 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
         client_config,
         config.core.clone(),
         state.clone(),
-        tunnel_tx,
+        Published {
+            tunnel: tunnel_tx,
+            udp: udp_tx,
+            wants_udp: !config.udp_forwards.is_empty(),
+        },
         shutdown_signal.clone(),
     ));
     lifecycle::spawn_housekeeping(&mut tasks, &state, control);
@@ -254,6 +277,19 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
     });
     for (listener, destination) in listeners {
         tasks.spawn(accept_loop(edge.clone(), listener, destination));
+    }
+    let udp_edge = Arc::new(UdpEdge {
+        tunnel: udp_rx,
+        state: state.clone(),
+        limits: edge.limits.clone(),
+        idle_timeout: edge.config.udp_idle_timeout,
+    });
+    for (socket, destination) in udp_sockets {
+        tasks.spawn(crate::flow::udp::edge::serve(
+            udp_edge.clone(),
+            socket,
+            destination,
+        ));
     }
     if let Some((listener, addr)) = transparent {
         let edge = edge.clone();
@@ -316,6 +352,15 @@ async fn resolve(host_port: &str) -> Result<SocketAddr, NodeError> {
         })
 }
 
+/// Where the tunnel is published for flows.
+struct Published {
+    tunnel: watch::Sender<Option<Tunnel>>,
+    /// For UDP flows, while the core carries them.
+    udp: watch::Sender<Option<UdpTunnel>>,
+    /// The edge has UDP forwards (a core without UDP is then worth a line).
+    wants_udp: bool,
+}
+
 /// Keeps one connection to the core up, reconnecting with exponential
 /// backoff (100 ms to 5 s) after failures, restarts of the core or path loss.
 async fn maintain_tunnel(
@@ -323,7 +368,7 @@ async fn maintain_tunnel(
     client_config: quinn::ClientConfig,
     core: String,
     state: Arc<NodeState>,
-    tunnel: watch::Sender<Option<Tunnel>>,
+    published: Published,
     shutdown: Shutdown,
 ) {
     const MIN_BACKOFF: Duration = Duration::from_millis(100);
@@ -352,22 +397,37 @@ async fn maintain_tunnel(
                     Some(addr),
                     format!("closed the tunnel during setup: {reason}"),
                 )),
-                cache = control_exchange(&conn, &state) => Ok((conn, cache)),
+                (cache, accepts) = control_exchange(&conn, &state) => Ok((conn, cache, accepts)),
             }
         };
         match attempt.await {
-            Ok((conn, cache)) => {
+            Ok((conn, cache, accepts)) => {
                 let addr = conn.remote_address();
                 info!("tunnel up to core {addr} (rtt {:?})", conn.rtt());
                 state.peer_up(&conn);
-                tunnel.send_replace(Some(Tunnel {
+                let flows = TunnelFlows::new(false);
+                tokio::spawn(read_datagrams(
+                    conn.clone(),
+                    flows.clone(),
+                    state.udp.clone(),
+                ));
+                if accepts.contains(Services::UDP) {
+                    published.udp.send_replace(Some(UdpTunnel {
+                        conn: conn.clone(),
+                        flows,
+                    }));
+                } else if published.wants_udp {
+                    warn!("core {addr} does not carry UDP flows (an older wanopt): --forward-udp datagrams are dropped; upgrade the core");
+                }
+                published.tunnel.send_replace(Some(Tunnel {
                     conn: conn.clone(),
                     cache,
                 }));
                 backoff = MIN_BACKOFF;
                 last_error.clear();
                 let reason = conn.closed().await;
-                tunnel.send_replace(None);
+                published.tunnel.send_replace(None);
+                published.udp.send_replace(None);
                 if shutdown.is_triggered() {
                     return;
                 }
@@ -395,11 +455,12 @@ async fn maintain_tunnel(
 
 /// Runs the new tunnel's control stream (in the background, for the
 /// connection's life) and waits for the core's first hello; returns the
-/// cache to use when both ends run `reduce`.
+/// cache to use when both ends run `reduce`, and the services the core
+/// accepts.
 async fn control_exchange(
     conn: &quinn::Connection,
     state: &NodeState,
-) -> Option<wanopt_codec::PeerCache> {
+) -> (Option<wanopt_codec::PeerCache>, Services) {
     let entry = match (&state.caches, peer_key(conn)) {
         (Some(caches), Some(key)) => match caches.for_peer(key) {
             Ok(entry) => Some(entry),
@@ -427,14 +488,14 @@ async fn control_exchange(
                     (None, Some(_), true) => "off (the core runs --no-reduce)",
                 }
             );
-            reduce.map(|e| e.cache.clone())
+            (reduce.map(|e| e.cache.clone()), peer.accepts)
         }
         _ => {
             warn!(
                 "core {}: no control hello within {HELLO_WAIT:?}; flows go without data reduction on this tunnel",
                 conn.remote_address()
             );
-            None
+            (None, Services::default())
         }
     }
 }

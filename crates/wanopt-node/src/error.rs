@@ -68,7 +68,7 @@ pub enum ResolveFailure {
 #[derive(Debug, thiserror::Error)]
 pub enum UsageError {
     /// An edge with neither an explicit forward nor a transparent listener.
-    #[error("the edge has nothing to accept: give --forward LISTEN=DEST or --transparent LISTEN")]
+    #[error("the edge has nothing to accept: give --forward LISTEN=DEST, --forward-udp LISTEN=DEST or --transparent LISTEN")]
     NothingToAccept,
     /// A core that pins no edge key.
     #[error("the core pins no edge: give at least one --peer-key")]

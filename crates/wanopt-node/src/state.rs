@@ -57,6 +57,8 @@ pub struct NodeState {
     pub duplication: Duplication,
     /// Incoming tunnel handshakes (a core's; an edge accepts none).
     pub handshakes: Arc<Handshakes>,
+    /// UDP flow counters.
+    pub udp: Arc<crate::flow::udp::UdpTotals>,
     /// The flow receive windows granted from the node-wide budget.
     window_budget: std::sync::OnceLock<Arc<ReceiveBudget>>,
     started: Instant,
@@ -174,6 +176,9 @@ pub struct Status {
     /// The node-wide budget of flow receive windows, bytes.
     #[serde(default)]
     pub window_budget_bytes: u64,
+    /// UDP flows (`--forward-udp`): opened, refused, datagrams dropped.
+    #[serde(default)]
+    pub udp: crate::flow::udp::UdpSnapshot,
     /// Payload bytes client to server.
     pub bytes_to_server: u64,
     /// Payload bytes server to client.
@@ -246,6 +251,7 @@ impl NodeState {
             caches,
             duplication: Duplication::new(duplication),
             handshakes: Arc::default(),
+            udp: Arc::default(),
             window_budget: std::sync::OnceLock::new(),
             started: Instant::now(),
             peers: Mutex::new(BTreeMap::new()),
@@ -466,6 +472,7 @@ impl NodeState {
                 .into_iter()
                 .map(|(reason, n)| (reason.name().to_owned(), n))
                 .collect(),
+            udp: self.udp.snapshot(),
             window_granted_bytes: self.window_budget.get().map_or(0, |b| b.granted()),
             window_budget_bytes: self.window_budget.get().map_or(0, |b| b.limit()),
             bytes_to_server: bytes.to_server,

@@ -182,6 +182,11 @@ pub struct Services(pub u8);
 impl Services {
     /// Data reduction (compression and byte cache) is applied to the stream.
     pub const REDUCE: Services = Services(1);
+    /// The stream opens a UDP flow: the core binds a socket to the
+    /// destination and the flow's datagrams ride QUIC DATAGRAM frames
+    /// ([`crate::udp_flow`]); the stream carries the reply and, by its
+    /// end, the flow's end. In a control hello: the node carries UDP flows.
+    pub const UDP: Services = Services(2);
 
     /// Whether every service of `other` is in `self`.
     pub fn contains(self, other: Services) -> bool {

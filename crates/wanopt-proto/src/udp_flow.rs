@@ -44,7 +44,9 @@ pub enum FlowDatagramError {
     Short(usize),
     /// A fragment field outside the grammar (a count of 1, an index past
     /// the count).
-    #[error("udp flow datagram with fragment field {0:#04x} (index must be below a count of 2 to 16)")]
+    #[error(
+        "udp flow datagram with fragment field {0:#04x} (index must be below a count of 2 to 16)"
+    )]
     Fragment(u8),
 }
 
@@ -96,8 +98,7 @@ impl<T: AsRef<[u8]>> FlowDatagram<T> {
     /// Wraps `buffer` after checking the header.
     pub fn new_checked(buffer: T) -> Result<Self, FlowDatagramError> {
         let bytes = buffer.as_ref();
-        let (flow, varint_len) =
-            read_varint(bytes).ok_or(FlowDatagramError::Short(bytes.len()))?;
+        let (flow, varint_len) = read_varint(bytes).ok_or(FlowDatagramError::Short(bytes.len()))?;
         let fixed = bytes
             .get(varint_len..varint_len + FIXED_LEN)
             .ok_or(FlowDatagramError::Short(bytes.len()))?;
@@ -204,7 +205,10 @@ pub fn split(
         out.push(datagram);
         return Ok(1);
     }
-    let piece = frame.checked_sub(header).filter(|p| *p > 0).ok_or(too_large)?;
+    let piece = frame
+        .checked_sub(header)
+        .filter(|p| *p > 0)
+        .ok_or(too_large)?;
     let count = payload.len().div_ceil(piece);
     if count > MAX_FRAGMENTS {
         return Err(too_large);

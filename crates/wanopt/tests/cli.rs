@@ -242,6 +242,19 @@ fn bad_input_gets_one_clear_line_and_exit_code_2() {
     ]);
     assert_eq!(code, 2, "{err}");
     assert_one_line_error(&err, "the edge has nothing to accept");
+    let (code, _, err) = run(&[
+        "edge",
+        "--core",
+        "127.0.0.1:9",
+        "--key",
+        key,
+        "--peer-key",
+        &public,
+        "--forward-udp",
+        "5353",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert_one_line_error(&err, "bad udp forward \"5353\"");
     // clap's own usage errors also exit 2.
     assert_eq!(run(&["edge", "--fail", "sideways"]).0, 2);
     for flag in ["--cache-size", "--compressor-memory"] {

@@ -10,7 +10,8 @@
 //!   flow passed through) and [`codec_pump`] (through the codec, with a
 //!   ready [`crate::reduce::Reduction`]), on what they share ([`pump`]);
 //! - [`read_ahead`] and [`reassembly`]: a stream read unordered and handed
-//!   on in order.
+//!   on in order;
+//! - [`udp`]: UDP flows (`--forward-udp`), carried as QUIC datagrams.
 //!
 //! TCP semantics survive the split: EOF on one side is a stream finish (a
 //! half-close) on the other while the opposite direction keeps flowing; a
@@ -27,10 +28,13 @@ pub mod read_ahead;
 pub mod reassembly;
 pub mod splice;
 pub mod table;
+pub mod udp;
 
 pub use abort::{reset_tcp, Abort, ResetCounters, ResetReason};
 pub use carry::{carry, report};
 pub use counters::{reduction, ReduceCounters, ReduceTotals};
 pub use pump::{Facing, CHUNK, FIRST_READ};
 pub use splice::{splice_stream, splice_tcp};
-pub use table::{ByteTotals, Flow, FlowGuard, FlowInfo, FlowState, FlowTable, Totals};
+pub use table::{
+    ByteTotals, DatagramCounters, Flow, FlowGuard, FlowInfo, FlowState, FlowTable, Totals,
+};

@@ -45,6 +45,21 @@ impl FlowState {
     }
 }
 
+/// A UDP flow's datagrams: carried each way, and lost on the way to this
+/// node (each node counts the direction it receives: the edge toward the
+/// client, the core toward the server).
+#[derive(Debug, Default)]
+pub struct DatagramCounters {
+    /// Datagrams client to server.
+    pub to_server: AtomicU64,
+    /// Datagrams server to client.
+    pub to_client: AtomicU64,
+    /// Datagrams toward the server that did not reach this node (core).
+    pub lost_to_server: AtomicU64,
+    /// Datagrams toward the client that did not reach this node (edge).
+    pub lost_to_client: AtomicU64,
+}
+
 /// One flow's live counters.
 #[derive(Debug)]
 pub struct Flow {
@@ -71,6 +86,8 @@ pub struct Flow {
     pub wan_to_client: AtomicU64,
     /// Data-reduction counters (zero without `reduce`).
     pub reduce: ReduceCounters,
+    /// A UDP flow's datagram counters (zero for TCP flows).
+    pub datagrams: DatagramCounters,
     started: Instant,
     rate: Mutex<RateSample>,
     /// Told when the flow has carried no byte either way for the node's
@@ -164,6 +181,10 @@ impl Flow {
             cache_misses: reduce.cache_misses,
             repairs: reduce.repairs,
             pieces: reduce.pieces,
+            datagrams_to_server: self.datagrams.to_server.load(Ordering::Relaxed),
+            datagrams_to_client: self.datagrams.to_client.load(Ordering::Relaxed),
+            lost_to_server: self.datagrams.lost_to_server.load(Ordering::Relaxed),
+            lost_to_client: self.datagrams.lost_to_client.load(Ordering::Relaxed),
             rate_to_server_bps: rate.bps_to_server.round() as u64,
             rate_to_client_bps: rate.bps_to_client.round() as u64,
             age_secs: now.saturating_duration_since(self.started).as_secs_f64(),
@@ -215,6 +236,20 @@ pub struct FlowInfo {
     /// chunk's end.
     #[serde(default)]
     pub pieces: u64,
+    /// UDP flows: datagrams client to server.
+    #[serde(default)]
+    pub datagrams_to_server: u64,
+    /// UDP flows: datagrams server to client.
+    #[serde(default)]
+    pub datagrams_to_client: u64,
+    /// UDP flows: datagrams toward the server lost in the tunnel (as the
+    /// core counts them).
+    #[serde(default)]
+    pub lost_to_server: u64,
+    /// UDP flows: datagrams toward the client lost in the tunnel (as the
+    /// edge counts them).
+    #[serde(default)]
+    pub lost_to_client: u64,
     /// Recent rate client to server, bits per second.
     pub rate_to_server_bps: u64,
     /// Recent rate server to client, bits per second.
@@ -354,6 +389,7 @@ impl FlowTable {
             wan_to_server: AtomicU64::new(0),
             wan_to_client: AtomicU64::new(0),
             reduce: ReduceCounters::default(),
+            datagrams: DatagramCounters::default(),
             started: Instant::now(),
             rate: Mutex::new(RateSample::default()),
             idle: tokio::sync::Notify::new(),

@@ -162,7 +162,8 @@ async fn send_hello(
             Services::REDUCE
         }
         None => Services::default(),
-    };
+    }
+    .with(crate::flow::udp::HELLO_SERVICES);
     let message = ControlRepr::Hello {
         services,
         reply_wanted,

@@ -228,7 +228,10 @@ mod tests {
     fn whole_datagrams_pass_and_fragments_wait_for_their_datagram() {
         let now = Instant::now();
         let mut r = Reassembler::new();
-        assert_eq!(feed(&mut r, now, &frames(1, 0, b"hi", 100)[0]), Some(b"hi".to_vec()));
+        assert_eq!(
+            feed(&mut r, now, &frames(1, 0, b"hi", 100)[0]),
+            Some(b"hi".to_vec())
+        );
         let payload: Vec<u8> = (0..250u8).collect();
         let pieces = frames(1, 1, &payload, 106);
         assert_eq!(pieces.len(), 3);

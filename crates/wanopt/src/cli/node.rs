@@ -14,6 +14,7 @@ use wanopt_node::core::CoreConfig;
 use wanopt_node::dupsock::DuplicationMode;
 use wanopt_node::dupsock::FecMode;
 use wanopt_node::edge::{EdgeConfig, FailMode, Forward};
+use wanopt_node::flow::udp::edge::UdpForward;
 use wanopt_node::identity::{PrivateKey, PublicKey};
 use wanopt_node::limits::FlowLimitsConfig;
 use wanopt_node::policy::{AddrRule, RuleSet};
@@ -61,6 +62,10 @@ pub struct CommonArgs {
     /// never].
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub flow_idle_timeout: Option<Duration>,
+    /// End a UDP flow that carries no datagram either way for this long
+    /// [default: 60s]; the core ends its side 10 s after that.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub udp_idle_timeout: Option<Duration>,
     /// Tunnel congestion control: bbr, cubic or newreno [default: bbr].
     #[arg(long)]
     pub congestion: Option<Congestion>,
@@ -235,6 +240,10 @@ pub struct CoreArgs {
     /// Nothing is allowed by default.
     #[arg(long, value_name = "RULE")]
     pub allow: Vec<String>,
+    /// Destinations the core may send UDP flows to, CIDR[:PORT[-PORT]]
+    /// (repeatable; --allow does not cover UDP). None by default.
+    #[arg(long, value_name = "RULE")]
+    pub allow_udp: Vec<String>,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -249,6 +258,11 @@ pub struct EdgeArgs {
     /// (repeatable), e.g. 127.0.0.1:8080=198.51.100.7:80.
     #[arg(long, value_name = "LISTEN=DEST")]
     pub forward: Vec<String>,
+    /// Carry UDP datagrams received on LISTEN to DEST through the core, one
+    /// flow per client address, replies back to it (repeatable), e.g.
+    /// 127.0.0.1:5353=198.51.100.7:53. The core must --allow-udp DEST.
+    #[arg(long, value_name = "LISTEN=DEST")]
+    pub forward_udp: Vec<String>,
     /// Accept connections redirected by the firewall (REDIRECT or TPROXY) here.
     #[arg(long, value_name = "LISTEN")]
     pub transparent: Option<SocketAddr>,
@@ -304,6 +318,7 @@ struct FileConfig {
     max_flows: Option<usize>,
     max_flows_per_source: Option<usize>,
     flow_idle_timeout: Option<String>,
+    udp_idle_timeout: Option<String>,
     congestion: Option<Congestion>,
     duplication: Option<DuplicationMode>,
     fec: Option<String>,
@@ -323,10 +338,14 @@ struct FileConfig {
     listen: Option<SocketAddr>,
     #[serde(default)]
     allow: Vec<String>,
+    #[serde(default)]
+    allow_udp: Vec<String>,
     // edge
     core: Option<String>,
     #[serde(default)]
     forward: Vec<String>,
+    #[serde(default)]
+    forward_udp: Vec<String>,
     transparent: Option<SocketAddr>,
     #[serde(default)]
     optimize: Vec<String>,
@@ -405,6 +424,7 @@ struct Common {
     reduce: Option<ReduceConfig>,
     limits: FlowLimitsConfig,
     flow_idle_timeout: Option<Duration>,
+    udp_idle_timeout: Duration,
 }
 
 /// The permission bits of `path` when group or others may read or write
@@ -432,9 +452,19 @@ fn common(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<Common> {
     if control.is_none() && control_token.is_some() {
         bail!("--control-token needs --control ADDR (the node serves no control API without it)");
     }
+    let udp_idle_timeout = positive(
+        duration(
+            flags.udp_idle_timeout,
+            file.udp_idle_timeout.as_deref(),
+            "udp-idle-timeout",
+            wanopt_node::flow::udp::DEFAULT_UDP_IDLE_TIMEOUT,
+        )?,
+        "udp-idle-timeout",
+    )?;
     Ok(Common {
         limits,
         flow_idle_timeout,
+        udp_idle_timeout,
         reduce,
         key,
         peer_keys,
@@ -640,7 +670,9 @@ pub fn core_config(args: &CoreArgs) -> anyhow::Result<CoreConfig> {
         listen,
         key: common.key,
         peer_keys: common.peer_keys,
-        allow: rules(&list(&args.allow, file.allow))?,
+        allow: rules(&list(&args.allow, std::mem::take(&mut file.allow)))?,
+        allow_udp: rules(&list(&args.allow_udp, std::mem::take(&mut file.allow_udp)))?,
+        udp_idle_timeout: common.udp_idle_timeout,
         control: common.control,
         control_token: common.control_token,
         reduce: common.reduce,
@@ -665,11 +697,17 @@ pub fn edge_config(args: &EdgeArgs) -> anyhow::Result<EdgeConfig> {
         .iter()
         .map(|f| f.parse::<Forward>().map_err(anyhow::Error::msg))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let udp_forwards = list(&args.forward_udp, std::mem::take(&mut file.forward_udp))
+        .iter()
+        .map(|f| f.parse::<UdpForward>().map_err(anyhow::Error::msg))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     Ok(EdgeConfig {
         core,
         key: common.key,
         peer_keys: common.peer_keys,
         forwards,
+        udp_forwards,
+        udp_idle_timeout: common.udp_idle_timeout,
         transparent: args.transparent.or(file.transparent),
         optimize: rules(&list(&args.optimize, std::mem::take(&mut file.optimize)))?,
         pass_unmatched: args.pass_unmatched || file.pass_unmatched.unwrap_or(false),

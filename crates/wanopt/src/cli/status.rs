@@ -445,6 +445,22 @@ fn duplication_line(d: &wanopt_node::dupsock::DuplicationStatus) -> String {
     line + &rebuilt
 }
 
+/// A flow's services; a UDP flow's datagrams each way and the loss this
+/// node counted (the direction it receives).
+fn services_text(flow: &wanopt_node::flow::FlowInfo) -> String {
+    let services = flow.services.join(",");
+    if !flow.services.iter().any(|s| s == "udp") {
+        return services;
+    }
+    format!(
+        "{services} ({} up, {} down datagrams; lost {} up, {} down)",
+        flow.datagrams_to_server,
+        flow.datagrams_to_client,
+        flow.lost_to_server,
+        flow.lost_to_client
+    )
+}
+
 /// Runs `wanopt flows`.
 pub fn flows(args: &QueryArgs) -> anyhow::Result<()> {
     let body = fetch(args.control, "/flows")?;
@@ -487,7 +503,7 @@ pub fn flows(args: &QueryArgs) -> anyhow::Result<()> {
             rate_text(flow.rate_to_server_bps as f64),
             rate_text(flow.rate_to_client_bps as f64),
             human_secs(flow.age_secs),
-            flow.services.join(",")
+            services_text(flow)
         )?;
     }
     if f.flows.is_empty() {

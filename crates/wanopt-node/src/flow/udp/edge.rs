@@ -1,0 +1,329 @@
+//! The edge's UDP forwards: `--forward-udp LISTEN=DEST` receives datagrams
+//! on LISTEN and carries each client address's as one flow to DEST through
+//! the core; replies go back to the client from LISTEN.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::net::UdpSocket;
+use tokio::sync::{mpsc, watch};
+use tracing::{debug, info, warn};
+
+use wanopt_proto::{OpenRepr, Services, Status, Target};
+
+use super::{lock, payload_buffer, send_datagram, Activity, FlowEnd, Sink, TunnelFlows};
+use crate::flow::limits::{FlowLimits, FlowPermit};
+use crate::flow::FlowState;
+use crate::state::NodeState;
+
+/// A UDP forward: datagrams received on `listen` go to `destination`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UdpForward {
+    /// Local UDP address to receive on.
+    pub listen: SocketAddr,
+    /// Where the core sends them.
+    pub destination: Target,
+}
+
+impl std::str::FromStr for UdpForward {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let forward: crate::edge::Forward = s.parse().map_err(|_| {
+            format!("bad udp forward {s:?} (expected LISTEN=DEST, e.g. 127.0.0.1:5353=198.51.100.7:53 or :5004=media.example:5004)")
+        })?;
+        Ok(UdpForward {
+            listen: forward.listen,
+            destination: forward.destination,
+        })
+    }
+}
+
+/// The tunnel as UDP flows use it: the connection and its flow registry,
+/// when the core carries UDP flows.
+#[derive(Clone)]
+pub(crate) struct UdpTunnel {
+    pub(crate) conn: quinn::Connection,
+    pub(crate) flows: Arc<TunnelFlows>,
+}
+
+/// Datagrams a flow queues while its stream opens.
+const FLOW_QUEUE: usize = 64;
+/// How long a client whose flow the core refused is refused at once.
+const REFUSAL_MEMORY: Duration = Duration::from_secs(10);
+/// Refusals remembered at most.
+const MAX_REFUSALS: usize = 4096;
+
+/// What every forward shares.
+pub(crate) struct UdpEdge {
+    pub(crate) tunnel: watch::Receiver<Option<UdpTunnel>>,
+    pub(crate) state: Arc<NodeState>,
+    pub(crate) limits: Arc<FlowLimits>,
+    pub(crate) idle_timeout: Duration,
+}
+
+/// One forward's live flows, by client address.
+type Clients = Arc<Mutex<HashMap<SocketAddr, mpsc::Sender<Vec<u8>>>>>;
+
+/// Serves one forward until the node stops.
+pub(crate) async fn serve(edge: Arc<UdpEdge>, socket: UdpSocket, destination: Target) {
+    let socket = Arc::new(socket);
+    let clients: Clients = Arc::default();
+    let refused: Arc<Mutex<HashMap<SocketAddr, Instant>>> = Arc::default();
+    let totals = &edge.state.udp;
+    let mut buf = payload_buffer();
+    loop {
+        let (n, client) = match socket.recv_from(&mut buf).await {
+            Ok(pair) => pair,
+            Err(e) => {
+                debug!("udp forward {:?}: {e}", socket.local_addr());
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let payload = buf[..n].to_vec();
+        let existing = lock(&clients).get(&client).cloned();
+        if let Some(queue) = existing {
+            match queue.try_send(payload) {
+                Ok(()) => continue,
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    totals.dropped.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                // The flow ended: a new one starts below.
+                Err(mpsc::error::TrySendError::Closed(payload)) => {
+                    lock(&clients).remove(&client);
+                    start_flow(
+                        &edge,
+                        &socket,
+                        &clients,
+                        &refused,
+                        client,
+                        &destination,
+                        payload,
+                    );
+                }
+            }
+        } else {
+            start_flow(
+                &edge,
+                &socket,
+                &clients,
+                &refused,
+                client,
+                &destination,
+                payload,
+            );
+        }
+    }
+}
+
+fn start_flow(
+    edge: &Arc<UdpEdge>,
+    socket: &Arc<UdpSocket>,
+    clients: &Clients,
+    refused: &Arc<Mutex<HashMap<SocketAddr, Instant>>>,
+    client: SocketAddr,
+    destination: &Target,
+    first: Vec<u8>,
+) {
+    let totals = &edge.state.udp;
+    let now = Instant::now();
+    {
+        let mut refused = lock(refused);
+        refused.retain(|_, at| now.saturating_duration_since(*at) < REFUSAL_MEMORY);
+        if refused.contains_key(&client) {
+            totals.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+    }
+    let Some(tunnel) = edge.tunnel.borrow().clone() else {
+        totals.dropped.fetch_add(1, Ordering::Relaxed);
+        return;
+    };
+    let permit = match edge.limits.admit(client.ip(), now) {
+        Ok(permit) => permit,
+        Err(refusal) => {
+            edge.state
+                .flows
+                .totals
+                .limited
+                .fetch_add(1, Ordering::Relaxed);
+            if let Some(n) = refusal.log {
+                warn!(
+                    "refusing new flows: {}; {n} refused since the last such line",
+                    refusal.hit
+                );
+            }
+            totals.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+    };
+    let (queue, datagrams) = mpsc::channel(FLOW_QUEUE);
+    let _ = queue.try_send(first);
+    lock(clients).insert(client, queue);
+    let flow = FlowRun {
+        edge: edge.clone(),
+        tunnel,
+        socket: socket.clone(),
+        client,
+        destination: destination.clone(),
+        _permit: permit,
+    };
+    let clients = clients.clone();
+    let refused = refused.clone();
+    tokio::spawn(async move {
+        if let Some(status) = flow.run(datagrams).await {
+            let mut refused = lock(&refused);
+            if refused.len() < MAX_REFUSALS {
+                refused.insert(client, Instant::now());
+            }
+            debug!("udp flow {client}: refused by the core: {status}");
+        }
+        lock(&clients).remove(&client);
+    });
+}
+
+/// One client's flow, from its first datagram to its end.
+struct FlowRun {
+    edge: Arc<UdpEdge>,
+    tunnel: UdpTunnel,
+    socket: Arc<UdpSocket>,
+    client: SocketAddr,
+    destination: Target,
+    _permit: FlowPermit,
+}
+
+impl FlowRun {
+    /// Runs the flow; returns the core's refusal, if it refused.
+    async fn run(self, mut datagrams: mpsc::Receiver<Vec<u8>>) -> Option<Status> {
+        let state = &self.edge.state;
+        let UdpTunnel { conn, flows } = &self.tunnel;
+        let guard = state.flows.start(
+            None,
+            self.client,
+            self.destination.to_string(),
+            vec!["udp"],
+            Some(conn.remote_address()),
+        );
+        let flow = &guard.flow;
+        state.udp.flows.fetch_add(1, Ordering::Relaxed);
+        let header = OpenRepr {
+            flow_id: flow.id,
+            services: Services::UDP,
+            destination: self.destination.clone(),
+            source: self.client,
+        }
+        .emit();
+        let header = match header {
+            Ok(h) => h,
+            Err(e) => {
+                warn!("udp flow {} to {}: {e}", flow.id, self.destination);
+                return None;
+            }
+        };
+        let (mut send, mut recv) = match conn.open_bi().await {
+            Ok(pair) => pair,
+            Err(e) => {
+                info!(
+                    "udp flow {} to {}: cannot open a tunnel stream: {e}",
+                    flow.id, self.destination
+                );
+                return None;
+            }
+        };
+        let id = send.id().index();
+        let activity = Activity::new();
+        let sink = Sink::Client {
+            socket: self.socket.clone(),
+            client: self.client,
+        };
+        let end = FlowEnd::new(sink, flow.clone(), activity.clone());
+        flows.register(id, end.clone());
+        let _unregister = Unregister(flows.clone(), id);
+        if send.write_all(&header).await.is_err() {
+            return None;
+        }
+        flow.set_state(FlowState::Open);
+        let seq = AtomicU32::new(0);
+        let mut reply = Vec::with_capacity(wanopt_proto::stream::REPLY_LEN);
+        let mut read_buf = [0u8; 64];
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                datagram = datagrams.recv() => {
+                    let Some(payload) = datagram else { break };
+                    activity.touch();
+                    if send_datagram(conn, id, &seq, &payload, &state.udp) {
+                        flow.to_server.fetch_add(payload.len() as u64, Ordering::Relaxed);
+                        flow.wan_to_server.fetch_add(payload.len() as u64, Ordering::Relaxed);
+                        flow.datagrams.to_server.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                // The core's reply, then nothing until the stream's end
+                // (or reset), which is the flow's.
+                read = recv.read(&mut read_buf) => {
+                    let Ok(Some(n)) = read else { break };
+                    if reply.len() < wanopt_proto::stream::REPLY_LEN {
+                        reply.extend_from_slice(&read_buf[..n]);
+                        if reply.len() >= wanopt_proto::stream::REPLY_LEN {
+                            let status = wanopt_proto::Reply::new_checked(&reply[..])
+                                .and_then(|view| wanopt_proto::ReplyRepr::parse(&view))
+                                .map(|r| r.status)
+                                .unwrap_or(Status::Unavailable);
+                            if status != Status::Connected {
+                                state.udp.refused.fetch_add(1, Ordering::Relaxed);
+                                state.flows.totals.refused.fetch_add(1, Ordering::Relaxed);
+                                return Some(status);
+                            }
+                        }
+                    }
+                }
+                _ = tick.tick() => {
+                    if activity.idle() >= self.edge.idle_timeout {
+                        debug!("udp flow {} idle for {:?}: ending it", flow.id, self.edge.idle_timeout);
+                        break;
+                    }
+                }
+                _ = conn.closed() => break,
+            }
+        }
+        let _ = send.finish();
+        let received = end.received();
+        debug!(
+            "udp flow {} {} -> {} done: {} datagrams back, {} lost",
+            flow.id, self.client, self.destination, received.received, received.lost
+        );
+        None
+    }
+}
+
+/// Takes a flow out of its tunnel's registry when dropped.
+pub(crate) struct Unregister(pub(crate) Arc<TunnelFlows>, pub(crate) u64);
+
+impl Drop for Unregister {
+    fn drop(&mut self) {
+        self.0.unregister(self.1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forwards_parse_or_say_why() {
+        let f: UdpForward = "127.0.0.1:5353=198.51.100.7:53".parse().unwrap();
+        assert_eq!(f.listen, "127.0.0.1:5353".parse().unwrap());
+        assert_eq!(
+            f.destination,
+            Target::Addr("198.51.100.7:53".parse().unwrap())
+        );
+        let f: UdpForward = ":5004=media.example:5004".parse().unwrap();
+        assert_eq!(f.listen.port(), 5004);
+        let e = "5353".parse::<UdpForward>().unwrap_err();
+        assert!(e.starts_with("bad udp forward"), "{e}");
+    }
+}

@@ -1,0 +1,383 @@
+//! UDP flows through the tunnel.
+//!
+//! A UDP flow is one client address and one destination. The edge opens a
+//! tunnel stream for it whose header asks for [`Services::UDP`]; the core
+//! checks its `--allow-udp` list (never the TCP `--allow`), binds a socket
+//! connected to the destination and replies. The flow's datagrams then ride
+//! QUIC DATAGRAM frames (RFC 9221) in the format of
+//! [`wanopt_proto::udp_flow`], tagged with the stream's index; the stream
+//! stays open for the flow's life and its end is the flow's end. A flow
+//! that carries nothing either way for `--udp-idle-timeout` ends.
+//!
+//! Datagrams are not retransmitted: a datagram QUIC loses is lost, as on
+//! the path itself (the tunnel's FEC repairs most). One larger than a QUIC
+//! datagram frame is cut into up to 16 fragments and put together by the
+//! receiver; one larger still is refused and counted (`oversize`).
+//!
+//! - [`edge`]: `--forward-udp LISTEN=DEST`, one flow per client address;
+//! - [`core`]: the core's side of a flow;
+//! - this module: the per-tunnel registry that dispatches received
+//!   datagrams to their flows, and sending.
+
+pub mod core;
+pub mod edge;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use serde::Serialize;
+use tokio::net::UdpSocket;
+use tracing::debug;
+
+use wanopt_proto::udp_flow::{split, FlowDatagram, Reassembler, SeqCounter, SeqStats};
+use wanopt_proto::Services;
+
+use super::table::Flow;
+
+/// `--udp-idle-timeout`'s default.
+pub const DEFAULT_UDP_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long after its own idle timeout the core ends a flow whose edge
+/// went silent without ending it.
+pub const CORE_IDLE_GRACE: Duration = Duration::from_secs(10);
+/// The largest UDP payload a flow carries.
+const MAX_UDP_PAYLOAD: usize = 65_535;
+/// Datagrams the core holds for a flow whose stream header it has not yet
+/// read (the first datagrams may overtake it), per flow and in all.
+const PENDING_PER_FLOW: usize = 16;
+const PENDING_BYTES: usize = 256 << 10;
+const PENDING_FLOWS: usize = 256;
+const PENDING_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The services a node's control hello names for UDP: this node carries
+/// UDP flows (the edge opens them only to a core that says so).
+pub const HELLO_SERVICES: Services = Services::UDP;
+
+/// Where a flow's datagrams from the tunnel go.
+#[derive(Debug)]
+pub(crate) enum Sink {
+    /// The edge: back to the client, from the forward's listening socket.
+    Client {
+        socket: Arc<UdpSocket>,
+        client: SocketAddr,
+    },
+    /// The core: to the destination, on the flow's connected socket.
+    Destination(Arc<UdpSocket>),
+}
+
+/// One flow as the tunnel's datagram reader sees it.
+#[derive(Debug)]
+pub(crate) struct FlowEnd {
+    sink: Sink,
+    flow: Arc<Flow>,
+    /// Numbers of the datagrams that came from the tunnel.
+    received: Mutex<SeqCounter>,
+    /// When the flow last carried a datagram either way.
+    pub(crate) activity: Activity,
+}
+
+impl FlowEnd {
+    pub(crate) fn new(sink: Sink, flow: Arc<Flow>, activity: Activity) -> Arc<Self> {
+        Arc::new(FlowEnd {
+            sink,
+            flow,
+            received: Mutex::new(SeqCounter::new()),
+            activity,
+        })
+    }
+
+    /// What came from the tunnel so far: received, lost, reordered.
+    pub(crate) fn received(&self) -> SeqStats {
+        self.received
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .stats()
+    }
+}
+
+/// When a flow last carried a datagram, as milliseconds since its start.
+#[derive(Debug, Clone)]
+pub(crate) struct Activity {
+    start: Instant,
+    last_ms: Arc<AtomicU64>,
+}
+
+impl Activity {
+    pub(crate) fn new() -> Self {
+        Activity {
+            start: Instant::now(),
+            last_ms: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    pub(crate) fn touch(&self) {
+        let ms = self.start.elapsed().as_millis() as u64;
+        self.last_ms.fetch_max(ms, Ordering::Relaxed);
+    }
+
+    /// How long since the last datagram.
+    pub(crate) fn idle(&self) -> Duration {
+        let last = Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
+        self.start.elapsed().saturating_sub(last)
+    }
+}
+
+/// A node's UDP flow counters, over its life.
+#[derive(Debug, Default)]
+pub struct UdpTotals {
+    /// UDP flows opened through the tunnel.
+    pub flows: AtomicU64,
+    /// Flows the core refused (allowlist, limits, destination).
+    pub refused: AtomicU64,
+    /// Datagrams too large for 16 tunnel datagram frames, dropped.
+    pub oversize: AtomicU64,
+    /// Datagrams sent as fragments.
+    pub fragmented: AtomicU64,
+    /// Datagrams dropped on the way into the tunnel (the flow still
+    /// opening, its queue full, or the tunnel's datagram buffer).
+    pub dropped: AtomicU64,
+    /// Tunnel datagrams for no known flow, dropped.
+    pub unknown_flow: AtomicU64,
+}
+
+/// UDP counters as `/status` shows them.
+#[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct UdpSnapshot {
+    /// UDP flows opened through the tunnel.
+    pub flows: u64,
+    /// Flows the core refused.
+    pub refused: u64,
+    /// Datagrams too large to carry, dropped.
+    pub oversize: u64,
+    /// Datagrams sent as fragments.
+    pub fragmented: u64,
+    /// Datagrams dropped on the way into the tunnel.
+    pub dropped: u64,
+    /// Tunnel datagrams for no known flow.
+    pub unknown_flow: u64,
+}
+
+impl UdpTotals {
+    /// The counters now.
+    pub fn snapshot(&self) -> UdpSnapshot {
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        UdpSnapshot {
+            flows: load(&self.flows),
+            refused: load(&self.refused),
+            oversize: load(&self.oversize),
+            fragmented: load(&self.fragmented),
+            dropped: load(&self.dropped),
+            unknown_flow: load(&self.unknown_flow),
+        }
+    }
+}
+
+/// Datagrams that came for a flow before its stream's header was read.
+#[derive(Debug, Default)]
+struct Pending {
+    flows: HashMap<u64, (Instant, Vec<Vec<u8>>)>,
+    bytes: usize,
+}
+
+/// One tunnel's UDP flows, by the index of their stream.
+#[derive(Debug, Default)]
+pub(crate) struct TunnelFlows {
+    ends: Mutex<HashMap<u64, Arc<FlowEnd>>>,
+    /// The core's datagrams for flows not yet registered.
+    pending: Mutex<Pending>,
+    /// Whether datagrams for unknown flows are held (the core) or dropped.
+    hold_unknown: bool,
+}
+
+impl TunnelFlows {
+    /// A registry; `hold_unknown` for the core, whose first datagrams of a
+    /// flow may arrive before the stream that opens it.
+    pub(crate) fn new(hold_unknown: bool) -> Arc<Self> {
+        Arc::new(TunnelFlows {
+            hold_unknown,
+            ..TunnelFlows::default()
+        })
+    }
+
+    /// Registers the flow of stream index `id`; returns the datagrams that
+    /// were held for it.
+    pub(crate) fn register(&self, id: u64, end: Arc<FlowEnd>) -> Vec<Vec<u8>> {
+        lock(&self.ends).insert(id, end);
+        let mut pending = lock(&self.pending);
+        match pending.flows.remove(&id) {
+            Some((_, held)) => {
+                pending.bytes -= held.iter().map(Vec::len).sum::<usize>();
+                held
+            }
+            None => Vec::new(),
+        }
+    }
+
+    pub(crate) fn unregister(&self, id: u64) {
+        lock(&self.ends).remove(&id);
+    }
+
+    /// Holds a datagram for a flow not yet registered, within bounds;
+    /// whether it was held.
+    fn hold(&self, id: u64, payload: Vec<u8>, now: Instant) -> bool {
+        let mut pending = lock(&self.pending);
+        let Pending { flows, bytes } = &mut *pending;
+        flows.retain(|_, (since, held)| {
+            let keep = now.saturating_duration_since(*since) < PENDING_TIMEOUT;
+            if !keep {
+                *bytes -= held.iter().map(Vec::len).sum::<usize>();
+            }
+            keep
+        });
+        if *bytes + payload.len() > PENDING_BYTES
+            || !flows.contains_key(&id) && flows.len() >= PENDING_FLOWS
+        {
+            return false;
+        }
+        let (_, held) = flows.entry(id).or_insert_with(|| (now, Vec::new()));
+        if held.len() >= PENDING_PER_FLOW {
+            return false;
+        }
+        *bytes += payload.len();
+        held.push(payload);
+        true
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Reads a tunnel's datagrams until it closes and hands each UDP payload
+/// to its flow's sink.
+pub(crate) async fn read_datagrams(
+    conn: quinn::Connection,
+    flows: Arc<TunnelFlows>,
+    totals: Arc<UdpTotals>,
+) {
+    let mut reassembler = Reassembler::new();
+    loop {
+        let datagram = match conn.read_datagram().await {
+            Ok(d) => d,
+            Err(e) => {
+                debug!("udp flows of {}: {e}", conn.remote_address());
+                return;
+            }
+        };
+        let Ok(view) = FlowDatagram::new_checked(&datagram[..]) else {
+            totals.unknown_flow.fetch_add(1, Ordering::Relaxed);
+            continue;
+        };
+        let now = Instant::now();
+        let Some(payload) = reassembler.handle(now, &view) else {
+            continue;
+        };
+        let end = lock(&flows.ends).get(&view.flow()).cloned();
+        let Some(end) = end else {
+            if !(flows.hold_unknown && flows.hold(view.flow(), payload, now)) {
+                totals.unknown_flow.fetch_add(1, Ordering::Relaxed);
+            }
+            continue;
+        };
+        let (new, lost) = {
+            let mut received = lock(&end.received);
+            (received.record(view.seq()), received.stats().lost)
+        };
+        let counters = &end.flow.datagrams;
+        match end.sink {
+            Sink::Client { .. } => counters.lost_to_client.store(lost, Ordering::Relaxed),
+            Sink::Destination(_) => counters.lost_to_server.store(lost, Ordering::Relaxed),
+        }
+        if new {
+            deliver(&end, &payload).await;
+        }
+    }
+}
+
+/// Writes one payload from the tunnel to its flow's socket.
+pub(crate) async fn deliver(end: &FlowEnd, payload: &[u8]) {
+    let sent = match &end.sink {
+        Sink::Client { socket, client } => socket.send_to(payload, client).await,
+        Sink::Destination(socket) => socket.send(payload).await,
+    };
+    if sent.is_ok() {
+        end.activity.touch();
+        let flow = &end.flow;
+        let (lan, wan, datagrams) = match end.sink {
+            Sink::Client { .. } => (
+                &flow.to_client,
+                &flow.wan_to_client,
+                &flow.datagrams.to_client,
+            ),
+            Sink::Destination(_) => (
+                &flow.to_server,
+                &flow.wan_to_server,
+                &flow.datagrams.to_server,
+            ),
+        };
+        datagrams.fetch_add(1, Ordering::Relaxed);
+        lan.fetch_add(payload.len() as u64, Ordering::Relaxed);
+        wan.fetch_add(payload.len() as u64, Ordering::Relaxed);
+    }
+}
+
+/// Sends one UDP payload of stream index `id` into the tunnel, numbered
+/// from `seq`; false if it was dropped (counted).
+pub(crate) fn send_datagram(
+    conn: &quinn::Connection,
+    id: u64,
+    seq: &AtomicU32,
+    payload: &[u8],
+    totals: &UdpTotals,
+) -> bool {
+    let Some(frame) = conn.max_datagram_size() else {
+        totals.dropped.fetch_add(1, Ordering::Relaxed);
+        return false;
+    };
+    let number = seq.fetch_add(1, Ordering::Relaxed);
+    let mut frames = Vec::new();
+    match split(id, number, payload, frame, &mut frames) {
+        Ok(1) => {}
+        Ok(_) => {
+            totals.fragmented.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(_) => {
+            totals.oversize.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+    }
+    for frame in frames {
+        if conn.send_datagram(Bytes::from(frame)).is_err() {
+            totals.dropped.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+    }
+    true
+}
+
+/// A receive buffer for one UDP payload.
+pub(crate) fn payload_buffer() -> Vec<u8> {
+    vec![0u8; MAX_UDP_PAYLOAD]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_core_holds_early_datagrams_within_bounds() {
+        let flows = TunnelFlows::new(true);
+        let now = Instant::now();
+        for i in 0..PENDING_PER_FLOW {
+            assert!(flows.hold(4, vec![i as u8; 100], now));
+        }
+        assert!(!flows.hold(4, vec![0; 100], now), "per flow");
+        assert!(!flows.hold(5, vec![0; PENDING_BYTES], now), "in all");
+        // They expire.
+        assert!(flows.hold(6, vec![1; 10], now + PENDING_TIMEOUT));
+        assert_eq!(lock(&flows.pending).bytes, 10);
+    }
+}
