@@ -179,6 +179,11 @@ fn only_allow_udp_opens_the_way_and_a_refusal_is_counted() {
         "{}",
         core.log_text()
     );
+    let metrics = common::http_get(core.control, "/metrics").unwrap();
+    assert!(
+        metrics.contains("wanopt_udp_flows_refused_total{role=\"core\"} 1"),
+        "{metrics}"
+    );
 }
 
 #[test]

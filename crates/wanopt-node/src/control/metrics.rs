@@ -35,6 +35,7 @@ pub fn render_metrics(state: &NodeState) -> String {
     fec_metrics(&mut m, &s);
     traffic_metrics(&mut m, &s);
     flow_metrics(&mut m, &s);
+    udp_metrics(&mut m, &s);
     handshake_metrics(&mut m, state.handshakes.counts());
     cache_metrics(&mut m, &state.cache_report());
     m.out
@@ -295,6 +296,42 @@ fn traffic_metrics(m: &mut Exposition, s: &Status) {
 }
 
 /// The node's flows, data reduction and compressor memory.
+/// UDP flows (`--forward-udp`): one sample each for the node.
+fn udp_metrics(m: &mut Exposition, s: &Status) {
+    let u = &s.udp;
+    let node: [(&str, &str, f64); 6] = [
+        ("udp_flows_total", "UDP flows opened through the tunnel.", u.flows as f64),
+        (
+            "udp_flows_refused_total",
+            "UDP flows the core refused (--allow-udp, limits, destination).",
+            u.refused as f64,
+        ),
+        (
+            "udp_oversize_total",
+            "UDP datagrams too large for 16 tunnel datagram frames, dropped.",
+            u.oversize as f64,
+        ),
+        (
+            "udp_fragmented_total",
+            "UDP datagrams sent into the tunnel as fragments.",
+            u.fragmented as f64,
+        ),
+        (
+            "udp_dropped_total",
+            "UDP datagrams dropped on the way into the tunnel (flow opening or refused, queue or datagram buffer full, tunnel down).",
+            u.dropped as f64,
+        ),
+        (
+            "udp_unknown_flow_total",
+            "Tunnel datagrams for no known UDP flow, dropped.",
+            u.unknown_flow as f64,
+        ),
+    ];
+    for (name, help, value) in node {
+        m.metric(name, "counter", help, &[(String::new(), value)]);
+    }
+}
+
 fn flow_metrics(m: &mut Exposition, s: &Status) {
     // One sample for the node.
     let node: [(&str, &str, &str, f64); 17] = [
