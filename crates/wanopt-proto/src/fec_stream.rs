@@ -58,7 +58,7 @@ mod wire;
 mod tests;
 
 pub use decoder::{Decoder, DecoderStats, Received, RING};
-pub use encoder::{Encoder, EncoderStats};
+pub use encoder::{Encoder, EncoderStats, PARTIAL, SPARSE};
 pub use policy::{FecMode, FecState, Policy, DEFAULT_BUDGET};
 pub use wire::{
     kind, parse_repair, parse_report, parse_source, Kind, Params, Repair, Report, StreamFecError,

@@ -40,10 +40,10 @@ pub struct Encoder {
     /// Sources are numbered while the code is off, so that the receiver
     /// measures the loss of every datagram (`auto`).
     measuring: bool,
-    /// Repairs a sparse block gets at least, and the bytes per second
-    /// and bucket (bytes, when last filled) those beyond its share may
-    /// take.
-    sparse_repairs: u8,
+    /// Repairs a block closed by the deadline with `c` sources gets at
+    /// least (entry `c`), and the bytes per second and bucket (bytes,
+    /// when last filled) those beyond its share may take.
+    sparse_repairs: [u8; PARTIAL + 1],
     sparse_rate: f64,
     sparse_bucket: (f64, Option<Instant>),
     flush_after: Duration,
@@ -62,6 +62,12 @@ pub struct Encoder {
 /// request, an acknowledgement) are each worth protecting, and cost
 /// little.
 pub const SPARSE: usize = 4;
+
+/// A partial block of at most this many sources (closed by the deadline:
+/// a sender that does not fill blocks, such as several interactive
+/// connections at once) gets at least the repairs the policy asks for
+/// its size ([`Encoder::set_partial_repairs`]).
+pub const PARTIAL: usize = 31;
 
 impl Encoder {
     /// An encoder that is off.
@@ -93,7 +99,16 @@ impl Encoder {
     /// moderate stream of small blocks (a video call's) must not double
     /// its bytes on a slow path.
     pub fn set_sparse_repairs(&mut self, repairs: u8, bytes_per_second: f64) {
-        self.sparse_repairs = repairs.min(wire::MAX_M);
+        let mut table = [0; PARTIAL + 1];
+        table[1..=SPARSE].fill(repairs);
+        self.set_partial_repairs(table, bytes_per_second);
+    }
+
+    /// The same for partial blocks of every size up to [`PARTIAL`]:
+    /// entry `c` is what a block closed with `c` sources gets at least
+    /// ([`super::Policy::partial_repairs`]).
+    pub fn set_partial_repairs(&mut self, table: [u8; PARTIAL + 1], bytes_per_second: f64) {
+        self.sparse_repairs = table.map(|m| m.min(wire::MAX_M));
         self.sparse_rate = if bytes_per_second.is_finite() {
             bytes_per_second.max(0.0)
         } else {
@@ -254,8 +269,9 @@ impl Encoder {
             self.credit = (owed - m as f64).min(1.0);
             let repair_len = (wire::REPAIR_HEADER + shard) as f64;
             let affordable = (self.sparse_bucket.0 / repair_len).floor() as usize;
-            let sparse = usize::from(self.sparse_repairs).min(m + affordable);
-            if count <= SPARSE && m < sparse {
+            let wanted = self.sparse_repairs.get(count).copied().unwrap_or(0);
+            let sparse = usize::from(wanted).min(m + affordable);
+            if m < sparse {
                 self.credit = 0.0;
                 self.sparse_bucket.0 -= (sparse - m) as f64 * repair_len;
                 sparse

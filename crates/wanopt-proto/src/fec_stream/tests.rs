@@ -544,3 +544,70 @@ fn sparse_blocks_get_more_repairs_as_the_loss_grows_within_their_bucket() {
     // Their share: 400 x 11 / 128 = 34; the bucket: 1 + 3.
     assert!((34..=40).contains(&repairs.len()), "{}", repairs.len());
 }
+
+#[test]
+fn partial_blocks_of_interactive_senders_get_repairs_by_their_size() {
+    let policy = |loss: f64| {
+        let mut p = Policy::new(FecMode::Auto, DEFAULT_BUDGET);
+        p.on_report(Report::default(), false);
+        let lost = (loss * 8_000.0) as u32;
+        p.on_report(
+            Report {
+                received: 8_000 - lost,
+                lost,
+                runs: lost,
+                ..Report::default()
+            },
+            false,
+        );
+        p
+    };
+    let one = policy(0.01).partial_repairs();
+    assert_eq!((one[1], one[4], one[10], one[11], one[31]), (1, 1, 1, 2, 2));
+    let five = policy(0.05).partial_repairs();
+    assert_eq!(
+        (five[1], five[4], five[10], five[11], five[31]),
+        (3, 3, 3, 4, 6)
+    );
+    assert!(policy(0.10).partial_repairs()[PARTIAL] <= 8);
+    assert_eq!(policy(0.005).partial_repairs(), [0; PARTIAL + 1]);
+
+    // Eight requests in one block closed by the deadline at 5% loss: three
+    // repairs (their share of 128:11 is none), and any three of the eleven
+    // datagrams lost are rebuilt.
+    let t0 = Instant::now();
+    let flush = Duration::from_millis(20);
+    let mut enc = Encoder::new();
+    let mut repairs = Vec::new();
+    enc.set_params(Some(Params::new(128, 11, 1).unwrap()), flush, &mut repairs);
+    enc.set_partial_repairs(five, 1e6);
+    let requests: Vec<Vec<u8>> = (0..8).map(|n| datagram(n, 1_100)).collect();
+    let mut wired = Vec::new();
+    for r in &requests {
+        let mut w = Vec::new();
+        enc.wrap(0, r, &mut w);
+        enc.on_sent(t0, r, &mut repairs);
+        wired.push(w);
+    }
+    enc.flush_due(t0 + flush, &mut repairs);
+    assert_eq!(repairs.len(), 3, "five[8] is 3");
+    let mut dec = Decoder::new();
+    let mut rebuilt = Vec::new();
+    // Requests 1, 4 and 6 lost; all three repairs arrive.
+    for (i, w) in wired.iter().enumerate() {
+        if ![1, 4, 6].contains(&i) {
+            dec.on_source(w).unwrap();
+        }
+    }
+    for r in &repairs {
+        dec.on_repair(r, &mut rebuilt).unwrap();
+    }
+    rebuilt.sort();
+    let mut lost = vec![
+        requests[1].clone(),
+        requests[4].clone(),
+        requests[6].clone(),
+    ];
+    lost.sort();
+    assert_eq!(rebuilt, lost);
+}

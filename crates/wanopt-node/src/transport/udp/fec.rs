@@ -279,7 +279,7 @@ impl FecPeers {
             .set_params(sender.policy.params(), sender.flush_after, &mut repairs);
         sender
             .encoder
-            .set_sparse_repairs(sender.policy.sparse_repairs(), sender.sparse_rate);
+            .set_partial_repairs(sender.policy.partial_repairs(), sender.sparse_rate);
         self.outgoing.extend(repairs.drain(..).map(|r| (peer, r)));
         self.scratch = repairs;
     }
