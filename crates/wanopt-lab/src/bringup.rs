@@ -56,6 +56,12 @@ pub struct UpConfig {
     /// With `optimize`: extra arguments for both nodes (`lab up
     /// --node-arg`), after the lab's own.
     pub node_args: Vec<String>,
+    /// With `optimize`: extra arguments for the edge only (`lab up
+    /// --edge-arg`, e.g. `--forward-udp`), after `node_args`.
+    pub edge_args: Vec<String>,
+    /// With `optimize`: extra arguments for the core only (`lab up
+    /// --core-arg`, e.g. `--allow-udp`), after `node_args`.
+    pub core_args: Vec<String>,
 }
 
 /// The settings of a running lab, stored in its state directory.
@@ -128,8 +134,12 @@ fn start_processes(lab: &Lab, config: &UpConfig, exe: &Path) -> Result<(), UpErr
     wait_for(lab, &ready, "gen-server", "generator server")?;
     config.profile.apply(lab)?;
     if config.optimize {
-        crate::optimize::start(lab, exe, config.reduce, &config.node_args)
-            .map_err(UpError::Optimize)?;
+        let extra = crate::optimize::ExtraArgs {
+            both: &config.node_args,
+            edge: &config.edge_args,
+            core: &config.core_args,
+        };
+        crate::optimize::start(lab, exe, config.reduce, &extra).map_err(UpError::Optimize)?;
     }
     let settings = Settings {
         link: config.specs.clone(),

@@ -177,6 +177,24 @@ pub struct UpArgs {
         allow_hyphen_values = true
     )]
     pub node_args: Vec<String>,
+    /// With --optimize: one more argument for the edge only, after
+    /// --node-arg's (repeatable; e.g. `--edge-arg=--forward-udp=...`).
+    #[arg(
+        long = "edge-arg",
+        value_name = "ARG",
+        requires = "optimize",
+        allow_hyphen_values = true
+    )]
+    pub edge_args: Vec<String>,
+    /// With --optimize: one more argument for the core only, after
+    /// --node-arg's (repeatable; e.g. `--core-arg=--allow-udp=...`).
+    #[arg(
+        long = "core-arg",
+        value_name = "ARG",
+        requires = "optimize",
+        allow_hyphen_values = true
+    )]
+    pub core_args: Vec<String>,
 }
 
 /// Options of `lab exec`.
@@ -294,6 +312,8 @@ fn up(lab: &Lab, args: &UpArgs) -> anyhow::Result<i32> {
         optimize: args.optimize,
         reduce: !args.no_reduce,
         node_args: args.node_args.clone(),
+        edge_args: args.edge_args.clone(),
+        core_args: args.core_args.clone(),
     };
     let exe = bringup::current_exe()?;
     bringup::up(lab, &config, &exe)?;
@@ -576,6 +596,43 @@ fn emulate(args: EmulateArgs) -> anyhow::Result<i32> {
 mod tests {
     use super::*;
     use crate::scenario::Verdict;
+
+    #[derive(Debug, clap::Parser)]
+    struct Top {
+        #[command(subcommand)]
+        lab: LabCommand,
+    }
+
+    fn parse(args: &[&str]) -> Result<LabCommand, String> {
+        use clap::Parser as _;
+        Top::try_parse_from(std::iter::once("lab").chain(args.iter().copied()))
+            .map(|top| top.lab)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Role-only node arguments reach `lab up`, after --optimize only.
+    #[test]
+    fn up_takes_role_arguments() {
+        let command = parse(&[
+            "up",
+            "--rtt",
+            "40ms",
+            "--optimize",
+            "--node-arg=--fec=auto",
+            "--edge-arg=--forward-udp=198.18.1.1:5004=198.18.3.2:5004",
+            "--core-arg=--allow-udp=198.18.3.0/24",
+        ]);
+        let Ok(LabCommand::Up(args)) = command else {
+            panic!("{command:?}")
+        };
+        assert_eq!(args.node_args, ["--fec=auto"]);
+        assert_eq!(
+            args.edge_args,
+            ["--forward-udp=198.18.1.1:5004=198.18.3.2:5004"]
+        );
+        assert_eq!(args.core_args, ["--allow-udp=198.18.3.0/24"]);
+        assert!(parse(&["up", "--edge-arg=--forward-udp=a=b"]).is_err());
+    }
 
     /// A failed run says why in the words `lab run` always used.
     #[test]

@@ -71,6 +71,8 @@ fn up(options: LinkOptions) -> Result<Guard, String> {
         optimize: false,
         reduce: false,
         node_args: Vec::new(),
+        edge_args: Vec::new(),
+        core_args: Vec::new(),
     };
     bringup::up(&lab, &config, &exe).map_err(|e| e.to_string())?;
     Ok(Guard(lab))

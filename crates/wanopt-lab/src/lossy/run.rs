@@ -125,6 +125,8 @@ impl Lossy {
             optimize: cell.mode.tunnel(),
             reduce: false,
             node_args: node_args(cell.mode, self.fec),
+            edge_args: Vec::new(),
+            core_args: Vec::new(),
         };
         bringup::up(env.lab, &config, env.exe).map_err(|e| format!("lab up failed: {e}"))
     }
