@@ -73,6 +73,7 @@ fn up(options: LinkOptions) -> Result<Guard, String> {
         node_args: Vec::new(),
         edge_args: Vec::new(),
         core_args: Vec::new(),
+        link2: None,
     };
     bringup::up(&lab, &config, &exe).map_err(|e| e.to_string())?;
     Ok(Guard(lab))

@@ -130,6 +130,7 @@ impl Grid {
             node_args: Vec::new(),
             edge_args: Vec::new(),
             core_args: Vec::new(),
+            link2: None,
         };
         if let Err(e) = bringup::up(env.lab, &config, env.exe) {
             env.bar.inc(runs as u64);
