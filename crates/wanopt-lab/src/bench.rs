@@ -170,6 +170,9 @@ pub fn run(lab: &Lab, seconds: u64, runs: usize) -> Result<(), BenchError> {
         optimize: false,
         reduce: false,
         node_args: Vec::new(),
+        edge_args: Vec::new(),
+        core_args: Vec::new(),
+        link2: None,
     };
     bringup::up(lab, &config, &bringup::current_exe()?)?;
     let mut results = Vec::new();

@@ -9,8 +9,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::emulator::EmulatorConfig;
 use crate::link::LinkSpecs;
+use crate::link2::WanLink;
 use crate::profile::{Profile, ProfileError};
-use crate::topology::{Lab, Node, TopologyError, SERVER_ADDR, WAN_CORE_IF, WAN_EDGE_IF};
+use crate::topology::{Lab, Node, TopologyError, SERVER_ADDR};
 use crate::traffic::GENERATOR_PORT;
 
 /// Errors from `lab up`.
@@ -56,6 +57,14 @@ pub struct UpConfig {
     /// With `optimize`: extra arguments for both nodes (`lab up
     /// --node-arg`), after the lab's own.
     pub node_args: Vec<String>,
+    /// With `optimize`: extra arguments for the edge only (`lab up
+    /// --edge-arg`, e.g. `--forward-udp`), after `node_args`.
+    pub edge_args: Vec<String>,
+    /// With `optimize`: extra arguments for the core only (`lab up
+    /// --core-arg`, e.g. `--allow-udp`), after `node_args`.
+    pub core_args: Vec<String>,
+    /// The second emulated link (`lab up --link2`), if any.
+    pub link2: Option<LinkSpecs>,
 }
 
 /// The settings of a running lab, stored in its state directory.
@@ -70,6 +79,9 @@ pub struct Settings {
     /// Whether they reduce data (compression and the byte cache).
     #[serde(default)]
     pub reduce: bool,
+    /// The second emulated link, if the lab has one.
+    #[serde(default)]
+    pub link2: Option<LinkSpecs>,
 }
 
 /// The file with the running lab's settings.
@@ -79,7 +91,12 @@ pub fn settings_path(lab: &Lab) -> PathBuf {
 
 /// The file where the emulator publishes its counters.
 pub fn counters_path(lab: &Lab) -> PathBuf {
-    lab.state_dir().join("counters.json")
+    link_counters_path(lab, WanLink::One)
+}
+
+/// The file where the emulator of `link` publishes its counters.
+pub fn link_counters_path(lab: &Lab, link: WanLink) -> PathBuf {
+    lab.state_dir().join(link.counters_file())
 }
 
 /// The executable that lab processes run: this one.
@@ -103,7 +120,11 @@ pub fn private_exe() -> Result<PathBuf, UpError> {
 /// processes run `exe`.
 pub fn up(lab: &Lab, config: &UpConfig, exe: &Path) -> Result<(), UpError> {
     lab.create()?;
-    let result = start_processes(lab, config, exe);
+    let result = match &config.link2 {
+        Some(_) => lab.create_link2().map_err(UpError::from),
+        None => Ok(()),
+    }
+    .and_then(|()| start_processes(lab, config, exe));
     if result.is_err() {
         let _ = lab.destroy();
     }
@@ -112,6 +133,9 @@ pub fn up(lab: &Lab, config: &UpConfig, exe: &Path) -> Result<(), UpError> {
 
 fn start_processes(lab: &Lab, config: &UpConfig, exe: &Path) -> Result<(), UpError> {
     start_emulator(lab, &config.specs, exe)?;
+    if let Some(specs) = &config.link2 {
+        start_link_emulator(lab, WanLink::Two, specs, exe)?;
+    }
     let ready = lab.state_dir().join("gen-server.ready");
     let mut args: Vec<String> = vec![
         "lab".into(),
@@ -128,14 +152,19 @@ fn start_processes(lab: &Lab, config: &UpConfig, exe: &Path) -> Result<(), UpErr
     wait_for(lab, &ready, "gen-server", "generator server")?;
     config.profile.apply(lab)?;
     if config.optimize {
-        crate::optimize::start(lab, exe, config.reduce, &config.node_args)
-            .map_err(UpError::Optimize)?;
+        let extra = crate::optimize::ExtraArgs {
+            both: &config.node_args,
+            edge: &config.edge_args,
+            core: &config.core_args,
+        };
+        crate::optimize::start(lab, exe, config.reduce, &extra).map_err(UpError::Optimize)?;
     }
     let settings = Settings {
         link: config.specs.clone(),
         profile: config.profile.name.to_string(),
         optimize: config.optimize,
         reduce: config.optimize && config.reduce && crate::optimize::supports_reduce(exe),
+        link2: config.link2.clone(),
     };
     let path = settings_path(lab);
     let text = serde_json::to_string_pretty(&settings).unwrap_or_default();
@@ -148,14 +177,25 @@ fn start_processes(lab: &Lab, config: &UpConfig, exe: &Path) -> Result<(), UpErr
 
 /// (Re)starts the emulator with new link specs, keeping the topology.
 pub fn start_emulator(lab: &Lab, specs: &LinkSpecs, exe: &Path) -> Result<(), UpError> {
-    lab.kill_recorded("emulator");
-    let counters = counters_path(lab);
+    start_link_emulator(lab, WanLink::One, specs, exe)
+}
+
+/// (Re)starts the emulator of `link` with new specs, keeping the topology.
+pub fn start_link_emulator(
+    lab: &Lab,
+    link: WanLink,
+    specs: &LinkSpecs,
+    exe: &Path,
+) -> Result<(), UpError> {
+    lab.kill_recorded(link.daemon());
+    let counters = link_counters_path(lab, link);
     let _ = std::fs::remove_file(&counters);
-    let config = EmulatorConfig::new(specs, WAN_EDGE_IF, WAN_CORE_IF, counters.clone())
-        .map_err(UpError::Link)?;
+    let (edge_if, core_if) = link.interfaces();
+    let config =
+        EmulatorConfig::new(specs, edge_if, core_if, counters.clone()).map_err(UpError::Link)?;
     lab.spawn_daemon(
         Node::Wan,
-        "emulator",
+        link.daemon(),
         exe,
         &[
             "lab".to_string(),
@@ -164,7 +204,11 @@ pub fn start_emulator(lab: &Lab, specs: &LinkSpecs, exe: &Path) -> Result<(), Up
             config.to_json(),
         ],
     )?;
-    wait_for(lab, &counters, "emulator", "emulator")
+    let name = match link {
+        WanLink::One => "emulator",
+        WanLink::Two => "emulator of link 2",
+    };
+    wait_for(lab, &counters, link.daemon(), name)
 }
 
 fn wait_for(lab: &Lab, file: &Path, log: &str, name: &'static str) -> Result<(), UpError> {
@@ -179,4 +223,52 @@ fn wait_for(lab: &Lab, file: &Path, log: &str, name: &'static str) -> Result<(),
         name,
         log: lab.daemon_log(log),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn specs(spec: &str, seed: u64) -> LinkSpecs {
+        LinkSpecs {
+            up: spec.into(),
+            down: spec.into(),
+            seed,
+            middlebox: String::new(),
+        }
+    }
+
+    /// Link 2 is kept with the settings; settings written before link 2
+    /// existed still read, without one.
+    #[test]
+    fn settings_round_trip_with_link2() {
+        let settings = Settings {
+            link: specs("rtt 40ms", 3),
+            profile: "linux".into(),
+            optimize: true,
+            reduce: false,
+            link2: Some(specs("rtt 50ms rate 20mbit loss 5%", 1003)),
+        };
+        let text = serde_json::to_string(&settings).unwrap_or_default();
+        let back: Settings = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back.link2, settings.link2);
+        assert_eq!(back.link, settings.link);
+        let old = r#"{"link": {"up": "rtt 10ms", "down": "rtt 10ms", "seed": 1},
+            "profile": "linux", "optimize": false, "reduce": false}"#;
+        let old: Settings = serde_json::from_str(old).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(old.link2, None);
+    }
+
+    #[test]
+    fn each_link_has_its_own_counters() {
+        let lab = Lab::new("t8-");
+        assert_eq!(
+            counters_path(&lab),
+            PathBuf::from("/run/wanopt-lab/t8/counters.json")
+        );
+        assert_eq!(
+            link_counters_path(&lab, WanLink::Two),
+            PathBuf::from("/run/wanopt-lab/t8/counters2.json")
+        );
+    }
 }

@@ -34,6 +34,14 @@ pub enum LabCommand {
     },
     /// Show the link settings and the emulator's counters per direction.
     Status,
+    /// Cut a WAN link or restore it while things run (1, or 2 with `lab up --link2`).
+    Link {
+        /// The link: 1, or 2.
+        number: u32,
+        /// down (every frame on it is lost, both ways) or up.
+        #[arg(value_enum)]
+        state: LinkState,
+    },
     /// Run a scenario (`tcp-opt`, `waas-3g`, `lossy` or a TOML file) and write results, a report and plots.
     Run(crate::scenario::RunArgs),
     /// Measure the emulator's own ceiling (pps, Gbit/s of 1500-byte packets each way) with iperf3.
@@ -177,6 +185,36 @@ pub struct UpArgs {
         allow_hyphen_values = true
     )]
     pub node_args: Vec<String>,
+    /// With --optimize: one more argument for the edge only, after
+    /// --node-arg's (repeatable; e.g. `--edge-arg=--forward-udp=...`).
+    #[arg(
+        long = "edge-arg",
+        value_name = "ARG",
+        requires = "optimize",
+        allow_hyphen_values = true
+    )]
+    pub edge_args: Vec<String>,
+    /// With --optimize: one more argument for the core only, after
+    /// --node-arg's (repeatable; e.g. `--core-arg=--allow-udp=...`).
+    #[arg(
+        long = "core-arg",
+        value_name = "ARG",
+        requires = "optimize",
+        allow_hyphen_values = true
+    )]
+    pub core_args: Vec<String>,
+    /// A second emulated WAN between edge and core.
+    #[command(flatten)]
+    pub link2: crate::link2::Link2Options,
+}
+
+/// The state `lab link` puts a link in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LinkState {
+    /// Cut: every frame that arrives or comes due is dropped, both ways.
+    Down,
+    /// Restored.
+    Up,
 }
 
 /// Options of `lab exec`.
@@ -243,6 +281,7 @@ pub fn run(command: LabCommand) -> anyhow::Result<i32> {
                 Ok(1)
             }
         },
+        LabCommand::Link { number, state } => link(&lab, number, state),
         LabCommand::Run(args) => lab_run(&lab, &args),
         LabCommand::BenchCeiling { seconds, runs } => {
             crate::bench::run(&lab, seconds.clamp(1, 60), runs.clamp(1, 20))?;
@@ -284,6 +323,10 @@ fn up(lab: &Lab, args: &UpArgs) -> anyhow::Result<i32> {
         Ok(s) => s,
         Err(e) => return usage(e),
     };
+    let link2 = match args.link2.specs(specs.seed) {
+        Ok(s) => s,
+        Err(e) => return usage(e),
+    };
     let profile = match Profile::named(&args.profile) {
         Ok(p) => p,
         Err(e) => return usage(e),
@@ -294,12 +337,15 @@ fn up(lab: &Lab, args: &UpArgs) -> anyhow::Result<i32> {
         optimize: args.optimize,
         reduce: !args.no_reduce,
         node_args: args.node_args.clone(),
+        edge_args: args.edge_args.clone(),
+        core_args: args.core_args.clone(),
+        link2,
     };
     let exe = bringup::current_exe()?;
     bringup::up(lab, &config, &exe)?;
     let reduce = config.optimize && config.reduce && crate::optimize::supports_reduce(&exe);
     println!(
-        "lab up: up [{}] down [{}] seed {} profile {}{}{}",
+        "lab up: up [{}] down [{}] seed {} profile {}{}{}{}",
         config.specs.up,
         config.specs.down,
         config.specs.seed,
@@ -313,9 +359,36 @@ fn up(lab: &Lab, args: &UpArgs) -> anyhow::Result<i32> {
             String::new()
         } else {
             format!(" middlebox [{}]", config.specs.middlebox)
+        },
+        match &config.link2 {
+            Some(l) => format!(" link2 up [{}] down [{}] seed {}", l.up, l.down, l.seed),
+            None => String::new(),
         }
     );
     Ok(0)
+}
+
+/// `lab link N down|up`.
+fn link(lab: &Lab, number: u32, state: LinkState) -> anyhow::Result<i32> {
+    match crate::cut::set_link(lab, number, state == LinkState::Down) {
+        Ok(confirmed) => {
+            println!(
+                "link {} {}{}",
+                confirmed.link.number(),
+                if confirmed.down { "down" } else { "up" },
+                match confirmed.changed_unix_ms {
+                    Some(at) => format!(" at {at}"),
+                    None => String::new(),
+                }
+            );
+            Ok(0)
+        }
+        Err(e) if e.is_usage() => usage(e),
+        Err(e) => {
+            eprintln!("wanopt lab: {e}");
+            Ok(1)
+        }
+    }
 }
 
 /// `lab down`.
@@ -576,6 +649,75 @@ fn emulate(args: EmulateArgs) -> anyhow::Result<i32> {
 mod tests {
     use super::*;
     use crate::scenario::Verdict;
+
+    #[derive(Debug, clap::Parser)]
+    struct Top {
+        #[command(subcommand)]
+        lab: LabCommand,
+    }
+
+    fn parse(args: &[&str]) -> Result<LabCommand, String> {
+        use clap::Parser as _;
+        Top::try_parse_from(std::iter::once("lab").chain(args.iter().copied()))
+            .map(|top| top.lab)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Role-only node arguments and link 2's options reach `lab up`.
+    #[test]
+    fn up_takes_role_arguments_and_link2() {
+        let command = parse(&[
+            "up",
+            "--rtt",
+            "40ms",
+            "--optimize",
+            "--node-arg=--fec=auto",
+            "--edge-arg=--forward-udp=198.18.1.1:5004=198.18.3.2:5004",
+            "--core-arg=--allow-udp=198.18.3.0/24",
+            "--link2",
+            "rtt 50ms rate 20mbit",
+            "--link2-down",
+            "loss 5%",
+        ]);
+        let Ok(LabCommand::Up(args)) = command else {
+            panic!("{command:?}")
+        };
+        assert_eq!(args.node_args, ["--fec=auto"]);
+        assert_eq!(
+            args.edge_args,
+            ["--forward-udp=198.18.1.1:5004=198.18.3.2:5004"]
+        );
+        assert_eq!(args.core_args, ["--allow-udp=198.18.3.0/24"]);
+        let link2 = args.link2.specs(1).ok().flatten();
+        assert_eq!(
+            link2.map(|s| (s.up, s.down, s.seed)),
+            Some((
+                "rtt 50ms rate 20mbit".to_string(),
+                "rtt 50ms rate 20mbit loss 5%".to_string(),
+                1001
+            ))
+        );
+        // Per-direction link-2 specs need --link2; role arguments need --optimize.
+        assert!(parse(&["up", "--link2-up", "rate 2mbit"]).is_err());
+        assert!(parse(&["up", "--edge-arg=--forward-udp=a=b"]).is_err());
+    }
+
+    #[test]
+    fn link_takes_a_number_and_a_state() {
+        let command = parse(&["link", "2", "down"]);
+        assert!(
+            matches!(
+                command,
+                Ok(LabCommand::Link {
+                    number: 2,
+                    state: LinkState::Down
+                })
+            ),
+            "{command:?}"
+        );
+        assert!(parse(&["link", "1", "sideways"]).is_err());
+        assert!(parse(&["link", "one", "up"]).is_err());
+    }
 
     /// A failed run says why in the words `lab run` always used.
     #[test]

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::cut::{Blackhole, CutState};
 use crate::rawsock::{send_batch, PacketSocket, RecvBatch, BATCH};
 
 // The driver does not spin before a departure. At a saturated 250 Mbit/s a
@@ -206,11 +207,14 @@ pub struct Direction<L> {
     pub egress: String,
     /// The link model.
     pub link: L,
+    /// Whether the link is cut (`lab link N down`): frames that arrive or
+    /// come due while it is are dropped. Both directions share it.
+    pub cut: Arc<CutState>,
 }
 
 /// Runs both directions until `stop` is set, publishing counters to
 /// `counters_path` (atomically, via a temporary file) with `settings`
-/// alongside.
+/// and the up direction's cut state (`cut`) alongside.
 pub fn run<L: FrameLink + 'static>(
     up: Direction<L>,
     down: Direction<L>,
@@ -222,6 +226,7 @@ pub fn run<L: FrameLink + 'static>(
     let _latency = WakeLatency::request_zero();
     let up_state = Arc::new(Mutex::new(DirectionSnapshot::default()));
     let down_state = Arc::new(Mutex::new(DirectionSnapshot::default()));
+    let cut = up.cut.clone();
     let mut handles = Vec::new();
     for (dir, state) in [(up, up_state.clone()), (down, down_state.clone())] {
         let rx = PacketSocket::receiver(&dir.ingress, 64 << 20).map_err(|source| {
@@ -239,7 +244,7 @@ pub fn run<L: FrameLink + 'static>(
         let name = dir.name;
         let handle = thread::Builder::new()
             .name(format!("wan-{name}"))
-            .spawn(move || pump(dir.link, &rx, &tx, &state, &stop))
+            .spawn(move || pump(Blackhole::new(dir.link, dir.cut), &rx, &tx, &state, &stop))
             .map_err(|e| DriverError::Thread {
                 direction: name,
                 message: e.to_string(),
@@ -252,7 +257,7 @@ pub fn run<L: FrameLink + 'static>(
             stop.store(true, Ordering::Relaxed);
             break;
         }
-        publish(&up_state, &down_state, &settings, counters_path)?;
+        publish(&up_state, &down_state, &settings, &cut, counters_path)?;
         thread::sleep(PUBLISH_EVERY);
     }
     for (name, handle) in handles {
@@ -272,7 +277,7 @@ pub fn run<L: FrameLink + 'static>(
             }
         }
     }
-    publish(&up_state, &down_state, &settings, counters_path)?;
+    publish(&up_state, &down_state, &settings, &cut, counters_path)?;
     result
 }
 
@@ -280,11 +285,13 @@ fn publish(
     up: &Mutex<DirectionSnapshot>,
     down: &Mutex<DirectionSnapshot>,
     settings: &serde_json::Value,
+    cut: &CutState,
     path: &Path,
 ) -> Result<(), DriverError> {
     let snapshot = |m: &Mutex<DirectionSnapshot>| m.lock().map(|s| s.clone()).unwrap_or_default();
     let doc = serde_json::json!({
         "settings": settings,
+        "cut": cut.to_json(),
         "up": snapshot(up),
         "down": snapshot(down),
     });

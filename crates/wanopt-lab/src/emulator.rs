@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use wanopt_netem::middlebox::Rule;
 use wanopt_netem::LinkConfig;
 
+use crate::cut::CutState;
 use crate::driver::{self, Direction, DriverError};
 use crate::link::{LinkOptionError, LinkSpecs};
 
@@ -111,6 +112,9 @@ pub enum EmulateError {
     /// The SIGTERM/SIGINT handler could not be installed.
     #[error("cannot install the signal handler: {0}")]
     Signal(nix::Error),
+    /// The thread that takes SIGUSR1/SIGUSR2 (`lab link`) could not start.
+    #[error("cannot take SIGUSR1/SIGUSR2 for `lab link`: {0}")]
+    CutSignals(std::io::Error),
     /// The packet driver stopped.
     #[error(transparent)]
     Driver(#[from] DriverError),
@@ -122,9 +126,13 @@ extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::Relaxed);
 }
 
-/// Runs the emulator until SIGTERM or SIGINT.
+/// Runs the emulator until SIGTERM or SIGINT; SIGUSR1 cuts the link and
+/// SIGUSR2 restores it ([`crate::cut`]).
 pub fn run(config: EmulatorConfig) -> Result<(), EmulateError> {
     use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    // Before any other thread starts: they inherit the blocked signals.
+    let cut = Arc::new(CutState::default());
+    crate::cut::take_signals(cut.clone()).map_err(EmulateError::CutSignals)?;
     let handler = SigAction::new(
         SigHandler::Handler(on_signal),
         SaFlags::empty(),
@@ -151,7 +159,12 @@ pub fn run(config: EmulatorConfig) -> Result<(), EmulateError> {
     });
     match &config.bump {
         BumpConfig::Wire => {
-            let (up, down) = directions(&config, driver::Wire::default(), driver::Wire::default());
+            let (up, down) = directions(
+                &config,
+                &cut,
+                driver::Wire::default(),
+                driver::Wire::default(),
+            );
             driver::run(up, down, settings, &config.counters, stop)?;
         }
         BumpConfig::Emulated {
@@ -162,6 +175,7 @@ pub fn run(config: EmulatorConfig) -> Result<(), EmulateError> {
             let seed = specs.seed;
             let (up, down) = directions(
                 &config,
+                &cut,
                 crate::model::build(up.clone(), seed, middlebox, seed),
                 crate::model::build(down.clone(), seed.wrapping_add(1), middlebox, seed),
             );
@@ -173,19 +187,26 @@ pub fn run(config: EmulatorConfig) -> Result<(), EmulateError> {
 
 /// The two directions of the bump: up from the edge's interface to the
 /// core's, down the other way.
-fn directions<L>(config: &EmulatorConfig, up: L, down: L) -> (Direction<L>, Direction<L>) {
+fn directions<L>(
+    config: &EmulatorConfig,
+    cut: &Arc<CutState>,
+    up: L,
+    down: L,
+) -> (Direction<L>, Direction<L>) {
     (
         Direction {
             name: "up",
             ingress: config.edge_if.clone(),
             egress: config.core_if.clone(),
             link: up,
+            cut: cut.clone(),
         },
         Direction {
             name: "down",
             ingress: config.core_if.clone(),
             egress: config.edge_if.clone(),
             link: down,
+            cut: cut.clone(),
         },
     )
 }

@@ -8,9 +8,11 @@
 pub mod bench;
 pub mod bringup;
 pub mod cli;
+pub mod cut;
 pub mod driver;
 pub mod emulator;
 pub mod link;
+pub mod link2;
 pub mod lossy;
 pub mod model;
 pub mod optimize;

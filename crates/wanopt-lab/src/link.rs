@@ -40,6 +40,17 @@ pub enum LinkOptionError {
         /// What is wrong with it.
         message: String,
     },
+    /// A direction of link 2's spec (`--link2`) was rejected by the
+    /// emulator model.
+    #[error("bad --link2 {direction} spec `{spec}`: {message}")]
+    Link2 {
+        /// `up` or `down`.
+        direction: &'static str,
+        /// The spec.
+        spec: String,
+        /// What is wrong with it.
+        message: String,
+    },
 }
 
 /// The emulated link's options (shared by `lab up` and scenarios).

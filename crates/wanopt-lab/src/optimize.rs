@@ -212,10 +212,23 @@ pub fn flow_resets(paths: &[std::path::PathBuf]) -> Vec<String> {
     found
 }
 
+/// Arguments for the nodes beyond the lab's own.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ExtraArgs<'a> {
+    /// For both nodes (`lab up --node-arg`).
+    pub both: &'a [String],
+    /// For the edge only, after `both` (`lab up --edge-arg`, e.g.
+    /// `--forward-udp`).
+    pub edge: &'a [String],
+    /// For the core only, after `both` (`lab up --core-arg`, e.g.
+    /// `--allow-udp`).
+    pub core: &'a [String],
+}
+
 /// Starts the wanopt edge and core of `lab` and the interception rule;
 /// `reduce` turns data reduction on (when the build has it); `extra`
-/// arguments go to both nodes after the lab's own.
-pub fn start(lab: &Lab, exe: &Path, reduce: bool, extra: &[String]) -> Result<(), OptimizeError> {
+/// arguments go to the nodes after the lab's own.
+pub fn start(lab: &Lab, exe: &Path, reduce: bool, extra: &ExtraArgs) -> Result<(), OptimizeError> {
     available(exe)?;
     let supported = supports_reduce(exe);
     let dir = lab.state_dir().join("keys");
@@ -242,7 +255,7 @@ pub fn start(lab: &Lab, exe: &Path, reduce: bool, extra: &[String]) -> Result<()
         CORE_CONTROL.into(),
     ];
     core_args.extend(reduce_args(lab, Node::Core, reduce, supported));
-    core_args.extend_from_slice(extra);
+    core_args.extend(node_extra(extra.both, extra.core));
     lab.spawn_daemon(Node::Core, "wanopt-core", exe, &core_args)
         .map_err(OptimizeError::Spawn)?;
     let mut edge_args: Vec<String> = vec![
@@ -263,7 +276,7 @@ pub fn start(lab: &Lab, exe: &Path, reduce: bool, extra: &[String]) -> Result<()
         EDGE_CONTROL.into(),
     ];
     edge_args.extend(reduce_args(lab, Node::Edge, reduce, supported));
-    edge_args.extend_from_slice(extra);
+    edge_args.extend(node_extra(extra.both, extra.edge));
     lab.spawn_daemon(Node::Edge, "wanopt-edge", exe, &edge_args)
         .map_err(OptimizeError::Spawn)?;
     let mut rule = lab.command(Node::Edge, "iptables");
@@ -284,6 +297,11 @@ pub fn start(lab: &Lab, exe: &Path, reduce: bool, extra: &[String]) -> Result<()
     output(rule).map_err(OptimizeError::Interception)?;
     wait_listening(lab, Node::Edge, TRANSPARENT_PORT, "wanopt-edge")?;
     Ok(())
+}
+
+/// A node's extra arguments: those for both nodes, then its own.
+fn node_extra(both: &[String], own: &[String]) -> Vec<String> {
+    both.iter().chain(own).cloned().collect()
 }
 
 /// Wait until `name` listens on `port`; fails at once if either node has
@@ -335,6 +353,22 @@ mod tests {
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(found[0].starts_with("run1-edge.log: "), "{found:?}");
         assert!(found[0].contains("flow 9") && found[0].contains("out of order"));
+    }
+
+    #[test]
+    fn role_arguments_follow_the_shared_ones() {
+        let both = vec!["--fec".to_string(), "auto".to_string()];
+        let edge = vec!["--forward-udp=198.18.1.1:5004=198.18.3.2:5004".to_string()];
+        assert_eq!(
+            node_extra(&both, &edge),
+            [
+                "--fec",
+                "auto",
+                "--forward-udp=198.18.1.1:5004=198.18.3.2:5004"
+            ]
+        );
+        assert_eq!(node_extra(&[], &edge), edge);
+        assert_eq!(node_extra(&both, &[]), both);
     }
 
     #[test]

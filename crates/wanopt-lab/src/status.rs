@@ -1,6 +1,8 @@
-//! `wanopt lab status`: link settings and emulator counters per direction.
+//! `wanopt lab status`: link settings and emulator counters per direction,
+//! for link 1 and (with `lab up --link2`) link 2.
 
-use crate::bringup::{counters_path, settings_path, Settings};
+use crate::bringup::{link_counters_path, settings_path, Settings};
+use crate::link2::WanLink;
 use crate::topology::{Lab, Node, TopologyError};
 
 /// Appends one formatted line to a `String`.
@@ -59,29 +61,72 @@ pub fn print(lab: &Lab) -> Result<(), StatusError> {
             if !s.link.middlebox.is_empty() {
                 outln!(out, "middlebox {}", s.link.middlebox);
             }
+            if let Some(link2) = &s.link2 {
+                outln!(out, "link2 seed {}", link2.seed);
+                outln!(out, "link2 up   {}", or_perfect(&link2.up));
+                outln!(out, "link2 down {}", or_perfect(&link2.down));
+            }
         }
         None => outln!(
             out,
             "settings  (unknown: the lab is still starting or was built by another version)"
         ),
     }
-    let counters: serde_json::Value = std::fs::read_to_string(counters_path(lab))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or(serde_json::Value::Null);
-    for direction in ["up", "down"] {
-        outln!(out, "\n[{direction}]");
-        let d = &counters[direction];
-        if d.is_null() {
-            outln!(out, "  (no counters: is the emulator running?)");
-            continue;
+    let mut links = vec![WanLink::One];
+    if settings.as_ref().is_some_and(|s| s.link2.is_some()) {
+        links.push(WanLink::Two);
+    }
+    let counters: Vec<(WanLink, serde_json::Value)> = links
+        .into_iter()
+        .map(|link| {
+            let doc = std::fs::read_to_string(link_counters_path(lab, link))
+                .ok()
+                .and_then(|t| serde_json::from_str(&t).ok())
+                .unwrap_or(serde_json::Value::Null);
+            (link, doc)
+        })
+        .collect();
+    for (link, doc) in &counters {
+        outln!(out, "link {}    {}", link.number(), cut_state(&doc["cut"]));
+    }
+    for (link, doc) in &counters {
+        for direction in ["up", "down"] {
+            // Link 1's sections keep their names (`[up]`, `[down]`).
+            match link {
+                WanLink::One => outln!(out, "\n[{direction}]"),
+                WanLink::Two => outln!(out, "\n[link2 {direction}]"),
+            }
+            let d = &doc[direction];
+            if d.is_null() {
+                outln!(out, "  (no counters: is the emulator running?)");
+                continue;
+            }
+            print_flat(&mut out, "  io", &d["io"]);
+            print_flat(&mut out, "  link", &d["link"]);
         }
-        print_flat(&mut out, "  io", &d["io"]);
-        print_flat(&mut out, "  link", &d["link"]);
     }
     // A closed pipe (`| head`) is not an error.
     let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), out.as_bytes());
     Ok(())
+}
+
+/// A spec as shown: an empty one is a perfect link.
+fn or_perfect(spec: &str) -> &str {
+    if spec.is_empty() {
+        "(perfect link)"
+    } else {
+        spec
+    }
+}
+
+/// A link's state from its emulator's `cut` counters.
+fn cut_state(cut: &serde_json::Value) -> String {
+    match (cut["down"].as_bool(), cut["down_since_unix_ms"].as_u64()) {
+        (Some(true), Some(since)) => format!("down (cut at {since} unix ms)"),
+        (Some(true), None) => "down".to_string(),
+        (Some(false), _) => "up".to_string(),
+        (None, _) => "(unknown: no counters)".to_string(),
+    }
 }
 
 fn print_flat(out: &mut String, prefix: &str, value: &serde_json::Value) {

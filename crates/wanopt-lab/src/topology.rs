@@ -456,6 +456,16 @@ impl Lab {
         pid.is_some()
     }
 
+    /// The pid recorded under `name`, if that process still runs in one of
+    /// the namespaces this lab created.
+    pub fn running_pid(&self, name: &str) -> Option<i32> {
+        let path = self.state_dir().join("pids").join(format!("{name}.pid"));
+        fs::read_to_string(path)
+            .ok()
+            .and_then(|text| text.trim().parse::<i32>().ok())
+            .filter(|&pid| self.runs_in_lab(pid) && !process_ended(pid as u32))
+    }
+
     /// Whether process `pid` runs in a namespace this lab created.
     fn runs_in_lab(&self, pid: i32) -> bool {
         use std::os::unix::fs::MetadataExt;
@@ -555,7 +565,14 @@ impl Lab {
         lines[lines.len().saturating_sub(5)..].join(" | ")
     }
 
-    fn veth(&self, a: Node, a_if: &str, b: Node, b_if: &str) -> Result<(), TopologyError> {
+    /// Creates a veth pair: `a_if` in `a`, `b_if` in `b`.
+    pub(crate) fn veth(
+        &self,
+        a: Node,
+        a_if: &str,
+        b: Node,
+        b_if: &str,
+    ) -> Result<(), TopologyError> {
         ip(&[
             "link",
             "add",
@@ -573,7 +590,8 @@ impl Lab {
         ])
     }
 
-    fn offloads_off(&self, node: Node, dev: &str) -> Result<(), TopologyError> {
+    /// Turns checksum and segmentation offloads off on `dev` in `node`.
+    pub(crate) fn offloads_off(&self, node: Node, dev: &str) -> Result<(), TopologyError> {
         let mut cmd = self.command(node, "ethtool");
         // `tx off`: frames relayed by the AF_PACKET bump must carry real
         // checksums, not CHECKSUM_PARTIAL placeholders.

@@ -71,6 +71,9 @@ fn up(options: LinkOptions) -> Result<Guard, String> {
         optimize: false,
         reduce: false,
         node_args: Vec::new(),
+        edge_args: Vec::new(),
+        core_args: Vec::new(),
+        link2: None,
     };
     bringup::up(&lab, &config, &exe).map_err(|e| e.to_string())?;
     Ok(Guard(lab))

@@ -123,6 +123,9 @@ fn get_pause_put() -> Result<(), String> {
         optimize: true,
         reduce: true,
         node_args: Vec::new(),
+        edge_args: Vec::new(),
+        core_args: Vec::new(),
+        link2: None,
     };
     bringup::up(&lab, &config, &exe).map_err(|e| e.to_string())?;
     let spec = files::find(FILE).ok_or("no 100K.doc in the set")?;

@@ -234,6 +234,9 @@ fn wrong_bytes_fail_loudly() -> Result<(), String> {
         optimize: false,
         reduce: false,
         node_args: Vec::new(),
+        edge_args: Vec::new(),
+        core_args: Vec::new(),
+        link2: None,
     };
     wanopt_lab::bringup::up(&lab, &config, &exe).map_err(|e| e.to_string())?;
     let ready = lab.state_dir().join("waas-server.ready");

@@ -125,6 +125,9 @@ impl Lossy {
             optimize: cell.mode.tunnel(),
             reduce: false,
             node_args: node_args(cell.mode, self.fec),
+            edge_args: Vec::new(),
+            core_args: Vec::new(),
+            link2: None,
         };
         bringup::up(env.lab, &config, env.exe).map_err(|e| format!("lab up failed: {e}"))
     }

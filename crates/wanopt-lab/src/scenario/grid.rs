@@ -128,6 +128,9 @@ impl Grid {
             optimize: point.mode == Mode::Wanopt,
             reduce: self.spec.node.reduce,
             node_args: Vec::new(),
+            edge_args: Vec::new(),
+            core_args: Vec::new(),
+            link2: None,
         };
         if let Err(e) = bringup::up(env.lab, &config, env.exe) {
             env.bar.inc(runs as u64);

@@ -29,6 +29,9 @@ pub(super) fn bring_up(ctx: &mut Context<'_>, optimize: bool) -> Result<(), Stri
         optimize,
         reduce: true,
         node_args: Vec::new(),
+        edge_args: Vec::new(),
+        core_args: Vec::new(),
+        link2: None,
     };
     bringup::up(ctx.lab, &config, ctx.exe).map_err(|e| format!("lab up failed: {e}"))?;
     if ctx.endpoints.is_null() {
