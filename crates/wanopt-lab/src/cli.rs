@@ -370,7 +370,7 @@ fn up(lab: &Lab, args: &UpArgs) -> anyhow::Result<i32> {
 
 /// `lab link N down|up`.
 fn link(lab: &Lab, number: u32, state: LinkState) -> anyhow::Result<i32> {
-    match crate::cut::set_link(lab, number, state == LinkState::Down) {
+    match crate::link_control::set_link(lab, number, state == LinkState::Down) {
         Ok(confirmed) => {
             println!(
                 "link {} {}{}",

@@ -22,7 +22,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::clock::unix_ms;
 use crate::cut::{Blackhole, CutState};
+use crate::frame_link::FrameLink;
 use crate::rawsock::{send_batch, PacketSocket, RecvBatch, BATCH};
 
 // The driver does not spin before a departure. At a saturated 250 Mbit/s a
@@ -82,34 +84,6 @@ pub enum DriverError {
         /// What went wrong.
         message: String,
     },
-}
-
-/// A one-direction link model the driver can pump (sans-IO, like
-/// `wanopt_netem::Link`).
-pub trait FrameLink: Send {
-    /// A frame arrived at `now`.
-    fn handle_frame(&mut self, now: Instant, frame: Vec<u8>);
-    /// The next frame whose departure time is at or before `now`.
-    fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>>;
-    /// When the next frame departs, if any is held.
-    fn poll_timeout(&self) -> Option<Instant>;
-    /// The model's counters as JSON.
-    fn counters_json(&self) -> serde_json::Value;
-}
-
-impl FrameLink for Box<dyn FrameLink> {
-    fn handle_frame(&mut self, now: Instant, frame: Vec<u8>) {
-        (**self).handle_frame(now, frame)
-    }
-    fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
-        (**self).poll_transmit(now)
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        (**self).poll_timeout()
-    }
-    fn counters_json(&self) -> serde_json::Value {
-        (**self).counters_json()
-    }
 }
 
 /// A perfect wire: every frame leaves as soon as it arrives. Used to measure
@@ -187,14 +161,6 @@ pub struct DirectionSnapshot {
     pub io: IoCounters,
     /// The link model's counters.
     pub link: serde_json::Value,
-}
-
-/// Now, in milliseconds since the UNIX epoch (0 if the clock is before it).
-pub fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 /// One direction of the bump: frames in on `ingress`, out on `egress`.

@@ -8,11 +8,14 @@
 pub mod bench;
 pub mod bringup;
 pub mod cli;
+pub mod clock;
 pub mod cut;
 pub mod driver;
 pub mod emulator;
+pub mod frame_link;
 pub mod link;
 pub mod link2;
+pub mod link_control;
 pub mod lossy;
 pub mod model;
 pub mod optimize;

@@ -6,7 +6,7 @@ use wanopt_netem::middlebox::{Middlebox, Rule, Verdict};
 use wanopt_netem::units::{self, ParseSpecError};
 use wanopt_netem::{Link, LinkConfig};
 
-use crate::driver::FrameLink;
+use crate::frame_link::FrameLink;
 
 /// Parses a one-direction link spec (`"rtt 100ms rate 250mbit queue 2bdp"`)
 /// on top of a perfect link.

@@ -20,6 +20,7 @@ use crate::flow::limits::{FlowLimits, FlowLimitsConfig, FlowPermit};
 use crate::flow::udp::edge::{UdpEdge, UdpForward, UdpTunnel};
 use crate::flow::udp::{read_datagrams, TunnelFlows};
 use crate::flow::{carry, report, reset_tcp, splice_tcp, Abort, Facing, FlowState};
+pub use crate::forward::{parse_target, Forward};
 use crate::intercept::{self, listen_tcp, original_destination, LogLimit};
 use crate::lifecycle::{self, Shutdown};
 use crate::policy::RuleSet;
@@ -52,52 +53,6 @@ impl std::str::FromStr for FailMode {
             )),
         }
     }
-}
-
-/// An explicit forward: connections accepted on `listen` go to `destination`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Forward {
-    /// Local TCP address to accept on.
-    pub listen: SocketAddr,
-    /// Where the core connects.
-    pub destination: Target,
-}
-
-impl std::str::FromStr for Forward {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let usage = || {
-            format!("bad forward {s:?} (expected LISTEN=DEST, e.g. 127.0.0.1:8080=198.51.100.7:80 or :8080=server.example:80)")
-        };
-        let (listen, dest) = s.split_once('=').ok_or_else(usage)?;
-        let listen: SocketAddr = match listen.strip_prefix(':') {
-            Some(port) => SocketAddr::new(
-                IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-                port.parse().map_err(|_| usage())?,
-            ),
-            None => listen.parse().map_err(|_| usage())?,
-        };
-        let destination = parse_target(dest).ok_or_else(usage)?;
-        Ok(Forward {
-            listen,
-            destination,
-        })
-    }
-}
-
-/// Parses `IP:PORT`, `[IPv6]:PORT` or `NAME:PORT`.
-pub fn parse_target(text: &str) -> Option<Target> {
-    if let Ok(addr) = text.parse::<SocketAddr>() {
-        return Some(Target::Addr(addr));
-    }
-    let (name, port) = text.rsplit_once(':')?;
-    let port: u16 = port.parse().ok()?;
-    let valid = !name.is_empty()
-        && name.len() <= 255
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
-    valid.then(|| Target::Domain(name.to_owned(), port))
 }
 
 /// A validated edge configuration.

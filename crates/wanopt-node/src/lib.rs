@@ -29,6 +29,7 @@ pub mod core;
 pub mod edge;
 pub mod error;
 pub mod flow;
+pub mod forward;
 pub mod intercept;
 pub mod lifecycle;
 pub mod policy;

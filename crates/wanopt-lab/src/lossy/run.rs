@@ -11,7 +11,7 @@ use super::matrix::{Cell, Mode, Plan, Workload, RPC_BYTES};
 use super::results::{row, Results, Skipped, WanDelta};
 use super::{report, SCENARIO};
 use crate::bringup::{self, counters_path, UpConfig};
-use crate::driver::unix_ms;
+use crate::clock::unix_ms;
 use crate::optimize::OptimizeError;
 use crate::profile::{Profile, LINUX};
 use crate::scenario::runner::{humantime, write_file, Env, Finished, Plan as RunPlan, Scenario};

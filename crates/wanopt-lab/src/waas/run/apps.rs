@@ -13,7 +13,7 @@ use super::super::servers::{self, UPLOADS};
 use super::super::transfer::{compare, Test};
 use super::context::{Context, Failure, Unit, SETTLE, STALL_SECONDS};
 use super::counters::{tunnel_counters, tunnel_delta, wan_counters};
-use crate::driver::unix_ms;
+use crate::clock::unix_ms;
 use crate::optimize::{CORE_CONTROL, EDGE_CONTROL};
 use crate::topology::Node;
 

@@ -31,7 +31,7 @@ pub struct UdpForward {
 impl std::str::FromStr for UdpForward {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let forward: crate::edge::Forward = s.parse().map_err(|_| {
+        let forward: crate::forward::Forward = s.parse().map_err(|_| {
             format!("bad udp forward {s:?} (expected LISTEN=DEST, e.g. 127.0.0.1:5353=198.51.100.7:53 or :5004=media.example:5004)")
         })?;
         Ok(UdpForward {
