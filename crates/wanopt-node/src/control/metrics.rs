@@ -318,7 +318,7 @@ fn udp_metrics(m: &mut Exposition, s: &Status) {
         ),
         (
             "udp_dropped_total",
-            "UDP datagrams dropped on the way into the tunnel (flow opening or refused, queue or datagram buffer full, tunnel down).",
+            "UDP datagrams dropped on the way into the tunnel (flow refused, queue or datagram buffer full, tunnel down) or out of it (a socket send buffer full).",
             u.dropped as f64,
         ),
         (

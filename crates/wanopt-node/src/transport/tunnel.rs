@@ -143,6 +143,11 @@ impl TunnelTuning {
             )))
             .receive_window(clamp(self.connection_window))
             .send_window(self.connection_window)
+            // UDP flows' datagrams waiting for the congestion window: a
+            // quarter MiB (quinn's default is 1 MiB, seconds of a voice
+            // call's queue at a slow path); beyond it a flow's new
+            // datagram is dropped and counted (`flow::udp`).
+            .datagram_send_buffer_size(256 << 10)
             // Few until the peer has proved its key: quinn-proto allocates
             // the state of every stream the peer may open when the
             // connection is created, and 16,384 of them cost a core about

@@ -447,17 +447,19 @@ fn duplication_line(d: &wanopt_node::dupsock::DuplicationStatus) -> String {
 
 /// A flow's services; a UDP flow's datagrams each way and the loss this
 /// node counted (the direction it receives).
-fn services_text(flow: &wanopt_node::flow::FlowInfo) -> String {
+fn services_text(flow: &wanopt_node::flow::FlowInfo, role: Role) -> String {
     let services = flow.services.join(",");
     if !flow.services.iter().any(|s| s == "udp") {
         return services;
     }
+    // Each node counts the loss of the direction it receives.
+    let lost = match role {
+        Role::Edge => format!("lost {} down", flow.lost_to_client),
+        Role::Core => format!("lost {} up", flow.lost_to_server),
+    };
     format!(
-        "{services} ({} up, {} down datagrams; lost {} up, {} down)",
-        flow.datagrams_to_server,
-        flow.datagrams_to_client,
-        flow.lost_to_server,
-        flow.lost_to_client
+        "{services} ({} up, {} down datagrams; {lost})",
+        flow.datagrams_to_server, flow.datagrams_to_client
     )
 }
 
@@ -503,7 +505,7 @@ pub fn flows(args: &QueryArgs) -> anyhow::Result<()> {
             rate_text(flow.rate_to_server_bps as f64),
             rate_text(flow.rate_to_client_bps as f64),
             human_secs(flow.age_secs),
-            services_text(flow)
+            services_text(flow, f.role)
         )?;
     }
     if f.flows.is_empty() {

@@ -14,7 +14,7 @@ use wanopt_proto::{ReplyRepr, Status};
 
 use super::edge::Unregister;
 use super::{
-    deliver, payload_buffer, send_datagram, Activity, FlowEnd, Sink, TunnelFlows, UdpTotals,
+    payload_buffer, receive, send_datagram, Activity, FlowEnd, Sink, TunnelFlows, UdpTotals,
     CORE_IDLE_GRACE,
 };
 use crate::flow::{Flow, FlowState};
@@ -69,8 +69,8 @@ impl CoreFlow {
             activity.clone(),
         );
         // Datagrams that overtook the stream's header go first.
-        for payload in self.flows.register(id, end.clone()) {
-            deliver(&end, &payload).await;
+        for (seq, payload) in self.flows.register(id, end.clone()) {
+            receive(&end, seq, &payload, &self.totals);
         }
         let _unregister = Unregister(self.flows.clone(), id);
         let reply = ReplyRepr {

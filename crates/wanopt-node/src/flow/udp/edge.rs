@@ -163,6 +163,7 @@ fn start_flow(
     };
     let (queue, datagrams) = mpsc::channel(FLOW_QUEUE);
     let _ = queue.try_send(first);
+    let own = queue.clone();
     lock(clients).insert(client, queue);
     let flow = FlowRun {
         edge: edge.clone(),
@@ -182,7 +183,12 @@ fn start_flow(
             }
             debug!("udp flow {client}: refused by the core: {status}");
         }
-        lock(&clients).remove(&client);
+        // Only its own entry: a new flow of the same client may have
+        // taken the place since this one's queue closed.
+        let mut clients = lock(&clients);
+        if clients.get(&client).is_some_and(|q| q.same_channel(&own)) {
+            clients.remove(&client);
+        }
     });
 }
 

@@ -136,8 +136,9 @@ pub struct UdpTotals {
     pub oversize: AtomicU64,
     /// Datagrams sent as fragments.
     pub fragmented: AtomicU64,
-    /// Datagrams dropped on the way into the tunnel (the flow still
-    /// opening, its queue full, or the tunnel's datagram buffer).
+    /// Datagrams dropped: on the way into the tunnel (the flow refused,
+    /// its queue full, the tunnel's datagram buffer) or out of it (a
+    /// socket's send buffer full).
     pub dropped: AtomicU64,
     /// Tunnel datagrams for no known flow, dropped.
     pub unknown_flow: AtomicU64,
@@ -175,11 +176,21 @@ impl UdpTotals {
     }
 }
 
+/// Datagrams (number, payload) held for one flow, and since when.
+type Held = (Instant, Vec<(u32, Vec<u8>)>);
+
 /// Datagrams that came for a flow before its stream's header was read.
 #[derive(Debug, Default)]
 struct Pending {
-    flows: HashMap<u64, (Instant, Vec<Vec<u8>>)>,
+    flows: HashMap<u64, Held>,
     bytes: usize,
+}
+
+/// Where a datagram from the tunnel goes.
+enum Route {
+    Flow(Arc<FlowEnd>, Vec<u8>),
+    Held,
+    Unknown,
 }
 
 /// One tunnel's UDP flows, by the index of their stream.
@@ -202,17 +213,38 @@ impl TunnelFlows {
         })
     }
 
-    /// Registers the flow of stream index `id`; returns the datagrams that
-    /// were held for it.
-    pub(crate) fn register(&self, id: u64, end: Arc<FlowEnd>) -> Vec<Vec<u8>> {
-        lock(&self.ends).insert(id, end);
+    /// Registers the flow of stream index `id`; returns the datagrams
+    /// (number, payload) that were held for it and are not yet too old.
+    /// The pending table's lock is taken first, here as in [`Self::route`],
+    /// so a datagram is either held before the flow is registered (and
+    /// returned here) or finds it.
+    pub(crate) fn register(&self, id: u64, end: Arc<FlowEnd>) -> Vec<(u32, Vec<u8>)> {
         let mut pending = lock(&self.pending);
+        lock(&self.ends).insert(id, end);
         match pending.flows.remove(&id) {
-            Some((_, held)) => {
-                pending.bytes -= held.iter().map(Vec::len).sum::<usize>();
-                held
+            Some((since, held)) => {
+                pending.bytes -= held.iter().map(|(_, d)| d.len()).sum::<usize>();
+                if since.elapsed() < PENDING_TIMEOUT {
+                    held
+                } else {
+                    Vec::new()
+                }
             }
             None => Vec::new(),
+        }
+    }
+
+    /// The flow of stream index `id`, or the datagram held for it (the
+    /// core), or neither.
+    fn route(&self, id: u64, seq: u32, payload: Vec<u8>, now: Instant) -> Route {
+        let mut pending = lock(&self.pending);
+        if let Some(end) = lock(&self.ends).get(&id) {
+            return Route::Flow(end.clone(), payload);
+        }
+        if self.hold_unknown && Self::hold(&mut pending, id, seq, payload, now) {
+            Route::Held
+        } else {
+            Route::Unknown
         }
     }
 
@@ -222,13 +254,12 @@ impl TunnelFlows {
 
     /// Holds a datagram for a flow not yet registered, within bounds;
     /// whether it was held.
-    fn hold(&self, id: u64, payload: Vec<u8>, now: Instant) -> bool {
-        let mut pending = lock(&self.pending);
-        let Pending { flows, bytes } = &mut *pending;
+    fn hold(pending: &mut Pending, id: u64, seq: u32, payload: Vec<u8>, now: Instant) -> bool {
+        let Pending { flows, bytes } = pending;
         flows.retain(|_, (since, held)| {
             let keep = now.saturating_duration_since(*since) < PENDING_TIMEOUT;
             if !keep {
-                *bytes -= held.iter().map(Vec::len).sum::<usize>();
+                *bytes -= held.iter().map(|(_, d)| d.len()).sum::<usize>();
             }
             keep
         });
@@ -242,7 +273,7 @@ impl TunnelFlows {
             return false;
         }
         *bytes += payload.len();
-        held.push(payload);
+        held.push((seq, payload));
         true
     }
 }
@@ -275,35 +306,50 @@ pub(crate) async fn read_datagrams(
         let Some(payload) = reassembler.handle(now, &view) else {
             continue;
         };
-        let end = lock(&flows.ends).get(&view.flow()).cloned();
-        let Some(end) = end else {
-            if !(flows.hold_unknown && flows.hold(view.flow(), payload, now)) {
+        match flows.route(view.flow(), view.seq(), payload, now) {
+            Route::Flow(end, payload) => receive(&end, view.seq(), &payload, &totals),
+            Route::Held => {}
+            Route::Unknown => {
                 totals.unknown_flow.fetch_add(1, Ordering::Relaxed);
             }
-            continue;
-        };
-        let (new, lost) = {
-            let mut received = lock(&end.received);
-            (received.record(view.seq()), received.stats().lost)
-        };
-        let counters = &end.flow.datagrams;
-        match end.sink {
-            Sink::Client { .. } => counters.lost_to_client.store(lost, Ordering::Relaxed),
-            Sink::Destination(_) => counters.lost_to_server.store(lost, Ordering::Relaxed),
-        }
-        if new {
-            deliver(&end, &payload).await;
         }
     }
 }
 
-/// Writes one payload from the tunnel to its flow's socket.
-pub(crate) async fn deliver(end: &FlowEnd, payload: &[u8]) {
-    let sent = match &end.sink {
-        Sink::Client { socket, client } => socket.send_to(payload, client).await,
-        Sink::Destination(socket) => socket.send(payload).await,
+/// Counts datagram `seq` of a flow from the tunnel and delivers it unless
+/// it is a copy (or too late to tell).
+pub(crate) fn receive(end: &FlowEnd, seq: u32, payload: &[u8], totals: &UdpTotals) {
+    let (new, lost) = {
+        let mut received = lock(&end.received);
+        (received.record(seq), received.stats().lost)
     };
-    if sent.is_ok() {
+    let counters = &end.flow.datagrams;
+    match end.sink {
+        Sink::Client { .. } => counters.lost_to_client.store(lost, Ordering::Relaxed),
+        Sink::Destination(_) => counters.lost_to_server.store(lost, Ordering::Relaxed),
+    }
+    if new {
+        deliver(end, payload, totals);
+    }
+}
+
+/// Writes one payload from the tunnel to its flow's socket; counts it
+/// dropped if the socket cannot take it now.
+fn deliver(end: &FlowEnd, payload: &[u8], totals: &UdpTotals) {
+    // Never waits: one tunnel's reader serves all its flows, and a socket
+    // whose send buffer is full drops the datagram, as UDP does.
+    // The send is made on the socket itself: tokio's `try_send*` answer
+    // `WouldBlock` until its reactor has seen the socket writable, which a
+    // socket that only ever received never is.
+    let sent = match &end.sink {
+        Sink::Client { socket, client } => {
+            socket2::SockRef::from(&**socket).send_to(payload, &(*client).into())
+        }
+        Sink::Destination(socket) => socket2::SockRef::from(&**socket).send(payload),
+    };
+    if sent.is_err() {
+        totals.dropped.fetch_add(1, Ordering::Relaxed);
+    } else {
         end.activity.touch();
         let flow = &end.flow;
         let (lan, wan, datagrams) = match end.sink {
@@ -337,7 +383,9 @@ pub(crate) fn send_datagram(
         totals.dropped.fetch_add(1, Ordering::Relaxed);
         return false;
     };
-    let number = seq.fetch_add(1, Ordering::Relaxed);
+    // A number is taken only by a datagram that goes out (one flow's
+    // datagrams are sent by one task): the peer counts a gap as loss.
+    let number = seq.load(Ordering::Relaxed);
     let mut frames = Vec::new();
     match split(id, number, payload, frame, &mut frames) {
         Ok(1) => {}
@@ -349,6 +397,14 @@ pub(crate) fn send_datagram(
             return false;
         }
     }
+    // Dropped here, counted, rather than by quinn, which would drop the
+    // oldest datagrams queued (any flow's) without a word.
+    let bytes: usize = frames.iter().map(Vec::len).sum();
+    if conn.datagram_send_buffer_space() < bytes {
+        totals.dropped.fetch_add(1, Ordering::Relaxed);
+        return false;
+    }
+    seq.store(number.wrapping_add(1), Ordering::Relaxed);
     for frame in frames {
         if conn.send_datagram(Bytes::from(frame)).is_err() {
             totals.dropped.fetch_add(1, Ordering::Relaxed);
@@ -371,13 +427,47 @@ mod tests {
     fn the_core_holds_early_datagrams_within_bounds() {
         let flows = TunnelFlows::new(true);
         let now = Instant::now();
+        let held = |id, seq, len, at| matches!(flows.route(id, seq, vec![0; len], at), Route::Held);
         for i in 0..PENDING_PER_FLOW {
-            assert!(flows.hold(4, vec![i as u8; 100], now));
+            assert!(held(4, i as u32, 100, now));
         }
-        assert!(!flows.hold(4, vec![0; 100], now), "per flow");
-        assert!(!flows.hold(5, vec![0; PENDING_BYTES], now), "in all");
+        assert!(!held(4, 99, 100, now), "per flow");
+        assert!(!held(5, 0, PENDING_BYTES, now), "in all");
         // They expire.
-        assert!(flows.hold(6, vec![1; 10], now + PENDING_TIMEOUT));
+        assert!(held(6, 0, 10, now + PENDING_TIMEOUT));
         assert_eq!(lock(&flows.pending).bytes, 10);
+    }
+
+    #[tokio::test]
+    async fn a_datagram_held_before_its_flow_registers_is_handed_to_it_with_its_number() {
+        let flows = TunnelFlows::new(true);
+        let now = Instant::now();
+        assert!(matches!(
+            flows.route(9, 7, b"early".to_vec(), now),
+            Route::Held
+        ));
+        let table = std::sync::Arc::new(crate::flow::FlowTable::default());
+        let guard = table.start(
+            None,
+            "127.0.0.1:1".parse().unwrap(),
+            "x".into(),
+            vec!["udp"],
+            None,
+        );
+        let socket = Arc::new(UdpSocket::bind("127.0.0.1:0").await.unwrap());
+        let end = FlowEnd::new(
+            Sink::Destination(socket),
+            guard.flow.clone(),
+            Activity::new(),
+        );
+        assert_eq!(flows.register(9, end), vec![(7, b"early".to_vec())]);
+        assert_eq!(lock(&flows.pending).bytes, 0);
+        // Registered: the next one goes to the flow, not the table.
+        assert!(
+            matches!(flows.route(9, 8, b"next".to_vec(), now), Route::Flow(_, p) if p == b"next")
+        );
+        // A flow that never registers: unknown on the edge.
+        let edge = TunnelFlows::new(false);
+        assert!(matches!(edge.route(3, 0, vec![1], now), Route::Unknown));
     }
 }
