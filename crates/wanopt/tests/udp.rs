@@ -308,3 +308,120 @@ fn ten_thousand_short_flows_leave_no_flow_behind_and_memory_does_not_grow() {
         );
     }
 }
+
+/// A sink that counts the bytes of every TCP connection and every UDP
+/// datagram it receives.
+fn sinks() -> (SocketAddr, SocketAddr, Arc<AtomicU64>, Arc<AtomicU64>) {
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let (tcp_addr, udp_addr) = (tcp.local_addr().unwrap(), udp.local_addr().unwrap());
+    let tcp_bytes = Arc::new(AtomicU64::new(0));
+    let udp_bytes = Arc::new(AtomicU64::new(0));
+    let counted = tcp_bytes.clone();
+    std::thread::spawn(move || {
+        for conn in tcp.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let counted = counted.clone();
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 65_536];
+                while let Ok(n @ 1..) = std::io::Read::read(&mut conn, &mut buf) {
+                    counted.fetch_add(n as u64, Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    let counted = udp_bytes.clone();
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 65_536];
+        while let Ok(n) = udp.recv(&mut buf) {
+            counted.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    });
+    (tcp_addr, udp_addr, tcp_bytes, udp_bytes)
+}
+
+#[test]
+fn a_udp_flood_beside_a_tcp_upload_leaves_each_its_share() {
+    // A 20 Mbit/s bottleneck edge -> core; a UDP client offers twice that.
+    const RATE: u64 = 2_500_000;
+    let (tcp_sink, udp_sink, tcp_bytes, udp_bytes) = sinks();
+    let keys = Keys::new();
+    let core_addr = free_udp();
+    let mut args = core_args(&keys, core_addr, &["127.0.0.1/32"]);
+    args.extend(["--allow-udp".to_owned(), "127.0.0.1/32".to_owned()]);
+    let _core = spawn(&keys, "core", &args);
+    let relay = common::bottleneck_path(core_addr, Duration::from_millis(5), RATE, 60_000);
+    let (tcp_listen, udp_listen) = (common::free_tcp(), free_udp());
+    let forward_udp = format!("{udp_listen}={udp_sink}");
+    let edge = spawn(
+        &keys,
+        "edge",
+        &edge_args(
+            &keys,
+            relay,
+            &[(tcp_listen, tcp_sink.to_string())],
+            // Not the byte cache: the upload repeats one buffer.
+            &["--forward-udp", &forward_udp, "--no-reduce"],
+        ),
+    );
+    edge.wait_tunnel_up(Duration::from_secs(10));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flood = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let socket = client();
+            let datagram = [7u8; 1100];
+            let start = std::time::Instant::now();
+            let mut sent = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                // 5 MB/s: 2 x the bottleneck.
+                let due = start + Duration::from_secs_f64(sent as f64 * 1100.0 / (2 * RATE) as f64);
+                if let Some(wait) = due.checked_duration_since(std::time::Instant::now()) {
+                    std::thread::sleep(wait);
+                }
+                let _ = socket.send_to(&datagram, udp_listen);
+                sent += 1;
+            }
+        })
+    };
+    let upload = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut conn = std::net::TcpStream::connect(tcp_listen).unwrap();
+            conn.set_write_timeout(Some(Duration::from_millis(200)))
+                .unwrap();
+            let chunk = vec![3u8; 65_536];
+            while !stop.load(Ordering::Relaxed) {
+                let _ = std::io::Write::write(&mut conn, &chunk);
+            }
+        })
+    };
+    // Both have had time to fill the bottleneck; measure 3 s of it.
+    std::thread::sleep(Duration::from_secs(2));
+    let (tcp0, udp0) = (
+        tcp_bytes.load(Ordering::Relaxed),
+        udp_bytes.load(Ordering::Relaxed),
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    let (tcp1, udp1) = (
+        tcp_bytes.load(Ordering::Relaxed),
+        udp_bytes.load(Ordering::Relaxed),
+    );
+    stop.store(true, Ordering::Relaxed);
+    flood.join().unwrap();
+    upload.join().unwrap();
+    let (tcp_rate, udp_rate) = ((tcp1 - tcp0) / 3, (udp1 - udp0) / 3);
+    eprintln!("bottleneck {RATE} B/s: TCP {tcp_rate} B/s, UDP {udp_rate} B/s");
+    // Half each: without a share, datagrams went first in every packet
+    // and TCP had only the room they left (0.54 MB/s of 2.5).
+    let total = tcp_rate + udp_rate;
+    assert!(total > RATE / 2, "TCP {tcp_rate} B/s, UDP {udp_rate} B/s");
+    assert!(
+        tcp_rate * 10 > total * 4,
+        "TCP starved: {tcp_rate} B/s, UDP {udp_rate} B/s"
+    );
+    assert!(
+        udp_rate * 10 > total * 4,
+        "UDP starved: {udp_rate} B/s, TCP {tcp_rate} B/s"
+    );
+}

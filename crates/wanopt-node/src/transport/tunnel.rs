@@ -148,6 +148,13 @@ impl TunnelTuning {
             // call's queue at a slow path); beyond it a flow's new
             // datagram is dropped and counted (`flow::udp`).
             .datagram_send_buffer_size(256 << 10)
+            // While TCP flows have data waiting, UDP flows' datagrams take
+            // at most half of what the tunnel sends (and TCP flows the
+            // other half); either alone takes it all. Without a share,
+            // quinn puts datagrams first in every packet, and a UDP flow
+            // offered faster than the path carries it starves every TCP
+            // flow (vendor/README.md, change 5).
+            .datagram_share(Some(UDP_SHARE_PERCENT))
             // Few until the peer has proved its key: quinn-proto allocates
             // the state of every stream the peer may open when the
             // connection is created, and 16,384 of them cost a core about
@@ -181,6 +188,10 @@ impl TunnelTuning {
 }
 
 pub use quinn_proto::ReceiveBudget;
+
+/// The share of the tunnel, in percent, that UDP flows' datagrams may
+/// take while TCP flows' stream data waits.
+pub const UDP_SHARE_PERCENT: u8 = 50;
 
 /// Default node-wide bound on granted flow receive windows.
 pub const DEFAULT_WINDOW_BUDGET: u64 = 1 << 30;

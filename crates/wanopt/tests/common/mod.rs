@@ -305,6 +305,24 @@ pub fn lossy_path(
     delay: Duration,
     drop: impl Fn(u64, &[u8]) -> bool + Send + 'static,
 ) -> SocketAddr {
+    path_relay(core, delay, None, drop)
+}
+
+/// A UDP relay between the edge and the core that adds a one-way delay
+/// and, edge -> core, a bottleneck of `rate` bytes per second with a queue
+/// of `queue` bytes (a datagram that finds it full is dropped). Returns the
+/// address to give the edge as `--core`.
+#[allow(dead_code)]
+pub fn bottleneck_path(core: SocketAddr, delay: Duration, rate: u64, queue: u64) -> SocketAddr {
+    path_relay(core, delay, Some((rate, queue)), |_, _| false)
+}
+
+fn path_relay(
+    core: SocketAddr,
+    delay: Duration,
+    bottleneck: Option<(u64, u64)>,
+    drop: impl Fn(u64, &[u8]) -> bool + Send + 'static,
+) -> SocketAddr {
     use std::collections::VecDeque;
     use std::sync::{Arc, Mutex};
     let front = Arc::new(UdpSocket::bind("127.0.0.1:0").unwrap());
@@ -352,6 +370,8 @@ pub fn lossy_path(
         std::thread::spawn(move || {
             let mut buf = vec![0u8; 65536];
             let mut seq = 0u64;
+            // When the bottleneck has sent everything queued so far.
+            let mut free_at = Instant::now();
             loop {
                 let Ok((n, from)) = front.recv_from(&mut buf) else {
                     return;
@@ -361,9 +381,20 @@ pub fn lossy_path(
                 if drop(seq, &buf[..n]) {
                     continue;
                 }
+                let now = Instant::now();
+                let mut depart = now;
+                if let Some((rate, queue)) = bottleneck {
+                    let start = free_at.max(now);
+                    let backlog = start - now;
+                    if backlog > Duration::from_secs_f64(queue as f64 / rate as f64) {
+                        continue;
+                    }
+                    free_at = start + Duration::from_secs_f64((n + 28) as f64 / rate as f64);
+                    depart = free_at;
+                }
                 up.0.lock()
                     .unwrap()
-                    .push_back((Instant::now() + delay, buf[..n].to_vec()));
+                    .push_back((depart + delay, buf[..n].to_vec()));
                 up.1.notify_one();
             }
         });

@@ -30,6 +30,7 @@ pub struct TransportConfig {
     pub(crate) max_idle_timeout: Option<VarInt>,
     pub(crate) stream_receive_window: VarInt,
     pub(crate) window_autotune: Option<super::WindowAutotune>,
+    pub(crate) datagram_share: Option<u8>,
     pub(crate) receive_window: VarInt,
     pub(crate) send_window: u64,
     pub(crate) send_fairness: bool,
@@ -125,6 +126,19 @@ impl TransportConfig {
     /// `None` (the default) keeps fixed windows.
     pub fn window_autotune(&mut self, value: Option<super::WindowAutotune>) -> &mut Self {
         self.window_autotune = value;
+        self
+    }
+
+    /// Bounds the share of the congestion window that application datagrams
+    /// take while stream data waits (wanopt addition), in percent (1-99):
+    /// datagrams go ahead of stream frames until they have taken this share
+    /// of the bytes written since stream data began to wait, then streams
+    /// go first until they have had theirs. Either kind alone takes every
+    /// packet. `None` (the default) keeps upstream's order: datagrams
+    /// always first, so datagrams offered faster than the path carries
+    /// them starve every stream.
+    pub fn datagram_share(&mut self, percent: Option<u8>) -> &mut Self {
+        self.datagram_share = percent.map(|p| p.clamp(1, 99));
         self
     }
 
@@ -396,6 +410,7 @@ impl Default for TransportConfig {
             max_idle_timeout: Some(VarInt(30_000)),
             stream_receive_window: STREAM_RWND.into(),
             window_autotune: None,
+            datagram_share: None,
             receive_window: VarInt::MAX,
             send_window: (8 * STREAM_RWND).into(),
             send_fairness: true,
@@ -435,6 +450,7 @@ impl fmt::Debug for TransportConfig {
             max_idle_timeout,
             stream_receive_window,
             window_autotune,
+            datagram_share,
             receive_window,
             send_window,
             send_fairness,
@@ -465,6 +481,7 @@ impl fmt::Debug for TransportConfig {
             .field("max_idle_timeout", max_idle_timeout)
             .field("stream_receive_window", stream_receive_window)
             .field("window_autotune", window_autotune)
+            .field("datagram_share", datagram_share)
             .field("receive_window", receive_window)
             .field("send_window", send_window)
             .field("send_fairness", send_fairness)

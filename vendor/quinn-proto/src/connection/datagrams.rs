@@ -118,6 +118,33 @@ pub(super) struct DatagramState {
     pub(super) incoming: DatagramBuffer,
     pub(super) outgoing: DatagramBuffer,
     pub(super) send_blocked: bool,
+    /// Datagram bytes written beyond their share, in bytes x 100
+    /// (`TransportConfig::datagram_share`): positive, streams go first.
+    pub(super) debt: i64,
+}
+
+/// How far `DatagramState::debt` may run either way, in bytes x 100: four
+/// full packets, so neither kind banks more than four packets of priority.
+const DEBT_LIMIT: i64 = 4 * 1500 * 100;
+
+impl DatagramState {
+    /// Whether datagrams go ahead of stream frames in the next packet.
+    pub(super) fn first(&self, share: Option<u8>, streams_waiting: bool) -> bool {
+        share.is_none() || !streams_waiting || self.debt <= 0
+    }
+
+    /// Books a packet's datagram and stream bytes against `share`.
+    pub(super) fn account(
+        &mut self,
+        share: Option<u8>,
+        datagram_bytes: usize,
+        stream_bytes: usize,
+    ) {
+        let Some(p) = share else { return };
+        let p = i64::from(p);
+        let change = datagram_bytes as i64 * (100 - p) - stream_bytes as i64 * p;
+        self.debt = (self.debt + change).clamp(-DEBT_LIMIT, DEBT_LIMIT);
+    }
 }
 
 impl DatagramState {

@@ -3173,6 +3173,36 @@ impl Connection {
             .push_back(EndpointEventInner::NeedIdentifiers(now, n));
     }
 
+    /// Writes the waiting application datagrams that fit into `buf`;
+    /// returns the bytes written.
+    fn write_datagrams(
+        datagrams: &mut DatagramState,
+        stats: &mut ConnectionStats,
+        events: &mut VecDeque<Event>,
+        space_id: SpaceId,
+        buf: &mut Vec<u8>,
+        max_size: usize,
+        sent: &mut SentFrames,
+    ) -> usize {
+        let before = buf.len();
+        let mut sent_datagrams = false;
+        while buf.len() + Datagram::SIZE_BOUND < max_size && space_id == SpaceId::Data {
+            match datagrams.write(buf, max_size) {
+                true => {
+                    sent_datagrams = true;
+                    sent.non_retransmits = true;
+                    stats.frame_tx.datagram += 1;
+                }
+                false => break,
+            }
+        }
+        if datagrams.send_blocked && sent_datagrams {
+            events.push_back(Event::DatagramsUnblocked);
+            datagrams.send_blocked = false;
+        }
+        buf.len() - before
+    }
+
     fn populate_packet(
         &mut self,
         now: Instant,
@@ -3370,21 +3400,24 @@ impl Connection {
             self.stats.frame_tx.retire_connection_id += 1;
         }
 
-        // DATAGRAM
-        let mut sent_datagrams = false;
-        while buf.len() + Datagram::SIZE_BOUND < max_size && space_id == SpaceId::Data {
-            match self.datagrams.write(buf, max_size) {
-                true => {
-                    sent_datagrams = true;
-                    sent.non_retransmits = true;
-                    self.stats.frame_tx.datagram += 1;
-                }
-                false => break,
-            }
-        }
-        if self.datagrams.send_blocked && sent_datagrams {
-            self.events.push_back(Event::DatagramsUnblocked);
-            self.datagrams.send_blocked = false;
+        // DATAGRAM, ahead of STREAM unless they took more than their share
+        // (`TransportConfig::datagram_share`)
+        let share = self.config.datagram_share;
+        let datagrams_first = self.datagrams.first(
+            share,
+            space_id == SpaceId::Data && self.streams.can_send_stream_data(),
+        );
+        let mut datagram_bytes = 0;
+        if datagrams_first {
+            datagram_bytes += Self::write_datagrams(
+                &mut self.datagrams,
+                &mut self.stats,
+                &mut self.events,
+                space_id,
+                buf,
+                max_size,
+                &mut sent,
+            );
         }
 
         // NEW_TOKEN
@@ -3427,12 +3460,27 @@ impl Connection {
         }
 
         // STREAM
+        let mut stream_bytes = 0;
         if space_id == SpaceId::Data {
+            let before = buf.len();
             sent.stream_frames =
                 self.streams
                     .write_stream_frames(buf, max_size, self.config.send_fairness);
+            stream_bytes = buf.len() - before;
             self.stats.frame_tx.stream += sent.stream_frames.len() as u64;
         }
+        if !datagrams_first {
+            datagram_bytes += Self::write_datagrams(
+                &mut self.datagrams,
+                &mut self.stats,
+                &mut self.events,
+                space_id,
+                buf,
+                max_size,
+                &mut sent,
+            );
+        }
+        self.datagrams.account(share, datagram_bytes, stream_bytes);
 
         // Bundle ACK with other frames when there is room for them.
         // We want to reuse encryption and underlying protocol overhead,
