@@ -411,7 +411,7 @@ impl Core {
         let refuse = |status: Status| ReplyRepr { status }.emit();
         let admitted = self
             .limits
-            .admit(header.source.ip(), std::time::Instant::now());
+            .admit_udp(header.source.ip(), std::time::Instant::now());
         let outcome = match admitted {
             Err(refusal) => {
                 flows.totals.limited.fetch_add(1, Ordering::Relaxed);

@@ -425,3 +425,94 @@ fn a_udp_flood_beside_a_tcp_upload_leaves_each_its_share() {
         "UDP starved: {udp_rate} B/s, TCP {tcp_rate} B/s"
     );
 }
+
+#[test]
+fn a_single_exchange_ends_early_and_a_conversation_keeps_its_flow() {
+    let (echo, _) = udp_echo();
+    // The default idle timeout (60 s).
+    let (_keys, _core, edge, listen) = nodes(&["127.0.0.1/32"], echo, None);
+    let (query, call) = (client(), client());
+    let mut back = [0u8; 64];
+    query.send_to(b"query", listen).unwrap();
+    assert_eq!(query.recv_from(&mut back).unwrap().0, 5);
+    for _ in 0..3 {
+        call.send_to(b"rtp", listen).unwrap();
+        assert_eq!(call.recv_from(&mut back).unwrap().0, 3);
+    }
+    let active = || edge.status().and_then(|s| s["flows_active"].as_u64());
+    assert_eq!(active(), Some(2));
+    let start = std::time::Instant::now();
+    assert!(
+        eventually(Duration::from_secs(15), || active() == Some(1)),
+        "{:?}",
+        active()
+    );
+    let waited = start.elapsed();
+    assert!(waited >= Duration::from_secs(8), "{waited:?}");
+    // The conversation's flow is still there: its next datagram keeps it.
+    call.send_to(b"rtp", listen).unwrap();
+    assert_eq!(call.recv_from(&mut back).unwrap().0, 3);
+    assert_eq!(udp_status(&edge)["flows"], 2);
+}
+
+#[test]
+fn udp_flows_from_fresh_ports_leave_tcp_flows_their_half() {
+    let (echo, _) = udp_echo();
+    let tcp_echo = common::echo_server();
+    let keys = Keys::new();
+    let core_addr = free_udp();
+    let mut args = core_args(&keys, core_addr, &["127.0.0.1/32"]);
+    args.extend(["--allow-udp".to_owned(), "127.0.0.1/32".to_owned()]);
+    let core = spawn(&keys, "core", &args);
+    let (tcp_listen, udp_listen) = (common::free_tcp(), free_udp());
+    let forward_udp = format!("{udp_listen}={echo}");
+    let edge = spawn(
+        &keys,
+        "edge",
+        &edge_args(
+            &keys,
+            core_addr,
+            &[(tcp_listen, tcp_echo.to_string())],
+            &[
+                "--forward-udp",
+                &forward_udp,
+                "--max-flows",
+                "8",
+                "--max-flows-per-source",
+                "8",
+            ],
+        ),
+    );
+    edge.wait_tunnel_up(Duration::from_secs(10));
+    // Ten clients, each from its own port: four get a flow.
+    let clients: Vec<UdpSocket> = (0..10).map(|_| client()).collect();
+    let mut answered = 0;
+    for socket in &clients {
+        socket
+            .set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        socket.send_to(b"ping", udp_listen).unwrap();
+        let mut back = [0u8; 16];
+        answered += usize::from(socket.recv_from(&mut back).is_ok());
+    }
+    assert_eq!(answered, 4, "{}", udp_status(&edge));
+    assert!(
+        edge.log_text().contains("udp flows (half of --max-flows)"),
+        "{}",
+        edge.log_text()
+    );
+    // TCP still gets the other four places.
+    let conns: Vec<std::net::TcpStream> = (0..4)
+        .map(|i| {
+            let mut c = std::net::TcpStream::connect(tcp_listen).unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            std::io::Write::write_all(&mut c, &[i; 100]).unwrap();
+            let mut back = [0u8; 100];
+            std::io::Read::read_exact(&mut c, &mut back).unwrap();
+            assert_eq!(back, [i; 100]);
+            c
+        })
+        .collect();
+    assert_eq!(conns.len(), 4);
+    drop(core);
+}

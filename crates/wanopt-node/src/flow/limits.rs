@@ -5,6 +5,11 @@
 //! edge, an `unavailable` reply from the core), counted, and logged at
 //! most once per [`LOG_EVERY`] with how many were refused since.
 //!
+//! UDP flows (one per client address and port, kept until idle) count
+//! against the same bounds and, besides, may take at most half of each
+//! ([`FlowLimits::admit_udp`]): a host spraying datagrams from fresh
+//! ports never takes every place from TCP flows.
+//!
 //! Sans-IO: [`FlowLimits::admit`] takes the time; a [`FlowPermit`] gives
 //! its place back when dropped.
 
@@ -42,6 +47,15 @@ impl FlowLimitsConfig {
         }
     }
 
+    /// The bounds of UDP flows within these (in all, per source): half of
+    /// each.
+    pub fn udp(self) -> (usize, usize) {
+        (
+            (self.max_flows / 2).max(1),
+            (self.max_flows_per_source / 2).max(1),
+        )
+    }
+
     /// Defaults for this process (its `RLIMIT_NOFILE` soft limit).
     pub fn for_this_process() -> FlowLimitsConfig {
         let descriptors =
@@ -59,6 +73,10 @@ pub enum LimitHit {
     Total(usize),
     /// The source has its maximum of flows.
     Source(IpAddr, usize),
+    /// The node carries its maximum of UDP flows (half of all).
+    Udp(usize),
+    /// The source has its maximum of UDP flows (half of its share).
+    UdpSource(IpAddr, usize),
 }
 
 impl std::fmt::Display for LimitHit {
@@ -67,6 +85,15 @@ impl std::fmt::Display for LimitHit {
             LimitHit::Total(max) => write!(f, "the node carries {max} flows (--max-flows)"),
             LimitHit::Source(ip, max) => {
                 write!(f, "{ip} has {max} flows (--max-flows-per-source)")
+            }
+            LimitHit::Udp(max) => {
+                write!(f, "the node carries {max} udp flows (half of --max-flows)")
+            }
+            LimitHit::UdpSource(ip, max) => {
+                write!(
+                    f,
+                    "{ip} has {max} udp flows (half of --max-flows-per-source)"
+                )
             }
         }
     }
@@ -86,6 +113,8 @@ pub struct Refusal {
 struct Counts {
     total: usize,
     per_source: HashMap<IpAddr, usize>,
+    udp_total: usize,
+    udp_per_source: HashMap<IpAddr, usize>,
     refused: u64,
     unlogged: u64,
     logged_at: Option<Instant>,
@@ -103,6 +132,7 @@ pub struct FlowLimits {
 pub struct FlowPermit {
     limits: Arc<FlowLimits>,
     source: IpAddr,
+    udp: bool,
 }
 
 impl FlowLimits {
@@ -125,12 +155,37 @@ impl FlowLimits {
 
     /// A place for a new flow from `source` at `now`, or why not.
     pub fn admit(self: &Arc<Self>, source: IpAddr, now: Instant) -> Result<FlowPermit, Refusal> {
+        self.admit_as(source, now, false)
+    }
+
+    /// A place for a new UDP flow from `source` at `now`, or why not:
+    /// within the bounds of every flow, and within half of each.
+    pub fn admit_udp(
+        self: &Arc<Self>,
+        source: IpAddr,
+        now: Instant,
+    ) -> Result<FlowPermit, Refusal> {
+        self.admit_as(source, now, true)
+    }
+
+    fn admit_as(
+        self: &Arc<Self>,
+        source: IpAddr,
+        now: Instant,
+        udp: bool,
+    ) -> Result<FlowPermit, Refusal> {
         let mut counts = self.counts();
         let from_source = counts.per_source.get(&source).copied().unwrap_or(0);
+        let (udp_max, udp_per_source) = self.config.udp();
         let hit = if counts.total >= self.config.max_flows {
             Some(LimitHit::Total(self.config.max_flows))
         } else if from_source >= self.config.max_flows_per_source {
             Some(LimitHit::Source(source, self.config.max_flows_per_source))
+        } else if udp && counts.udp_total >= udp_max {
+            Some(LimitHit::Udp(udp_max))
+        } else if udp && counts.udp_per_source.get(&source).copied().unwrap_or(0) >= udp_per_source
+        {
+            Some(LimitHit::UdpSource(source, udp_per_source))
         } else {
             None
         };
@@ -148,9 +203,14 @@ impl FlowLimits {
         }
         counts.total += 1;
         *counts.per_source.entry(source).or_insert(0) += 1;
+        if udp {
+            counts.udp_total += 1;
+            *counts.udp_per_source.entry(source).or_insert(0) += 1;
+        }
         Ok(FlowPermit {
             limits: self.clone(),
             source,
+            udp,
         })
     }
 
@@ -169,11 +229,20 @@ impl Drop for FlowPermit {
     fn drop(&mut self) {
         let mut counts = self.limits.counts();
         counts.total = counts.total.saturating_sub(1);
-        if let Some(n) = counts.per_source.get_mut(&self.source) {
-            *n -= 1;
-            if *n == 0 {
-                counts.per_source.remove(&self.source);
-            }
+        release(&mut counts.per_source, self.source);
+        if self.udp {
+            counts.udp_total = counts.udp_total.saturating_sub(1);
+            release(&mut counts.udp_per_source, self.source);
+        }
+    }
+}
+
+/// One flow fewer from `source`.
+fn release(per_source: &mut HashMap<IpAddr, usize>, source: IpAddr) {
+    if let Some(n) = per_source.get_mut(&source) {
+        *n -= 1;
+        if *n == 0 {
+            per_source.remove(&source);
         }
     }
 }
@@ -209,6 +278,39 @@ mod tests {
         drop(held);
         assert_eq!(limits.active(), 0);
         assert!(limits.counts().per_source.is_empty());
+    }
+
+    #[test]
+    fn udp_flows_take_at_most_half_and_leave_tcp_the_rest() {
+        let limits = FlowLimits::new(FlowLimitsConfig {
+            max_flows: 8,
+            max_flows_per_source: 6,
+        });
+        let t0 = Instant::now();
+        let mut held: Vec<FlowPermit> = (0..3)
+            .map(|_| limits.admit_udp(ip(1), t0).unwrap())
+            .collect();
+        assert_eq!(
+            limits.admit_udp(ip(1), t0).unwrap_err().hit,
+            LimitHit::UdpSource(ip(1), 3)
+        );
+        held.push(limits.admit_udp(ip(2), t0).unwrap());
+        assert_eq!(
+            limits.admit_udp(ip(3), t0).unwrap_err().hit,
+            LimitHit::Udp(4)
+        );
+        // TCP flows still get the other half, the sprayer's host included.
+        held.push(limits.admit(ip(1), t0).unwrap());
+        held.extend((0..3).map(|_| limits.admit(ip(3), t0).unwrap()));
+        assert_eq!(limits.admit(ip(4), t0).unwrap_err().hit, LimitHit::Total(8));
+        // A UDP flow's end gives back both places.
+        held.remove(0);
+        assert_eq!(limits.active(), 7);
+        held.push(limits.admit_udp(ip(1), t0).unwrap());
+        drop(held);
+        let counts = limits.counts();
+        assert_eq!((counts.total, counts.udp_total), (0, 0));
+        assert!(counts.per_source.is_empty() && counts.udp_per_source.is_empty());
     }
 
     #[test]

@@ -14,7 +14,10 @@ use tracing::{debug, info, warn};
 
 use wanopt_proto::{OpenRepr, Services, Status, Target};
 
-use super::{lock, payload_buffer, send_datagram, Activity, FlowEnd, Sink, TunnelFlows};
+use super::{
+    lock, payload_buffer, send_datagram, Activity, FlowEnd, Sink, TunnelFlows, ONE_EXCHANGE_IDLE,
+    OPEN_TIMEOUT,
+};
 use crate::flow::limits::{FlowLimits, FlowPermit};
 use crate::flow::FlowState;
 use crate::state::NodeState;
@@ -143,7 +146,7 @@ fn start_flow(
         totals.dropped.fetch_add(1, Ordering::Relaxed);
         return;
     };
-    let permit = match edge.limits.admit(client.ip(), now) {
+    let permit = match edge.limits.admit_udp(client.ip(), now) {
         Ok(permit) => permit,
         Err(refusal) => {
             edge.state
@@ -230,11 +233,18 @@ impl FlowRun {
                 return None;
             }
         };
-        let (mut send, mut recv) = match conn.open_bi().await {
-            Ok(pair) => pair,
-            Err(e) => {
+        let (mut send, mut recv) = match tokio::time::timeout(OPEN_TIMEOUT, conn.open_bi()).await {
+            Ok(Ok(pair)) => pair,
+            Ok(Err(e)) => {
                 info!(
                     "udp flow {} to {}: cannot open a tunnel stream: {e}",
+                    flow.id, self.destination
+                );
+                return None;
+            }
+            Err(_) => {
+                info!(
+                    "udp flow {} to {}: the tunnel took no new stream within {OPEN_TIMEOUT:?}",
                     flow.id, self.destination
                 );
                 return None;
@@ -288,8 +298,14 @@ impl FlowRun {
                     }
                 }
                 _ = tick.tick() => {
-                    if activity.idle() >= self.edge.idle_timeout {
-                        debug!("udp flow {} idle for {:?}: ending it", flow.id, self.edge.idle_timeout);
+                    let one_exchange = flow.datagrams.to_server.load(Ordering::Relaxed) <= 1
+                        && flow.datagrams.to_client.load(Ordering::Relaxed) <= 1;
+                    let limit = match one_exchange {
+                        true => self.edge.idle_timeout.min(ONE_EXCHANGE_IDLE),
+                        false => self.edge.idle_timeout,
+                    };
+                    if activity.idle() >= limit {
+                        debug!("udp flow {} idle for {limit:?}: ending it", flow.id);
                         break;
                     }
                 }

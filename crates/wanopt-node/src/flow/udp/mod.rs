@@ -40,6 +40,13 @@ use super::table::Flow;
 
 /// `--udp-idle-timeout`'s default.
 pub const DEFAULT_UDP_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// The idle timeout of a flow that carried at most one datagram each way
+/// (a query and its answer, or a datagram nobody answered), when the
+/// configured one is longer: a resolver asking from a fresh port for each
+/// query would otherwise hold a flow per query for a minute.
+pub const ONE_EXCHANGE_IDLE: Duration = Duration::from_secs(10);
+/// How long the edge waits for the tunnel to take a new flow's stream.
+pub const OPEN_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long after its own idle timeout the core ends a flow whose edge
 /// went silent without ending it.
 pub const CORE_IDLE_GRACE: Duration = Duration::from_secs(10);
