@@ -506,10 +506,16 @@ impl Core {
             .collect();
         if allowed.is_empty() {
             match itself {
-                Some((addr, why)) => warn!(
-                    "refused {what}flow {} -> {}: {addr} is this core host itself ({why}), which a broad {flag} does not reach; name it to allow it (e.g. {flag} {addr})",
-                    header.source, header.destination
-                ),
+                Some((addr, why)) => {
+                    let is = match why {
+                        "multicast" | "broadcast" => format!("a {why} address"),
+                        _ => format!("this core host itself ({why})"),
+                    };
+                    warn!(
+                        "refused {what}flow {} -> {}: {addr} is {is}, which a broad {flag} does not reach; name it to allow it (e.g. {flag} {addr})",
+                        header.source, header.destination
+                    )
+                }
                 None => warn!(
                     "refused {what}flow {} -> {}: not permitted by the {list}",
                     header.source, header.destination

@@ -13,7 +13,10 @@
 //! names it, one whose prefix lies inside that range (`127.0.0.1:5432`,
 //! `127.0.0.0/8`, `fe80::/10`) or is that very address (`10.0.0.1`,
 //! `[2001:db8::1]:443`). `0.0.0.0/0`, `::/0` or a server subnet that holds
-//! the core's own address do not name it.
+//! the core's own address do not name it. Multicast (`224.0.0.0/4`,
+//! `ff00::/8`) and the broadcast address are reached the same way, only
+//! by a rule that names them: a broad `--allow-udp` does not send a
+//! client's datagrams to every host of a segment.
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
@@ -146,8 +149,9 @@ pub enum Permit {
     /// No rule matches it.
     NotListed,
     /// It is the host itself (the reason given: `loopback`,
-    /// `unspecified`, `link-local` or `one of its own addresses`) and only
-    /// rules broader than that range match it.
+    /// `unspecified`, `link-local` or `one of its own addresses`) or many
+    /// hosts (`multicast`, `broadcast`), and only rules broader than that
+    /// range match it.
     SelfNotNamed(&'static str),
 }
 
@@ -161,16 +165,19 @@ fn unmapped(ip: IpAddr) -> IpAddr {
 
 /// The ranges by which `ip` is the host itself, each with its reason:
 /// loopback, unspecified, link-local, or one of `host` (the host's own
-/// interface addresses) as a single-address range. Empty for any other
-/// address.
+/// interface addresses) as a single-address range; or by which it reaches
+/// many hosts (multicast, broadcast). Empty for any other address.
 pub fn self_ranges(ip: IpAddr, host: &[IpAddr]) -> Vec<(IpNet, &'static str)> {
-    const LOCAL: [(&str, &str); 6] = [
+    const LOCAL: [(&str, &str); 9] = [
         ("127.0.0.0/8", "loopback"),
         ("::1/128", "loopback"),
         ("0.0.0.0/8", "unspecified"),
         ("::/128", "unspecified"),
         ("169.254.0.0/16", "link-local"),
         ("fe80::/10", "link-local"),
+        ("224.0.0.0/4", "multicast"),
+        ("ff00::/8", "multicast"),
+        ("255.255.255.255/32", "broadcast"),
     ];
     let ip = unmapped(ip);
     let mut ranges: Vec<(IpNet, &'static str)> = LOCAL
@@ -333,6 +340,22 @@ mod tests {
         ] {
             assert_eq!(set(rules).permits(addr(target), &host), Permit::Allowed);
         }
+        // Multicast and broadcast: only when named.
+        for (target, why) in [
+            ("239.1.2.3:5004", "multicast"),
+            ("[ff02::1]:5004", "multicast"),
+            ("255.255.255.255:67", "broadcast"),
+        ] {
+            let broad = set(&["0.0.0.0/0", "::/0"]);
+            assert_eq!(
+                broad.permits(addr(target), &host),
+                Permit::SelfNotNamed(why)
+            );
+        }
+        assert_eq!(
+            set(&["239.1.2.0/24"]).permits(addr("239.1.2.3:5004"), &host),
+            Permit::Allowed
+        );
         // Naming one port does not open the others.
         assert_eq!(
             set(&["127.0.0.1:5432", "0.0.0.0/0"]).permits(addr("127.0.0.1:22"), &host),
