@@ -6,5 +6,6 @@ pub mod node;
 pub mod outcome;
 pub mod path;
 pub mod probe;
+pub mod size;
 pub mod status;
 pub mod token;
