@@ -72,6 +72,8 @@ pub struct EdgeConfig {
     pub udp_idle_timeout: Duration,
     /// Address for transparently redirected connections.
     pub transparent: Option<SocketAddr>,
+    /// Address for TPROXY'd UDP datagrams (`--transparent-udp`).
+    pub transparent_udp: Option<SocketAddr>,
     /// Flows to optimize; empty means all.
     pub optimize: RuleSet,
     /// Connect a transparent flow that matches no `optimize` rule to its
@@ -140,7 +142,10 @@ const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
 /// Runs an edge until `shutdown` resolves, then drains flows for a bounded
 /// time. Every listener is bound before this returns an error-free start.
 pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Result<(), NodeError> {
-    if config.forwards.is_empty() && config.transparent.is_none() && config.udp_forwards.is_empty()
+    if config.forwards.is_empty()
+        && config.transparent.is_none()
+        && config.udp_forwards.is_empty()
+        && config.transparent_udp.is_none()
     {
         return Err(UsageError::NothingToAccept.into());
     }
@@ -162,6 +167,10 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
             })?;
         udp_sockets.push((socket, forward.destination.clone()));
     }
+    let transparent_udp = match config.transparent_udp {
+        Some(addr) => Some(crate::flow::udp::transparent::bind(addr)?),
+        None => None,
+    };
     let transparent = match config.transparent {
         Some(addr) => {
             let listener = listen_tcp(addr, true)?;
@@ -217,7 +226,7 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
         Published {
             tunnel: tunnel_tx,
             udp: udp_tx,
-            wants_udp: !config.udp_forwards.is_empty(),
+            wants_udp: !config.udp_forwards.is_empty() || config.transparent_udp.is_some(),
         },
         shutdown_signal.clone(),
     ));
@@ -244,6 +253,14 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
             udp_edge.clone(),
             socket,
             destination,
+        ));
+    }
+    if let Some(socket) = transparent_udp {
+        tasks.spawn(crate::flow::udp::transparent::serve(
+            udp_edge.clone(),
+            socket,
+            edge.config.optimize.clone(),
+            edge.config.fail == FailMode::Open,
         ));
     }
     if let Some((listener, addr)) = transparent {

@@ -139,6 +139,8 @@ pub fn listen_tcp(addr: SocketAddr, transparent: bool) -> Result<TcpListener, No
     .map_err(bind_err)?;
     socket.set_reuse_address(true).map_err(bind_err)?;
     socket.set_nonblocking(true).map_err(bind_err)?;
+    // Best effort: without it (no CAP_NET_ADMIN) TPROXY does not work,
+    // REDIRECT still does.
     if transparent {
         set_ip_transparent(&socket, addr.is_ipv6());
     }
@@ -147,7 +149,9 @@ pub fn listen_tcp(addr: SocketAddr, transparent: bool) -> Result<TcpListener, No
     TcpListener::from_std(socket.into()).map_err(bind_err)
 }
 
-fn set_ip_transparent(socket: &socket2::Socket, v6: bool) {
+/// Sets `IP_TRANSPARENT` (`IPV6_TRANSPARENT`); false when refused (no
+/// `CAP_NET_ADMIN`).
+pub(crate) fn set_ip_transparent(socket: &socket2::Socket, v6: bool) -> bool {
     use std::os::fd::AsRawFd;
     let one: libc::c_int = 1;
     let (level, name) = if v6 {
@@ -155,17 +159,17 @@ fn set_ip_transparent(socket: &socket2::Socket, v6: bool) {
     } else {
         (libc::SOL_IP, libc::IP_TRANSPARENT)
     };
-    // SAFETY: setsockopt on a valid fd with a pointer to a live c_int. Failure
-    // (no CAP_NET_ADMIN) only means TPROXY will not work; REDIRECT still does.
-    unsafe {
+    // SAFETY: setsockopt on a valid fd with a pointer to a live c_int.
+    let rc = unsafe {
         libc::setsockopt(
             socket.as_raw_fd(),
             level,
             name,
             (&one as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
-    }
+        )
+    };
+    rc == 0
 }
 
 /// The destination a redirected connection was addressed to: from conntrack

@@ -10,7 +10,7 @@ mod common;
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -178,6 +178,10 @@ impl Topology {
                 &format!("{SERVER}/32"),
                 "--allow",
                 &format!("{SERVER6}/128"),
+                "--allow-udp",
+                &format!("{SERVER}/32"),
+                "--allow-udp",
+                &format!("{SERVER6}/128"),
                 "--no-reduce",
             ]
             .map(String::from),
@@ -203,12 +207,13 @@ impl Topology {
 
     /// The methods `--print-firewall` prints, recommended first: each one's
     /// setup and teardown commands.
-    fn firewall_methods(&self) -> Vec<(Vec<String>, Vec<String>)> {
+    fn firewall_methods(&self, extra: &[&str]) -> Vec<(Vec<String>, Vec<String>)> {
         let out = Command::new(BIN)
             .args(["edge", "--transparent", "[::]:7000", "--optimize"])
             .arg(format!("{SERVER}:{OPTIMIZED}-{OPTIMIZED_TOO}"))
             .arg("--optimize")
             .arg(format!("[{SERVER6}/128]:{OPTIMIZED}-{OPTIMIZED_TOO}"))
+            .args(extra)
             .args(["--lan-if", &self.lan_if(), "--print-firewall"])
             .output()
             .unwrap();
@@ -330,7 +335,7 @@ fn flows_not_optimized_never_pass_the_forward_policy_tunnel_up_or_down() {
         serve(&topo, server, MANAGEMENT, false);
     }
     let (core, _edge) = topo.start_nodes(&["--fail", "open"]);
-    let methods = topo.firewall_methods();
+    let methods = topo.firewall_methods(&[]);
     let short = Duration::from_millis(1500);
 
     // Tunnel up: the optimized port is reached through the tunnel (the core
@@ -419,6 +424,82 @@ fn flows_not_optimized_never_pass_the_forward_policy_tunnel_up_or_down() {
     topo.apply(&methods[0].1);
 }
 
+/// A UDP server in the server namespace: each datagram gets
+/// "PORT from PEER-ADDRESS: DATAGRAM" back.
+fn serve_udp(topo: &Topology, server: &str, port: u16) {
+    let addr = SocketAddr::new(server.parse().unwrap(), port);
+    let socket = in_ns(&topo.ns("sv"), || UdpSocket::bind(addr).unwrap());
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        while let Ok((n, peer)) = socket.recv_from(&mut buf) {
+            let text = String::from_utf8_lossy(&buf[..n]);
+            let answer = format!("{port} from {}: {text}", peer.ip());
+            let _ = socket.send_to(answer.as_bytes(), peer);
+        }
+    });
+}
+
+/// Two datagrams from one client socket to `server:port`: the answers and
+/// where they came from.
+fn ask_udp(topo: &Topology, server: &str, port: u16) -> Vec<(String, SocketAddr)> {
+    let to = SocketAddr::new(server.parse().unwrap(), port);
+    let any = if to.is_ipv6() { "[::]:0" } else { "0.0.0.0:0" };
+    let socket = in_ns(&topo.ns("cl"), || UdpSocket::bind(any).unwrap());
+    socket
+        .set_read_timeout(Some(Duration::from_millis(1500)))
+        .unwrap();
+    let mut answers = Vec::new();
+    for ask in [&b"one"[..], b"two"] {
+        socket.send_to(ask, to).unwrap();
+        let mut buf = [0u8; 2048];
+        if let Ok((n, from)) = socket.recv_from(&mut buf) {
+            answers.push((String::from_utf8_lossy(&buf[..n]).into_owned(), from));
+        }
+    }
+    answers
+}
+
+#[test]
+fn transparent_udp_reaches_optimized_destinations_through_the_tunnel_only() {
+    if !common::is_root() {
+        eprintln!("skipped: needs root for network namespaces");
+        return;
+    }
+    let mut topo = Topology::new("u");
+    for server in [SERVER, SERVER6] {
+        serve_udp(&topo, server, OPTIMIZED);
+        serve_udp(&topo, server, MANAGEMENT);
+    }
+    let udp = ["--transparent-udp", "[::]:7002"];
+    topo.start_nodes(&udp);
+    let methods = topo.firewall_methods(&udp);
+    // The two TPROXY methods; REDIRECT carries no UDP.
+    for (setup, teardown) in &methods[..2] {
+        topo.apply(setup);
+        for server in [SERVER, SERVER6] {
+            // Through the tunnel: the core (on the server host) sends, and
+            // the answers come back from the address the client sent to.
+            let to = SocketAddr::new(server.parse().unwrap(), OPTIMIZED);
+            let answer = |ask| (format!("{OPTIMIZED} from {server}: {ask}"), to);
+            assert_eq!(
+                ask_udp(&topo, server, OPTIMIZED),
+                [answer("one"), answer("two")],
+                "{setup:?}\nedge log:\n{}",
+                topo.log("edge")
+            );
+            assert_eq!(ask_udp(&topo, server, MANAGEMENT), [], "{setup:?}");
+        }
+        topo.apply(teardown);
+    }
+    let status = in_ns(&topo.ns("ed"), || {
+        common::http_get("127.0.0.1:7001".parse().unwrap(), "/status")
+    })
+    .and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok())
+    .unwrap();
+    // One flow per method, address family and client socket.
+    assert_eq!(status["udp"]["flows"], 4, "{}", status["udp"]);
+}
+
 /// Raises this process's open-file limit to its hard limit (children
 /// inherit it); returns the limit.
 fn raise_fd_limit() -> u64 {
@@ -454,7 +535,7 @@ fn eight_thousand_open_connections_do_not_hang_new_ones() {
     let held = serve(&topo, SERVER, OPTIMIZED, true);
     serve(&topo, SERVER, OPTIMIZED_TOO, false);
     topo.start_nodes(&[]);
-    let methods = topo.firewall_methods();
+    let methods = topo.firewall_methods(&[]);
     // The recommended rules.
     topo.apply(&methods[0].0);
 

@@ -296,10 +296,10 @@ fn traffic_metrics(m: &mut Exposition, s: &Status) {
 }
 
 /// The node's flows, data reduction and compressor memory.
-/// UDP flows (`--forward-udp`): one sample each for the node.
+/// UDP flows (`--forward-udp`, `--transparent-udp`): one sample each for the node.
 fn udp_metrics(m: &mut Exposition, s: &Status) {
     let u = &s.udp;
-    let node: [(&str, &str, f64); 6] = [
+    let node: [(&str, &str, f64); 7] = [
         ("udp_flows_total", "UDP flows opened through the tunnel.", u.flows as f64),
         (
             "udp_flows_refused_total",
@@ -325,6 +325,11 @@ fn udp_metrics(m: &mut Exposition, s: &Status) {
             "udp_unknown_flow_total",
             "Tunnel datagrams for no known UDP flow, dropped.",
             u.unknown_flow as f64,
+        ),
+        (
+            "udp_unmatched_total",
+            "Transparent UDP datagrams to destinations --optimize does not select, dropped.",
+            u.unmatched as f64,
         ),
     ];
     for (name, help, value) in node {

@@ -1,7 +1,9 @@
 //! The firewall rules `wanopt edge --print-firewall` prints: they send to
-//! the edge's transparent port only the TCP flows that `--optimize` selects
-//! (nothing else reaches the edge process), never the edge host's own
-//! addresses, for IPv4 and IPv6; each method comes with its teardown.
+//! the edge's transparent ports only the TCP flows (`--transparent`) and
+//! UDP flows (`--transparent-udp`) that `--optimize` selects (nothing else
+//! reaches the edge process), never the edge host's own addresses, for IPv4
+//! and IPv6; each method comes with its teardown. UDP needs TPROXY: the
+//! REDIRECT methods carry TCP only.
 //!
 //! Methods, recommended first:
 //! - nftables TPROXY: no NAT, the flow keeps its addresses, so two flows from
@@ -34,8 +36,10 @@ const TABLE: u32 = 177;
 pub struct Interception<'a> {
     /// The LAN interface the clients' traffic arrives on.
     pub lan_if: &'a str,
-    /// The edge's transparent port.
-    pub port: u16,
+    /// The edge's transparent TCP port (`--transparent`).
+    pub port: Option<u16>,
+    /// The edge's transparent UDP port (`--transparent-udp`).
+    pub udp_port: Option<u16>,
     /// Whether the transparent listener is an IPv6 one (`[::]:PORT` accepts
     /// IPv4 too; an IPv4 listener takes no IPv6 flow).
     pub listen_v6: bool,
@@ -94,14 +98,14 @@ impl Family {
 }
 
 impl Selection<'_> {
-    /// iptables matches, one per rule (`-p tcp` included).
-    fn iptables(&self) -> Vec<String> {
+    /// iptables matches, one per rule (`-p PROTO` included).
+    fn iptables(&self, proto: &str) -> Vec<String> {
         match self {
-            Selection::All => vec![" -p tcp".to_owned()],
+            Selection::All => vec![format!(" -p {proto}")],
             Selection::Rules(rules) => rules
                 .iter()
                 .map(|r| {
-                    let mut m = format!(" -p tcp -d {}", r.prefix());
+                    let mut m = format!(" -p {proto} -d {}", r.prefix());
                     if let Some((lo, hi)) = r.port_range() {
                         m += &match lo == hi {
                             true => format!(" --dport {lo}"),
@@ -114,21 +118,25 @@ impl Selection<'_> {
         }
     }
 
-    /// nftables matches, one per rule (`meta l4proto tcp` included).
-    fn nft(&self, family: Family) -> Vec<String> {
+    /// nftables matches, one per rule (`meta l4proto PROTO` included).
+    fn nft(&self, family: Family, proto: &str) -> Vec<String> {
         match self {
             Selection::All => vec![format!(
-                " meta nfproto {} meta l4proto tcp",
+                " meta nfproto {} meta l4proto {proto}",
                 family.nfproto()
             )],
             Selection::Rules(rules) => rules
                 .iter()
                 .map(|r| {
-                    let mut m = format!(" meta l4proto tcp {} daddr {}", family.nft(), r.prefix());
+                    let mut m = format!(
+                        " meta l4proto {proto} {} daddr {}",
+                        family.nft(),
+                        r.prefix()
+                    );
                     if let Some((lo, hi)) = r.port_range() {
                         m += &match lo == hi {
-                            true => format!(" tcp dport {lo}"),
-                            false => format!(" tcp dport {lo}-{hi}"),
+                            true => format!(" {proto} dport {lo}"),
+                            false => format!(" {proto} dport {lo}-{hi}"),
                         };
                     }
                     m
@@ -150,15 +158,22 @@ fn is_interface_name(name: &str) -> bool {
 /// The rules and their teardown, as shell commands with comments.
 pub fn rules(i: &Interception) -> anyhow::Result<String> {
     let lan = i.lan_if;
-    let port = i.port;
     if !is_interface_name(lan) {
         bail!("--lan-if {lan:?} is not an interface name");
     }
+    // The diverted protocols and their ports, TCP first.
+    let protos: Vec<(&str, u16)> = [("tcp", i.port), ("udp", i.udp_port)]
+        .into_iter()
+        .filter_map(|(proto, port)| Some((proto, port?)))
+        .collect();
+    let Some(&(_, first_port)) = protos.first() else {
+        bail!("--print-firewall needs --transparent LISTEN or --transparent-udp LISTEN");
+    };
     let (v6_rules, v4_rules): (Vec<&AddrRule>, Vec<&AddrRule>) =
         i.optimize.0.iter().partition(|r| r.is_ipv6());
     if !v6_rules.is_empty() && !i.listen_v6 {
         bail!(
-            "--print-firewall: IPv6 --optimize rules need an IPv6 transparent listener: give --transparent [::]:{port} (it accepts IPv4 too)"
+            "--print-firewall: IPv6 --optimize rules need IPv6 transparent listeners: give [::]:{first_port} (it accepts IPv4 too)"
         );
     }
     let mut families: Vec<(Family, Selection)> = Vec::new();
@@ -175,15 +190,20 @@ pub fn rules(i: &Interception) -> anyhow::Result<String> {
             families.push((Family::V6, Selection::Rules(v6_rules)));
         }
     }
+    let what = protos
+        .iter()
+        .map(|(proto, port)| format!("{} flows to port {port}", proto.to_uppercase()))
+        .collect::<Vec<_>>()
+        .join(" and ");
 
     let mut out = String::new();
     let w = &mut out;
     let _ = writeln!(
         w,
-        "# wanopt edge: send the TCP flows that --optimize selects, arriving on {lan},\n\
-         # to the transparent port {port}; other flows and the edge host's own\n\
-         # addresses are left to the kernel (and the FORWARD policy). The edge host\n\
-         # must route the clients' traffic (it is their gateway). Pick one method."
+        "# wanopt edge: send the flows that --optimize selects, arriving on {lan}, to the\n\
+         # edge's transparent ports ({what}); other flows and the edge\n\
+         # host's own addresses are left to the kernel (and the FORWARD policy). The edge\n\
+         # host must route the clients' traffic (it is their gateway). Pick one method."
     );
     for (family, _) in &families {
         let _ = writeln!(
@@ -207,16 +227,23 @@ pub fn rules(i: &Interception) -> anyhow::Result<String> {
         w,
         "nft add table inet wanopt\n\
          nft 'add chain {chain} {{ type filter hook prerouting priority mangle; }}'\n\
-         nft add rule {chain} iifname \"{lan}\" fib daddr type local return\n\
-         nft add rule {chain} iifname \"{lan}\" meta l4proto tcp ct mark {MARK} tproxy to :{port} meta mark set {MARK} accept"
+         nft add rule {chain} iifname \"{lan}\" fib daddr type local return"
     );
-    for (family, selection) in &families {
-        for m in selection.nft(*family) {
-            let _ = writeln!(
-                w,
-                "nft add rule {chain} iifname \"{lan}\" ct state new{m} tproxy {} to :{port} meta mark set {MARK} ct mark set {MARK} accept",
-                family.nft()
-            );
+    for (proto, port) in &protos {
+        let _ = writeln!(
+            w,
+            "nft add rule {chain} iifname \"{lan}\" meta l4proto {proto} ct mark {MARK} tproxy to :{port} meta mark set {MARK} accept"
+        );
+    }
+    for (proto, port) in &protos {
+        for (family, selection) in &families {
+            for m in selection.nft(*family, proto) {
+                let _ = writeln!(
+                    w,
+                    "nft add rule {chain} iifname \"{lan}\" ct state new{m} tproxy {} to :{port} meta mark set {MARK} ct mark set {MARK} accept",
+                    family.nft()
+                );
+            }
         }
     }
     let _ = writeln!(w, "# Teardown:\nnft delete table inet wanopt");
@@ -224,7 +251,8 @@ pub fn rules(i: &Interception) -> anyhow::Result<String> {
 
     let _ = writeln!(
         w,
-        "\n# Or iptables TPROXY (the same, but SYNs are dropped while the edge does not listen)."
+        "\n# Or iptables TPROXY (the same, but what finds no listener is dropped:\n\
+         # SYNs and datagrams, while the edge does not listen)."
     );
     policy_routing(w, &families, "add");
     for (family, selection) in &families {
@@ -234,29 +262,46 @@ pub fn rules(i: &Interception) -> anyhow::Result<String> {
             "{ipt} -t mangle -N WANOPT\n\
              {ipt} -t mangle -A WANOPT -m addrtype --dst-type LOCAL -j RETURN"
         );
-        for m in selection.iptables() {
+        for (proto, _) in &protos {
+            for m in selection.iptables(proto) {
+                let _ = writeln!(
+                    w,
+                    "{ipt} -t mangle -A WANOPT -m conntrack --ctstate NEW{m} -j CONNMARK --set-mark {MARK}"
+                );
+            }
+        }
+        for (proto, port) in &protos {
             let _ = writeln!(
                 w,
-                "{ipt} -t mangle -A WANOPT -m conntrack --ctstate NEW{m} -j CONNMARK --set-mark {MARK}"
+                "{ipt} -t mangle -A WANOPT -p {proto} -m connmark --mark {MARK} -j TPROXY --on-port {port} --tproxy-mark {MARK}/0xffffffff"
             );
         }
-        let _ = writeln!(
-            w,
-            "{ipt} -t mangle -A WANOPT -p tcp -m connmark --mark {MARK} -j TPROXY --on-port {port} --tproxy-mark {MARK}/0xffffffff\n\
-             {ipt} -t mangle -A PREROUTING -i {lan} -p tcp -j WANOPT"
-        );
+        for (proto, _) in &protos {
+            let _ = writeln!(
+                w,
+                "{ipt} -t mangle -A PREROUTING -i {lan} -p {proto} -j WANOPT"
+            );
+        }
     }
     let _ = writeln!(w, "# Teardown:");
     for (family, _) in &families {
-        chain_teardown(w, family.iptables(), "mangle", lan);
+        chain_teardown(w, family.iptables(), "mangle", lan, &protos);
     }
     policy_routing(w, &families, "del");
 
+    let Some(port) = i.port else {
+        let _ = writeln!(
+            w,
+            "\n# (REDIRECT carries no UDP: it loses the original destination.)"
+        );
+        return Ok(out);
+    };
     let _ = writeln!(
         w,
-        "\n# Or REDIRECT (NAT; the edge reads SO_ORIGINAL_DST; new flows are refused\n\
-         # while the edge does not listen), with iptables:"
+        "\n# Or REDIRECT, for TCP only (NAT; the edge reads SO_ORIGINAL_DST; new flows are\n\
+         # refused while the edge does not listen), with iptables:"
     );
+    let tcp = [("tcp", port)];
     for (family, selection) in &families {
         let ipt = family.iptables();
         let _ = writeln!(
@@ -264,14 +309,14 @@ pub fn rules(i: &Interception) -> anyhow::Result<String> {
             "{ipt} -t nat -N WANOPT\n\
              {ipt} -t nat -A WANOPT -m addrtype --dst-type LOCAL -j RETURN"
         );
-        for m in selection.iptables() {
+        for m in selection.iptables("tcp") {
             let _ = writeln!(w, "{ipt} -t nat -A WANOPT{m} -j REDIRECT --to-ports {port}");
         }
         let _ = writeln!(w, "{ipt} -t nat -A PREROUTING -i {lan} -p tcp -j WANOPT");
     }
     let _ = writeln!(w, "# Teardown:");
     for (family, _) in &families {
-        chain_teardown(w, family.iptables(), "nat", lan);
+        chain_teardown(w, family.iptables(), "nat", lan, &tcp);
     }
     let _ = writeln!(
         w,
@@ -281,7 +326,7 @@ pub fn rules(i: &Interception) -> anyhow::Result<String> {
          nft add rule {chain} iifname \"{lan}\" fib daddr type local return"
     );
     for (family, selection) in &families {
-        for m in selection.nft(*family) {
+        for m in selection.nft(*family, "tcp") {
             let _ = writeln!(
                 w,
                 "nft add rule {chain} iifname \"{lan}\"{m} redirect to :{port}"
@@ -305,13 +350,14 @@ fn policy_routing(w: &mut String, families: &[(Family, Selection)], verb: &str) 
     }
 }
 
-fn chain_teardown(w: &mut String, ipt: &str, table: &str, lan: &str) {
-    let _ = writeln!(
-        w,
-        "{ipt} -t {table} -D PREROUTING -i {lan} -p tcp -j WANOPT\n\
-         {ipt} -t {table} -F WANOPT\n\
-         {ipt} -t {table} -X WANOPT"
-    );
+fn chain_teardown(w: &mut String, ipt: &str, table: &str, lan: &str, protos: &[(&str, u16)]) {
+    for (proto, _) in protos {
+        let _ = writeln!(
+            w,
+            "{ipt} -t {table} -D PREROUTING -i {lan} -p {proto} -j WANOPT"
+        );
+    }
+    let _ = writeln!(w, "{ipt} -t {table} -F WANOPT\n{ipt} -t {table} -X WANOPT");
 }
 
 #[cfg(test)]
@@ -322,7 +368,8 @@ mod tests {
         let set = RuleSet(optimize.iter().map(|r| r.parse().unwrap()).collect());
         rules(&Interception {
             lan_if: "lan0",
-            port: 7000,
+            port: Some(7000),
+            udp_port: None,
             listen_v6,
             optimize: &set,
         })
@@ -436,15 +483,56 @@ mod tests {
     }
 
     #[test]
+    fn udp_is_diverted_by_tproxy_to_its_own_port_and_never_redirected() {
+        let set = RuleSet(vec!["198.18.3.0/24:5004-5006".parse().unwrap()]);
+        let both = |port| {
+            rules(&Interception {
+                lan_if: "lan0",
+                port,
+                udp_port: Some(7001),
+                listen_v6: false,
+                optimize: &set,
+            })
+            .unwrap()
+        };
+        let out = both(Some(7000));
+        let (setup, _) = method(&out, "Recommended: nftables TPROXY");
+        assert!(setup.contains(&"nft add rule inet wanopt prerouting iifname \"lan0\" ct state new meta l4proto udp ip daddr 198.18.3.0/24 udp dport 5004-5006 tproxy ip to :7001 meta mark set 0x77 ct mark set 0x77 accept"), "{setup:#?}");
+        assert!(setup.contains(&"nft add rule inet wanopt prerouting iifname \"lan0\" meta l4proto udp ct mark 0x77 tproxy to :7001 meta mark set 0x77 accept"), "{setup:#?}");
+        assert!(setup
+            .iter()
+            .any(|l| l.contains("l4proto tcp") && l.contains(":7000")));
+        let (setup, teardown) = method(&out, "Or iptables TPROXY");
+        assert!(setup.contains(&"iptables -t mangle -A WANOPT -p udp -m connmark --mark 0x77 -j TPROXY --on-port 7001 --tproxy-mark 0x77/0xffffffff"), "{setup:#?}");
+        assert!(setup.contains(&"iptables -t mangle -A PREROUTING -i lan0 -p udp -j WANOPT"));
+        assert!(teardown.contains(&"iptables -t mangle -D PREROUTING -i lan0 -p udp -j WANOPT"));
+        assert!(teardown.contains(&"iptables -t mangle -D PREROUTING -i lan0 -p tcp -j WANOPT"));
+        // REDIRECT carries TCP only.
+        let (setup, _) = method(&out, "with iptables:");
+        assert!(setup.iter().all(|l| !l.contains("udp")), "{setup:#?}");
+        // UDP alone: no REDIRECT method at all.
+        let out = both(None);
+        assert!(
+            !out.contains("REDIRECT --to-ports") && !out.contains("redirect to"),
+            "{out}"
+        );
+        assert!(
+            !out.contains("l4proto tcp") && !out.contains("-p tcp"),
+            "{out}"
+        );
+    }
+
+    #[test]
     fn ipv6_rules_need_an_ipv6_listener_and_interface_names_are_checked() {
         let e = print(&["[2001:db8::/32]:443"], false)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("--transparent [::]:7000"), "{e}");
+        assert!(e.contains("[::]:7000"), "{e}");
         let set = RuleSet::default();
         let e = rules(&Interception {
             lan_if: "lan0; reboot",
-            port: 7000,
+            port: Some(7000),
+            udp_port: None,
             listen_v6: false,
             optimize: &set,
         })

@@ -181,6 +181,11 @@ pub struct EdgeArgs {
     /// Accept connections redirected by the firewall (REDIRECT or TPROXY) here.
     #[arg(long, value_name = "LISTEN")]
     pub transparent: Option<SocketAddr>,
+    /// Receive UDP datagrams the firewall diverts here with TPROXY (needs
+    /// CAP_NET_ADMIN); each (client, original destination) is one flow to
+    /// that destination through the core, which must --allow-udp it.
+    #[arg(long, value_name = "LISTEN")]
+    pub transparent_udp: Option<SocketAddr>,
     /// Optimize only transparent flows to these destinations,
     /// CIDR[:PORT[-PORT]] (repeatable); --print-firewall sends only these to
     /// the edge, which refuses any other. With no rule, everything is
@@ -262,6 +267,7 @@ struct FileConfig {
     #[serde(default)]
     forward_udp: Vec<String>,
     transparent: Option<SocketAddr>,
+    transparent_udp: Option<SocketAddr>,
     #[serde(default)]
     optimize: Vec<String>,
     pass_unmatched: Option<bool>,
@@ -624,6 +630,7 @@ pub fn edge_config(args: &EdgeArgs) -> anyhow::Result<EdgeConfig> {
         udp_forwards,
         udp_idle_timeout: common.udp_idle_timeout,
         transparent: args.transparent.or(file.transparent),
+        transparent_udp: args.transparent_udp.or(file.transparent_udp),
         optimize: rules(&list(&args.optimize, std::mem::take(&mut file.optimize)))?,
         pass_unmatched: args.pass_unmatched || file.pass_unmatched.unwrap_or(false),
         no_reduce_to: rules(&list(
@@ -661,15 +668,17 @@ fn positive_count(n: usize, name: &str) -> anyhow::Result<usize> {
 /// transparent port (see [`super::firewall`]).
 pub fn firewall_rules(args: &EdgeArgs) -> anyhow::Result<String> {
     let mut file = read_file(args.common.config.as_deref())?;
-    let listen = args
-        .transparent
-        .or(file.transparent)
-        .context("--print-firewall needs --transparent LISTEN")?;
+    let tcp = args.transparent.or(file.transparent);
+    let udp = args.transparent_udp.or(file.transparent_udp);
+    if tcp.is_none() && udp.is_none() {
+        bail!("--print-firewall needs --transparent LISTEN or --transparent-udp LISTEN");
+    }
     let optimize = rules(&list(&args.optimize, std::mem::take(&mut file.optimize)))?;
     super::firewall::rules(&super::firewall::Interception {
         lan_if: &args.lan_if,
-        port: listen.port(),
-        listen_v6: listen.is_ipv6(),
+        port: tcp.map(|a| a.port()),
+        udp_port: udp.map(|a| a.port()),
+        listen_v6: tcp.iter().chain(udp.iter()).all(|a| a.is_ipv6()),
         optimize: &optimize,
     })
 }

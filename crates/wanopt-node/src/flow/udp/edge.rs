@@ -67,132 +67,157 @@ pub(crate) struct UdpEdge {
     pub(crate) idle_timeout: Duration,
 }
 
-/// One forward's live flows, by client address.
-type Clients = Arc<Mutex<HashMap<SocketAddr, mpsc::Sender<Vec<u8>>>>>;
+/// A flow's ends on the LAN side: the client, and the address it sent to
+/// (the forward's listening address, or the original destination of a
+/// TPROXY'd datagram).
+pub(crate) type FlowKey = (SocketAddr, SocketAddr);
+
+/// Where a new flow's replies go out: the socket, and whether the flow
+/// also reads its client's datagrams from it (a transparent flow's own
+/// socket, to which the kernel delivers them once it exists).
+pub(crate) type ReplySocket = (Arc<UdpSocket>, bool);
+
+/// The live flows of one receiving socket, and the clients refused lately.
+#[derive(Default)]
+pub(crate) struct Dispatch {
+    flows: Arc<Mutex<HashMap<FlowKey, mpsc::Sender<Vec<u8>>>>>,
+    refused: Arc<Mutex<HashMap<FlowKey, Instant>>>,
+}
+
+impl Dispatch {
+    /// Hands `payload` from `key`'s client to its flow, or starts a flow to
+    /// `destination` whose replies go out on the socket `open` gives.
+    pub(crate) fn datagram(
+        &self,
+        edge: &Arc<UdpEdge>,
+        key: FlowKey,
+        destination: &Target,
+        payload: Vec<u8>,
+        open: impl FnOnce() -> Option<ReplySocket>,
+    ) {
+        let existing = lock(&self.flows).get(&key).cloned();
+        let payload = match existing {
+            None => payload,
+            Some(queue) => match queue.try_send(payload) {
+                Ok(()) => return,
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    edge.state.udp.dropped.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+                // The flow ended: a new one starts below.
+                Err(mpsc::error::TrySendError::Closed(payload)) => {
+                    lock(&self.flows).remove(&key);
+                    payload
+                }
+            },
+        };
+        self.start(edge, key, destination, payload, open);
+    }
+
+    fn start(
+        &self,
+        edge: &Arc<UdpEdge>,
+        key: FlowKey,
+        destination: &Target,
+        first: Vec<u8>,
+        open: impl FnOnce() -> Option<ReplySocket>,
+    ) {
+        let totals = &edge.state.udp;
+        let now = Instant::now();
+        {
+            let mut refused = lock(&self.refused);
+            refused.retain(|_, at| now.saturating_duration_since(*at) < REFUSAL_MEMORY);
+            if refused.contains_key(&key) {
+                totals.dropped.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        }
+        let Some(tunnel) = edge.tunnel.borrow().clone() else {
+            totals.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        let client = key.0;
+        let permit = match edge.limits.admit_udp(client.ip(), now) {
+            Ok(permit) => permit,
+            Err(refusal) => {
+                edge.state
+                    .flows
+                    .totals
+                    .limited
+                    .fetch_add(1, Ordering::Relaxed);
+                if let Some(n) = refusal.log {
+                    warn!(
+                        "refusing new flows: {}; {n} refused since the last such line",
+                        refusal.hit
+                    );
+                }
+                totals.dropped.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        };
+        let Some((socket, reads)) = open() else {
+            totals.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        let (queue, datagrams) = mpsc::channel(FLOW_QUEUE);
+        let _ = queue.try_send(first);
+        let own = queue.clone();
+        lock(&self.flows).insert(key, queue);
+        let flow = FlowRun {
+            edge: edge.clone(),
+            tunnel,
+            socket,
+            reads,
+            client,
+            destination: destination.clone(),
+            _permit: permit,
+        };
+        let flows = self.flows.clone();
+        let refused = self.refused.clone();
+        tokio::spawn(async move {
+            if let Some(status) = flow.run(datagrams).await {
+                let mut refused = lock(&refused);
+                if refused.len() < MAX_REFUSALS {
+                    refused.insert(key, Instant::now());
+                }
+                debug!("udp flow {client}: refused by the core: {status}");
+            }
+            // Only its own entry: a new flow of the same client may have
+            // taken the place since this one's queue closed.
+            let mut flows = lock(&flows);
+            if flows.get(&key).is_some_and(|q| q.same_channel(&own)) {
+                flows.remove(&key);
+            }
+        });
+    }
+}
 
 /// Serves one forward until the node stops.
 pub(crate) async fn serve(edge: Arc<UdpEdge>, socket: UdpSocket, destination: Target) {
     let socket = Arc::new(socket);
-    let clients: Clients = Arc::default();
-    let refused: Arc<Mutex<HashMap<SocketAddr, Instant>>> = Arc::default();
-    let totals = &edge.state.udp;
+    let listen = match socket.local_addr() {
+        Ok(addr) => addr,
+        Err(e) => {
+            warn!("udp forward to {destination}: {e}");
+            return;
+        }
+    };
+    let dispatch = Dispatch::default();
     let mut buf = payload_buffer();
     loop {
         let (n, client) = match socket.recv_from(&mut buf).await {
             Ok(pair) => pair,
             Err(e) => {
-                debug!("udp forward {:?}: {e}", socket.local_addr());
+                debug!("udp forward {listen}: {e}");
                 tokio::time::sleep(Duration::from_millis(10)).await;
                 continue;
             }
         };
         let payload = buf[..n].to_vec();
-        let existing = lock(&clients).get(&client).cloned();
-        if let Some(queue) = existing {
-            match queue.try_send(payload) {
-                Ok(()) => continue,
-                Err(mpsc::error::TrySendError::Full(_)) => {
-                    totals.dropped.fetch_add(1, Ordering::Relaxed);
-                    continue;
-                }
-                // The flow ended: a new one starts below.
-                Err(mpsc::error::TrySendError::Closed(payload)) => {
-                    lock(&clients).remove(&client);
-                    start_flow(
-                        &edge,
-                        &socket,
-                        &clients,
-                        &refused,
-                        client,
-                        &destination,
-                        payload,
-                    );
-                }
-            }
-        } else {
-            start_flow(
-                &edge,
-                &socket,
-                &clients,
-                &refused,
-                client,
-                &destination,
-                payload,
-            );
-        }
+        dispatch.datagram(&edge, (client, listen), &destination, payload, || {
+            Some((socket.clone(), false))
+        });
     }
-}
-
-fn start_flow(
-    edge: &Arc<UdpEdge>,
-    socket: &Arc<UdpSocket>,
-    clients: &Clients,
-    refused: &Arc<Mutex<HashMap<SocketAddr, Instant>>>,
-    client: SocketAddr,
-    destination: &Target,
-    first: Vec<u8>,
-) {
-    let totals = &edge.state.udp;
-    let now = Instant::now();
-    {
-        let mut refused = lock(refused);
-        refused.retain(|_, at| now.saturating_duration_since(*at) < REFUSAL_MEMORY);
-        if refused.contains_key(&client) {
-            totals.dropped.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-    }
-    let Some(tunnel) = edge.tunnel.borrow().clone() else {
-        totals.dropped.fetch_add(1, Ordering::Relaxed);
-        return;
-    };
-    let permit = match edge.limits.admit_udp(client.ip(), now) {
-        Ok(permit) => permit,
-        Err(refusal) => {
-            edge.state
-                .flows
-                .totals
-                .limited
-                .fetch_add(1, Ordering::Relaxed);
-            if let Some(n) = refusal.log {
-                warn!(
-                    "refusing new flows: {}; {n} refused since the last such line",
-                    refusal.hit
-                );
-            }
-            totals.dropped.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-    };
-    let (queue, datagrams) = mpsc::channel(FLOW_QUEUE);
-    let _ = queue.try_send(first);
-    let own = queue.clone();
-    lock(clients).insert(client, queue);
-    let flow = FlowRun {
-        edge: edge.clone(),
-        tunnel,
-        socket: socket.clone(),
-        client,
-        destination: destination.clone(),
-        _permit: permit,
-    };
-    let clients = clients.clone();
-    let refused = refused.clone();
-    tokio::spawn(async move {
-        if let Some(status) = flow.run(datagrams).await {
-            let mut refused = lock(&refused);
-            if refused.len() < MAX_REFUSALS {
-                refused.insert(client, Instant::now());
-            }
-            debug!("udp flow {client}: refused by the core: {status}");
-        }
-        // Only its own entry: a new flow of the same client may have
-        // taken the place since this one's queue closed.
-        let mut clients = lock(&clients);
-        if clients.get(&client).is_some_and(|q| q.same_channel(&own)) {
-            clients.remove(&client);
-        }
-    });
 }
 
 /// One client's flow, from its first datagram to its end.
@@ -200,6 +225,7 @@ struct FlowRun {
     edge: Arc<UdpEdge>,
     tunnel: UdpTunnel,
     socket: Arc<UdpSocket>,
+    reads: bool,
     client: SocketAddr,
     destination: Target,
     _permit: FlowPermit,
@@ -267,16 +293,29 @@ impl FlowRun {
         let mut reply = Vec::with_capacity(wanopt_proto::stream::REPLY_LEN);
         let mut read_buf = [0u8; 64];
         let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let mut own_buf = match self.reads {
+            true => payload_buffer(),
+            false => Vec::new(),
+        };
+        let carry = |payload: &[u8]| {
+            activity.touch();
+            if send_datagram(conn, id, &seq, payload, &state.udp) {
+                flow.to_server
+                    .fetch_add(payload.len() as u64, Ordering::Relaxed);
+                flow.wan_to_server
+                    .fetch_add(payload.len() as u64, Ordering::Relaxed);
+                flow.datagrams.to_server.fetch_add(1, Ordering::Relaxed);
+            }
+        };
         loop {
             tokio::select! {
                 datagram = datagrams.recv() => {
                     let Some(payload) = datagram else { break };
-                    activity.touch();
-                    if send_datagram(conn, id, &seq, &payload, &state.udp) {
-                        flow.to_server.fetch_add(payload.len() as u64, Ordering::Relaxed);
-                        flow.wan_to_server.fetch_add(payload.len() as u64, Ordering::Relaxed);
-                        flow.datagrams.to_server.fetch_add(1, Ordering::Relaxed);
-                    }
+                    carry(&payload);
+                }
+                read = self.socket.recv(&mut own_buf), if self.reads => {
+                    let Ok(n) = read else { continue };
+                    carry(&own_buf[..n]);
                 }
                 // The core's reply, then nothing until the stream's end
                 // (or reset), which is the flow's.

@@ -21,6 +21,7 @@
 
 pub mod core;
 pub mod edge;
+pub mod transparent;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -149,6 +150,9 @@ pub struct UdpTotals {
     pub dropped: AtomicU64,
     /// Tunnel datagrams for no known flow, dropped.
     pub unknown_flow: AtomicU64,
+    /// Transparent datagrams to a destination `--optimize` does not
+    /// select (or to the edge's own socket), dropped.
+    pub unmatched: AtomicU64,
 }
 
 /// UDP counters as `/status` shows them.
@@ -166,6 +170,9 @@ pub struct UdpSnapshot {
     pub dropped: u64,
     /// Tunnel datagrams for no known flow.
     pub unknown_flow: u64,
+    /// Transparent datagrams no `--optimize` rule selects, dropped.
+    #[serde(default)]
+    pub unmatched: u64,
 }
 
 impl UdpTotals {
@@ -179,6 +186,7 @@ impl UdpTotals {
             fragmented: load(&self.fragmented),
             dropped: load(&self.dropped),
             unknown_flow: load(&self.unknown_flow),
+            unmatched: load(&self.unmatched),
         }
     }
 }
