@@ -1,0 +1,772 @@
+//! Each path's liveness, RTT and loss, from the probes both nodes send on
+//! it ([`super::wire`]).
+//!
+//! Both nodes probe every path. Each probe echoes the newest probe received
+//! on that path (`echo_us`) and says how long it was held (`hold_us`), so
+//! an echo of one of our probes gives an RTT sample: now − its send time −
+//! the hold, smoothed as RFC 6298 §2 smooths TCP's. An echo *advances*
+//! when it names a probe newer than the last echo did; it needs a probe to
+//! have crossed each way, so a path that fails in one direction only stops
+//! advancing at both ends.
+//!
+//! - **Schedule.** Every `clamp(srtt / 4, 20 ms, 100 ms)` while the lane
+//!   sent data in the last second ([`PathMonitor::on_data`]), otherwise
+//!   every second. Going idle doubles the interval probe by probe up to a
+//!   second, so the peer sees the gaps grow rather than a sudden silence.
+//!   A path that has not answered yet is probed every 100 ms.
+//! - **Answers.** A node whose interval is at least twice the peer's
+//!   answers each of the peer's probes at once (flag ANSWER; an answer is
+//!   not answered), so echoes advance at the faster side's pace: a peer
+//!   going idle (its gaps growing) does not look like a failing path.
+//! - **Interval** in the rules below is the longer of our own and the
+//!   peer's (its longest recent gap between probes per sequence number,
+//!   decaying by a quarter per probe): echoes cannot advance faster than
+//!   the slower side probes.
+//! - **States.** `Unknown → Up` at the first echo. `Up → Suspect` when no
+//!   echo advanced for [`SUSPECT_INTERVALS`] intervals (a soft state:
+//!   selection keeps the path). `Up | Suspect → Down` when none advanced
+//!   for `max(6 × interval, 2 × srtt + 4 × rttvar, 150 ms)`.
+//!   `Unknown → Down` after [`UNKNOWN_DOWN`] without an echo. `Down → Up`
+//!   after [`UP_ECHOES`] advances in a row (each within two intervals of
+//!   the last).
+//! - **False Down.** Echoes advance once per interval; an advance fails
+//!   only while every probe of ours since the last one is lost, or every
+//!   probe of the peer's after it. With `n` intervals and a loss `p` each
+//!   way, a window passes without one with probability about
+//!   `(n + 1) · pⁿ`: at 5% each way and the 7 or more intervals of the
+//!   bound (at 40 ms RTT: 150 ms of 20 ms intervals), below 10⁻⁸.
+//! - **Loss** toward the peer is our sequence numbers against the peer's
+//!   `received` count at the echoed probe; from the peer, its sequence
+//!   numbers against ours. Both are cumulative (a lost probe costs no
+//!   sample) and read over the last [`LOSS_WINDOW`] to `2 × LOSS_WINDOW`
+//!   probes.
+//! - **Safety.** A probe must carry a sequence number above the last one
+//!   accepted on its path (replays are dropped, also after the path is
+//!   removed) and the other side's `FROM_CLIENT` bit (reflections are
+//!   dropped). The server binds a path from the client's BIND probes; until
+//!   the client echoes one of its probes there, it sends at most one probe
+//!   per probe received (return routability, no amplification).
+//!
+//! Sans-IO: the caller verifies probes ([`super::wire::ProbeRepr::parse`])
+//! and passes them to [`PathMonitor::on_probe`], sends what
+//! [`PathMonitor::poll_due`] returns, and calls
+//! [`PathMonitor::handle_timeout`] at [`PathMonitor::next_timeout`].
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use thiserror::Error;
+
+use super::wire::{PathId, PathMode, ProbeRepr, MAX_PATH};
+
+/// Shortest probe interval.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(20);
+/// Longest probe interval while the lane is busy, and the interval of a
+/// path that has not answered yet.
+pub const BUSY_INTERVAL: Duration = Duration::from_millis(100);
+/// Probe interval while the lane is idle.
+pub const IDLE_INTERVAL: Duration = Duration::from_secs(1);
+/// The lane is busy while it sent data this recently.
+pub const BUSY_WINDOW: Duration = Duration::from_secs(1);
+/// Intervals without an advancing echo that make a path suspect.
+pub const SUSPECT_INTERVALS: u32 = 2;
+/// Intervals without an advancing echo that make a path down (unless the
+/// RTT bound is longer).
+pub const DOWN_INTERVALS: u32 = 6;
+/// Shortest time without an advancing echo that makes a path down.
+pub const MIN_DOWN: Duration = Duration::from_millis(150);
+/// A path that never answered is down after this long.
+pub const UNKNOWN_DOWN: Duration = Duration::from_secs(1);
+/// Advancing echoes in a row that bring a down path back up.
+pub const UP_ECHOES: u32 = 3;
+/// Probes per loss window.
+pub const LOSS_WINDOW: u64 = 64;
+/// Probes sent that an echo can still name.
+const SENT_HISTORY: usize = 64;
+/// State changes kept for [`PathMonitor::poll_event`].
+const MAX_EVENTS: usize = 64;
+
+/// Which end of the connection this node is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The connection's client (the edge): it numbers the paths and sends
+    /// BIND probes.
+    Client,
+    /// The connection's server (the core): it learns paths from BIND
+    /// probes.
+    Server,
+}
+
+/// What a node knows of one path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathState {
+    /// No echo yet.
+    Unknown,
+    /// Echoes advance.
+    Up,
+    /// No echo advanced for two intervals; still used.
+    Suspect,
+    /// No echo advanced for the down bound.
+    Down,
+}
+
+impl PathState {
+    /// The state's name as status prints it.
+    pub fn name(self) -> &'static str {
+        match self {
+            PathState::Unknown => "unknown",
+            PathState::Up => "up",
+            PathState::Suspect => "suspect",
+            PathState::Down => "down",
+        }
+    }
+}
+
+/// Why [`PathMonitor::on_probe`] dropped a probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum ProbeRejected {
+    /// The probe carries this node's own side: a reflection.
+    #[error("path probe from this node's own side (reflected)")]
+    Reflected,
+    /// The probe names another path than the one it arrived on.
+    #[error("path probe for path {named} arrived on path {arrived}")]
+    WrongPath {
+        /// The path the probe names.
+        named: PathId,
+        /// The path it arrived on.
+        arrived: PathId,
+    },
+    /// A path this node does not have (and the probe does not bind it).
+    #[error("path probe on unknown path {0}")]
+    UnknownPath(PathId),
+    /// A sequence number not above the last one accepted on the path.
+    #[error("path probe {seq} on path {path} replayed (last accepted {last})")]
+    Replay {
+        /// The path.
+        path: PathId,
+        /// The probe's sequence number.
+        seq: u32,
+        /// The last one accepted.
+        last: u32,
+    },
+}
+
+/// A path as [`super::select::Selector`] sees it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PathView {
+    /// The path.
+    pub id: PathId,
+    /// Its state.
+    pub state: PathState,
+    /// Its smoothed RTT, once measured.
+    pub rtt: Option<Duration>,
+    /// Its loss toward the peer (0 to 1), once measured.
+    pub loss: Option<f64>,
+    /// When it last came up from unknown or down (a suspect spell does not
+    /// reset it); `None` while it is down or unknown.
+    pub up_since: Option<Instant>,
+}
+
+/// Loss on a path each way, 0 to 1, once measured.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Loss {
+    /// Of this node's probes, toward the peer.
+    pub to_peer: Option<f64>,
+    /// Of the peer's probes, toward this node.
+    pub from_peer: Option<f64>,
+}
+
+/// Counts of one path's probes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProbeStats {
+    /// Probes sent.
+    pub sent: u64,
+    /// Probes accepted.
+    pub received: u64,
+    /// Probes dropped as replays.
+    pub replays: u64,
+    /// Echoes that named no probe this node sent recently.
+    pub unmatched_echoes: u64,
+}
+
+/// A path's change of state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StateChange {
+    /// The path.
+    pub path: PathId,
+    /// Its state before.
+    pub from: PathState,
+    /// Its state now.
+    pub to: PathState,
+    /// When it changed.
+    pub at: Instant,
+}
+
+/// Loss from cumulative counts, over the last one or two windows.
+#[derive(Debug, Clone, Copy, Default)]
+struct LossMeter {
+    /// The cumulative (expected, received) of the last sample.
+    last: (u64, u64),
+    current: (u64, u64),
+    previous: (u64, u64),
+}
+
+impl LossMeter {
+    fn record(&mut self, expected: u64, received: u64) {
+        let (last_expected, last_received) = self.last;
+        if expected < last_expected {
+            // The counts went back (a restarted peer): start over.
+            *self = LossMeter::default();
+            return;
+        }
+        let new = expected - last_expected;
+        let arrived = received.saturating_sub(last_received).min(new);
+        self.current.0 += new;
+        self.current.1 += arrived;
+        self.last = (expected, received.max(last_received));
+        if self.current.0 >= LOSS_WINDOW {
+            self.previous = std::mem::take(&mut self.current);
+        }
+    }
+
+    fn loss(&self) -> Option<f64> {
+        let expected = self.current.0 + self.previous.0;
+        let received = self.current.1 + self.previous.1;
+        (expected > 0).then(|| 1.0 - received as f64 / expected as f64)
+    }
+}
+
+/// A probe this node sent.
+#[derive(Debug, Clone, Copy)]
+struct Sent {
+    seq: u32,
+    sent_us: u32,
+    at: Instant,
+}
+
+/// One path's record.
+#[derive(Debug, Clone)]
+struct Entry {
+    id: PathId,
+    state: PathState,
+    up_since: Option<Instant>,
+    // Sending.
+    /// The next sequence number, `None` once they are used up.
+    next_seq: Option<u32>,
+    /// When the next probe is due; `None`: only as an answer.
+    next_probe: Option<Instant>,
+    interval: Duration,
+    sent: VecDeque<Sent>,
+    /// Server side: whether the client has echoed a probe of ours here
+    /// (until then `next_probe` is set only by a probe received).
+    validated: bool,
+    /// The next probe answers one received (sent at once).
+    answer_due: bool,
+    // Receiving.
+    first_seq: Option<u32>,
+    last_arrival: Option<(u32, Instant)>,
+    peer_gap: Option<Duration>,
+    received: u32,
+    /// `sent_us` of the newest probe received, and when it arrived.
+    newest: Option<(u32, Instant)>,
+    // Echoes.
+    /// Since when an advancing echo is expected.
+    echo_base: Instant,
+    last_echo_seq: Option<u32>,
+    last_advance: Option<Instant>,
+    streak: u32,
+    srtt: Option<Duration>,
+    rttvar: Duration,
+    loss_to_peer: LossMeter,
+    loss_from_peer: LossMeter,
+    stats: ProbeStats,
+}
+
+impl Entry {
+    fn new(id: PathId, now: Instant, validated: bool) -> Entry {
+        Entry {
+            id,
+            state: PathState::Unknown,
+            up_since: None,
+            next_seq: Some(1),
+            next_probe: validated.then_some(now),
+            interval: BUSY_INTERVAL,
+            sent: VecDeque::with_capacity(SENT_HISTORY),
+            validated,
+            answer_due: false,
+            first_seq: None,
+            last_arrival: None,
+            peer_gap: None,
+            received: 0,
+            newest: None,
+            echo_base: now,
+            last_echo_seq: None,
+            last_advance: None,
+            streak: 0,
+            srtt: None,
+            rttvar: Duration::ZERO,
+            loss_to_peer: LossMeter::default(),
+            loss_from_peer: LossMeter::default(),
+            stats: ProbeStats::default(),
+        }
+    }
+
+    /// The interval echoes advance at: the longer of ours and the peer's.
+    fn echo_interval(&self) -> Duration {
+        self.interval.max(self.peer_gap.unwrap_or(MIN_INTERVAL))
+    }
+
+    fn suspect_after(&self) -> Duration {
+        self.echo_interval() * SUSPECT_INTERVALS
+    }
+
+    fn down_after(&self) -> Duration {
+        if self.state == PathState::Unknown {
+            return UNKNOWN_DOWN.max(self.echo_interval() * DOWN_INTERVALS);
+        }
+        let by_rtt = self
+            .srtt
+            .map_or(Duration::ZERO, |s| 2 * s + 4 * self.rttvar);
+        (self.echo_interval() * DOWN_INTERVALS)
+            .max(by_rtt)
+            .max(MIN_DOWN)
+    }
+
+    /// The interval probes go out at now: `busy` says whether the lane is.
+    fn target_interval(&self, busy: bool) -> Duration {
+        if self.state == PathState::Unknown {
+            return BUSY_INTERVAL;
+        }
+        if !busy {
+            return IDLE_INTERVAL;
+        }
+        self.srtt
+            .map_or(BUSY_INTERVAL, |s| s / 4)
+            .clamp(MIN_INTERVAL, BUSY_INTERVAL)
+    }
+
+    /// Moves the interval toward `target`: down at once (probing sooner,
+    /// and expecting echoes only from now on), up by doubling.
+    fn retarget(&mut self, now: Instant, target: Duration) {
+        if target < self.interval {
+            self.interval = target;
+            self.echo_base = self.echo_base.max(now);
+            if let Some(next) = self.next_probe {
+                self.next_probe = Some(next.min(now + target));
+            }
+        } else {
+            self.interval = (self.interval * 2).min(target);
+        }
+    }
+
+    /// RFC 6298 §2: the first sample sets SRTT and RTTVAR = R / 2, later
+    /// ones move them by 1/8 and 1/4.
+    fn rtt_sample(&mut self, sample: Duration) {
+        match self.srtt {
+            None => {
+                self.srtt = Some(sample);
+                self.rttvar = sample / 2;
+            }
+            Some(srtt) => {
+                let deviation = srtt.abs_diff(sample);
+                self.rttvar = (self.rttvar * 3 + deviation) / 4;
+                self.srtt = Some((srtt * 7 + sample) / 8);
+            }
+        }
+    }
+
+    fn view(&self) -> PathView {
+        PathView {
+            id: self.id,
+            state: self.state,
+            rtt: self.srtt,
+            loss: self.loss_to_peer.loss(),
+            up_since: self.up_since,
+        }
+    }
+}
+
+/// Probes, liveness, RTT and loss of one lane's paths to its peer.
+#[derive(Debug, Clone)]
+pub struct PathMonitor {
+    side: Side,
+    mode: PathMode,
+    epoch: Instant,
+    paths: [Option<Entry>; MAX_PATH as usize],
+    /// The last sequence number accepted per path, kept when a path is
+    /// removed so that its old probes stay replays.
+    seq_floor: [Option<u32>; MAX_PATH as usize],
+    last_data: Option<Instant>,
+    peer_mode: Option<PathMode>,
+    events: VecDeque<StateChange>,
+}
+
+impl PathMonitor {
+    /// A monitor for `side` of a lane in `mode`, with no paths; `now`
+    /// starts the clock its probes carry.
+    pub fn new(now: Instant, side: Side, mode: PathMode) -> PathMonitor {
+        PathMonitor {
+            side,
+            mode,
+            epoch: now,
+            paths: Default::default(),
+            seq_floor: [None; MAX_PATH as usize],
+            last_data: None,
+            peer_mode: None,
+            events: VecDeque::new(),
+        }
+    }
+
+    /// Adds `path` (nothing if it exists); its first probe is due now. The
+    /// server adds paths itself from BIND probes, and probes them only in
+    /// answer until the client echoes one.
+    pub fn add_path(&mut self, now: Instant, path: PathId) {
+        let validated = self.side == Side::Client;
+        self.paths[path.index()].get_or_insert_with(|| Entry::new(path, now, validated));
+    }
+
+    /// Forgets `path` (its sequence numbers stay used).
+    pub fn remove_path(&mut self, path: PathId) {
+        self.paths[path.index()] = None;
+    }
+
+    /// The paths, in order.
+    pub fn paths(&self) -> impl Iterator<Item = PathId> + '_ {
+        self.entries().map(|e| e.id)
+    }
+
+    fn entries(&self) -> impl Iterator<Item = &Entry> {
+        self.paths.iter().flatten()
+    }
+
+    fn entry(&self, path: PathId) -> Option<&Entry> {
+        self.paths[path.index()].as_ref()
+    }
+
+    /// The lane sent data: probes go at the busy interval for the next
+    /// [`BUSY_WINDOW`].
+    pub fn on_data(&mut self, now: Instant) {
+        let was_busy = self.busy(now);
+        self.last_data = Some(now);
+        if !was_busy {
+            for entry in self.paths.iter_mut().flatten() {
+                let target = entry.target_interval(true);
+                entry.retarget(now, target);
+            }
+        }
+    }
+
+    fn busy(&self, now: Instant) -> bool {
+        self.last_data
+            .is_some_and(|t| now.saturating_duration_since(t) < BUSY_WINDOW)
+    }
+
+    /// The clock probes carry: µs since the monitor started, wrapping,
+    /// never 0 (which means "no echo").
+    fn clock_us(&self, now: Instant) -> u32 {
+        (now.saturating_duration_since(self.epoch).as_micros() as u32).max(1)
+    }
+
+    /// Takes a verified probe that arrived on `path`.
+    pub fn on_probe(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        probe: &ProbeRepr,
+    ) -> Result<(), ProbeRejected> {
+        if probe.from_client == (self.side == Side::Client) {
+            return Err(ProbeRejected::Reflected);
+        }
+        if probe.path != path {
+            return Err(ProbeRejected::WrongPath {
+                named: probe.path,
+                arrived: path,
+            });
+        }
+        let bindable = self.side == Side::Server && probe.bind;
+        if self.paths[path.index()].is_none() && !bindable {
+            return Err(ProbeRejected::UnknownPath(path));
+        }
+        if let Some(last) = self.seq_floor[path.index()] {
+            if probe.seq <= last {
+                if let Some(entry) = self.paths[path.index()].as_mut() {
+                    entry.stats.replays += 1;
+                }
+                return Err(ProbeRejected::Replay {
+                    path,
+                    seq: probe.seq,
+                    last,
+                });
+            }
+        }
+        self.seq_floor[path.index()] = Some(probe.seq);
+        self.add_path(now, path);
+        let Some(entry) = self.paths[path.index()].as_mut() else {
+            return Err(ProbeRejected::UnknownPath(path));
+        };
+        self.peer_mode = Some(probe.mode);
+        entry.stats.received += 1;
+        entry.received = entry.received.wrapping_add(1);
+        if let Some((seq, at)) = entry.last_arrival {
+            let numbers = probe.seq.wrapping_sub(seq).max(1);
+            // A peer probes at least every IDLE_INTERVAL: a longer gap is
+            // an outage, not its pace.
+            let gap = (now.saturating_duration_since(at) / numbers).min(IDLE_INTERVAL);
+            // The longest recent gap: up at once (a peer going idle
+            // spaces its probes out), down by a quarter per probe.
+            entry.peer_gap = Some(entry.peer_gap.map_or(gap, |old| gap.max(old * 3 / 4)));
+        }
+        entry.last_arrival = Some((probe.seq, now));
+        let first = *entry.first_seq.get_or_insert(probe.seq);
+        entry.loss_from_peer.record(
+            u64::from(probe.seq.saturating_sub(first)) + 1,
+            u64::from(entry.received),
+        );
+        entry.newest = Some((probe.sent_us, now));
+        // Unvalidated, every probe gets one answer (return routability);
+        // else the slower side answers the faster one's probes.
+        let slower = entry.peer_gap.is_some_and(|gap| entry.interval >= 2 * gap);
+        if !entry.validated || (slower && !probe.answer) {
+            entry.answer_due = true;
+            entry.next_probe = Some(now);
+        }
+        if probe.echo_us != 0 {
+            self.on_echo(now, path, probe);
+        }
+        self.update_state(now, path);
+        Ok(())
+    }
+
+    fn on_echo(&mut self, now: Instant, path: PathId, probe: &ProbeRepr) {
+        let Some(entry) = self.paths[path.index()].as_mut() else {
+            return;
+        };
+        let Some(sent) = entry
+            .sent
+            .iter()
+            .rev()
+            .find(|s| s.sent_us == probe.echo_us)
+            .copied()
+        else {
+            entry.stats.unmatched_echoes += 1;
+            return;
+        };
+        if entry.last_echo_seq.is_some_and(|last| sent.seq <= last) {
+            return;
+        }
+        let sample = now
+            .saturating_duration_since(sent.at)
+            .saturating_sub(Duration::from_micros(u64::from(probe.hold_us)));
+        if !sample.is_zero() {
+            entry.rtt_sample(sample);
+        }
+        entry.last_echo_seq = Some(sent.seq);
+        entry
+            .loss_to_peer
+            .record(u64::from(sent.seq), u64::from(probe.received));
+        let in_a_row = entry
+            .last_advance
+            .is_some_and(|t| now.saturating_duration_since(t) <= entry.suspect_after());
+        entry.streak = if in_a_row { entry.streak + 1 } else { 1 };
+        entry.last_advance = Some(now);
+        entry.echo_base = now;
+        entry.validated = true;
+        if entry.next_probe.is_none() {
+            entry.next_probe = Some(now);
+        }
+        let to = match entry.state {
+            PathState::Down if entry.streak < UP_ECHOES => PathState::Down,
+            _ => PathState::Up,
+        };
+        self.set_state(now, path, to);
+        let busy = self.busy(now);
+        if let Some(entry) = self.paths[path.index()].as_mut() {
+            let target = entry.target_interval(busy);
+            if target < entry.interval {
+                entry.retarget(now, target);
+            }
+        }
+    }
+
+    fn set_state(&mut self, now: Instant, path: PathId, to: PathState) {
+        let Some(entry) = self.paths[path.index()].as_mut() else {
+            return;
+        };
+        let from = entry.state;
+        if from == to {
+            return;
+        }
+        entry.state = to;
+        match to {
+            PathState::Up if matches!(from, PathState::Unknown | PathState::Down) => {
+                entry.up_since = Some(now);
+            }
+            PathState::Down | PathState::Unknown => entry.up_since = None,
+            _ => {}
+        }
+        if self.events.len() == MAX_EVENTS {
+            self.events.pop_front();
+        }
+        self.events.push_back(StateChange {
+            path,
+            from,
+            to,
+            at: now,
+        });
+    }
+
+    /// Moves `path` to suspect or down if its echoes are late.
+    fn update_state(&mut self, now: Instant, path: PathId) {
+        let Some(entry) = self.entry(path) else {
+            return;
+        };
+        let waited = now.saturating_duration_since(entry.echo_base);
+        let to = match entry.state {
+            PathState::Unknown | PathState::Up | PathState::Suspect
+                if waited >= entry.down_after() =>
+            {
+                PathState::Down
+            }
+            PathState::Up if waited >= entry.suspect_after() => PathState::Suspect,
+            state => state,
+        };
+        self.set_state(now, path, to);
+    }
+
+    /// Updates every path's state to `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        for path in PathId::all() {
+            self.update_state(now, path);
+        }
+    }
+
+    /// When [`PathMonitor::handle_timeout`] or a poll for probes next has
+    /// something to do.
+    pub fn next_timeout(&self) -> Option<Instant> {
+        self.entries()
+            .flat_map(|e| {
+                let probe = e.next_probe.filter(|_| e.next_seq.is_some());
+                let state = match e.state {
+                    PathState::Up => Some(e.echo_base + e.suspect_after()),
+                    PathState::Unknown | PathState::Suspect => Some(e.echo_base + e.down_after()),
+                    PathState::Down => None,
+                };
+                [probe, state]
+            })
+            .flatten()
+            .min()
+    }
+
+    /// The probe to send on `path` now, if one is due.
+    #[must_use]
+    pub fn poll_probe(&mut self, now: Instant, path: PathId) -> Option<ProbeRepr> {
+        let busy = self.busy(now);
+        let clock = self.clock_us(now);
+        let (side, mode) = (self.side, self.mode);
+        let entry = self.paths[path.index()].as_mut()?;
+        if entry.next_probe.is_none_or(|t| now < t) {
+            return None;
+        }
+        let seq = entry.next_seq?;
+        entry.next_seq = seq.checked_add(1);
+        let (echo_us, hold_us) = entry.newest.map_or((0, 0), |(sent_us, at)| {
+            let held = now.saturating_duration_since(at).as_micros();
+            (sent_us, u32::try_from(held).unwrap_or(u32::MAX))
+        });
+        if entry.sent.len() == SENT_HISTORY {
+            entry.sent.pop_front();
+        }
+        entry.sent.push_back(Sent {
+            seq,
+            sent_us: clock,
+            at: now,
+        });
+        entry.stats.sent += 1;
+        let answer = std::mem::take(&mut entry.answer_due) || !entry.validated;
+        if entry.validated {
+            let target = entry.target_interval(busy);
+            entry.retarget(now, target);
+            entry.next_probe = Some(now + entry.interval);
+        } else {
+            entry.next_probe = None;
+        }
+        Some(ProbeRepr {
+            bind: side == Side::Client,
+            from_client: side == Side::Client,
+            answer,
+            path,
+            mode,
+            seq,
+            sent_us: clock,
+            echo_us,
+            hold_us,
+            received: entry.received,
+        })
+    }
+
+    /// The next probe due on any path (its `path` says which).
+    #[must_use]
+    pub fn poll_due(&mut self, now: Instant) -> Option<ProbeRepr> {
+        PathId::all().find_map(|path| self.poll_probe(now, path))
+    }
+
+    /// A change of a path's state, oldest first (the last 64 are kept).
+    #[must_use]
+    pub fn poll_event(&mut self) -> Option<StateChange> {
+        self.events.pop_front()
+    }
+
+    /// `path`'s state.
+    pub fn state(&self, path: PathId) -> Option<PathState> {
+        self.entry(path).map(|e| e.state)
+    }
+
+    /// `path`'s smoothed RTT, once measured.
+    pub fn rtt(&self, path: PathId) -> Option<Duration> {
+        self.entry(path)?.srtt
+    }
+
+    /// `path`'s loss each way.
+    pub fn loss(&self, path: PathId) -> Option<Loss> {
+        self.entry(path).map(|e| Loss {
+            to_peer: e.loss_to_peer.loss(),
+            from_peer: e.loss_from_peer.loss(),
+        })
+    }
+
+    /// `path`'s probe counts.
+    pub fn stats(&self, path: PathId) -> Option<ProbeStats> {
+        self.entry(path).map(|e| e.stats)
+    }
+
+    /// Whether the peer has shown it receives on `path` (always, on the
+    /// client): until then the server sends there only answers to probes.
+    pub fn validated(&self, path: PathId) -> bool {
+        self.entry(path).is_some_and(|e| e.validated)
+    }
+
+    /// `path` for a selector.
+    pub fn view(&self, path: PathId) -> Option<PathView> {
+        self.entry(path).map(Entry::view)
+    }
+
+    /// Every path for a selector, in order, into `out` (cleared first).
+    pub fn views(&self, out: &mut Vec<PathView>) {
+        out.clear();
+        out.extend(self.entries().map(Entry::view));
+    }
+
+    /// The mode the peer's probes carry: the lane's mode, as the client
+    /// chose it.
+    pub fn peer_mode(&self) -> Option<PathMode> {
+        self.peer_mode
+    }
+
+    /// This lane's mode, as its probes carry it.
+    pub fn mode(&self) -> PathMode {
+        self.mode
+    }
+}
+
+#[cfg(test)]
+mod tests;
