@@ -14,12 +14,13 @@
 //! Everything here is sans-IO: the caller passes `now` and the verified
 //! probes, and sends what the monitor's polls return.
 
+mod entry;
 pub mod monitor;
 pub mod select;
+mod state;
 pub mod wire;
 
-pub use monitor::{
-    Loss, PathMonitor, PathState, PathView, ProbeRejected, ProbeStats, Side, StateChange,
-};
+pub use monitor::{PathMonitor, ProbeRejected};
 pub use select::{PathSet, Preference, Selection, Selector, RECOVER_HOLD};
+pub use state::{Loss, PathState, PathView, ProbeStats, Side, StateChange};
 pub use wire::{PathId, PathKey, PathMode, Probe, ProbeError, ProbeRepr, PROBE_LEN};

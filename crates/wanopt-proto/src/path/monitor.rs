@@ -57,70 +57,16 @@ use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
+use super::entry::{Entry, Sent, SENT_HISTORY};
+pub use super::entry::{
+    BUSY_INTERVAL, BUSY_WINDOW, DOWN_INTERVALS, IDLE_INTERVAL, LOSS_WINDOW, MIN_DOWN, MIN_INTERVAL,
+    SUSPECT_INTERVALS, UNKNOWN_DOWN, UP_ECHOES,
+};
+use super::state::{Loss, PathState, PathView, ProbeStats, Side, StateChange};
 use super::wire::{PathId, PathMode, ProbeRepr, MAX_PATH};
 
-/// Shortest probe interval.
-pub const MIN_INTERVAL: Duration = Duration::from_millis(20);
-/// Longest probe interval while the lane is busy, and the interval of a
-/// path that has not answered yet.
-pub const BUSY_INTERVAL: Duration = Duration::from_millis(100);
-/// Probe interval while the lane is idle.
-pub const IDLE_INTERVAL: Duration = Duration::from_secs(1);
-/// The lane is busy while it sent data this recently.
-pub const BUSY_WINDOW: Duration = Duration::from_secs(1);
-/// Intervals without an advancing echo that make a path suspect.
-pub const SUSPECT_INTERVALS: u32 = 2;
-/// Intervals without an advancing echo that make a path down (unless the
-/// RTT bound is longer).
-pub const DOWN_INTERVALS: u32 = 6;
-/// Shortest time without an advancing echo that makes a path down.
-pub const MIN_DOWN: Duration = Duration::from_millis(150);
-/// A path that never answered is down after this long.
-pub const UNKNOWN_DOWN: Duration = Duration::from_secs(1);
-/// Advancing echoes in a row that bring a down path back up.
-pub const UP_ECHOES: u32 = 3;
-/// Probes per loss window.
-pub const LOSS_WINDOW: u64 = 64;
-/// Probes sent that an echo can still name.
-const SENT_HISTORY: usize = 64;
 /// State changes kept for [`PathMonitor::poll_event`].
 const MAX_EVENTS: usize = 64;
-
-/// Which end of the connection this node is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Side {
-    /// The connection's client (the edge): it numbers the paths and sends
-    /// BIND probes.
-    Client,
-    /// The connection's server (the core): it learns paths from BIND
-    /// probes.
-    Server,
-}
-
-/// What a node knows of one path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PathState {
-    /// No echo yet.
-    Unknown,
-    /// Echoes advance.
-    Up,
-    /// No echo advanced for two intervals; still used.
-    Suspect,
-    /// No echo advanced for the down bound.
-    Down,
-}
-
-impl PathState {
-    /// The state's name as status prints it.
-    pub fn name(self) -> &'static str {
-        match self {
-            PathState::Unknown => "unknown",
-            PathState::Up => "up",
-            PathState::Suspect => "suspect",
-            PathState::Down => "down",
-        }
-    }
-}
 
 /// Why [`PathMonitor::on_probe`] dropped a probe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
@@ -151,241 +97,6 @@ pub enum ProbeRejected {
     },
 }
 
-/// A path as [`super::select::Selector`] sees it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct PathView {
-    /// The path.
-    pub id: PathId,
-    /// Its state.
-    pub state: PathState,
-    /// Its smoothed RTT, once measured.
-    pub rtt: Option<Duration>,
-    /// Its loss toward the peer (0 to 1), once measured.
-    pub loss: Option<f64>,
-    /// When it last came up from unknown or down (a suspect spell does not
-    /// reset it); `None` while it is down or unknown.
-    pub up_since: Option<Instant>,
-}
-
-/// Loss on a path each way, 0 to 1, once measured.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Loss {
-    /// Of this node's probes, toward the peer.
-    pub to_peer: Option<f64>,
-    /// Of the peer's probes, toward this node.
-    pub from_peer: Option<f64>,
-}
-
-/// Counts of one path's probes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ProbeStats {
-    /// Probes sent.
-    pub sent: u64,
-    /// Probes accepted.
-    pub received: u64,
-    /// Probes dropped as replays.
-    pub replays: u64,
-    /// Echoes that named no probe this node sent recently.
-    pub unmatched_echoes: u64,
-}
-
-/// A path's change of state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StateChange {
-    /// The path.
-    pub path: PathId,
-    /// Its state before.
-    pub from: PathState,
-    /// Its state now.
-    pub to: PathState,
-    /// When it changed.
-    pub at: Instant,
-}
-
-/// Loss from cumulative counts, over the last one or two windows.
-#[derive(Debug, Clone, Copy, Default)]
-struct LossMeter {
-    /// The cumulative (expected, received) of the last sample.
-    last: (u64, u64),
-    current: (u64, u64),
-    previous: (u64, u64),
-}
-
-impl LossMeter {
-    fn record(&mut self, expected: u64, received: u64) {
-        let (last_expected, last_received) = self.last;
-        if expected < last_expected {
-            // The counts went back (a restarted peer): start over.
-            *self = LossMeter::default();
-            return;
-        }
-        let new = expected - last_expected;
-        let arrived = received.saturating_sub(last_received).min(new);
-        self.current.0 += new;
-        self.current.1 += arrived;
-        self.last = (expected, received.max(last_received));
-        if self.current.0 >= LOSS_WINDOW {
-            self.previous = std::mem::take(&mut self.current);
-        }
-    }
-
-    fn loss(&self) -> Option<f64> {
-        let expected = self.current.0 + self.previous.0;
-        let received = self.current.1 + self.previous.1;
-        (expected > 0).then(|| 1.0 - received as f64 / expected as f64)
-    }
-}
-
-/// A probe this node sent.
-#[derive(Debug, Clone, Copy)]
-struct Sent {
-    seq: u32,
-    sent_us: u32,
-    at: Instant,
-}
-
-/// One path's record.
-#[derive(Debug, Clone)]
-struct Entry {
-    id: PathId,
-    state: PathState,
-    up_since: Option<Instant>,
-    // Sending.
-    /// The next sequence number, `None` once they are used up.
-    next_seq: Option<u32>,
-    /// When the next probe is due; `None`: only as an answer.
-    next_probe: Option<Instant>,
-    interval: Duration,
-    sent: VecDeque<Sent>,
-    /// Server side: whether the client has echoed a probe of ours here
-    /// (until then `next_probe` is set only by a probe received).
-    validated: bool,
-    /// The next probe answers one received (sent at once).
-    answer_due: bool,
-    // Receiving.
-    first_seq: Option<u32>,
-    last_arrival: Option<(u32, Instant)>,
-    peer_gap: Option<Duration>,
-    received: u32,
-    /// `sent_us` of the newest probe received, and when it arrived.
-    newest: Option<(u32, Instant)>,
-    // Echoes.
-    /// Since when an advancing echo is expected.
-    echo_base: Instant,
-    last_echo_seq: Option<u32>,
-    last_advance: Option<Instant>,
-    streak: u32,
-    srtt: Option<Duration>,
-    rttvar: Duration,
-    loss_to_peer: LossMeter,
-    loss_from_peer: LossMeter,
-    stats: ProbeStats,
-}
-
-impl Entry {
-    fn new(id: PathId, now: Instant, validated: bool) -> Entry {
-        Entry {
-            id,
-            state: PathState::Unknown,
-            up_since: None,
-            next_seq: Some(1),
-            next_probe: validated.then_some(now),
-            interval: BUSY_INTERVAL,
-            sent: VecDeque::with_capacity(SENT_HISTORY),
-            validated,
-            answer_due: false,
-            first_seq: None,
-            last_arrival: None,
-            peer_gap: None,
-            received: 0,
-            newest: None,
-            echo_base: now,
-            last_echo_seq: None,
-            last_advance: None,
-            streak: 0,
-            srtt: None,
-            rttvar: Duration::ZERO,
-            loss_to_peer: LossMeter::default(),
-            loss_from_peer: LossMeter::default(),
-            stats: ProbeStats::default(),
-        }
-    }
-
-    /// The interval echoes advance at: the longer of ours and the peer's.
-    fn echo_interval(&self) -> Duration {
-        self.interval.max(self.peer_gap.unwrap_or(MIN_INTERVAL))
-    }
-
-    fn suspect_after(&self) -> Duration {
-        self.echo_interval() * SUSPECT_INTERVALS
-    }
-
-    fn down_after(&self) -> Duration {
-        if self.state == PathState::Unknown {
-            return UNKNOWN_DOWN.max(self.echo_interval() * DOWN_INTERVALS);
-        }
-        let by_rtt = self
-            .srtt
-            .map_or(Duration::ZERO, |s| 2 * s + 4 * self.rttvar);
-        (self.echo_interval() * DOWN_INTERVALS)
-            .max(by_rtt)
-            .max(MIN_DOWN)
-    }
-
-    /// The interval probes go out at now: `busy` says whether the lane is.
-    fn target_interval(&self, busy: bool) -> Duration {
-        if self.state == PathState::Unknown {
-            return BUSY_INTERVAL;
-        }
-        if !busy {
-            return IDLE_INTERVAL;
-        }
-        self.srtt
-            .map_or(BUSY_INTERVAL, |s| s / 4)
-            .clamp(MIN_INTERVAL, BUSY_INTERVAL)
-    }
-
-    /// Moves the interval toward `target`: down at once (probing sooner,
-    /// and expecting echoes only from now on), up by doubling.
-    fn retarget(&mut self, now: Instant, target: Duration) {
-        if target < self.interval {
-            self.interval = target;
-            self.echo_base = self.echo_base.max(now);
-            if let Some(next) = self.next_probe {
-                self.next_probe = Some(next.min(now + target));
-            }
-        } else {
-            self.interval = (self.interval * 2).min(target);
-        }
-    }
-
-    /// RFC 6298 §2: the first sample sets SRTT and RTTVAR = R / 2, later
-    /// ones move them by 1/8 and 1/4.
-    fn rtt_sample(&mut self, sample: Duration) {
-        match self.srtt {
-            None => {
-                self.srtt = Some(sample);
-                self.rttvar = sample / 2;
-            }
-            Some(srtt) => {
-                let deviation = srtt.abs_diff(sample);
-                self.rttvar = (self.rttvar * 3 + deviation) / 4;
-                self.srtt = Some((srtt * 7 + sample) / 8);
-            }
-        }
-    }
-
-    fn view(&self) -> PathView {
-        PathView {
-            id: self.id,
-            state: self.state,
-            rtt: self.srtt,
-            loss: self.loss_to_peer.loss(),
-            up_since: self.up_since,
-        }
-    }
-}
-
 /// Probes, liveness, RTT and loss of one lane's paths to its peer.
 #[derive(Debug, Clone)]
 pub struct PathMonitor {
@@ -396,6 +107,10 @@ pub struct PathMonitor {
     /// The last sequence number accepted per path, kept when a path is
     /// removed so that its old probes stay replays.
     seq_floor: [Option<u32>; MAX_PATH as usize],
+    /// The last sequence number sent per path (0: none), kept when a path
+    /// is removed so that the peer does not take its new probes for
+    /// replays.
+    last_sent: [u32; MAX_PATH as usize],
     last_data: Option<Instant>,
     peer_mode: Option<PathMode>,
     events: VecDeque<StateChange>,
@@ -411,6 +126,7 @@ impl PathMonitor {
             epoch: now,
             paths: Default::default(),
             seq_floor: [None; MAX_PATH as usize],
+            last_sent: [0; MAX_PATH as usize],
             last_data: None,
             peer_mode: None,
             events: VecDeque::new(),
@@ -422,12 +138,28 @@ impl PathMonitor {
     /// answer until the client echoes one.
     pub fn add_path(&mut self, now: Instant, path: PathId) {
         let validated = self.side == Side::Client;
-        self.paths[path.index()].get_or_insert_with(|| Entry::new(path, now, validated));
+        let next_seq = self.last_sent[path.index()].checked_add(1);
+        self.paths[path.index()].get_or_insert_with(|| Entry::new(path, now, validated, next_seq));
     }
 
-    /// Forgets `path` (its sequence numbers stay used).
+    /// Forgets `path` (its sequence numbers stay used both ways).
     pub fn remove_path(&mut self, path: PathId) {
         self.paths[path.index()] = None;
+    }
+
+    /// The server learned a new address for `path` (a NAT rebinding):
+    /// until the client echoes a probe sent there, it sends there only
+    /// answers, one per probe received. Nothing on the client.
+    pub fn rebound(&mut self, path: PathId) {
+        if self.side == Side::Client {
+            return;
+        }
+        if let Some(entry) = self.paths[path.index()].as_mut() {
+            entry.validated = false;
+            if !entry.answer_due {
+                entry.next_probe = None;
+            }
+        }
     }
 
     /// The paths, in order.
@@ -669,6 +401,7 @@ impl PathMonitor {
         }
         let seq = entry.next_seq?;
         entry.next_seq = seq.checked_add(1);
+        self.last_sent[path.index()] = seq;
         let (echo_us, hold_us) = entry.newest.map_or((0, 0), |(sent_us, at)| {
             let held = now.saturating_duration_since(at).as_micros();
             (sent_us, u32::try_from(held).unwrap_or(u32::MAX))

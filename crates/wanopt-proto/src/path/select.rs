@@ -19,7 +19,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::monitor::{PathState, PathView};
+use super::state::{PathState, PathView};
 use super::wire::{PathId, PathMode};
 
 /// How long an earlier path must have been up before failover returns to

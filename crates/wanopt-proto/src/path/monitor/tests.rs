@@ -587,6 +587,49 @@ fn replays_reflections_and_strangers_are_refused() {
 }
 
 #[test]
+fn a_removed_path_keeps_its_numbers() {
+    let t0 = Instant::now();
+    let mut client = PathMonitor::new(t0, Side::Client, PathMode::Failover);
+    let mut server = PathMonitor::new(t0, Side::Server, PathMode::Failover);
+    client.add_path(t0, id(1));
+    let probe = client.poll_probe(t0, id(1)).unwrap();
+    server.on_probe(t0, id(1), &probe).unwrap();
+    let answer = server.poll_due(t0).unwrap();
+    client.on_probe(t0, id(1), &answer).unwrap();
+    // Both forget the path and take it up again: the numbers go on, so
+    // neither takes the other's new probes for replays.
+    client.remove_path(id(1));
+    server.remove_path(id(1));
+    let t1 = t0 + Duration::from_secs(1);
+    client.add_path(t1, id(1));
+    let probe = client.poll_probe(t1, id(1)).unwrap();
+    assert_eq!(probe.seq, 2);
+    assert_eq!(server.on_probe(t1, id(1), &probe), Ok(()));
+    let answer = server.poll_due(t1).unwrap();
+    assert_eq!(answer.seq, 2);
+    assert_eq!(client.on_probe(t1, id(1), &answer), Ok(()));
+}
+
+#[test]
+fn a_rebound_path_gets_only_answers_until_echoed() {
+    let mut pair = Pair::new(&[40 * MS], 8);
+    pair.run(Duration::from_secs(3));
+    assert!(pair.server.validated(id(1)));
+    // The client's address changed: the server sends nothing of its own
+    // there until the client shows it receives.
+    pair.links[0][TO_SERVER].cut = true;
+    pair.server.rebound(id(1));
+    let now = pair.now;
+    assert!(!pair.server.validated(id(1)));
+    for later in [now, now + Duration::from_secs(5)] {
+        assert_eq!(pair.server.poll_due(later), None);
+    }
+    pair.links[0][TO_SERVER].cut = false;
+    pair.run(Duration::from_secs(3));
+    assert!(pair.server.validated(id(1)));
+}
+
+#[test]
 fn the_server_only_answers_until_the_client_echoes() {
     let t0 = Instant::now();
     let mut client = PathMonitor::new(t0, Side::Client, PathMode::SpreadFec);
