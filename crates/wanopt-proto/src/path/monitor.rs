@@ -26,15 +26,19 @@
 //!   echo advanced for [`SUSPECT_INTERVALS`] intervals (a soft state:
 //!   selection keeps the path). `Up | Suspect → Down` when none advanced
 //!   for `max(6 × interval, 2 × srtt + 4 × rttvar, 150 ms)`.
-//!   `Unknown → Down` after [`UNKNOWN_DOWN`] without an echo. `Down → Up`
+//!   `Unknown → Down` after `max(UNKNOWN_DOWN, 6 × interval)` without an
+//!   echo (a path not answering yet is probed every 100 ms). `Down → Up`
 //!   after [`UP_ECHOES`] advances in a row (each within two intervals of
 //!   the last).
-//! - **False Down.** Echoes advance once per interval; an advance fails
+//! - **False Down.** Echoes advance once per interval; no advance comes
 //!   only while every probe of ours since the last one is lost, or every
-//!   probe of the peer's after it. With `n` intervals and a loss `p` each
-//!   way, a window passes without one with probability about
-//!   `(n + 1) · pⁿ`: at 5% each way and the 7 or more intervals of the
-//!   bound (at 40 ms RTT: 150 ms of 20 ms intervals), below 10⁻⁸.
+//!   probe of the peer's after it. With `n` intervals in the bound and a
+//!   loss `p` each way, a window passes without one with probability
+//!   about `(n + 1) · pⁿ`: at 5% each way and 40 ms RTT (the 150 ms floor
+//!   over 20 ms intervals: 6 to 7 intervals) 10⁻⁷ to 10⁻⁸ per interval,
+//!   about 0.01 false downs in 10⁵ intervals. The first plan's 5
+//!   intervals and 100 ms floor had 7 (both ends together) in the 10⁵
+//!   intervals of `no_false_down_at_five_percent_loss`.
 //! - **Loss** toward the peer is our sequence numbers against the peer's
 //!   `received` count at the echoed probe; from the peer, its sequence
 //!   numbers against ours. Both are cumulative (a lost probe costs no

@@ -1,6 +1,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use super::super::select::{Preference, Selector, RECOVER_HOLD};
 use super::super::wire::{PathKey, Probe, EXPORTER_LEN, PROBE_LEN};
 use super::*;
 
@@ -584,6 +585,43 @@ fn replays_reflections_and_strangers_are_refused() {
         client.on_probe(t0, id(3), &reply),
         Err(ProbeRejected::UnknownPath(id(3)))
     );
+}
+
+/// The selector driven by the client's monitor: data leaves a cut path
+/// within the down bound and comes back [`RECOVER_HOLD`] after the path
+/// is up again.
+#[test]
+fn failover_leaves_a_cut_path_and_returns_after_the_hold() {
+    let mut pair = Pair::new(&[40 * MS, 50 * MS], 9);
+    pair.set_busy(true);
+    pair.run(Duration::from_secs(3));
+    let mut selector = Selector::new(PathMode::Failover, Preference::Listed);
+    let mut views = Vec::new();
+    let mut select = |pair: &mut Pair, step: Duration| {
+        pair.run(step);
+        pair.client.views(&mut views);
+        selector.select(pair.now, &views).primary.unwrap()
+    };
+    assert_eq!(select(&mut pair, MS), id(1));
+    let cut = pair.now;
+    pair.links[0][TO_SERVER].cut = true;
+    pair.links[0][TO_CLIENT].cut = true;
+    while select(&mut pair, MS) == id(1) {}
+    assert!(pair.now - cut <= MIN_DOWN + 20 * MS, "{:?}", pair.now - cut);
+    for _ in 0..1000 {
+        assert_eq!(select(&mut pair, 10 * MS), id(2));
+    }
+    let restored = pair.now;
+    pair.links[0][TO_SERVER].cut = false;
+    pair.links[0][TO_CLIENT].cut = false;
+    while select(&mut pair, MS) == id(2) {}
+    let back = pair.now - restored;
+    assert!(back >= RECOVER_HOLD, "{back:?}");
+    assert!(
+        back <= RECOVER_HOLD + 40 * MS + 6 * MIN_INTERVAL,
+        "{back:?}"
+    );
+    assert_eq!(selector.switches(), 2);
 }
 
 #[test]
