@@ -35,6 +35,7 @@ fn main() {
     write(out, "fec_parity", parity_datagrams());
     write(out, "fec_stream", fec_stream_datagrams());
     write(out, "udp_flow", udp_flow_inputs());
+    write(out, "path_probe", path_probe_inputs());
     write(out, "netem_frame", netem_inputs());
     let frames = codec_inputs(&edge, &core);
     write(out, "codec_wire", codec_wires(&edge, &core, &frames[..4]));
@@ -244,6 +245,52 @@ fn udp_flow_inputs() -> Vec<Vec<u8>> {
         seeds.push(frames.concat());
     }
     seeds.push([0u32, 1, 3, 2, 2, 9, u32::MAX].iter().flat_map(|n| n.to_be_bytes()).collect());
+    seeds
+}
+
+/// A probe sealed with the target's key (it parses), and records of
+/// probes to its monitors (8 bytes each: time step, flags, path, mode,
+/// sequence step, hold, received): a clean exchange on two paths, then
+/// one with replays, reflections and a probe on the wrong path.
+fn path_probe_inputs() -> Vec<Vec<u8>> {
+    use wanopt_proto::path::{PathId, PathKey, PathMode, ProbeRepr};
+    let key = PathKey::from_exporter(&[0x5A; 36]);
+    let probe = ProbeRepr {
+        bind: true,
+        from_client: true,
+        answer: false,
+        path: PathId::new(1).unwrap(),
+        mode: PathMode::Duplicate,
+        seq: 7,
+        sent_us: 140_000,
+        echo_us: 120_000,
+        hold_us: 1_000,
+        received: 6,
+    };
+    let mut seeds = vec![probe.emit(&key).to_vec()];
+    // Flags byte: 0x01 to the server, 0x02 BIND, 0x04 FROM_CLIENT,
+    // 0x08 ANSWER, 0x10 echo the newest probe the receiver sent.
+    let to_server = 0x01 | 0x02 | 0x04 | 0x10;
+    let to_client = 0x10;
+    let mut clean = Vec::new();
+    for n in 0..24u8 {
+        for path in [0, 1] {
+            clean.extend([10, to_server, path, 2, 1, 1, 0, n]);
+            clean.extend([10, to_client, path, 0, 1, 1, 0, n]);
+        }
+    }
+    seeds.push(clean.clone());
+    let mut mangled = clean;
+    for (i, record) in mangled.chunks_exact_mut(8).enumerate() {
+        match i % 7 {
+            // A replay, a reflection, a probe on the wrong path.
+            1 => record[4] = 0xFF,
+            3 => record[1] ^= 0x04,
+            5 => record[2] |= 0x80,
+            _ => {}
+        }
+    }
+    seeds.push(mangled);
     seeds
 }
 

@@ -21,14 +21,22 @@
 //! - [`udp_flow`]: UDP flows' datagrams in QUIC DATAGRAM frames (flow id,
 //!   number, fragments), their bounded reassembly and the receiver's count
 //!   of loss and reordering.
+//! - [`path`]: several WAN paths to one peer: the authenticated probe
+//!   each node sends on every path, the monitor that turns probes into each
+//!   path's state, RTT and loss, and the selector of each lane's paths
+//!   (failover, duplicate, spread-fec).
+//! - [`dedup`]: the fixed-size filter that drops a datagram's second copy
+//!   when it came over two paths.
 //! - [`probe`]: the datagrams of `wanopt probe` (RTT, and loss, reordering
 //!   and duplication per direction) and the reflector that answers them.
 
 pub mod codes;
 pub mod control;
+pub mod dedup;
 pub mod dup;
 pub mod fec;
 pub mod fec_stream;
+pub mod path;
 pub mod probe;
 pub mod stream;
 pub mod udp_flow;
