@@ -425,10 +425,17 @@ impl Core {
             }
             Ok(permit) => match self.permitted(&self.config.allow_udp, &header, true).await {
                 Err(status) => Err(status),
-                Ok(addrs) => match crate::flow::udp::core::connect(addrs[0]).await {
-                    Ok(socket) => Ok((permit, socket)),
-                    Err(status) => Err(status),
-                },
+                Ok(addrs) => {
+                    // The first permitted address that has a route.
+                    let mut outcome = Err(Status::Unreachable);
+                    for addr in addrs {
+                        outcome = crate::flow::udp::core::connect(addr).await;
+                        if outcome.is_ok() {
+                            break;
+                        }
+                    }
+                    outcome.map(|socket| (permit, socket))
+                }
             },
         };
         let (_permit, socket) = match outcome {

@@ -441,6 +441,26 @@ fn a_single_exchange_ends_early_and_a_conversation_keeps_its_flow() {
     }
     let active = || edge.status().and_then(|s| s["flows_active"].as_u64());
     assert_eq!(active(), Some(2));
+    // The tunnel carried each datagram with its 6-byte header (flow id,
+    // number, fragment byte).
+    let flows: serde_json::Value =
+        serde_json::from_str(&common::http_get(edge.control, "/flows").unwrap()).unwrap();
+    let row = flows["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["datagrams_to_server"] == 3)
+        .unwrap_or_else(|| panic!("{flows}"));
+    assert_eq!(
+        (&row["bytes_to_server"], &row["wan_bytes_to_server"]),
+        (&9.into(), &27.into()),
+        "{row}"
+    );
+    assert_eq!(
+        (&row["bytes_to_client"], &row["wan_bytes_to_client"]),
+        (&9.into(), &27.into()),
+        "{row}"
+    );
     let start = std::time::Instant::now();
     assert!(
         eventually(Duration::from_secs(15), || active() == Some(1)),

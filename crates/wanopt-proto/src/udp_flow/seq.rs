@@ -4,10 +4,13 @@
 //! Numbers are 32 bits and wrap; they are extended to 64 as RTP extends
 //! its sequence numbers (RFC 3550 appendix A.1): a number is taken as the
 //! one nearest the highest seen. A number more than [`SEQ_WINDOW`] below
-//! the highest cannot be told from a copy and counts only as `stale`.
+//! the highest cannot be told from a copy: it is taken as new and counted
+//! `stale` too. QUIC never delivers a DATAGRAM frame twice, so a late
+//! datagram (one FEC rebuilt behind a fast flow) is one the application
+//! wants, not a copy.
 
 /// How far below the highest number an arrival is still told apart as
-/// late or repeated.
+/// late or repeated (64 datagrams: 6 ms of a 100 Mbit/s flow).
 pub const SEQ_WINDOW: u64 = 64;
 
 /// A flow's arrivals so far.
@@ -21,8 +24,8 @@ pub struct SeqStats {
     pub reordered: u64,
     /// Datagrams that arrived again.
     pub duplicates: u64,
-    /// Datagrams too far below the highest to be told apart, not counted
-    /// as received.
+    /// Datagrams too far below the highest to be told from copies, taken
+    /// as new (and counted in `received` and `reordered` too).
     pub stale: u64,
 }
 
@@ -42,8 +45,8 @@ impl SeqCounter {
         Self::default()
     }
 
-    /// Counts datagram `seq`; returns whether it is new (not a copy, not
-    /// stale).
+    /// Counts datagram `seq`; returns whether it is new (not a copy seen
+    /// within the window).
     pub fn record(&mut self, seq: u32) -> bool {
         let Some((first, highest)) = self.span else {
             self.span = Some((i64::from(seq), i64::from(seq)));
@@ -63,14 +66,14 @@ impl SeqCounter {
         let back = -delta;
         if back as u64 >= SEQ_WINDOW {
             self.stats.stale += 1;
-            return false;
+        } else {
+            let bit = 1u64 << back;
+            if self.window & bit != 0 {
+                self.stats.duplicates += 1;
+                return false;
+            }
+            self.window |= bit;
         }
-        let bit = 1u64 << back;
-        if self.window & bit != 0 {
-            self.stats.duplicates += 1;
-            return false;
-        }
-        self.window |= bit;
         self.span = Some((first.min(seq), highest));
         self.stats.received += 1;
         self.stats.reordered += 1;
@@ -116,10 +119,12 @@ mod tests {
         // 4 arrives late: no longer lost.
         assert!(c.record(4));
         assert_eq!(c.stats().lost, 1);
-        // Far ahead, then far behind.
+        // Far ahead, then far behind: late, but delivered and no longer
+        // lost.
         c.record(200);
-        assert!(!c.record(5));
-        assert_eq!(c.stats().stale, 1);
+        let lost = c.stats().lost;
+        assert!(c.record(5));
+        assert_eq!((c.stats().stale, c.stats().lost), (1, lost - 1));
     }
 
     #[test]
@@ -149,10 +154,11 @@ mod tests {
                 cursor += step;
                 let seq = base.wrapping_add(cursor as u32);
                 let new = c.record(seq);
-                if highest != i64::MIN && cursor <= highest - SEQ_WINDOW as i64 {
+                let is_stale = highest != i64::MIN && cursor <= highest - SEQ_WINDOW as i64;
+                if is_stale {
                     stale += 1;
-                    prop_assert!(!new);
-                } else if !seen.insert(cursor) {
+                }
+                if !is_stale && !seen.insert(cursor) {
                     dups += 1;
                     prop_assert!(!new);
                 } else {
@@ -170,7 +176,7 @@ mod tests {
             prop_assert_eq!(stats.duplicates, dups);
             prop_assert_eq!(stats.stale, stale);
             prop_assert_eq!(stats.reordered, reordered);
-            prop_assert_eq!(stats.lost, (highest - first + 1) as u64 - received);
+            prop_assert_eq!(stats.lost, ((highest - first + 1) as u64).saturating_sub(received));
         }
     }
 }

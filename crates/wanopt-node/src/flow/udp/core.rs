@@ -70,7 +70,7 @@ impl CoreFlow {
         );
         // Datagrams that overtook the stream's header go first.
         for (seq, payload) in self.flows.register(id, end.clone()) {
-            receive(&end, seq, &payload, &self.totals);
+            receive(&end, id, seq, &payload, &self.totals);
         }
         let _unregister = Unregister(self.flows.clone(), id);
         let reply = ReplyRepr {
@@ -102,9 +102,9 @@ impl CoreFlow {
                     match received {
                         Ok((n, sent)) => {
                             activity.touch();
-                            if sent {
+                            if let Some(wan) = sent {
                                 flow.to_client.fetch_add(n as u64, Ordering::Relaxed);
-                                flow.wan_to_client.fetch_add(n as u64, Ordering::Relaxed);
+                                flow.wan_to_client.fetch_add(wan as u64, Ordering::Relaxed);
                                 flow.datagrams.to_client.fetch_add(1, Ordering::Relaxed);
                             }
                         }

@@ -299,11 +299,10 @@ impl FlowRun {
         };
         let carry = |payload: &[u8]| {
             activity.touch();
-            if send_datagram(conn, id, &seq, payload, &state.udp) {
+            if let Some(wan) = send_datagram(conn, id, &seq, payload, &state.udp) {
                 flow.to_server
                     .fetch_add(payload.len() as u64, Ordering::Relaxed);
-                flow.wan_to_server
-                    .fetch_add(payload.len() as u64, Ordering::Relaxed);
+                flow.wan_to_server.fetch_add(wan as u64, Ordering::Relaxed);
                 flow.datagrams.to_server.fetch_add(1, Ordering::Relaxed);
             }
         };

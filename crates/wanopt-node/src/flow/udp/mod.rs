@@ -34,7 +34,9 @@ use serde::Serialize;
 use tokio::net::UdpSocket;
 use tracing::debug;
 
-use wanopt_proto::udp_flow::{split, FlowDatagram, Reassembler, SeqCounter, SeqStats};
+use wanopt_proto::udp_flow::{
+    split, FlowDatagram, FlowDatagramRepr, Reassembler, SeqCounter, SeqStats,
+};
 use wanopt_proto::Services;
 
 use super::table::Flow;
@@ -322,7 +324,7 @@ pub(crate) async fn read_datagrams(
             continue;
         };
         match flows.route(view.flow(), view.seq(), payload, now) {
-            Route::Flow(end, payload) => receive(&end, view.seq(), &payload, &totals),
+            Route::Flow(end, payload) => receive(&end, view.flow(), view.seq(), &payload, &totals),
             Route::Held => {}
             Route::Unknown => {
                 totals.unknown_flow.fetch_add(1, Ordering::Relaxed);
@@ -331,9 +333,9 @@ pub(crate) async fn read_datagrams(
     }
 }
 
-/// Counts datagram `seq` of a flow from the tunnel and delivers it unless
-/// it is a copy (or too late to tell).
-pub(crate) fn receive(end: &FlowEnd, seq: u32, payload: &[u8], totals: &UdpTotals) {
+/// Counts datagram `seq` of flow `id` from the tunnel and delivers it
+/// unless it is a copy.
+pub(crate) fn receive(end: &FlowEnd, id: u64, seq: u32, payload: &[u8], totals: &UdpTotals) {
     let (new, lost) = {
         let mut received = lock(&end.received);
         (received.record(seq), received.stats().lost)
@@ -344,13 +346,21 @@ pub(crate) fn receive(end: &FlowEnd, seq: u32, payload: &[u8], totals: &UdpTotal
         Sink::Destination(_) => counters.lost_to_server.store(lost, Ordering::Relaxed),
     }
     if new {
-        deliver(end, payload, totals);
+        // On the wire: the payload and one header (a fragmented
+        // datagram's other headers are not counted).
+        let header = FlowDatagramRepr {
+            flow: id,
+            seq,
+            fragment: None,
+        }
+        .header_len();
+        deliver(end, payload, payload.len() + header, totals);
     }
 }
 
 /// Writes one payload from the tunnel to its flow's socket; counts it
 /// dropped if the socket cannot take it now.
-fn deliver(end: &FlowEnd, payload: &[u8], totals: &UdpTotals) {
+fn deliver(end: &FlowEnd, payload: &[u8], wire: usize, totals: &UdpTotals) {
     // Never waits: one tunnel's reader serves all its flows, and a socket
     // whose send buffer is full drops the datagram, as UDP does.
     // The send is made on the socket itself: tokio's `try_send*` answer
@@ -381,22 +391,23 @@ fn deliver(end: &FlowEnd, payload: &[u8], totals: &UdpTotals) {
         };
         datagrams.fetch_add(1, Ordering::Relaxed);
         lan.fetch_add(payload.len() as u64, Ordering::Relaxed);
-        wan.fetch_add(payload.len() as u64, Ordering::Relaxed);
+        wan.fetch_add(wire as u64, Ordering::Relaxed);
     }
 }
 
 /// Sends one UDP payload of stream index `id` into the tunnel, numbered
-/// from `seq`; false if it was dropped (counted).
+/// from `seq`; the bytes of its frames (headers included), or `None` if it
+/// was dropped (counted).
 pub(crate) fn send_datagram(
     conn: &quinn::Connection,
     id: u64,
     seq: &AtomicU32,
     payload: &[u8],
     totals: &UdpTotals,
-) -> bool {
+) -> Option<usize> {
     let Some(frame) = conn.max_datagram_size() else {
         totals.dropped.fetch_add(1, Ordering::Relaxed);
-        return false;
+        return None;
     };
     // A number is taken only by a datagram that goes out (one flow's
     // datagrams are sent by one task): the peer counts a gap as loss.
@@ -409,7 +420,7 @@ pub(crate) fn send_datagram(
         }
         Err(_) => {
             totals.oversize.fetch_add(1, Ordering::Relaxed);
-            return false;
+            return None;
         }
     }
     // Dropped here, counted, rather than by quinn, which would drop the
@@ -417,16 +428,16 @@ pub(crate) fn send_datagram(
     let bytes: usize = frames.iter().map(Vec::len).sum();
     if conn.datagram_send_buffer_space() < bytes {
         totals.dropped.fetch_add(1, Ordering::Relaxed);
-        return false;
+        return None;
     }
     seq.store(number.wrapping_add(1), Ordering::Relaxed);
     for frame in frames {
         if conn.send_datagram(Bytes::from(frame)).is_err() {
             totals.dropped.fetch_add(1, Ordering::Relaxed);
-            return false;
+            return None;
         }
     }
-    true
+    Some(bytes)
 }
 
 /// A receive buffer for one UDP payload.
