@@ -123,9 +123,10 @@ pub(super) struct DatagramState {
     pub(super) debt: i64,
 }
 
-/// How far `DatagramState::debt` may run either way, in bytes x 100: four
-/// full packets, so neither kind banks more than four packets of priority.
-const DEBT_LIMIT: i64 = 4 * 1500 * 100;
+/// How far `DatagramState::debt` may run either way, in bytes x 100: at an
+/// even share, four full packets, so neither kind banks more than about
+/// four packets of priority while the other had nothing to send.
+const DEBT_LIMIT: i64 = 4 * 1500 * 50;
 
 impl DatagramState {
     /// Whether datagrams go ahead of stream frames in the next packet.
@@ -292,6 +293,50 @@ impl DatagramBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Packets of 1,200 bytes for `n` rounds, each all datagrams when they
+    /// go first, else all stream data: how many carried datagrams.
+    fn datagram_packets(share: Option<u8>, streams_waiting: bool, n: usize) -> usize {
+        let mut state = DatagramState::default();
+        let mut datagrams = 0;
+        for _ in 0..n {
+            if state.first(share, streams_waiting) {
+                datagrams += 1;
+                state.account(share, 1200, 0);
+            } else {
+                state.account(share, 0, 1200);
+            }
+        }
+        datagrams
+    }
+
+    #[test]
+    fn a_share_splits_the_packets_while_streams_wait() {
+        // Upstream's order: datagrams always first.
+        assert_eq!(datagram_packets(None, true, 100), 100);
+        // Half each, alternating within a packet.
+        assert_eq!(datagram_packets(Some(50), true, 100), 50);
+        assert_eq!(datagram_packets(Some(25), true, 100), 25);
+        // Nothing waits in the streams: datagrams take every packet.
+        assert_eq!(datagram_packets(Some(50), false, 100), 100);
+        // Banked priority is bounded: after 1,000 packets of datagrams
+        // alone, waiting streams go first for five packets (four of 1,500
+        // bytes), then the two alternate.
+        let mut state = DatagramState::default();
+        for _ in 0..1000 {
+            state.account(Some(50), 1200, 0);
+        }
+        let mut order = String::new();
+        for _ in 0..9 {
+            let first = state.first(Some(50), true);
+            order.push(if first { 'd' } else { 's' });
+            match first {
+                true => state.account(Some(50), 1200, 0),
+                false => state.account(Some(50), 0, 1200),
+            }
+        }
+        assert_eq!(order, "sssssdsds");
+    }
 
     #[test]
     fn make_space_for_accounts_for_new_datagram() {
