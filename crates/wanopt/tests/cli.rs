@@ -658,7 +658,42 @@ fn flows_and_metrics_show_a_live_flow_with_its_service() {
         core_flows.contains("\"role\":\"core\"") && core_flows.contains("tcp-opt"),
         "{core_flows}"
     );
+    // Both nodes' exposition passes Prometheus' own linter, and a peer has
+    // one label name (its key) on tunnel and cache metrics alike.
+    for node in [&pair.edge, &pair.core] {
+        let metrics = http_get(node.control, "/metrics").unwrap();
+        promtool_check(&metrics);
+        assert!(!metrics.contains("peer_key="), "{metrics}");
+    }
     tx.send(()).unwrap();
+}
+
+/// Runs `promtool check metrics` on an exposition (Debian's `prometheus`
+/// package, which scripts/deps installs); skipped with a note without it.
+fn promtool_check(metrics: &str) {
+    let child = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn();
+    let Ok(mut child) = child else {
+        eprintln!("promtool not installed: exposition not linted (apt-get install prometheus)");
+        return;
+    };
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(metrics.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]

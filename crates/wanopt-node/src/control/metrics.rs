@@ -59,11 +59,19 @@ impl Exposition {
     }
 }
 
+/// A peer's labels, the same on every metric of a peer: `peer`, its
+/// public key (its address until the tunnel has authenticated it), and
+/// `address`, where this node reaches it.
+fn peer_labels(p: &PeerStatus) -> String {
+    let key = p.key.as_deref().unwrap_or(&p.address);
+    format!(",peer=\"{key}\",address=\"{}\"", p.address)
+}
+
 /// One sample per peer that has a value.
 fn per_peer(s: &Status, value: impl Fn(&PeerStatus) -> Option<f64>) -> Vec<(String, f64)> {
     s.peers
         .iter()
-        .filter_map(|p| Some((format!(",peer=\"{}\"", p.address), value(p)?)))
+        .filter_map(|p| Some((peer_labels(p), value(p)?)))
         .collect()
 }
 
@@ -110,16 +118,16 @@ fn tunnel_metrics(m: &mut Exposition, s: &Status) {
         &per_peer(s, |p| p.cwnd_bytes.map(|c| c as f64)),
     );
     m.metric(
-        "tunnel_bandwidth_estimate_bits_per_second",
+        "tunnel_bandwidth_estimate_bytes_per_second",
         "gauge",
         "The congestion controller's estimate of the path's rate in the sending direction (BBR's bottleneck bandwidth; window over RTT for CUBIC and NewReno).",
-        &per_peer(s, |p| p.bandwidth_estimate_mbps.map(|b| b * 1e6)),
+        &per_peer(s, |p| p.bandwidth_estimate_mbps.map(|b| b * 1e6 / 8.0)),
     );
     m.metric(
-        "tunnel_pacing_rate_bits_per_second",
+        "tunnel_pacing_rate_bytes_per_second",
         "gauge",
         "BBR's pacing rate.",
-        &per_peer(s, |p| Some(p.bbr.as_ref()?.pacing_mbps? * 1e6)),
+        &per_peer(s, |p| Some(p.bbr.as_ref()?.pacing_mbps? * 1e6 / 8.0)),
     );
     m.metric(
         "tunnel_min_rtt_seconds",
@@ -180,12 +188,9 @@ fn fec_metrics(m: &mut Exposition, s: &Status) {
         let mut samples = Vec::new();
         for p in &s.peers {
             if let Some(f) = &p.fec {
-                let peer = &p.address;
-                samples.push((format!(",peer=\"{peer}\",direction=\"send\""), send(f)));
-                samples.push((
-                    format!(",peer=\"{peer}\",direction=\"receive\""),
-                    receive(f),
-                ));
+                let peer = peer_labels(p);
+                samples.push((format!("{peer},direction=\"send\""), send(f)));
+                samples.push((format!("{peer},direction=\"receive\""), receive(f)));
             }
         }
         samples
@@ -231,10 +236,7 @@ fn fec_metrics(m: &mut Exposition, s: &Status) {
             .iter()
             .filter_map(|p| {
                 let f = p.fec.as_ref()?;
-                Some((
-                    format!(",peer=\"{}\",direction=\"send\"", p.address),
-                    value(f),
-                ))
+                Some((format!("{},direction=\"send\"", peer_labels(p)), value(f)))
             })
             .collect()
     };
@@ -492,7 +494,7 @@ fn cache_metrics(m: &mut Exposition, cache: &CacheReport) {
         cache
             .peers
             .iter()
-            .map(|p| (format!(",peer_key=\"{}\"", p.peer), value(p) as f64))
+            .map(|p| (format!(",peer=\"{}\"", p.peer), value(p) as f64))
             .collect::<Vec<_>>()
     };
     m.metric(
