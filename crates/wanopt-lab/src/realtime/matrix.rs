@@ -27,6 +27,11 @@ pub const FULL_SECONDS: u64 = 60;
 pub const QUICK_SECONDS: u64 = 20;
 /// Length of the `--smoke` cell, seconds.
 pub const SMOKE_SECONDS: u64 = 5;
+/// How long `link1-down` cuts link 1, from a third of the cell: shorter
+/// than the tunnel's idle timeout (8 s), so that a tunnel on one path
+/// outlives it and the cell shows what the outage costs the streams, not
+/// a tunnel's end.
+pub const CUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How the traffic crosses the WAN.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,7 +78,7 @@ pub enum Event {
     /// Nothing.
     #[serde(rename = "none")]
     None,
-    /// Link 1 cut at a third of the cell and restored at two thirds
+    /// Link 1 cut at a third of the cell and restored [`CUT`] later
     /// (`lab link 1 down|up`).
     #[serde(rename = "link1-down")]
     Link1Down,
@@ -180,7 +185,7 @@ pub struct Plan {
 pub enum Size {
     /// Every condition, both events, 60 s cells.
     Full,
-    /// Link 1 at 5% random loss, no event, 20 s cells.
+    /// Link 1 at 5% random loss, both events, 20 s cells.
     Quick,
     /// One direct cell of 5 s (a check that the scenario runs).
     Smoke,
@@ -204,7 +209,12 @@ impl Plan {
                     &[Event::None],
                     SMOKE_SECONDS,
                 ),
-                Size::Quick => (vec![random(5.0)], &modes, &[Event::None], QUICK_SECONDS),
+                Size::Quick => (
+                    vec![random(5.0)],
+                    &modes,
+                    &[Event::None, Event::Link1Down],
+                    QUICK_SECONDS,
+                ),
                 Size::Full => {
                     let mut c: Vec<Condition> = LOSSES.iter().map(|&l| random(l)).collect();
                     c.push(Condition {
@@ -236,16 +246,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_quick_plan_is_one_condition_in_both_modes() {
+    fn the_quick_plan_is_one_condition_in_both_modes_and_events() {
         let plan = Plan::new(Size::Quick);
-        assert_eq!(plan.cells.len(), 2);
+        assert_eq!(plan.cells.len(), 4);
         assert_eq!(plan.seconds, 20);
         assert!(plan
             .cells
             .iter()
-            .all(|c| c.condition.loss_pct == 5.0 && !c.condition.burst && c.event == Event::None));
-        let modes: Vec<Mode> = plan.cells.iter().map(|c| c.mode).collect();
-        assert_eq!(modes, [Mode::Direct, Mode::WanoptFec]);
+            .all(|c| c.condition.loss_pct == 5.0 && !c.condition.burst));
+        let cells: Vec<(Mode, Event)> = plan.cells.iter().map(|c| (c.mode, c.event)).collect();
+        assert_eq!(
+            cells,
+            [
+                (Mode::Direct, Event::None),
+                (Mode::WanoptFec, Event::None),
+                (Mode::Direct, Event::Link1Down),
+                (Mode::WanoptFec, Event::Link1Down)
+            ]
+        );
+        // The cut is over before the cell's last third, and shorter than
+        // the tunnel's idle timeout.
+        assert!(plan.seconds as f64 / 3.0 + CUT.as_secs_f64() <= plan.seconds as f64 * 2.0 / 3.0);
+        assert!(CUT < std::time::Duration::from_secs(8));
         let smoke = Plan::new(Size::Smoke);
         assert_eq!(smoke.cells.len(), 1);
         assert_eq!((smoke.cells[0].mode, smoke.seconds), (Mode::Direct, 5));

@@ -52,12 +52,13 @@ fn colour(s: &CellSeries) -> RGBColor {
     RGBColor(r, g, b)
 }
 
-/// Bins merged `n` at a time: (start, sent, lost, highest delay).
+/// Bins merged `n` at a time: (middle, sent, lost, highest delay).
 fn merged(bins: &[Bin], n: usize) -> Vec<(f64, u32, u32, Option<f64>)> {
     bins.chunks(n.max(1))
         .map(|c| {
+            let width = c.last().map_or(0.0, |b| b.t_s) - c[0].t_s;
             (
-                c[0].t_s,
+                c[0].t_s + (width + 0.1) / 2.0,
                 c.iter().map(|b| b.sent).sum(),
                 c.iter().map(|b| b.lost).sum(),
                 c.iter().filter_map(|b| b.delay_max_ms).reduce(f64::max),

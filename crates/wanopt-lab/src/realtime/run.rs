@@ -7,7 +7,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::matrix::{Cell, Event, Mode, Plan, Size, JITTER_MS, LINK_MBPS, RTT_MS};
+use super::matrix::{Cell, Event, Mode, Plan, Size, CUT, JITTER_MS, LINK_MBPS, RTT_MS};
 use super::measure::{recovery_s, series, stream_figures};
 use super::peer::{read_log, Record, Stream, VIDEO_BYTES, VIDEO_PORT, VOICE_BYTES, VOICE_PORT};
 use super::plot::CellSeries;
@@ -397,7 +397,7 @@ fn measure(
     let length = Duration::from_secs(seconds);
     let cut = thread::scope(|s| {
         let cutter = (cell.event == Event::Link1Down)
-            .then(|| s.spawn(|| cut_link1(lab, start + length / 3, start + length * 2 / 3)));
+            .then(|| s.spawn(|| cut_link1(lab, start + length / 3, start + length / 3 + CUT)));
         cutter.map(|h| {
             h.join()
                 .unwrap_or_else(|_| Err("the link switch panicked".into()))
