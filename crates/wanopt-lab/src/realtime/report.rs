@@ -97,14 +97,17 @@ pub fn markdown(results: &Results) -> String {
     );
     let _ = writeln!(
         out,
-        "Modes: `direct` over link 1 without nodes; `wanopt-fec` through the tunnel on link 1 \
+        "Modes: `direct` over link 1 without nodes (the endpoints' TCP: the lab's `linux` \
+         profile, this kernel's default congestion control, in the settings as \
+         `endpoint_congestion_control`); `wanopt-fec` through the tunnel on link 1 \
          with `--fec auto`, the streams through the edge's `--forward-udp`. Figures: delivered \
          loss is packets sent and never delivered; one-way delay is the kernel's arrival stamp \
          minus the sender's (one clock for every namespace); jitter is RFC 3550's estimate \
          averaged over the run; the gap is the longest time between consecutive arrivals; \
          `dup` counts copies delivered twice (must be 0). `+p99 vs direct` is the added \
          one-way delay p99 over the `direct` row of the same condition. Per-100 ms series are \
-         in `series/`, the nodes' `/status` at the end of each wanopt cell in `status/`.\n"
+         in `series/`, the nodes' `/status` at the end of each wanopt cell in `status/`. \
+         `link1-down` cuts link 1 for 5 s from a third of the cell.\n"
     );
     out.push_str(&table(results));
     let _ = writeln!(out, "\n## Goals (issue 34)\n");

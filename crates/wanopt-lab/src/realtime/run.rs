@@ -204,6 +204,12 @@ impl Realtime {
             self.skip(cell, &reason);
             return;
         }
+        if let Ok(cc) = env
+            .lab
+            .read_sysctl(Node::Client, "net.ipv4.tcp_congestion_control")
+        {
+            self.results.settings["endpoint_congestion_control"] = cc.into();
+        }
         let outcome = measure(env.lab, env.exe, env.out, cell, self.plan.seconds);
         self.after_cell(env, cell);
         match outcome {
