@@ -32,7 +32,7 @@ pub fn table(results: &Results) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "| loss % | event | stream | mode | delivered loss % | delay p50 ms | delay p99 ms | +p99 vs direct ms | jitter ms | max gap ms | Mbit/s | dup |"
+        "| loss % | event | stream | mode | delivered loss % | delay p50 ms | delay p99 ms | +p99 vs direct ms | jitter ms | max gap ms | Mbit/s | dup | FEC residual % |"
     );
     let _ = writeln!(
         out,
@@ -41,7 +41,7 @@ pub fn table(results: &Results) -> String {
     for r in &results.rows {
         let _ = writeln!(
             out,
-            "| {} | {} | {} {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             condition(r),
             r.event,
             r.stream,
@@ -62,6 +62,7 @@ pub fn table(results: &Results) -> String {
             figure(r.throughput_mbps),
             r.duplicates_delivered
                 .map_or("-".to_string(), |d| d.to_string()),
+            figure(r.fec_residual_pct),
         );
     }
     out
@@ -104,7 +105,8 @@ pub fn markdown(results: &Results) -> String {
          loss is packets sent and never delivered; one-way delay is the kernel's arrival stamp \
          minus the sender's (one clock for every namespace); jitter is RFC 3550's estimate \
          averaged over the run; the gap is the longest time between consecutive arrivals; \
-         `dup` counts copies delivered twice (must be 0). `+p99 vs direct` is the added \
+         `dup` counts copies delivered twice (must be 0); `FEC residual` is the loss left \
+         after FEC in that direction, as the sending node reports it. `+p99 vs direct` is the added \
          one-way delay p99 over the `direct` row of the same condition. Per-100 ms series are \
          in `series/`, the nodes' `/status` at the end of each wanopt cell in `status/`. \
          `link1-down` cuts link 1 for 5 s from a third of the cell.\n"
@@ -174,6 +176,7 @@ mod tests {
                 delivered_loss_pct: Some(0.25),
                 delay_p99_ms: Some(24.5),
                 duplicates_delivered: Some(0),
+                fec_residual_pct: Some(0.31),
                 ..Row::new(&cell, "voice", "up", 20)
             }],
             skipped: vec![],
@@ -183,7 +186,7 @@ mod tests {
         let md = markdown(&results);
         assert!(
             md.contains(
-                "| 5 | none | voice up | wanopt-fec | 0.250 | - | 24.50 | - | - | - | - | 0 |"
+                "| 5 | none | voice up | wanopt-fec | 0.250 | - | 24.50 | - | - | - | - | 0 | 0.31 |"
             ),
             "{md}"
         );

@@ -57,6 +57,10 @@ pub struct Row {
     /// of every stream delivered, minus 1, percent (the cell's, on each
     /// of its rows).
     pub overhead_pct: Option<f64>,
+    /// The FEC residual loss (after repair) of the tunnel in the row's
+    /// direction, as its sender reports it at the end of the cell
+    /// (`/status`), percent (wanopt modes).
+    pub fec_residual_pct: Option<f64>,
     /// CPU seconds of the nodes per GB carried (the CPU cell only).
     pub cpu_s_per_gb: Option<f64>,
     /// `streams` (voice, video and bulk at once).
@@ -129,6 +133,7 @@ impl Row {
             received: None,
             duplicates_delivered: None,
             overhead_pct: None,
+            fec_residual_pct: None,
             cpu_s_per_gb: None,
             workload: "streams".into(),
             seconds,

@@ -156,10 +156,12 @@ impl Realtime {
     }
 
     /// Checks the nodes' logs for flow resets (kept under `logs/` when
-    /// there are any) and keeps their `/status` under `status/`.
-    fn after_cell(&mut self, env: &Env<'_>, cell: &Cell) {
+    /// there are any) and keeps their `/status` under `status/`; returns
+    /// the edge's and the core's.
+    fn after_cell(&mut self, env: &Env<'_>, cell: &Cell) -> NodeStatus {
+        let mut status = NodeStatus::default();
         if !cell.mode.tunnel() {
-            return;
+            return status;
         }
         let dir = env.out.join("status");
         let _ = std::fs::create_dir_all(&dir);
@@ -170,6 +172,10 @@ impl Realtime {
             if let Ok(json) = node_status(env.lab, env.exe, node, control) {
                 let text = serde_json::to_string_pretty(&json).unwrap_or_default();
                 let _ = std::fs::write(dir.join(format!("{}-{role}.json", cell.stem())), text);
+                match node {
+                    Node::Edge => status.edge = Some(json),
+                    _ => status.core = Some(json),
+                }
             }
         }
         let state = env.lab.state_dir();
@@ -181,6 +187,7 @@ impl Realtime {
             env.say(format!("{label}: FLOW RESET: the run fails: {first}"));
             self.results.flow_resets.extend(resets);
         }
+        status
     }
 
     fn run_cell(&mut self, env: &Env<'_>, cell: &Cell) {
@@ -211,9 +218,12 @@ impl Realtime {
             self.results.settings["endpoint_congestion_control"] = cc.into();
         }
         let outcome = measure(env.lab, env.exe, env.out, cell, self.plan.seconds);
-        self.after_cell(env, cell);
+        let status = self.after_cell(env, cell);
         match outcome {
-            Ok(m) => {
+            Ok(mut m) => {
+                for r in &mut m.rows {
+                    r.fec_residual_pct = status.fec_residual_pct(&r.direction);
+                }
                 for r in &m.rows {
                     env.say(format!("  {}: {}", cell.stem(), row_figure(r)));
                 }
@@ -227,6 +237,28 @@ impl Realtime {
             }
         }
         let _ = Realtime::write_outputs(&self.results, env.out);
+    }
+}
+
+/// The nodes' `/status` at the end of a wanopt cell.
+#[derive(Debug, Default)]
+struct NodeStatus {
+    edge: Option<serde_json::Value>,
+    core: Option<serde_json::Value>,
+}
+
+impl NodeStatus {
+    /// The FEC residual loss the sender of `direction` (`up`: the edge,
+    /// `down`: the core) reports for its peer, percent.
+    fn fec_residual_pct(&self, direction: &str) -> Option<f64> {
+        let sender = if direction == "up" {
+            &self.edge
+        } else {
+            &self.core
+        };
+        sender.as_ref()?["peers"][0]["fec"]["residual_loss_percent"]
+            .as_f64()
+            .map(round2)
     }
 }
 
@@ -658,6 +690,18 @@ mod tests {
         assert_eq!(core_args(), ["--allow-udp", "198.18.3.2:5004-5006"]);
         assert_eq!(stream_target(Mode::Direct), "198.18.3.2");
         assert_eq!(stream_target(Mode::WanoptFec), "198.18.1.1");
+    }
+
+    #[test]
+    fn the_fec_residual_comes_from_each_directions_sender() {
+        let peer = |residual: f64| serde_json::json!({"peers": [{"fec": {"residual_loss_percent": residual}}]});
+        let status = NodeStatus {
+            edge: Some(peer(0.343)),
+            core: Some(peer(3.4368)),
+        };
+        assert_eq!(status.fec_residual_pct("up"), Some(0.34));
+        assert_eq!(status.fec_residual_pct("down"), Some(3.44));
+        assert_eq!(NodeStatus::default().fec_residual_pct("up"), None);
     }
 
     /// A cell's four rows from the peers' logs: voice up and down, video
