@@ -36,7 +36,7 @@ pub fn table(results: &Results) -> String {
     );
     let _ = writeln!(
         out,
-        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     for r in &results.rows {
         let _ = writeln!(
@@ -189,6 +189,16 @@ mod tests {
                 "| 5 | none | voice up | wanopt-fec | 0.250 | - | 24.50 | - | - | - | - | 0 | 0.31 |"
             ),
             "{md}"
+        );
+        // The header, the separator and the rows have as many columns.
+        let columns: Vec<usize> = md
+            .lines()
+            .filter(|l| l.starts_with('|'))
+            .map(|l| l.matches('|').count())
+            .collect();
+        assert!(
+            columns.len() == 3 && columns.iter().all(|c| *c == columns[0]),
+            "{columns:?}"
         );
         assert!(md.contains("**PASS** wanopt-fec: voice and video residual loss under 0.5%"));
         assert!(md.contains("**not measured** wanopt-dup"));
