@@ -42,7 +42,7 @@ pub enum LabCommand {
         #[arg(value_enum)]
         state: LinkState,
     },
-    /// Run a scenario (`tcp-opt`, `waas-3g`, `lossy` or a TOML file) and write results, a report and plots.
+    /// Run a scenario (`tcp-opt`, `waas-3g`, `lossy`, `realtime` or a TOML file) and write results, a report and plots.
     Run(crate::scenario::RunArgs),
     /// Measure the emulator's own ceiling (pps, Gbit/s of 1500-byte packets each way) with iperf3.
     BenchCeiling {
@@ -88,6 +88,9 @@ pub enum LabCommand {
     /// Internal: a workload of the lossy scenario (runs inside `client`); prints a JSON report.
     #[command(hide = true)]
     LossyClient(crate::lossy::client::ClientArgs),
+    /// Internal: an end of the realtime scenario's voice and video streams (runs inside `client` or `server`).
+    #[command(hide = true)]
+    RtPeer(crate::realtime::peer::PeerArgs),
     /// Write the waas-3g file set (the reference's Table 1, generated from a seed) to a directory.
     WaasFiles {
         /// Directory to write the files to (created if needed).
@@ -310,6 +313,11 @@ pub fn run(command: LabCommand) -> anyhow::Result<i32> {
             Err(e @ crate::lossy::client::ClientError::Usage(_)) => usage(e),
             Err(e) => Err(e.into()),
         },
+        LabCommand::RtPeer(args) => {
+            let (sent, received) = crate::realtime::peer::run(&args)?;
+            println!("sent {sent} received {received}");
+            Ok(0)
+        }
         LabCommand::WaasFiles { out, seed } => waas_files(&out, seed),
         LabCommand::WaasReport { dir } => waas_report(&dir),
         LabCommand::WaasServer(args) => waas_server(args),

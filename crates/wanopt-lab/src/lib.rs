@@ -22,6 +22,7 @@ pub mod optimize;
 pub mod plot;
 pub mod profile;
 pub mod rawsock;
+pub mod realtime;
 pub mod report;
 pub mod rng;
 pub mod scenario;

@@ -328,7 +328,7 @@ fn measure(
 
 /// The link's counters (IP bytes delivered, frames lost and dropped at
 /// the queue, both directions) as of a snapshot taken at or after `not_before_ms`.
-fn wan_counters(lab: &Lab, not_before_ms: u64) -> Result<WanDelta, String> {
+pub(crate) fn wan_counters(lab: &Lab, not_before_ms: u64) -> Result<WanDelta, String> {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let doc: Option<serde_json::Value> = std::fs::read_to_string(counters_path(lab))
@@ -472,6 +472,7 @@ mod tests {
                 Vec::new()
             },
             smb_encrypt: None,
+            smoke: false,
         };
         let lab = Lab::new("t8-");
         for (args, message) in [

@@ -21,6 +21,12 @@ pub enum RunError {
     /// `--runs` was given to the lossy scenario (one run per cell).
     #[error("--runs is not an option of the lossy scenario (one run per cell)")]
     LossyRuns,
+    /// `--runs` was given to the realtime scenario (one run per cell).
+    #[error("--runs is not an option of the realtime scenario (one run per cell)")]
+    RealtimeRuns,
+    /// `--smoke` was given to another scenario than realtime.
+    #[error("--smoke is an option of the realtime scenario")]
+    SmokeOption,
     /// The scenario's name or file is bad.
     #[error(transparent)]
     Spec(#[from] SpecError),
@@ -74,6 +80,8 @@ impl RunError {
             RunError::Runs
                 | RunError::WaasOptions
                 | RunError::LossyRuns
+                | RunError::RealtimeRuns
+                | RunError::SmokeOption
                 | RunError::Spec(_)
                 | RunError::Size(_)
                 | RunError::Rtt { .. }

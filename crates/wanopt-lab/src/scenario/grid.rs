@@ -618,6 +618,7 @@ mod tests {
                 Vec::new()
             },
             smb_encrypt: None,
+            smoke: false,
         };
         for (args, message) in [
             (
@@ -634,7 +635,7 @@ mod tests {
             ),
             (
                 args("no-such-scenario", None, false),
-                "unknown scenario `no-such-scenario`: use `tcp-opt`, `waas-3g`, `lossy` or a path to a .toml file",
+                "unknown scenario `no-such-scenario`: use `tcp-opt`, `waas-3g`, `lossy`, `realtime` or a path to a .toml file",
             ),
         ] {
             let e = Grid::from_args(&args).err();

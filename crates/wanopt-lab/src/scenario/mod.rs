@@ -4,8 +4,8 @@
 //! Every scenario goes through the one [`runner`] as a [`Scenario`]:
 //! [`grid::Grid`] for `tcp-opt` and scenario TOML files (grids of link
 //! settings, endpoint profiles and paths, [`spec`]), and
-//! [`crate::waas::Waas3g`] for `waas-3g` and [`crate::lossy::Lossy`] for
-//! `lossy`.
+//! [`crate::waas::Waas3g`] for `waas-3g`, [`crate::lossy::Lossy`] for
+//! `lossy` and [`crate::realtime::Realtime`] for `realtime`.
 
 mod args;
 mod error;
@@ -23,6 +23,25 @@ use crate::topology::Lab;
 
 /// Runs the scenario `args` names through the runner.
 pub fn run(lab: &Lab, args: &RunArgs) -> Result<Verdict, RunError> {
+    if args.smoke && args.scenario != crate::realtime::SCENARIO {
+        return Err(RunError::SmokeOption);
+    }
+    if args.scenario == crate::realtime::SCENARIO {
+        if !args.tests.is_empty() || args.smb_encrypt.is_some() {
+            return Err(RunError::WaasOptions);
+        }
+        if args.runs.is_some() {
+            return Err(RunError::RealtimeRuns);
+        }
+        use crate::realtime::matrix::Size;
+        let size = match (args.smoke, args.quick) {
+            (true, _) => Size::Smoke,
+            (false, true) => Size::Quick,
+            (false, false) => Size::Full,
+        };
+        let mut scenario = crate::realtime::Realtime::new(size);
+        return runner::run(lab, &mut scenario, &args.out).map(|r| r.verdict);
+    }
     if args.scenario == crate::waas::SCENARIO {
         let mut scenario = crate::waas::Waas3g::from_args(args)?;
         return runner::run(lab, &mut scenario, &args.out).map(|r| r.verdict);

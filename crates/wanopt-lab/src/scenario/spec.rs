@@ -50,7 +50,7 @@ pub enum SpecError {
         message: String,
     },
     /// The name is neither built in nor a file.
-    #[error("unknown scenario `{0}`: use `tcp-opt`, `waas-3g`, `lossy` or a path to a .toml file")]
+    #[error("unknown scenario `{0}`: use `tcp-opt`, `waas-3g`, `lossy`, `realtime` or a path to a .toml file")]
     Unknown(String),
 }
 
