@@ -96,6 +96,10 @@ pub struct PeerStatus {
     pub sent_packets: Option<u64>,
     /// Packets declared lost on the path.
     pub lost_packets: Option<u64>,
+    /// UDP flows' datagrams dropped unsent after waiting
+    /// [`crate::transport::tunnel::UDP_MAX_QUEUE_DELAY`].
+    #[serde(default)]
+    pub datagrams_expired: Option<u64>,
     /// Congestion events.
     pub congestion_events: Option<u64>,
     /// Tail duplication on this path (what this node sends).
@@ -431,6 +435,7 @@ impl NodeState {
                     mtu: stats.as_ref().map(|s| s.path.current_mtu),
                     sent_packets: stats.as_ref().map(|s| s.path.sent_packets),
                     lost_packets: stats.as_ref().map(|s| s.path.lost_packets),
+                    datagrams_expired: stats.as_ref().map(|s| s.datagrams_expired),
                     congestion_events: stats.as_ref().map(|s| s.path.congestion_events),
                     duplication: e
                         .connection

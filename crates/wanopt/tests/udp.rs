@@ -536,3 +536,94 @@ fn udp_flows_from_fresh_ports_leave_tcp_flows_their_half() {
     assert_eq!(conns.len(), 4);
     drop(core);
 }
+
+#[test]
+fn datagrams_that_waited_out_a_cut_are_dropped_not_delivered_late() {
+    // A sink that records each datagram's delay: the payload is the
+    // sending time, in microseconds since `epoch`.
+    let epoch = std::time::Instant::now();
+    let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let sink_addr = sink.local_addr().unwrap();
+    let delays = Arc::new(std::sync::Mutex::new(Vec::<(u64, u64)>::new()));
+    let seen = delays.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 64];
+        while let Ok(n) = sink.recv(&mut buf) {
+            if n >= 8 {
+                let sent = u64::from_be_bytes(buf[..8].try_into().unwrap());
+                let now = epoch.elapsed().as_micros() as u64;
+                seen.lock().unwrap().push((sent, now.saturating_sub(sent)));
+            }
+        }
+    });
+    let keys = Keys::new();
+    let core_addr = free_udp();
+    let mut args = core_args(&keys, core_addr, &["127.0.0.1/32"]);
+    args.extend(["--allow-udp".to_owned(), "127.0.0.1/32".to_owned()]);
+    let _core = spawn(&keys, "core", &args);
+    let cut = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let cutting = cut.clone();
+    let relay = common::lossy_path(core_addr, Duration::from_millis(5), move |_, _| {
+        cutting.load(Ordering::Relaxed)
+    });
+    let listen = free_udp();
+    let forward = format!("{listen}={sink_addr}");
+    let edge = spawn(
+        &keys,
+        "edge",
+        &edge_args(&keys, relay, &[], &["--forward-udp", &forward]),
+    );
+    edge.wait_tunnel_up(Duration::from_secs(10));
+    // 200 datagrams of 1,000 bytes a second (a video call) for 5 s; the
+    // path to the core is cut from 1 s to 3 s, which fills the window and
+    // then the tunnel's send queue.
+    let socket = client();
+    let start = std::time::Instant::now();
+    let mut cut_at = None;
+    let mut restored_at = None;
+    for i in 0..1000u32 {
+        let due = start + Duration::from_millis(5 * u64::from(i));
+        if let Some(wait) = due.checked_duration_since(std::time::Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        let at = epoch.elapsed().as_micros() as u64;
+        if i == 200 {
+            cut.store(true, Ordering::Relaxed);
+            cut_at = Some(at);
+        }
+        if i == 600 {
+            cut.store(false, Ordering::Relaxed);
+            restored_at = Some(at);
+        }
+        let mut datagram = at.to_be_bytes().to_vec();
+        datagram.resize(1000, 0);
+        socket.send_to(&datagram, listen).unwrap();
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let (cut_at, restored_at) = (cut_at.unwrap(), restored_at.unwrap());
+    let delays = delays.lock().unwrap().clone();
+    // Datagrams that waited in the queue are dropped after 300 ms: none
+    // arrives much later than that, however long the path took to come
+    // back (without the bound, 252 of the cut's datagrams arrived, the
+    // last 1.55 s after it was sent).
+    let worst = delays.iter().map(|(_, d)| *d).max().unwrap_or(0);
+    let of_cut = delays
+        .iter()
+        .filter(|(sent, _)| (cut_at..restored_at).contains(sent))
+        .count();
+    assert!(
+        worst < 600_000,
+        "{of_cut} datagrams of the cut delivered, the latest {worst} us after sending"
+    );
+    // The call carries on after the cut.
+    let after = delays
+        .iter()
+        .filter(|(sent, _)| *sent > restored_at + 500_000)
+        .count();
+    assert!(after >= 200, "{after} datagrams after the cut");
+    let status = edge.status().unwrap();
+    let expired = status["peers"][0]["datagrams_expired"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(expired >= 100, "{}", status["peers"][0]);
+}

@@ -142,6 +142,12 @@ fn tunnel_metrics(m: &mut Exposition, s: &Status) {
         &per_peer(s, |p| p.lost_packets.map(|c| c as f64)),
     );
     m.metric(
+        "tunnel_datagrams_expired_total",
+        "counter",
+        "UDP flows' datagrams dropped unsent after waiting 300 ms in the tunnel's send queue.",
+        &per_peer(s, |p| p.datagrams_expired.map(|c| c as f64)),
+    );
+    m.metric(
         "tunnel_duplicated_datagrams_total",
         "counter",
         "Datagrams sent a second time by tail duplication.",

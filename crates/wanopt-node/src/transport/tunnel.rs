@@ -155,6 +155,10 @@ impl TunnelTuning {
             // offered faster than the path carries it starves every TCP
             // flow (vendor/README.md, change 5).
             .datagram_share(Some(UDP_SHARE_PERCENT))
+            // A UDP datagram that waited this long for the window (a dead
+            // path, a collapsed rate) is dropped, not sent seconds late
+            // ahead of fresh ones (change 6).
+            .datagram_max_age(Some(UDP_MAX_QUEUE_DELAY))
             // Few until the peer has proved its key: quinn-proto allocates
             // the state of every stream the peer may open when the
             // connection is created, and 16,384 of them cost a core about
@@ -192,6 +196,11 @@ pub use quinn_proto::ReceiveBudget;
 /// The share of the tunnel, in percent, that UDP flows' datagrams may
 /// take while TCP flows' stream data waits.
 pub const UDP_SHARE_PERCENT: u8 = 50;
+
+/// How long a UDP flow's datagram may wait in the tunnel's send queue
+/// before it is dropped (counted as `datagrams_expired`): about a router's
+/// deepest queue; a call's audio later than that is useless.
+pub const UDP_MAX_QUEUE_DELAY: Duration = Duration::from_millis(300);
 
 /// Default node-wide bound on granted flow receive windows.
 pub const DEFAULT_WINDOW_BUDGET: u64 = 1 << 30;

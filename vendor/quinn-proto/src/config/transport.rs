@@ -31,6 +31,7 @@ pub struct TransportConfig {
     pub(crate) stream_receive_window: VarInt,
     pub(crate) window_autotune: Option<super::WindowAutotune>,
     pub(crate) datagram_share: Option<u8>,
+    pub(crate) datagram_max_age: Option<Duration>,
     pub(crate) receive_window: VarInt,
     pub(crate) send_window: u64,
     pub(crate) send_fairness: bool,
@@ -139,6 +140,18 @@ impl TransportConfig {
     /// them starve every stream.
     pub fn datagram_share(&mut self, percent: Option<u8>) -> &mut Self {
         self.datagram_share = percent.map(|p| p.clamp(1, 99));
+        self
+    }
+
+    /// Drops an application datagram still unsent this long after it was
+    /// queued (wanopt addition), oldest first, and counts it
+    /// (`ConnectionStats::datagrams_expired`): a datagram that waited out a
+    /// dead path or a full window is stale (a call's audio, a game's
+    /// state), and sending it late delays the fresh ones behind it. `None`
+    /// (the default) keeps every datagram until it is sent or pushed out
+    /// by `datagram_send_buffer_size`.
+    pub fn datagram_max_age(&mut self, age: Option<Duration>) -> &mut Self {
+        self.datagram_max_age = age;
         self
     }
 
@@ -411,6 +424,7 @@ impl Default for TransportConfig {
             stream_receive_window: STREAM_RWND.into(),
             window_autotune: None,
             datagram_share: None,
+            datagram_max_age: None,
             receive_window: VarInt::MAX,
             send_window: (8 * STREAM_RWND).into(),
             send_fairness: true,
@@ -451,6 +465,7 @@ impl fmt::Debug for TransportConfig {
             stream_receive_window,
             window_autotune,
             datagram_share,
+            datagram_max_age,
             receive_window,
             send_window,
             send_fairness,
@@ -482,6 +497,7 @@ impl fmt::Debug for TransportConfig {
             .field("stream_receive_window", stream_receive_window)
             .field("window_autotune", window_autotune)
             .field("datagram_share", datagram_share)
+            .field("datagram_max_age", datagram_max_age)
             .field("receive_window", receive_window)
             .field("send_window", send_window)
             .field("send_fairness", send_fairness)

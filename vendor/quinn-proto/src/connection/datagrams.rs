@@ -6,7 +6,7 @@ use tracing::{debug, trace};
 
 use super::{Connection, Event};
 use crate::{
-    TransportError,
+    Duration, Instant, TransportError,
     frame::{Datagram, FrameStruct},
 };
 
@@ -51,7 +51,13 @@ impl Datagrams<'_> {
             self.conn.datagrams.send_blocked = true;
             return Err(SendDatagramError::Blocked(data));
         }
-        self.conn.datagrams.outgoing.push_back(Datagram { data });
+        // The time is taken here (the API has no `now`) only when datagrams
+        // expire: `TransportConfig::datagram_max_age`.
+        let queued = self.conn.config.datagram_max_age.map(|_| Instant::now());
+        self.conn
+            .datagrams
+            .outgoing
+            .push_back_at(Datagram { data }, queued);
         Ok(())
     }
 
@@ -134,6 +140,20 @@ impl DatagramState {
         share.is_none() || !streams_waiting || self.debt <= 0
     }
 
+    /// Drops the queued datagrams older than `max_age` at `now`; returns
+    /// how many.
+    pub(super) fn expire(&mut self, now: Instant, max_age: Duration) -> u64 {
+        let mut expired = 0;
+        while let Some(&(_, Some(at))) = self.outgoing.queue.front() {
+            if now.saturating_duration_since(at) < max_age {
+                break;
+            }
+            self.outgoing.pop_front();
+            expired += 1;
+        }
+        expired
+    }
+
     /// Books a packet's datagram and stream bytes against `share`.
     pub(super) fn account(
         &mut self,
@@ -209,7 +229,7 @@ impl DatagramState {
     /// queued but can't send it.
     pub(super) fn drop_oversized(&mut self, max_payload: usize) -> bool {
         let mut dropped_any = false;
-        self.outgoing.queue.retain(|datagram| {
+        self.outgoing.queue.retain(|(datagram, _)| {
             let result = datagram.data.len() <= max_payload;
             if !result {
                 trace!(
@@ -230,7 +250,7 @@ impl DatagramState {
     /// Returns whether a frame was written. At most `max_size` bytes will be written, including
     /// framing.
     pub(super) fn write(&mut self, buf: &mut Vec<u8>, max_size: usize) -> bool {
-        let datagram = match self.outgoing.pop_front() {
+        let (datagram, queued) = match self.outgoing.pop_front_at() {
             Some(x) => x,
             None => return false,
         };
@@ -238,7 +258,7 @@ impl DatagramState {
         if buf.len() + datagram.size(true) > max_size {
             // Future work: we could be more clever about cramming small datagrams into
             // mostly-full packets when a larger one is queued first
-            self.outgoing.push_front(datagram);
+            self.outgoing.push_front_at(datagram, queued);
             return false;
         }
 
@@ -255,25 +275,34 @@ impl DatagramState {
 
 #[derive(Default)]
 pub(super) struct DatagramBuffer {
-    queue: VecDeque<Datagram>,
+    /// Each datagram and, when datagrams expire, when it was queued.
+    queue: VecDeque<(Datagram, Option<Instant>)>,
     payload_bytes: usize,
 }
 
 impl DatagramBuffer {
     fn push_back(&mut self, datagram: Datagram) {
+        self.push_back_at(datagram, None);
+    }
+
+    fn push_back_at(&mut self, datagram: Datagram, queued: Option<Instant>) {
         self.payload_bytes += datagram.data.len();
-        self.queue.push_back(datagram);
+        self.queue.push_back((datagram, queued));
     }
 
     fn pop_front(&mut self) -> Option<Datagram> {
-        let datagram = self.queue.pop_front()?;
-        self.payload_bytes -= datagram.data.len();
-        Some(datagram)
+        self.pop_front_at().map(|(datagram, _)| datagram)
     }
 
-    fn push_front(&mut self, datagram: Datagram) {
+    fn pop_front_at(&mut self) -> Option<(Datagram, Option<Instant>)> {
+        let (datagram, queued) = self.queue.pop_front()?;
+        self.payload_bytes -= datagram.data.len();
+        Some((datagram, queued))
+    }
+
+    fn push_front_at(&mut self, datagram: Datagram, queued: Option<Instant>) {
         self.payload_bytes += datagram.data.len();
-        self.queue.push_front(datagram);
+        self.queue.push_front((datagram, queued));
     }
 
     fn memory_used(&self) -> usize {
@@ -282,7 +311,9 @@ impl DatagramBuffer {
     }
 
     pub(super) fn can_send_1rtt(&self, max_size: usize) -> bool {
-        self.queue.front().is_some_and(|x| x.size(true) <= max_size)
+        self.queue
+            .front()
+            .is_some_and(|(x, _)| x.size(true) <= max_size)
     }
 
     pub(super) fn is_empty(&self) -> bool {
@@ -308,6 +339,30 @@ mod tests {
             }
         }
         datagrams
+    }
+
+    #[test]
+    fn datagrams_older_than_the_max_age_are_dropped_oldest_first() {
+        let mut state = DatagramState::default();
+        let t0 = Instant::now();
+        for (i, at) in [0u64, 10, 20, 30].into_iter().enumerate() {
+            let data = Bytes::from(vec![i as u8; 100]);
+            let queued = t0 + Duration::from_millis(at);
+            state.outgoing.push_back_at(Datagram { data }, Some(queued));
+        }
+        let max_age = Duration::from_millis(50);
+        assert_eq!(state.expire(t0 + Duration::from_millis(49), max_age), 0);
+        // Those queued at 0 and 10 ms are 50 ms old or older at 60 ms.
+        assert_eq!(state.expire(t0 + Duration::from_millis(60), max_age), 2);
+        assert_eq!(state.outgoing.queue.len(), 2);
+        assert_eq!(state.outgoing.payload_bytes, 200);
+        assert_eq!(state.outgoing.queue[0].0.data[0], 2);
+        // Datagrams queued without a time never expire.
+        state.outgoing.push_back(Datagram {
+            data: Bytes::from_static(&[9]),
+        });
+        assert_eq!(state.expire(t0 + Duration::from_secs(60), max_age), 2);
+        assert_eq!(state.outgoing.queue.len(), 1);
     }
 
     #[test]
@@ -350,16 +405,19 @@ mod tests {
         state.make_space_for(4, 10 + 2 * size_of::<Datagram>());
 
         assert_eq!(state.outgoing.queue.len(), 1);
-        assert_eq!(state.outgoing.queue[0].data.len(), 2);
+        assert_eq!(state.outgoing.queue[0].0.data.len(), 2);
         assert_eq!(state.outgoing.payload_bytes, 2);
     }
 
     #[test]
     fn make_space_for_handles_overflowing_capacity_check() {
         let mut state = DatagramState::default();
-        state.outgoing.queue.push_back(Datagram {
-            data: Bytes::from_static(&[0]),
-        });
+        state.outgoing.queue.push_back((
+            Datagram {
+                data: Bytes::from_static(&[0]),
+            },
+            None,
+        ));
         state.outgoing.payload_bytes = usize::MAX - 1;
 
         state.make_space_for(2, usize::MAX);
@@ -402,7 +460,7 @@ mod tests {
         assert!(state.drop_oversized(10));
 
         assert_eq!(state.outgoing.queue.len(), 1);
-        assert_eq!(state.outgoing.queue[0].data.len(), 10);
+        assert_eq!(state.outgoing.queue[0].0.data.len(), 10);
         assert_eq!(state.outgoing.payload_bytes, 10);
     }
 }

@@ -468,6 +468,16 @@ impl Connection {
         buf: &mut Vec<u8>,
     ) -> Option<Transmit> {
         assert!(max_datagrams != 0);
+        if let Some(max_age) = self.config.datagram_max_age {
+            let expired = self.datagrams.expire(now, max_age);
+            if expired > 0 {
+                self.stats.datagrams_expired += expired;
+                if self.datagrams.send_blocked {
+                    self.datagrams.send_blocked = false;
+                    self.events.push_back(Event::DatagramsUnblocked);
+                }
+            }
+        }
         let max_datagrams = match self.config.enable_segmentation_offload {
             false => 1,
             true => max_datagrams,

@@ -173,4 +173,7 @@ pub struct ConnectionStats {
     pub frame_rx: FrameStats,
     /// Statistics related to the current transmission path
     pub path: PathStats,
+    /// Application datagrams dropped unsent because they waited longer
+    /// than `TransportConfig::datagram_max_age` (wanopt addition)
+    pub datagrams_expired: u64,
 }
