@@ -139,6 +139,35 @@ struct Edge {
 /// At most one log line per this interval for flows refused by policy.
 const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
+/// The UDP sockets of `--forward-udp` (each with its destination) and
+/// `--transparent-udp`, bound.
+async fn bind_udp(
+    config: &EdgeConfig,
+) -> Result<
+    (
+        Vec<(tokio::net::UdpSocket, wanopt_proto::Target)>,
+        Option<std::net::UdpSocket>,
+    ),
+    NodeError,
+> {
+    let mut forwards = Vec::new();
+    for forward in &config.udp_forwards {
+        let socket = tokio::net::UdpSocket::bind(forward.listen)
+            .await
+            .map_err(|source| NodeError::Bind {
+                what: "udp forward",
+                addr: forward.listen,
+                source,
+            })?;
+        forwards.push((socket, forward.destination.clone()));
+    }
+    let transparent = match config.transparent_udp {
+        Some(addr) => Some(crate::flow::udp::transparent::bind(addr)?),
+        None => None,
+    };
+    Ok((forwards, transparent))
+}
+
 /// Runs an edge until `shutdown` resolves, then drains flows for a bounded
 /// time. Every listener is bound before this returns an error-free start.
 pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Result<(), NodeError> {
@@ -156,21 +185,7 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
             forward.destination.clone(),
         ));
     }
-    let mut udp_sockets = Vec::new();
-    for forward in &config.udp_forwards {
-        let socket = tokio::net::UdpSocket::bind(forward.listen)
-            .await
-            .map_err(|source| NodeError::Bind {
-                what: "udp forward",
-                addr: forward.listen,
-                source,
-            })?;
-        udp_sockets.push((socket, forward.destination.clone()));
-    }
-    let transparent_udp = match config.transparent_udp {
-        Some(addr) => Some(crate::flow::udp::transparent::bind(addr)?),
-        None => None,
-    };
+    let udp_sockets = bind_udp(&config).await?;
     let transparent = match config.transparent {
         Some(addr) => {
             let listener = listen_tcp(addr, true)?;
@@ -248,7 +263,8 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
         limits: edge.limits.clone(),
         idle_timeout: edge.config.udp_idle_timeout,
     });
-    for (socket, destination) in udp_sockets {
+    let (forwards, transparent_udp) = udp_sockets;
+    for (socket, destination) in forwards {
         tasks.spawn(crate::flow::udp::edge::serve(
             udp_edge.clone(),
             socket,

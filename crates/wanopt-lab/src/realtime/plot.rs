@@ -9,32 +9,10 @@
 use std::path::Path;
 
 use plotters::style::RGBColor;
-use serde::{Deserialize, Serialize};
 
 use super::measure::Bin;
-use super::results::Results;
+use super::results::{CellSeries, Results};
 use crate::plot::{Line, LineChart, PlotError};
-
-/// A stream's series in one cell.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CellSeries {
-    /// The cell's mode.
-    pub mode: String,
-    /// The cell's event.
-    pub event: String,
-    /// Link 1's loss, percent.
-    pub loss_pct: f64,
-    /// Bursts.
-    pub burst: bool,
-    /// `voice` or `video`.
-    pub stream: String,
-    /// `up` or `down`.
-    pub direction: String,
-    /// When link 1 went down and up again, s since the cell's start.
-    pub marks: Vec<(String, f64)>,
-    /// The series, 100 ms bins by send time.
-    pub bins: Vec<Bin>,
-}
 
 /// A line's colour: a hue per mode, darkest for voice down, lightest
 /// for video.

@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::matrix::{Cell, Mode};
-use super::measure::StreamFigures;
+use super::measure::{Bin, StreamFigures};
 use crate::scenario::results::round2;
 
 /// One stream in one direction of one cell.
@@ -105,7 +105,7 @@ pub struct Results {
     /// The streams' series, for the plots (written to `series/`, not to
     /// `results.json`).
     #[serde(skip)]
-    pub series: Vec<super::plot::CellSeries>,
+    pub series: Vec<CellSeries>,
 }
 
 impl Row {
@@ -202,6 +202,27 @@ pub fn fill_added_delay(rows: &mut [Row]) {
 
 fn round3(v: f64) -> f64 {
     (v * 1e3).round() / 1e3
+}
+
+/// A stream's series in one cell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellSeries {
+    /// The cell's mode.
+    pub mode: String,
+    /// The cell's event.
+    pub event: String,
+    /// Link 1's loss, percent.
+    pub loss_pct: f64,
+    /// Bursts.
+    pub burst: bool,
+    /// `voice` or `video`.
+    pub stream: String,
+    /// `up` or `down`.
+    pub direction: String,
+    /// When link 1 went down and up again, s since the cell's start.
+    pub marks: Vec<(String, f64)>,
+    /// The series, 100 ms bins by send time.
+    pub bins: Vec<Bin>,
 }
 
 #[cfg(test)]

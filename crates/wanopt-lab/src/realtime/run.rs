@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use super::matrix::{Cell, Event, Mode, Plan, Size, CUT, JITTER_MS, LINK_MBPS, RTT_MS};
 use super::measure::{recovery_s, series, stream_figures};
 use super::peer::{read_log, Record, Stream, VIDEO_BYTES, VIDEO_PORT, VOICE_BYTES, VOICE_PORT};
-use super::plot::CellSeries;
+use super::results::CellSeries;
 use super::results::{fill_added_delay, Results, Row, Skipped};
 use super::{report, SCENARIO};
 use crate::bringup::{self, UpConfig};

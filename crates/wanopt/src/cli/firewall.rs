@@ -216,12 +216,31 @@ pub fn rules(i: &Interception) -> anyhow::Result<String> {
         );
     }
 
+    nft_tproxy(w, lan, &protos, &families);
+    iptables_tproxy(w, lan, &protos, &families);
+    match i.port {
+        Some(port) => redirect(w, lan, port, &families),
+        None => {
+            let _ = writeln!(
+                w,
+                "\n# (REDIRECT carries no UDP: it loses the original destination.)"
+            );
+        }
+    }
+    Ok(out)
+}
+
+/// The diverted protocols and their transparent ports.
+type Protos<'a> = [(&'a str, u16)];
+
+/// The recommended method: nftables TPROXY.
+fn nft_tproxy(w: &mut String, lan: &str, protos: &Protos, families: &[(Family, Selection)]) {
     let _ = writeln!(
         w,
         "\n# Recommended: nftables TPROXY (no NAT, flows keep their addresses; while the\n\
          # edge does not listen, the rule does not match and flows are routed as usual)."
     );
-    policy_routing(w, &families, "add");
+    policy_routing(w, families, "add");
     let chain = "inet wanopt prerouting";
     let _ = writeln!(
         w,
@@ -229,14 +248,14 @@ pub fn rules(i: &Interception) -> anyhow::Result<String> {
          nft 'add chain {chain} {{ type filter hook prerouting priority mangle; }}'\n\
          nft add rule {chain} iifname \"{lan}\" fib daddr type local return"
     );
-    for (proto, port) in &protos {
+    for (proto, port) in protos {
         let _ = writeln!(
             w,
             "nft add rule {chain} iifname \"{lan}\" meta l4proto {proto} ct mark {MARK} tproxy to :{port} meta mark set {MARK} accept"
         );
     }
-    for (proto, port) in &protos {
-        for (family, selection) in &families {
+    for (proto, port) in protos {
+        for (family, selection) in families {
             for m in selection.nft(*family, proto) {
                 let _ = writeln!(
                     w,
@@ -247,22 +266,25 @@ pub fn rules(i: &Interception) -> anyhow::Result<String> {
         }
     }
     let _ = writeln!(w, "# Teardown:\nnft delete table inet wanopt");
-    policy_routing(w, &families, "del");
+    policy_routing(w, families, "del");
+}
 
+/// iptables TPROXY.
+fn iptables_tproxy(w: &mut String, lan: &str, protos: &Protos, families: &[(Family, Selection)]) {
     let _ = writeln!(
         w,
         "\n# Or iptables TPROXY (the same, but what finds no listener is dropped:\n\
          # SYNs and datagrams, while the edge does not listen)."
     );
-    policy_routing(w, &families, "add");
-    for (family, selection) in &families {
+    policy_routing(w, families, "add");
+    for (family, selection) in families {
         let ipt = family.iptables();
         let _ = writeln!(
             w,
             "{ipt} -t mangle -N WANOPT\n\
              {ipt} -t mangle -A WANOPT -m addrtype --dst-type LOCAL -j RETURN"
         );
-        for (proto, _) in &protos {
+        for (proto, _) in protos {
             for m in selection.iptables(proto) {
                 let _ = writeln!(
                     w,
@@ -270,13 +292,13 @@ pub fn rules(i: &Interception) -> anyhow::Result<String> {
                 );
             }
         }
-        for (proto, port) in &protos {
+        for (proto, port) in protos {
             let _ = writeln!(
                 w,
                 "{ipt} -t mangle -A WANOPT -p {proto} -m connmark --mark {MARK} -j TPROXY --on-port {port} --tproxy-mark {MARK}/0xffffffff"
             );
         }
-        for (proto, _) in &protos {
+        for (proto, _) in protos {
             let _ = writeln!(
                 w,
                 "{ipt} -t mangle -A PREROUTING -i {lan} -p {proto} -j WANOPT"
@@ -284,25 +306,22 @@ pub fn rules(i: &Interception) -> anyhow::Result<String> {
         }
     }
     let _ = writeln!(w, "# Teardown:");
-    for (family, _) in &families {
-        chain_teardown(w, family.iptables(), "mangle", lan, &protos);
+    for (family, _) in families {
+        chain_teardown(w, family.iptables(), "mangle", lan, protos);
     }
-    policy_routing(w, &families, "del");
+    policy_routing(w, families, "del");
+}
 
-    let Some(port) = i.port else {
-        let _ = writeln!(
-            w,
-            "\n# (REDIRECT carries no UDP: it loses the original destination.)"
-        );
-        return Ok(out);
-    };
+/// REDIRECT, TCP only, with iptables or nftables.
+fn redirect(w: &mut String, lan: &str, port: u16, families: &[(Family, Selection)]) {
+    let chain = "inet wanopt prerouting";
     let _ = writeln!(
         w,
         "\n# Or REDIRECT, for TCP only (NAT; the edge reads SO_ORIGINAL_DST; new flows are\n\
          # refused while the edge does not listen), with iptables:"
     );
     let tcp = [("tcp", port)];
-    for (family, selection) in &families {
+    for (family, selection) in families {
         let ipt = family.iptables();
         let _ = writeln!(
             w,
@@ -315,7 +334,7 @@ pub fn rules(i: &Interception) -> anyhow::Result<String> {
         let _ = writeln!(w, "{ipt} -t nat -A PREROUTING -i {lan} -p tcp -j WANOPT");
     }
     let _ = writeln!(w, "# Teardown:");
-    for (family, _) in &families {
+    for (family, _) in families {
         chain_teardown(w, family.iptables(), "nat", lan, &tcp);
     }
     let _ = writeln!(
@@ -325,7 +344,7 @@ pub fn rules(i: &Interception) -> anyhow::Result<String> {
          nft 'add chain {chain} {{ type nat hook prerouting priority dstnat; }}'\n\
          nft add rule {chain} iifname \"{lan}\" fib daddr type local return"
     );
-    for (family, selection) in &families {
+    for (family, selection) in families {
         for m in selection.nft(*family, "tcp") {
             let _ = writeln!(
                 w,
@@ -334,7 +353,6 @@ pub fn rules(i: &Interception) -> anyhow::Result<String> {
         }
     }
     let _ = writeln!(w, "# Teardown:\nnft delete table inet wanopt");
-    Ok(out)
 }
 
 /// The policy routing that delivers TPROXY-marked packets locally.
