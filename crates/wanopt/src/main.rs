@@ -10,7 +10,7 @@ mod cli;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
 use wanopt_node::identity::PrivateKey;
@@ -63,6 +63,12 @@ enum Command {
     /// reordering and duplication in each direction (`--listen` at the far
     /// end answers them).
     Probe(cli::probe::ProbeArgs),
+    /// Print the shell completion script of SHELL, e.g. `wanopt
+    /// completions bash > /etc/bash_completion.d/wanopt`.
+    Completions(cli::docs::CompletionsArgs),
+    /// Print the man page wanopt(1), or write every subcommand's page to
+    /// a directory with --dir.
+    Man(cli::docs::ManArgs),
 }
 
 fn init_logging(default: &str) {
@@ -201,6 +207,8 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
         Command::Window(args) => return cli::path::window(&args),
         Command::HostCheck(args) => return cli::path::host_check(&args),
         Command::Probe(args) => return cli::probe::run(&args),
+        Command::Completions(args) => cli::docs::completions(&args, Cli::command())?,
+        Command::Man(args) => cli::docs::man(&args, Cli::command())?,
         Command::Lab(cmd) => {
             init_logging("warn");
             let code = wanopt_lab::cli::run(cmd).map_err(Failure::runtime)?;

@@ -1,6 +1,7 @@
 //! Subcommand modules of the `wanopt` binary.
 
 pub mod cache;
+pub mod docs;
 pub mod firewall;
 pub mod node;
 pub mod outcome;
