@@ -51,7 +51,46 @@ fn bad_input_gets_one_clear_line_and_exit_code_2() {
     let keys = Keys::new();
     let (key, public) = keys.key("a");
     let key = key.to_str().unwrap();
+    // A config file with the other role's keys.
+    let edge_toml = keys.dir.path().join("edge-with-allow.toml");
+    std::fs::write(
+        &edge_toml,
+        "core = \"127.0.0.1:1\"\nallow = [\"10.0.0.0/8\"]\n",
+    )
+    .unwrap();
+    let edge_toml = edge_toml.to_str().unwrap();
+    let core_toml = keys.dir.path().join("core-with-forward.toml");
+    std::fs::write(
+        &core_toml,
+        "listen = \"127.0.0.1:1\"\nforward = [\"127.0.0.1:1=127.0.0.1:2\"]\noptimize = [\"10.0.0.0/8\"]\n",
+    )
+    .unwrap();
+    let core_toml = core_toml.to_str().unwrap();
     let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec![
+                "edge",
+                "--key",
+                key,
+                "--peer-key",
+                &public,
+                "--config",
+                edge_toml,
+            ],
+            "allow is only for wanopt core, and this is wanopt edge",
+        ),
+        (
+            vec![
+                "core",
+                "--key",
+                key,
+                "--peer-key",
+                &public,
+                "--config",
+                core_toml,
+            ],
+            "forward, optimize are only for wanopt edge, and this is wanopt core",
+        ),
         (
             vec![
                 "core",
@@ -589,6 +628,30 @@ fn print_firewall_names_the_port_and_the_optimized_prefixes() {
     let first = out.find("tproxy ip to :7000").unwrap();
     assert!(first < out.find("REDIRECT").unwrap(), "{out}");
     assert_eq!(out.matches("# Teardown:").count(), 4, "{out}");
+    // The interface from a config file (the flag still wins).
+    let file = keys.dir.path().join("edge.toml");
+    std::fs::write(
+        &file,
+        "lan-if = \"br-lan\"\ntransparent = \"0.0.0.0:7000\"\n",
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+    let (code, out, _) = run(&["edge", "--config", file, "--print-firewall"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("iifname \"br-lan\""), "{out}");
+    let (code, out, _) = run(&[
+        "edge",
+        "--config",
+        file,
+        "--lan-if",
+        "lan1",
+        "--print-firewall",
+    ]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("iifname \"lan1\"") && !out.contains("br-lan"),
+        "{out}"
+    );
 }
 
 #[test]

@@ -217,9 +217,10 @@ pub struct EdgeArgs {
     /// flows --optimize selects to --transparent, with their teardown, and exit.
     #[arg(long)]
     pub print_firewall: bool,
-    /// LAN interface the clients arrive on, for --print-firewall.
-    #[arg(long, value_name = "IF", default_value = "eth0")]
-    pub lan_if: String,
+    /// LAN interface the clients arrive on, for --print-firewall
+    /// [default: eth0].
+    #[arg(long, value_name = "IF")]
+    pub lan_if: Option<String>,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -276,6 +277,59 @@ struct FileConfig {
     bind: Option<SocketAddr>,
     #[serde(default)]
     no_reduce_to: Vec<String>,
+    lan_if: Option<String>,
+}
+
+impl FileConfig {
+    /// The keys set in the file that only `wanopt core` takes.
+    fn core_keys(&self) -> Vec<&'static str> {
+        let mut keys = Vec::new();
+        if self.listen.is_some() {
+            keys.push("listen");
+        }
+        if !self.allow.is_empty() {
+            keys.push("allow");
+        }
+        if !self.allow_udp.is_empty() {
+            keys.push("allow-udp");
+        }
+        keys
+    }
+
+    /// The keys set in the file that only `wanopt edge` takes.
+    fn edge_keys(&self) -> Vec<&'static str> {
+        let set = [
+            ("core", self.core.is_some()),
+            ("forward", !self.forward.is_empty()),
+            ("forward-udp", !self.forward_udp.is_empty()),
+            ("transparent", self.transparent.is_some()),
+            ("transparent-udp", self.transparent_udp.is_some()),
+            ("optimize", !self.optimize.is_empty()),
+            ("pass-unmatched", self.pass_unmatched.is_some()),
+            ("fail", self.fail.is_some()),
+            ("tunnel-wait", self.tunnel_wait.is_some()),
+            ("bind", self.bind.is_some()),
+            ("no-reduce-to", !self.no_reduce_to.is_empty()),
+            ("lan-if", self.lan_if.is_some()),
+        ];
+        set.into_iter()
+            .filter_map(|(key, given)| given.then_some(key))
+            .collect()
+    }
+}
+
+/// An error when the file sets keys of the other role: `keys` are `other`
+/// options, and this is `wanopt role`.
+fn other_role(path: Option<&Path>, keys: &[&str], other: &str, role: &str) -> anyhow::Result<()> {
+    if keys.is_empty() {
+        return Ok(());
+    }
+    let path = path.map(|p| p.display().to_string()).unwrap_or_default();
+    bail!(
+        "config file {path}: {} {} only for wanopt {other}, and this is wanopt {role}",
+        keys.join(", "),
+        if keys.len() == 1 { "is" } else { "are" }
+    )
 }
 
 fn read_file(path: Option<&Path>) -> anyhow::Result<FileConfig> {
@@ -582,6 +636,12 @@ fn limits(flags: &CommonArgs, file: &FileConfig) -> anyhow::Result<FlowLimitsCon
 /// Validates `wanopt core` options into a configuration.
 pub fn core_config(args: &CoreArgs) -> anyhow::Result<CoreConfig> {
     let mut file = read_file(args.common.config.as_deref())?;
+    other_role(
+        args.common.config.as_deref(),
+        &file.edge_keys(),
+        "edge",
+        "core",
+    )?;
     let common = common(&args.common, &mut file)?;
     let listen = args
         .listen
@@ -608,6 +668,12 @@ pub fn core_config(args: &CoreArgs) -> anyhow::Result<CoreConfig> {
 /// Validates `wanopt edge` options into a configuration.
 pub fn edge_config(args: &EdgeArgs) -> anyhow::Result<EdgeConfig> {
     let mut file = read_file(args.common.config.as_deref())?;
+    other_role(
+        args.common.config.as_deref(),
+        &file.core_keys(),
+        "core",
+        "edge",
+    )?;
     let common = common(&args.common, &mut file)?;
     let core = args
         .core
@@ -675,7 +741,11 @@ pub fn firewall_rules(args: &EdgeArgs) -> anyhow::Result<String> {
     }
     let optimize = rules(&list(&args.optimize, std::mem::take(&mut file.optimize)))?;
     super::firewall::rules(&super::firewall::Interception {
-        lan_if: &args.lan_if,
+        lan_if: args
+            .lan_if
+            .as_deref()
+            .or(file.lan_if.as_deref())
+            .unwrap_or("eth0"),
         port: tcp.map(|a| a.port()),
         udp_port: udp.map(|a| a.port()),
         listen_v6: tcp.iter().chain(udp.iter()).all(|a| a.is_ipv6()),
