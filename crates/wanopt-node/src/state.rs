@@ -374,6 +374,7 @@ impl NodeState {
                     udp_tx_bytes: stats.udp_tx.bytes,
                     udp_rx_bytes: stats.udp_rx.bytes,
                     mtu: stats.path.current_mtu,
+                    datagrams_sent: stats.frame_tx.datagram,
                     congested_rounds: bbr.as_ref().map(|b| b.congested_rounds),
                     filled_rounds: bbr.as_ref().map(|b| b.filled_rounds),
                     random_loss: bbr.as_ref().map(|b| b.random_loss),

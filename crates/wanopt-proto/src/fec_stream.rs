@@ -55,11 +55,15 @@ mod policy;
 mod wire;
 
 #[cfg(test)]
+mod simulation;
+#[cfg(test)]
 mod tests;
 
 pub use decoder::{Decoder, DecoderStats, Received, RING};
 pub use encoder::{Encoder, EncoderStats, PARTIAL, SPARSE};
-pub use policy::{FecMode, FecState, Policy, DEFAULT_BUDGET};
+pub use policy::{
+    flush_after, FecMode, FecState, Policy, DATAGRAM_BUDGET, DATAGRAM_FLUSH, DEFAULT_BUDGET,
+};
 pub use wire::{
     kind, parse_repair, parse_report, parse_source, Kind, Params, Repair, Report, StreamFecError,
     MAX_DEPTH, MAX_K, MAX_M, REPAIR_HEADER, REPAIR_OVERHEAD, REPORT_LEN, SOURCE_HEADER,

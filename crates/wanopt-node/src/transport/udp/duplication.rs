@@ -86,7 +86,7 @@ impl Duplication {
         // arrived from the peer (a direction that only acknowledges
         // measures nothing of its own).
         let carries = super::path::higher(capacity, received_peak);
-        fec.on_sample(peer, sample, bulk, ending, carries);
+        fec.on_sample(peer, sample, bulk, ending, carries, send_rate);
         self.shared.fec_on.store(fec.any_wraps(), Ordering::Relaxed);
         let changed = !fec.outgoing.is_empty();
         drop(fec);
@@ -222,6 +222,7 @@ mod tests {
             udp_tx_bytes: tx,
             udp_rx_bytes: 0,
             mtu: 1472,
+            datagrams_sent: 0,
             congested_rounds: None,
             filled_rounds: None,
             random_loss: None,

@@ -29,6 +29,9 @@ pub struct PathSample {
     pub udp_rx_bytes: u64,
     /// The path MTU (UDP payload).
     pub mtu: u16,
+    /// QUIC DATAGRAM frames sent since the connection began (UDP flows'
+    /// datagrams, which nothing resends: FEC protects them harder).
+    pub datagrams_sent: u64,
     /// Rounds the congestion controller found congested so far (wanopt's
     /// BBR), so that FEC does not answer loss at a growing queue.
     pub congested_rounds: Option<u64>,
