@@ -345,6 +345,11 @@ fn path_lines(
             writeln!(out, "  fec       {line}")?;
         }
     }
+    if let Some(paths) = &p.paths {
+        for line in paths_lines(paths) {
+            writeln!(out, "  {line}")?;
+        }
+    }
     if p.reconnects > 0 {
         writeln!(out, "  reconnects {}", p.reconnects)?;
     }
@@ -352,6 +357,32 @@ fn path_lines(
         writeln!(out, "  last error {err}")?;
     }
     Ok(())
+}
+
+/// Lines on a peer's WAN paths: one per path (its addresses, state, probe
+/// RTT and loss each way, whether it carries data), then the switches.
+fn paths_lines(paths: &wanopt_node::dupsock::PathsStatus) -> Vec<String> {
+    let percent = |l: Option<f64>| l.map_or_else(|| "-".to_owned(), |l| format!("{l:.1}%"));
+    let mut lines: Vec<String> = paths
+        .paths
+        .iter()
+        .map(|p| {
+            format!(
+                "path {}    {} -> {}  {}  rtt {}  loss {} up, {} down  {}",
+                p.number,
+                p.local.as_deref().unwrap_or("*"),
+                p.remote,
+                p.state,
+                p.rtt_ms
+                    .map_or_else(|| "-".to_owned(), |r| format!("{r:.2} ms")),
+                percent(p.loss_to_peer_percent),
+                percent(p.loss_from_peer_percent),
+                if p.data { "data" } else { "standby" }
+            )
+        })
+        .collect();
+    lines.push(format!("switches  {} ({})", paths.switches, paths.mode));
+    lines
 }
 
 /// Lines on a path's continuous FEC: what this node sends (the code, the
