@@ -120,6 +120,20 @@ impl PeerPaths {
             return;
         }
         self.monitor.views(&mut self.views);
+        // At a connection's start, the path the handshake took (or, on
+        // the server, every path) keeps the data until it has an echo:
+        // the first path to answer is not taken for a better one.
+        let first_answer = match self.primary {
+            Some(primary) => self
+                .views
+                .iter()
+                .find(|v| v.id == primary)
+                .is_some_and(|v| v.state == PathState::Unknown),
+            None => self.views.iter().any(|v| v.state == PathState::Unknown),
+        };
+        if first_answer && self.selector.current().is_none() {
+            return;
+        }
         let selection = self.selector.select(now, &self.views);
         let primary = selection.primary.or(self.fallback);
         if primary != self.primary {
