@@ -119,10 +119,15 @@ fn a_cut_path_fails_over_without_a_reset_and_data_returns_after_it_recovers() {
     let mut gap_at = Duration::ZERO;
     let mut last = Instant::now();
     let mut cut_at = None;
+    let mut cut_wall = None;
+    // Bytes per 100 ms, for the figure printed below.
+    let mut per_tenth = vec![0u64; 100];
     loop {
         if cut_at.is_none() && start.elapsed() >= Duration::from_secs(1) {
             cut1.store(true, Ordering::Relaxed);
             cut_at = Some(start.elapsed());
+            cut_wall =
+                Some(humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string());
         }
         let n = match client.read(&mut buf) {
             Ok(0) => break,
@@ -130,6 +135,9 @@ fn a_cut_path_fails_over_without_a_reset_and_data_returns_after_it_recovers() {
             Err(e) => panic!("the download broke after {got} bytes: {e}"),
         };
         let now = Instant::now();
+        if let Some(slot) = per_tenth.get_mut((now - start).as_millis() as usize / 100) {
+            *slot += n as u64;
+        }
         if now - last > longest_gap {
             longest_gap = now - last;
             gap_at = now - start;
@@ -162,6 +170,23 @@ fn a_cut_path_fails_over_without_a_reset_and_data_returns_after_it_recovers() {
         longest_gap,
         gap_at
     );
+    let tenths = (took.as_millis() as usize / 100 + 1).min(per_tenth.len());
+    eprintln!(
+        "MB per 100 ms: {:?}",
+        per_tenth[..tenths]
+            .iter()
+            .map(|b| (*b as f64 / 1e5).round() / 10.0)
+            .collect::<Vec<_>>()
+    );
+    // When each node moved the data (its log's clock), against the cut.
+    eprintln!("relay 1 cut at {}", cut_wall.as_deref().unwrap_or("-"));
+    for (name, node) in [("edge", &edge), ("core", &core)] {
+        for line in node.log_text().lines() {
+            if line.contains("moves from path") || line.contains("-> down") {
+                eprintln!("{name}: {line}");
+            }
+        }
+    }
     assert!(cut_at.is_some_and(|c| took > c + Duration::from_millis(500)));
     assert!(
         longest_gap < Duration::from_secs(1),
