@@ -575,6 +575,39 @@ mod tests {
     use super::*;
 
     #[test]
+    fn each_path_gets_a_line_with_its_state_and_whether_it_carries_data() {
+        use wanopt_node::dupsock::{PathStatus, PathsStatus};
+        let path = |number, state: &str, data| PathStatus {
+            number,
+            local: Some(format!("10.0.{number}.1")),
+            remote: format!("192.0.2.{number}:4433"),
+            state: state.to_owned(),
+            rtt_ms: (state != "down").then_some(40.0),
+            loss_to_peer_percent: Some(0.0),
+            loss_from_peer_percent: None,
+            data,
+            sent_bytes: 0,
+            received_bytes: 0,
+            probes_sent: 0,
+            probes_received: 0,
+        };
+        let lines = paths_lines(&PathsStatus {
+            mode: "failover".into(),
+            switches: 1,
+            probes_dropped: 0,
+            paths: vec![path(1, "down", false), path(2, "up", true)],
+        });
+        assert_eq!(
+            lines,
+            [
+                "path 1    10.0.1.1 -> 192.0.2.1:4433  down  rtt -  loss 0.0% up, - down  standby",
+                "path 2    10.0.2.1 -> 192.0.2.2:4433  up  rtt 40.00 ms  loss 0.0% up, - down  data",
+                "switches  1 (failover)",
+            ]
+        );
+    }
+
+    #[test]
     fn counts_take_the_noun_that_goes_with_them() {
         assert_eq!(counted(0, "time", "times"), "0 times");
         assert_eq!(counted(1, "cache miss", "cache misses"), "1 cache miss");
