@@ -3,7 +3,8 @@
 //! while relay 1 drops everything both ways: it completes byte-exact with
 //! no reset and no long stall, both nodes show path 1 down and a switch;
 //! once relay 1 carries again, path 1 is up and carries the data again
-//! after the hold.
+//! after the hold. With path 1 cut from the start, the tunnel comes up on
+//! path 2.
 
 mod common;
 
@@ -234,4 +235,52 @@ fn a_cut_path_fails_over_without_a_reset_and_data_returns_after_it_recovers() {
     let status = edge.status().unwrap();
     assert_eq!(status["peers"][0]["paths"]["switches"], 2, "{status}");
     drop(cut2);
+}
+
+#[test]
+fn with_the_first_path_cut_from_the_start_the_tunnel_comes_up_on_the_second() {
+    let keys = Keys::new();
+    let core_addr = free_udp();
+    let mut core_args = core_args(&keys, core_addr, &["127.0.0.1"]);
+    core_args.push("--no-reduce".into());
+    let core = spawn(&keys, "core", &core_args);
+    let cut1 = Arc::new(AtomicBool::new(true));
+    let delay = Duration::from_millis(5);
+    let relay1 = cuttable_path(core_addr, delay, cut1.clone());
+    let relay2 = cuttable_path(core_addr, delay, Arc::new(AtomicBool::new(false)));
+    let server = paced_source(1 << 20, 64 << 20, 35);
+    let listen = free_tcp();
+    let path1 = format!("127.0.0.1={relay1}");
+    let path2 = format!("127.0.0.2={relay2}");
+    let edge = spawn(
+        &keys,
+        "edge",
+        &edge_args(
+            &keys,
+            relay1,
+            &[(listen, server.to_string())],
+            &["--no-reduce", "--path", &path1, "--path", &path2],
+        ),
+    );
+    // The first handshake (on path 1) gives up at the idle timeout (8 s);
+    // the next goes on path 2.
+    edge.wait_tunnel_up(Duration::from_secs(20));
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            path_state(&edge, 2) == ("up".to_owned(), true)
+        }),
+        "{:?}",
+        edge.status()
+    );
+    let mut client = TcpStream::connect(listen).unwrap();
+    let mut got = Vec::new();
+    client.read_to_end(&mut got).unwrap();
+    let mut want = vec![0u8; 1 << 20];
+    Pattern::new(35).fill(&mut want);
+    assert!(
+        got == want,
+        "the download arrived exact ({} bytes)",
+        got.len()
+    );
+    assert!(path_state(&core, 2).1, "{:?}", core.status());
 }
