@@ -10,6 +10,7 @@
 //! core learns each from the edge's BIND probes. Probes are verified with
 //! the connection's exporter key and never reach quinn.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
@@ -151,7 +152,12 @@ impl PeerPaths {
 /// Every peer's paths.
 #[derive(Debug, Default)]
 pub(super) struct PathTable {
+    /// Peers with paths (the edge's configured ones; on the core, edges
+    /// that sent a verified probe).
     peers: Vec<PeerPaths>,
+    /// The core's connections whose edge has not probed (yet), by token:
+    /// their canonical address, quinn's local address and the key.
+    pending: HashMap<u32, (SocketAddr, Option<IpAddr>, PathKey)>,
     /// Probes dropped: unknown token, bad tag, replays, unknown paths.
     pub(super) probes_dropped: u64,
 }
@@ -220,23 +226,21 @@ impl PathTable {
         key: PathKey,
         side: Side,
     ) {
-        if self.peer(canonical).is_none() {
-            if side == Side::Client {
-                // No --path for this peer: nothing to probe.
-                return;
-            }
-            self.peers.push(PeerPaths::new(now, canonical, side));
+        if side == Side::Server {
+            // A peer without paths costs nothing per datagram: it joins
+            // the table with its first verified probe.
+            self.unbind(canonical);
+            self.pending.insert(key.token(), (canonical, local, key));
+            return;
         }
         let Some(peer) = self.peer_mut(canonical) else {
+            // No --path for this peer: nothing to probe.
             return;
         };
         peer.switches_before = peer.switches();
         peer.canonical_local = local;
         peer.monitor = PathMonitor::new(now, peer.side, PathMode::Failover);
         peer.selector = Selector::new(PathMode::Failover, Preference::Listed);
-        if peer.side == Side::Server {
-            peer.routes = [None; MAX_PATH as usize];
-        }
         for path in PathId::all() {
             if peer.routes[path.index()].is_some() {
                 peer.monitor.add_path(now, path);
@@ -250,6 +254,7 @@ impl PathTable {
     /// forgets the peer, the client keeps its paths and hands the next
     /// handshake to the path that carried data last.
     pub(super) fn unbind(&mut self, canonical: SocketAddr) {
+        self.pending.retain(|_, (c, _, _)| *c != canonical);
         let Some(peer) = self.peer_mut(canonical) else {
             return;
         };
@@ -368,11 +373,28 @@ impl PathTable {
         let probe = Probe::new_checked(datagram)?;
         let token = probe.token();
         let arrived = self.find(from, dst_ip);
-        let index = self
+        let known = self
             .peers
             .iter()
-            .position(|p| p.key.as_ref().is_some_and(|k| k.token() == token))
-            .ok_or(ProbeDropped::UnknownToken(token))?;
+            .position(|p| p.key.as_ref().is_some_and(|k| k.token() == token));
+        let index = match known {
+            Some(index) => index,
+            None => {
+                let (_, _, key) = self
+                    .pending
+                    .get(&token)
+                    .ok_or(ProbeDropped::UnknownToken(token))?;
+                ProbeRepr::parse(&probe, key).map_err(ProbeDropped::Verify)?;
+                let Some((canonical, local, key)) = self.pending.remove(&token) else {
+                    return Err(ProbeDropped::UnknownToken(token));
+                };
+                let mut peer = PeerPaths::new(now, canonical, Side::Server);
+                peer.canonical_local = local;
+                peer.key = Some(key);
+                self.peers.push(peer);
+                self.peers.len() - 1
+            }
+        };
         let peer = &mut self.peers[index];
         let Some(key) = &peer.key else {
             return Err(ProbeDropped::UnknownToken(token));
@@ -624,6 +646,9 @@ mod tests {
         let k = key(7);
         table.bind(now, canonical, None, k.clone(), Side::Server);
         assert!(!table.has_routes());
+        // A connection whose edge does not probe is no peer of the table:
+        // its datagrams are looked up among path peers only.
+        assert!(table.peers.is_empty());
         let other = addr("198.51.100.7:40000");
         // Unkeyed (another connection's key), forged (a flipped tag bit),
         // truncated: nothing bound.
