@@ -201,8 +201,10 @@ fn path_metrics(m: &mut Exposition, s: &Status) {
             for path in p.paths.iter().flat_map(|ps| &ps.paths) {
                 if let Some(v) = value(path) {
                     let labels = format!(
-                        ",peer=\"{}\",path=\"{}\",remote=\"{}\"",
-                        p.address, path.number, path.remote
+                        "{},path=\"{}\",remote=\"{}\"",
+                        peer_labels(p),
+                        path.number,
+                        path.remote
                     );
                     samples.push((labels, v));
                 }
