@@ -318,6 +318,7 @@ impl FileConfig {
             ("fail", self.fail.is_some()),
             ("tunnel-wait", self.tunnel_wait.is_some()),
             ("bind", self.bind.is_some()),
+            ("path", !self.path.is_empty()),
             ("no-reduce-to", !self.no_reduce_to.is_empty()),
             ("lan-if", self.lan_if.is_some()),
         ];
