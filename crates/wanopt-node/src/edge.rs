@@ -20,7 +20,7 @@ use crate::flow::limits::{FlowLimits, FlowLimitsConfig, FlowPermit};
 use crate::flow::udp::edge::{UdpEdge, UdpForward, UdpTunnel};
 use crate::flow::udp::{read_datagrams, TunnelFlows};
 use crate::flow::{carry, report, reset_tcp, splice_tcp, Abort, Facing, FlowState};
-pub use crate::forward::{parse_target, Forward};
+pub use crate::forward::{parse_target, Forward, WanPath, MAX_PATHS};
 use crate::intercept::{self, listen_tcp, original_destination, LogLimit};
 use crate::lifecycle::{self, Shutdown};
 use crate::policy::RuleSet;
@@ -52,46 +52,6 @@ impl std::str::FromStr for FailMode {
                 "unknown fail mode {other:?} (expected open or closed)"
             )),
         }
-    }
-}
-
-/// One WAN path to the core (`--path LOCAL=REMOTE`): datagrams leave
-/// from the local address `local` to the core's address `remote` on it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WanPath {
-    /// A local IP address of this host.
-    pub local: IpAddr,
-    /// The core's UDP address on this path.
-    pub remote: SocketAddr,
-}
-
-/// Most `--path`s an edge may have (the probe's path number).
-pub const MAX_PATHS: usize = wanopt_proto::path::wire::MAX_PATH as usize;
-
-impl std::str::FromStr for WanPath {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let (local, remote) = s.split_once('=').ok_or_else(|| {
-            format!("--path {s:?}: expected LOCAL=REMOTE, e.g. 192.0.2.10=198.51.100.7:4433")
-        })?;
-        let local = local.trim().parse::<IpAddr>().map_err(|_| {
-            format!("--path {s:?}: LOCAL {local:?} is not an IP address (e.g. 192.0.2.10)")
-        })?;
-        let remote = remote.trim().parse::<SocketAddr>().map_err(|_| {
-            format!("--path {s:?}: REMOTE {remote:?} is not an IP:PORT address (e.g. 198.51.100.7:4433)")
-        })?;
-        if local.is_ipv4() != remote.is_ipv4() {
-            return Err(format!(
-                "--path {s:?}: LOCAL and REMOTE are of different address families"
-            ));
-        }
-        Ok(WanPath { local, remote })
-    }
-}
-
-impl std::fmt::Display for WanPath {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}={}", self.local, self.remote)
     }
 }
 
