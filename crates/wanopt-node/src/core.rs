@@ -232,6 +232,9 @@ impl Core {
         };
         drop(handshake);
         tunnel::authenticated(&conn);
+        self.state
+            .duplication
+            .bind_paths(&conn, crate::transport::udp::Side::Server);
         info!("tunnel up from edge {remote}");
         self.state.peer_up(&conn);
         let entry = match (&self.state.caches, peer_key(&conn)) {

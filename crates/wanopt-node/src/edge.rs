@@ -20,7 +20,7 @@ use crate::flow::limits::{FlowLimits, FlowLimitsConfig, FlowPermit};
 use crate::flow::udp::edge::{UdpEdge, UdpForward, UdpTunnel};
 use crate::flow::udp::{read_datagrams, TunnelFlows};
 use crate::flow::{carry, report, reset_tcp, splice_tcp, Abort, Facing, FlowState};
-pub use crate::forward::{parse_target, Forward};
+pub use crate::forward::{parse_target, Forward, WanPath, MAX_PATHS};
 use crate::intercept::{self, listen_tcp, original_destination, LogLimit};
 use crate::lifecycle::{self, Shutdown};
 use crate::policy::RuleSet;
@@ -100,6 +100,10 @@ pub struct EdgeConfig {
     pub drain: Duration,
     /// Local UDP address of the tunnel; default picks any port.
     pub bind: Option<SocketAddr>,
+    /// WAN paths to the core (`--path`), in preference order; empty: the
+    /// one path the routing table picks. With paths the tunnel's socket
+    /// binds the wildcard address (the port of `bind`).
+    pub paths: Vec<WanPath>,
     /// Transport tuning.
     pub tuning: TunnelTuning,
     /// Bounds on the flows carried at once.
@@ -212,10 +216,25 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
         None => None,
     };
     let core_addr = resolve(&config.core).await?;
-    let bind = config.bind.unwrap_or(match core_addr {
-        SocketAddr::V4(_) => SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), 0),
-        SocketAddr::V6(_) => SocketAddr::new(Ipv6Addr::UNSPECIFIED.into(), 0),
-    });
+    let wildcard = |port| match core_addr {
+        SocketAddr::V4(_) => SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), port),
+        SocketAddr::V6(_) => SocketAddr::new(Ipv6Addr::UNSPECIFIED.into(), port),
+    };
+    let mut bind = config.bind.unwrap_or(wildcard(0));
+    if !config.paths.is_empty() {
+        for path in &config.paths {
+            if path.remote.is_ipv4() != core_addr.is_ipv4() {
+                return Err(UsageError::PathFamily(path.to_string(), core_addr).into());
+            }
+            if !is_local(path.local) {
+                return Err(UsageError::PathNotLocal(path.to_string(), path.local).into());
+            }
+        }
+        // Each datagram names its local address: the socket takes any.
+        bind = wildcard(bind.port());
+        let paths: Vec<_> = config.paths.iter().map(|p| (p.local, p.remote)).collect();
+        state.duplication.set_paths(core_addr, &paths);
+    }
     let endpoint = tunnel::endpoint(bind, None, &config.key, &config.tuning, &state.duplication)?;
     let client_config = tunnel::client_config(&config.key, &config.peer_keys, &config.tuning)?;
     info!(
@@ -236,7 +255,11 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
     tasks.spawn(maintain_tunnel(
         endpoint.clone(),
         client_config,
-        config.core.clone(),
+        match config.paths.is_empty() {
+            true => Core::Named(config.core.clone()),
+            // The paths were set up for this address: keep it.
+            false => Core::Fixed(core_addr),
+        },
         state.clone(),
         Published {
             tunnel: tunnel_tx,
@@ -351,10 +374,26 @@ struct Published {
 
 /// Keeps one connection to the core up, reconnecting with exponential
 /// backoff (100 ms to 5 s) after failures, restarts of the core or path loss.
+/// Where the core is: a name resolved at each attempt, or the address
+/// the edge's paths were set up for.
+enum Core {
+    Named(String),
+    Fixed(SocketAddr),
+}
+
+impl std::fmt::Display for Core {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Core::Named(name) => f.write_str(name),
+            Core::Fixed(addr) => write!(f, "{addr}"),
+        }
+    }
+}
+
 async fn maintain_tunnel(
     endpoint: quinn::Endpoint,
     client_config: quinn::ClientConfig,
-    core: String,
+    core: Core,
     state: Arc<NodeState>,
     published: Published,
     shutdown: Shutdown,
@@ -365,7 +404,10 @@ async fn maintain_tunnel(
     let mut last_error = String::new();
     while !shutdown.is_triggered() {
         let attempt = async {
-            let addr = resolve(&core).await.map_err(|e| (None, e.to_string()))?;
+            let addr = match &core {
+                Core::Named(name) => resolve(name).await.map_err(|e| (None, e.to_string()))?,
+                Core::Fixed(addr) => *addr,
+            };
             let connecting = endpoint
                 .connect_with(client_config.clone(), addr, "wanopt")
                 .map_err(|e| (Some(addr), e.to_string()))?;
@@ -374,6 +416,9 @@ async fn maintain_tunnel(
                 Ok(Err(e)) => return Err((Some(addr), e.to_string())),
                 Err(_) => return Err((Some(addr), "handshake timed out".to_owned())),
             };
+            state
+                .duplication
+                .bind_paths(&conn, crate::transport::udp::Side::Client);
             // The client's side of a TLS 1.3 handshake completes before the
             // core has checked the edge's certificate: a core that does not
             // pin this edge closes the connection right after. So the
@@ -416,6 +461,7 @@ async fn maintain_tunnel(
                 let reason = conn.closed().await;
                 published.tunnel.send_replace(None);
                 published.udp.send_replace(None);
+                state.duplication.unbind_paths(addr);
                 if shutdown.is_triggered() {
                     return;
                 }
@@ -433,6 +479,8 @@ async fn maintain_tunnel(
                 }
                 if let Some(addr) = addr {
                     state.peer_down(addr, Some(error));
+                    state.duplication.unbind_paths(addr);
+                    state.duplication.handshake_failed(addr);
                 }
             }
         }

@@ -76,4 +76,12 @@ pub enum UsageError {
     /// A byte cache too small to run with (`--cache-size`, bytes).
     #[error("--cache-size {0} bytes is too small: give at least 64MiB")]
     CacheTooSmall(u64),
+    /// A `--path` whose local address is not this host's.
+    #[error("--path {0}: {1} is not an address of this host; give one of its own addresses")]
+    PathNotLocal(String, std::net::IpAddr),
+    /// A `--path` of another address family than the core's address.
+    #[error(
+        "--path {0}: the core {1} is of another address family; give paths of the core's family"
+    )]
+    PathFamily(String, SocketAddr),
 }

@@ -16,7 +16,7 @@ use crate::transport::identity::{peer_key, PublicKey};
 use crate::transport::model;
 use crate::transport::tunnel::{Congestion, ReceiveBudget};
 use crate::transport::udp::{
-    Duplication, DuplicationMode, DuplicationStatus, FecStatus, PathSample,
+    Duplication, DuplicationMode, DuplicationStatus, FecStatus, PathSample, PathsStatus,
 };
 
 /// A node's role.
@@ -108,6 +108,9 @@ pub struct PeerStatus {
     /// Continuous FEC on this path, both directions.
     #[serde(default)]
     pub fec: Option<FecStatus>,
+    /// The WAN paths to the peer (`--path`), when it has several.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paths: Option<PathsStatus>,
     /// Seconds in the current state.
     pub state_secs: f64,
     /// Reconnections so far.
@@ -331,6 +334,7 @@ impl NodeState {
             {
                 peers.remove(&connection.remote_address());
                 self.duplication.remove_path(connection.remote_address());
+                self.duplication.unbind_paths(connection.remote_address());
             }
         }
     }
@@ -446,6 +450,7 @@ impl NodeState {
                         .connection
                         .as_ref()
                         .map(|_| self.duplication.fec_status(*address)),
+                    paths: self.duplication.paths_status(*address),
                     state_secs: now.saturating_duration_since(e.since).as_secs_f64(),
                     reconnects: e.reconnects,
                     last_error: e.last_error.clone(),

@@ -11,7 +11,7 @@ use axum::response::IntoResponse;
 use crate::reduce::{CacheReport, PeerCacheStats};
 use crate::state::{NodeState, PeerStatus, Role, Status};
 use crate::transport::handshakes::HandshakeCounts;
-use crate::transport::udp::FecStatus;
+use crate::transport::udp::{FecStatus, PathStatus};
 
 pub(super) async fn metrics(State(state): State<Arc<NodeState>>) -> impl IntoResponse {
     (
@@ -32,6 +32,7 @@ pub fn render_metrics(state: &NodeState) -> String {
     };
     node_gauges(&mut m, &s);
     tunnel_metrics(&mut m, &s);
+    path_metrics(&mut m, &s);
     fec_metrics(&mut m, &s);
     traffic_metrics(&mut m, &s);
     flow_metrics(&mut m, &s);
@@ -184,6 +185,74 @@ fn tunnel_metrics(m: &mut Exposition, s: &Status) {
         "counter",
         "Reconnections of the tunnel.",
         &per_peer(s, |p| Some(p.reconnects as f64)),
+    );
+}
+
+/// Per WAN path of a peer with several (`--path`): state, RTT, loss,
+/// whether it carries data, bytes; and the peer's switches. Nothing for
+/// a node without paths.
+fn path_metrics(m: &mut Exposition, s: &Status) {
+    if s.peers.iter().all(|p| p.paths.is_none()) {
+        return;
+    }
+    let per_path = |value: &dyn Fn(&PathStatus) -> Option<f64>| -> Vec<(String, f64)> {
+        let mut samples = Vec::new();
+        for p in &s.peers {
+            for path in p.paths.iter().flat_map(|ps| &ps.paths) {
+                if let Some(v) = value(path) {
+                    let labels = format!(
+                        "{},path=\"{}\",remote=\"{}\"",
+                        peer_labels(p),
+                        path.number,
+                        path.remote
+                    );
+                    samples.push((labels, v));
+                }
+            }
+        }
+        samples
+    };
+    m.metric(
+        "path_up",
+        "gauge",
+        "1 while the path's probes are answered (up or suspect).",
+        &per_path(&|p| Some(f64::from(u8::from(p.state == "up" || p.state == "suspect")))),
+    );
+    m.metric(
+        "path_data",
+        "gauge",
+        "1 while the path carries this node's data.",
+        &per_path(&|p| Some(f64::from(u8::from(p.data)))),
+    );
+    m.metric(
+        "path_rtt_seconds",
+        "gauge",
+        "Smoothed round-trip time of the path's probes.",
+        &per_path(&|p| p.rtt_ms.map(|r| r / 1e3)),
+    );
+    m.metric(
+        "path_loss_ratio",
+        "gauge",
+        "Loss of this node's probes toward the peer on the path, recent.",
+        &per_path(&|p| p.loss_to_peer_percent.map(|l| l / 100.0)),
+    );
+    m.metric(
+        "path_sent_bytes_total",
+        "counter",
+        "Bytes sent on the path (datagrams and probes).",
+        &per_path(&|p| Some(p.sent_bytes as f64)),
+    );
+    m.metric(
+        "path_received_bytes_total",
+        "counter",
+        "Bytes received on the path.",
+        &per_path(&|p| Some(p.received_bytes as f64)),
+    );
+    m.metric(
+        "path_switches_total",
+        "counter",
+        "Times the data path to the peer moved from one path to another.",
+        &per_peer(s, |p| Some(p.paths.as_ref()?.switches as f64)),
     );
 }
 

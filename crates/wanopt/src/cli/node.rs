@@ -13,7 +13,7 @@ use wanopt_node::budget::DEFAULT_COMPRESSOR_MEMORY;
 use wanopt_node::core::CoreConfig;
 use wanopt_node::dupsock::DuplicationMode;
 use wanopt_node::dupsock::FecMode;
-use wanopt_node::edge::{EdgeConfig, FailMode, Forward};
+use wanopt_node::edge::{EdgeConfig, FailMode, Forward, WanPath, MAX_PATHS};
 use wanopt_node::flow::udp::edge::UdpForward;
 use wanopt_node::identity::{PrivateKey, PublicKey};
 use wanopt_node::limits::FlowLimitsConfig;
@@ -208,6 +208,13 @@ pub struct EdgeArgs {
     /// Local UDP address of the tunnel [default: any port].
     #[arg(long, value_name = "ADDR")]
     pub bind: Option<SocketAddr>,
+    /// A WAN path to the core: datagrams leave from this host's address
+    /// LOCAL to the core's address REMOTE (repeatable, in preference
+    /// order), e.g. 192.0.2.10=198.51.100.7:4433. Each is probed; data
+    /// takes the first that is up and fails over to the next. The tunnel's
+    /// socket then binds the wildcard address (the port of --bind).
+    #[arg(long = "path", value_name = "LOCAL=REMOTE")]
+    pub path: Vec<String>,
     /// Optimized flows to these destinations, CIDR[:PORT[-PORT]], get TCP
     /// optimization only, no data reduction (repeatable), e.g. 0.0.0.0/0:443
     /// for traffic that is already encrypted.
@@ -276,6 +283,8 @@ struct FileConfig {
     tunnel_wait: Option<String>,
     bind: Option<SocketAddr>,
     #[serde(default)]
+    path: Vec<String>,
+    #[serde(default)]
     no_reduce_to: Vec<String>,
     lan_if: Option<String>,
 }
@@ -309,6 +318,7 @@ impl FileConfig {
             ("fail", self.fail.is_some()),
             ("tunnel-wait", self.tunnel_wait.is_some()),
             ("bind", self.bind.is_some()),
+            ("path", !self.path.is_empty()),
             ("no-reduce-to", !self.no_reduce_to.is_empty()),
             ("lan-if", self.lan_if.is_some()),
         ];
@@ -688,6 +698,16 @@ pub fn edge_config(args: &EdgeArgs) -> anyhow::Result<EdgeConfig> {
         .iter()
         .map(|f| f.parse::<UdpForward>().map_err(anyhow::Error::msg))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let paths = list(&args.path, std::mem::take(&mut file.path))
+        .iter()
+        .map(|p| p.parse::<WanPath>().map_err(anyhow::Error::msg))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if paths.len() > MAX_PATHS {
+        bail!(
+            "{} --path options: an edge has at most {MAX_PATHS} paths",
+            paths.len()
+        );
+    }
     Ok(EdgeConfig {
         core,
         key: common.key,
@@ -716,6 +736,7 @@ pub fn edge_config(args: &EdgeArgs) -> anyhow::Result<EdgeConfig> {
         connect_timeout: common.connect_timeout,
         drain: common.drain,
         bind: args.bind.or(file.bind),
+        paths,
         tuning: common.tuning,
         limits: common.limits,
         flow_idle_timeout: common.flow_idle_timeout,

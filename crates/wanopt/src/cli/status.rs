@@ -345,6 +345,11 @@ fn path_lines(
             writeln!(out, "  fec       {line}")?;
         }
     }
+    if let Some(paths) = &p.paths {
+        for line in paths_lines(paths) {
+            writeln!(out, "  {line}")?;
+        }
+    }
     if p.reconnects > 0 {
         writeln!(out, "  reconnects {}", p.reconnects)?;
     }
@@ -352,6 +357,32 @@ fn path_lines(
         writeln!(out, "  last error {err}")?;
     }
     Ok(())
+}
+
+/// Lines on a peer's WAN paths: one per path (its addresses, state, probe
+/// RTT and loss each way, whether it carries data), then the switches.
+fn paths_lines(paths: &wanopt_node::dupsock::PathsStatus) -> Vec<String> {
+    let percent = |l: Option<f64>| l.map_or_else(|| "-".to_owned(), |l| format!("{l:.1}%"));
+    let mut lines: Vec<String> = paths
+        .paths
+        .iter()
+        .map(|p| {
+            format!(
+                "path {}    {} -> {}  {}  rtt {}  loss {} up, {} down  {}",
+                p.number,
+                p.local.as_deref().unwrap_or("*"),
+                p.remote,
+                p.state,
+                p.rtt_ms
+                    .map_or_else(|| "-".to_owned(), |r| format!("{r:.2} ms")),
+                percent(p.loss_to_peer_percent),
+                percent(p.loss_from_peer_percent),
+                if p.data { "data" } else { "standby" }
+            )
+        })
+        .collect();
+    lines.push(format!("switches  {} ({})", paths.switches, paths.mode));
+    lines
 }
 
 /// Lines on a path's continuous FEC: what this node sends (the code, the
@@ -542,6 +573,39 @@ fn resets_line(resets: &std::collections::BTreeMap<String, u64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_path_gets_a_line_with_its_state_and_whether_it_carries_data() {
+        use wanopt_node::dupsock::{PathStatus, PathsStatus};
+        let path = |number, state: &str, data| PathStatus {
+            number,
+            local: Some(format!("10.0.{number}.1")),
+            remote: format!("192.0.2.{number}:4433"),
+            state: state.to_owned(),
+            rtt_ms: (state != "down").then_some(40.0),
+            loss_to_peer_percent: Some(0.0),
+            loss_from_peer_percent: None,
+            data,
+            sent_bytes: 0,
+            received_bytes: 0,
+            probes_sent: 0,
+            probes_received: 0,
+        };
+        let lines = paths_lines(&PathsStatus {
+            mode: "failover".into(),
+            switches: 1,
+            probes_dropped: 0,
+            paths: vec![path(1, "down", false), path(2, "up", true)],
+        });
+        assert_eq!(
+            lines,
+            [
+                "path 1    10.0.1.1 -> 192.0.2.1:4433  down  rtt -  loss 0.0% up, - down  standby",
+                "path 2    10.0.2.1 -> 192.0.2.2:4433  up  rtt 40.00 ms  loss 0.0% up, - down  data",
+                "switches  1 (failover)",
+            ]
+        );
+    }
 
     #[test]
     fn counts_take_the_noun_that_goes_with_them() {

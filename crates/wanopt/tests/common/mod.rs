@@ -305,7 +305,18 @@ pub fn lossy_path(
     delay: Duration,
     drop: impl Fn(u64, &[u8]) -> bool + Send + 'static,
 ) -> SocketAddr {
-    path_relay(core, delay, None, drop)
+    path_relay(core, delay, None, drop, None)
+}
+
+/// A UDP relay between the edge and the core that adds a one-way delay
+/// and drops everything, both ways, while `drop_all` is set: a WAN path
+/// that can be cut and restored. Returns the address to give the edge.
+pub fn cuttable_path(
+    core: SocketAddr,
+    delay: Duration,
+    drop_all: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> SocketAddr {
+    path_relay(core, delay, None, |_, _| false, Some(drop_all))
 }
 
 /// A UDP relay between the edge and the core that adds a one-way delay
@@ -314,7 +325,7 @@ pub fn lossy_path(
 /// address to give the edge as `--core`.
 #[allow(dead_code)]
 pub fn bottleneck_path(core: SocketAddr, delay: Duration, rate: u64, queue: u64) -> SocketAddr {
-    path_relay(core, delay, Some((rate, queue)), |_, _| false)
+    path_relay(core, delay, Some((rate, queue)), |_, _| false, None)
 }
 
 fn path_relay(
@@ -322,8 +333,12 @@ fn path_relay(
     delay: Duration,
     bottleneck: Option<(u64, u64)>,
     drop: impl Fn(u64, &[u8]) -> bool + Send + 'static,
+    drop_all: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 ) -> SocketAddr {
     use std::collections::VecDeque;
+    use std::sync::atomic::Ordering;
+    let cut = move || drop_all.as_ref().is_some_and(|d| d.load(Ordering::Relaxed));
+    let cut_down = cut.clone();
     use std::sync::{Arc, Mutex};
     let front = Arc::new(UdpSocket::bind("127.0.0.1:0").unwrap());
     let back = Arc::new(UdpSocket::bind("127.0.0.1:0").unwrap());
@@ -376,6 +391,9 @@ fn path_relay(
                 let Ok((n, from)) = front.recv_from(&mut buf) else {
                     return;
                 };
+                if cut() {
+                    continue;
+                }
                 *edge.lock().unwrap() = Some(from);
                 seq += 1;
                 if drop(seq, &buf[..n]) {
@@ -403,6 +421,9 @@ fn path_relay(
         let mut buf = vec![0u8; 65536];
         loop {
             let Ok(n) = back.recv(&mut buf) else { return };
+            if cut_down() {
+                continue;
+            }
             down.0
                 .lock()
                 .unwrap()

@@ -41,6 +41,9 @@ impl Duplication {
                 fec: Mutex::default(),
                 fec_on: AtomicBool::new(false),
                 senders: Mutex::default(),
+                paths: Mutex::default(),
+                paths_on: AtomicBool::new(false),
+                probe_wake: Notify::new(),
             }),
             paths: Arc::default(),
         }
@@ -202,6 +205,7 @@ impl Duplication {
             shared: self.shared.clone(),
         });
         tokio::spawn(send_copies(Arc::downgrade(&socket)));
+        tokio::spawn(super::multipath::send_probes(Arc::downgrade(&socket)));
         socket
     }
 }

@@ -30,12 +30,21 @@
 //! of each path (`path`), the receiving side of parity (`parity`),
 //! stream ends (`ends`), the wrapped socket (`socket`) and what it shows
 //! (`status`).
+//!
+//! Several WAN paths per peer (`--path`) live here too: the path table
+//! (`paths`: each peer's canonical address, its paths, their probe
+//! monitor and selector) and the socket's side of it (`multipath`). quinn
+//! sees one address per peer; what it sends there leaves on the data path
+//! the selector picked (failover), what arrives on any path is handed to
+//! it as from that address, and the probes never reach it.
 
 mod duplication;
 mod ends;
 mod fec;
+mod multipath;
 mod parity;
 mod path;
+mod paths;
 mod shared;
 mod socket;
 mod status;
@@ -44,5 +53,7 @@ pub use duplication::Duplication;
 pub use ends::{StreamEnd, StreamEnds, STREAM_END_HOLD};
 pub use fec::{flush_after, FecStatus, REPORT_INTERVAL};
 pub use path::{PathSample, SAMPLE_INTERVAL};
+pub use paths::{PathStatus, PathsStatus};
 pub use status::{DuplicationMode, DuplicationStatus};
 pub use wanopt_proto::fec_stream::FecMode;
+pub use wanopt_proto::path::Side;

@@ -12,6 +12,7 @@ use wanopt_proto::dup::TailDup;
 
 use super::fec::FecPeers;
 use super::parity::ParityReceivers;
+use super::paths::PathTable;
 
 /// What the policy keeps of a datagram besides its bytes.
 pub(super) type Meta = (Option<EcnCodepoint>, Option<IpAddr>);
@@ -36,6 +37,13 @@ pub(super) struct Shared {
     /// Per peer, its connection's congestion controller's "data waits"
     /// flag ([`super::Duplication::watch_sender`]).
     pub(super) senders: Mutex<Vec<(SocketAddr, Arc<AtomicBool>)>>,
+    /// Several WAN paths per peer (`--path`, BIND probes).
+    pub(super) paths: Mutex<PathTable>,
+    /// Set once any peer has a path or sent a probe, so the socket of a
+    /// node without paths neither maps nor takes a lock.
+    pub(super) paths_on: AtomicBool,
+    /// Wakes the task that sends probes.
+    pub(super) probe_wake: Notify,
 }
 
 impl Shared {
@@ -49,6 +57,10 @@ impl Shared {
 
     pub(super) fn fec(&self) -> MutexGuard<'_, FecPeers> {
         self.fec.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn paths(&self) -> MutexGuard<'_, PathTable> {
+        self.paths.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(super) fn senders(&self) -> MutexGuard<'_, Vec<(SocketAddr, Arc<AtomicBool>)>> {

@@ -18,6 +18,7 @@ use wanopt_proto::dup::MAX_TAIL_DATAGRAMS;
 use wanopt_proto::fec;
 use wanopt_proto::fec_stream::{self, SOURCE_HEADER};
 
+use super::paths::is_probe;
 use super::shared::Shared;
 
 /// Most datagrams per batch quinn is offered, so that a batch of FEC
@@ -34,7 +35,21 @@ pub(super) struct DupSocket {
 /// Whether `datagram` belongs to the datagram layer (tail parity, FEC)
 /// rather than QUIC: its first byte has QUIC's fixed bit clear.
 fn is_layer(datagram: &[u8]) -> bool {
-    fec::is_parity(datagram) || fec_stream::kind(datagram).is_some()
+    fec::is_parity(datagram) || fec_stream::kind(datagram).is_some() || is_probe(datagram)
+}
+
+/// Whether any of the first `received` buffers holds a datagram `pred`
+/// picks.
+fn any_segment(
+    bufs: &[IoSliceMut<'_>],
+    meta: &[RecvMeta],
+    received: usize,
+    pred: fn(&[u8]) -> bool,
+) -> bool {
+    bufs.iter()
+        .zip(meta.iter())
+        .take(received)
+        .any(|(buf, m)| segments(&buf[..m.len.min(buf.len())], m.stride).any(pred))
 }
 
 impl DupSocket {
@@ -93,7 +108,7 @@ impl DupSocket {
         // task must watch its deadline.
         let idle = sender.encoder.params().is_some() && sender.encoder.poll_timeout().is_none();
         sender.local_ip = transmit.src_ip;
-        let sent = self.inner.try_send(&Transmit {
+        let sent = self.send_raw(&Transmit {
             destination: transmit.destination,
             ecn: transmit.ecn,
             contents: &wrapped,
@@ -126,7 +141,7 @@ impl DupSocket {
                 .get(&destination)
                 .and_then(|s| s.local_ip)
                 .or_else(|| fec.receivers.get(&destination).and_then(|r| r.local_ip));
-            let _ = self.inner.try_send(&Transmit {
+            let _ = self.send_raw(&Transmit {
                 destination,
                 ecn: None,
                 contents: &datagram,
@@ -159,7 +174,7 @@ impl AsyncUdpSocket for DupSocket {
         };
         match fec_sent {
             Some(result) => result?,
-            None => self.inner.try_send(transmit)?,
+            None => self.send_raw(transmit)?,
         }
         if self.shared.active.load(Ordering::Relaxed) {
             self.record(transmit);
@@ -175,12 +190,20 @@ impl AsyncUdpSocket for DupSocket {
     ) -> Poll<io::Result<usize>> {
         if !self.shared.parity_seen.load(Ordering::Relaxed) {
             let received = std::task::ready!(self.inner.poll_recv(cx, bufs, meta))?;
-            if !bufs
-                .iter()
-                .zip(meta.iter())
-                .take(received)
-                .any(|(buf, m)| segments(&buf[..m.len], m.stride).any(is_layer))
-            {
+            let mut paths = self.shared.paths_on.load(Ordering::Relaxed);
+            if paths {
+                self.map_paths(bufs, meta, received);
+            }
+            if !any_segment(bufs, meta, received, is_layer) {
+                return Poll::Ready(Ok(received));
+            }
+            if !paths && any_segment(bufs, meta, received, is_probe) {
+                // A peer probes paths: map from now on.
+                self.shared.paths_on.store(true, Ordering::Relaxed);
+                self.map_paths(bufs, meta, received);
+                paths = true;
+            }
+            if paths && !any_segment(bufs, meta, received, is_layer) {
                 return Poll::Ready(Ok(received));
             }
             self.shared.parity_seen.store(true, Ordering::Relaxed);
@@ -192,6 +215,12 @@ impl AsyncUdpSocket for DupSocket {
             return Poll::Ready(Ok(handed));
         }
         let received = std::task::ready!(self.inner.poll_recv(cx, bufs, meta))?;
+        if self.shared.paths_on.load(Ordering::Relaxed)
+            || any_segment(bufs, meta, received, is_probe)
+        {
+            self.shared.paths_on.store(true, Ordering::Relaxed);
+            self.map_paths(bufs, meta, received);
+        }
         Poll::Ready(Ok(self.take_parity(bufs, meta, received)))
     }
 
@@ -213,7 +242,7 @@ impl AsyncUdpSocket for DupSocket {
 }
 
 /// The datagrams of a received buffer (several with GRO, `stride` apart).
-fn segments(buf: &[u8], stride: usize) -> impl Iterator<Item = &[u8]> {
+pub(super) fn segments(buf: &[u8], stride: usize) -> impl Iterator<Item = &[u8]> {
     buf.chunks(stride.max(1))
 }
 
@@ -352,7 +381,7 @@ pub(super) async fn send_copies(socket: Weak<DupSocket>) {
                 };
                 // A full socket buffer means the path is busy, not quiet:
                 // the copy is not worth waiting for.
-                let _ = socket.inner.try_send(&transmit);
+                let _ = socket.send_raw(&transmit);
                 shared.policy().recycle(copy.datagram);
             }
             socket.send_fec_due(now)

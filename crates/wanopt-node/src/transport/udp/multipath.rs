@@ -1,0 +1,345 @@
+//! The path layer in the wrapped socket: what quinn sends to a peer's
+//! canonical address leaves on the peer's data path (its `src_ip` and
+//! destination rewritten, GSO batches kept whole), what arrives from any
+//! of the peer's paths is handed to quinn as from the canonical address,
+//! probes are taken out before quinn sees them, and a task of its own
+//! sends the probes due. A node without paths pays one atomic load per
+//! send and per receive, and sends no probe.
+
+use std::io::{self, IoSliceMut};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::Ordering;
+use std::sync::Weak;
+use std::time::{Duration, Instant};
+
+use quinn::udp::{RecvMeta, Transmit};
+use tracing::warn;
+use wanopt_proto::path::Side;
+
+use super::duplication::Duplication;
+use super::paths::{export_key, is_probe, Hop, PathTable, PathsStatus};
+use super::socket::{segments, DupSocket};
+
+/// `transmit` sent on `hop`: the same datagrams, segment size and ECN.
+pub(super) fn rewrite<'a>(transmit: &Transmit<'a>, hop: Hop) -> Transmit<'a> {
+    Transmit {
+        destination: hop.destination,
+        ecn: transmit.ecn,
+        contents: transmit.contents,
+        segment_size: transmit.segment_size,
+        src_ip: hop.src_ip.or(transmit.src_ip),
+    }
+}
+
+/// Takes the probes out of the first `received` buffers (moving the rest
+/// up, so a GRO buffer stays `stride`-spaced), and hands a datagram from a
+/// known path to quinn as from its peer's canonical address. Returns
+/// whether any probe was taken.
+pub(super) fn map_received(
+    table: &mut PathTable,
+    now: Instant,
+    bufs: &mut [IoSliceMut<'_>],
+    meta: &mut [RecvMeta],
+    received: usize,
+) -> bool {
+    let mut probes = false;
+    for (buf, m) in bufs.iter_mut().zip(meta.iter_mut()).take(received) {
+        let stride = m.stride.max(1);
+        let len = m.len.min(buf.len());
+        if segments(&buf[..len], stride).any(is_probe) {
+            probes = true;
+            let mut kept = 0;
+            let mut at = 0;
+            while at < len {
+                let end = (at + stride).min(len);
+                if is_probe(&buf[at..end]) {
+                    let _ = table.on_probe(now, m.addr, m.dst_ip, &buf[at..end]);
+                } else {
+                    if at != kept {
+                        buf.copy_within(at..end, kept);
+                    }
+                    kept += end - at;
+                }
+                at = end;
+            }
+            m.len = kept;
+        }
+        if m.len == 0 {
+            continue;
+        }
+        if let Some((canonical, local)) = table.map(m.addr, m.dst_ip, m.len) {
+            m.addr = canonical;
+            if local.is_some() {
+                m.dst_ip = local;
+            }
+        }
+    }
+    probes
+}
+
+impl DupSocket {
+    /// Sends `transmit` on its destination's data path, or unchanged to
+    /// an address with no paths.
+    pub(super) fn send_raw(&self, transmit: &Transmit) -> io::Result<()> {
+        if self.shared.paths_on.load(Ordering::Relaxed) {
+            let hop = self.shared.paths().route(
+                Instant::now(),
+                transmit.destination,
+                transmit.contents.len(),
+            );
+            if let Some(hop) = hop {
+                return self.inner.try_send(&rewrite(transmit, hop));
+            }
+        }
+        self.inner.try_send(transmit)
+    }
+
+    /// [`map_received`] on the socket's table; wakes the probe task when
+    /// probes arrived (an answer may be due).
+    pub(super) fn map_paths(
+        &self,
+        bufs: &mut [IoSliceMut<'_>],
+        meta: &mut [RecvMeta],
+        received: usize,
+    ) {
+        let probes = map_received(
+            &mut self.shared.paths(),
+            Instant::now(),
+            bufs,
+            meta,
+            received,
+        );
+        if probes {
+            self.shared.probe_wake.notify_one();
+        }
+    }
+}
+
+/// Sends the probes due on every path, sleeping until the next is, and
+/// ends when the socket is dropped.
+pub(super) async fn send_probes(socket: Weak<DupSocket>) {
+    let Some(shared) = socket.upgrade().map(|s| s.shared.clone()) else {
+        return;
+    };
+    let mut due = Vec::new();
+    loop {
+        let next = {
+            let Some(socket) = socket.upgrade() else {
+                return;
+            };
+            if shared.paths_on.load(Ordering::Relaxed) {
+                let next = shared.paths().poll(Instant::now(), &mut due);
+                for (hop, probe) in due.drain(..) {
+                    // A full buffer loses the probe, as the path would.
+                    let _ = socket.inner.try_send(&Transmit {
+                        destination: hop.destination,
+                        ecn: None,
+                        contents: &probe,
+                        segment_size: None,
+                        src_ip: hop.src_ip,
+                    });
+                }
+                next
+            } else {
+                None
+            }
+        };
+        let sleep = match next {
+            Some(at) => tokio::time::sleep_until(at.into()),
+            None => tokio::time::sleep(Duration::from_secs(1)),
+        };
+        tokio::select! {
+            () = sleep => {}
+            () = shared.probe_wake.notified() => {}
+        }
+    }
+}
+
+impl Duplication {
+    /// The edge's paths to the core at `canonical` (`--path`, in order):
+    /// from now on what quinn sends there leaves on the data path, and
+    /// what arrives on any path is handed to quinn as from `canonical`.
+    pub fn set_paths(&self, canonical: SocketAddr, paths: &[(IpAddr, SocketAddr)]) {
+        let mut table = self.shared.paths();
+        table.configure(Instant::now(), canonical, paths);
+        let on = table.has_routes();
+        drop(table);
+        self.shared.paths_on.store(on, Ordering::Relaxed);
+    }
+
+    /// A connection came up (`side`: which end this node is): its probes
+    /// are keyed from its TLS exporter. The edge probes its paths at once;
+    /// the core binds paths as the edge's probes arrive. Nothing on an
+    /// edge without paths.
+    pub fn bind_paths(&self, conn: &quinn::Connection, side: Side) {
+        if side == Side::Client && !self.shared.paths_on.load(Ordering::Relaxed) {
+            return;
+        }
+        let Some(key) = export_key(conn) else {
+            warn!(
+                "no probe key for the tunnel to {}: its paths are not probed",
+                conn.remote_address()
+            );
+            return;
+        };
+        self.shared.paths().bind(
+            Instant::now(),
+            conn.remote_address(),
+            conn.local_ip(),
+            key,
+            side,
+        );
+        self.shared.probe_wake.notify_one();
+    }
+
+    /// The connection to `canonical` ended: its probes stop (the core
+    /// forgets its paths).
+    pub fn unbind_paths(&self, canonical: SocketAddr) {
+        self.shared.paths().unbind(canonical);
+    }
+
+    /// A handshake to `canonical` failed: the next one tries the next
+    /// path.
+    pub fn handshake_failed(&self, canonical: SocketAddr) {
+        if self.shared.paths_on.load(Ordering::Relaxed) {
+            self.shared.paths().rotate_fallback(canonical);
+        }
+    }
+
+    /// The paths to `canonical`, if it has any.
+    pub fn paths_status(&self, canonical: SocketAddr) -> Option<PathsStatus> {
+        if !self.shared.paths_on.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.shared
+            .paths()
+            .status(canonical)
+            .filter(|s| !s.paths.is_empty())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wanopt_proto::path::wire::EXPORTER_LEN;
+    use wanopt_proto::path::{PathId, PathKey, PathMode, ProbeRepr, PROBE_LEN};
+
+    fn addr(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn a_transmit_keeps_its_batch_and_takes_the_paths_addresses() {
+        let datagrams = vec![7u8; 3 * 1200 + 500];
+        let quinn_sends = Transmit {
+            destination: addr("192.0.2.1:4433"),
+            ecn: None,
+            contents: &datagrams,
+            segment_size: Some(1200),
+            src_ip: None,
+        };
+        let hop = Hop {
+            destination: addr("198.51.100.1:4433"),
+            src_ip: Some("10.1.0.1".parse().unwrap()),
+        };
+        let sent = rewrite(&quinn_sends, hop);
+        assert_eq!(sent.destination, hop.destination);
+        assert_eq!(sent.src_ip, hop.src_ip);
+        assert_eq!(sent.segment_size, Some(1200));
+        assert_eq!(sent.contents.as_ptr(), datagrams.as_ptr());
+        // A path with no local address keeps quinn's.
+        let any = Hop {
+            src_ip: None,
+            ..hop
+        };
+        let quinn_ip = Transmit {
+            src_ip: Some("10.0.0.9".parse().unwrap()),
+            ..quinn_sends
+        };
+        assert_eq!(rewrite(&quinn_ip, any).src_ip, quinn_ip.src_ip);
+    }
+
+    #[test]
+    fn received_batches_lose_their_probes_and_take_the_canonical_address() {
+        let now = Instant::now();
+        let canonical = addr("192.0.2.1:4433");
+        let second = addr("198.51.100.1:4433");
+        let mut table = PathTable::default();
+        table.configure(
+            now,
+            canonical,
+            &[
+                ("10.0.0.1".parse().unwrap(), canonical),
+                ("10.1.0.1".parse().unwrap(), second),
+            ],
+        );
+        let key = PathKey::from_exporter(&[3; EXPORTER_LEN]);
+        table.bind(now, canonical, None, key.clone(), Side::Client);
+        // The core's probe on path 2, in the middle of a GRO batch of
+        // 36-byte datagrams, and last in a batch of longer ones.
+        let probe = |seq| {
+            ProbeRepr {
+                bind: false,
+                from_client: false,
+                answer: false,
+                path: PathId::new(2).unwrap(),
+                mode: PathMode::Failover,
+                seq,
+                sent_us: 5 * seq,
+                echo_us: 0,
+                hold_us: 0,
+                received: 0,
+            }
+            .emit(&key)
+        };
+        let quic = |n: u8, len: usize| -> Vec<u8> {
+            let mut d = vec![n; len];
+            d[0] = 0x40 | n;
+            d
+        };
+        let (a, b) = (quic(1, PROBE_LEN), quic(2, PROBE_LEN));
+        let (c, d) = (quic(3, 1200), quic(4, 1200));
+        let mut storage = [
+            [a.as_slice(), &probe(1), &b].concat(),
+            [c.as_slice(), &d, &probe(2)].concat(),
+            quic(5, 100),
+        ];
+        let mut meta = [
+            RecvMeta {
+                addr: second,
+                len: 3 * PROBE_LEN,
+                stride: PROBE_LEN,
+                ecn: None,
+                dst_ip: Some("10.1.0.1".parse().unwrap()),
+            },
+            RecvMeta {
+                addr: second,
+                len: 2 * 1200 + PROBE_LEN,
+                stride: 1200,
+                ecn: None,
+                dst_ip: Some("10.1.0.1".parse().unwrap()),
+            },
+            RecvMeta {
+                addr: addr("203.0.113.5:999"),
+                len: 100,
+                stride: 100,
+                ecn: None,
+                dst_ip: None,
+            },
+        ];
+        let mut bufs: Vec<IoSliceMut<'_>> =
+            storage.iter_mut().map(|b| IoSliceMut::new(b)).collect();
+        assert!(map_received(&mut table, now, &mut bufs, &mut meta, 3));
+        drop(bufs);
+        assert_eq!((meta[0].len, meta[0].stride), (2 * PROBE_LEN, PROBE_LEN));
+        assert_eq!(&storage[0][..2 * PROBE_LEN], [a, b].concat().as_slice());
+        assert_eq!(meta[1].len, 2 * 1200);
+        assert_eq!(&storage[1][..2400], [c, d].concat().as_slice());
+        assert!(meta[..2].iter().all(|m| m.addr == canonical));
+        // A stranger passes unchanged: quinn decides.
+        assert_eq!(meta[2].addr, addr("203.0.113.5:999"));
+        let status = table.status(canonical).unwrap();
+        assert_eq!(status.paths[1].probes_received, 2);
+        assert_eq!(status.paths[1].received_bytes, 2 * PROBE_LEN as u64 + 2400);
+    }
+}

@@ -1,0 +1,693 @@
+//! The path table: for each peer reached over several WAN paths, its
+//! canonical address (the one quinn sees), its paths (a local IP and a
+//! remote address each), their monitor and selector, and the reverse map
+//! from a path's remote address to its peer.
+//!
+//! quinn always sees one address per peer: a `Transmit` to it is sent on
+//! the selected path ([`PathTable::route`]) and a datagram from any known
+//! path is handed to quinn as if it came from the canonical address
+//! ([`PathTable::map`]). The edge configures its paths (`--path`); the
+//! core learns each from the edge's BIND probes. Probes are verified with
+//! the connection's exporter key and never reach quinn.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tracing::{debug, info};
+use wanopt_proto::path::wire::{EXPORTER_LABEL, EXPORTER_LEN, MAX_PATH};
+use wanopt_proto::path::{
+    PathId, PathKey, PathMode, PathMonitor, PathState, PathView, Preference, Probe, ProbeRepr,
+    Selector, Side, PROBE_LEN,
+};
+
+/// The first byte of a path probe.
+pub(super) const PROBE_KIND: u8 = wanopt_proto::path::wire::KIND;
+
+/// Whether `datagram` is a path probe (it may still be forged).
+pub(super) fn is_probe(datagram: &[u8]) -> bool {
+    datagram.len() == PROBE_LEN && datagram[0] == PROBE_KIND
+}
+
+/// One path: where it leaves from and goes to, and what it carried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Route {
+    /// The local address datagrams leave from (`None`: the kernel's
+    /// choice).
+    pub(super) local: Option<IpAddr>,
+    /// The peer's address on this path.
+    pub(super) remote: SocketAddr,
+    pub(super) tx_bytes: u64,
+    pub(super) rx_bytes: u64,
+}
+
+impl Route {
+    fn new(local: Option<IpAddr>, remote: SocketAddr) -> Route {
+        Route {
+            local,
+            remote,
+            tx_bytes: 0,
+            rx_bytes: 0,
+        }
+    }
+}
+
+/// Where a datagram to a canonical address goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Hop {
+    pub(super) destination: SocketAddr,
+    pub(super) src_ip: Option<IpAddr>,
+}
+
+/// A peer reached over several paths.
+#[derive(Debug)]
+struct PeerPaths {
+    canonical: SocketAddr,
+    /// The local address quinn's connection uses (the core's), handed to
+    /// quinn with every mapped datagram.
+    canonical_local: Option<IpAddr>,
+    side: Side,
+    routes: [Option<Route>; MAX_PATH as usize],
+    /// The connection's probe key; `None` while no connection is up.
+    key: Option<PathKey>,
+    monitor: PathMonitor,
+    selector: Selector,
+    /// The data path: the selector's choice, or before any the path the
+    /// handshake goes on.
+    primary: Option<PathId>,
+    /// The path a handshake goes on before probes say anything (the
+    /// edge's: rotated after a failed attempt).
+    fallback: Option<PathId>,
+    /// Switches of earlier connections.
+    switches_before: u64,
+    views: Vec<PathView>,
+}
+
+impl PeerPaths {
+    fn new(now: Instant, canonical: SocketAddr, side: Side) -> PeerPaths {
+        PeerPaths {
+            canonical,
+            canonical_local: None,
+            side,
+            routes: [None; MAX_PATH as usize],
+            key: None,
+            monitor: PathMonitor::new(now, side, PathMode::Failover),
+            selector: Selector::new(PathMode::Failover, Preference::Listed),
+            primary: None,
+            fallback: None,
+            switches_before: 0,
+            views: Vec::new(),
+        }
+    }
+
+    fn switches(&self) -> u64 {
+        self.switches_before + self.selector.switches()
+    }
+
+    /// Re-runs the selector after the monitor changed.
+    fn reselect(&mut self, now: Instant) {
+        while let Some(change) = self.monitor.poll_event() {
+            info!(
+                "path {} to {}: {} -> {}",
+                change.path,
+                self.canonical,
+                change.from.name(),
+                change.to.name()
+            );
+        }
+        if self.key.is_none() {
+            self.primary = self.fallback;
+            return;
+        }
+        self.monitor.views(&mut self.views);
+        // At a connection's start, the path the handshake took (or, on
+        // the server, every path) keeps the data until it has an echo:
+        // the first path to answer is not taken for a better one.
+        let first_answer = match self.primary {
+            Some(primary) => self
+                .views
+                .iter()
+                .find(|v| v.id == primary)
+                .is_some_and(|v| v.state == PathState::Unknown),
+            None => self.views.iter().any(|v| v.state == PathState::Unknown),
+        };
+        if first_answer && self.selector.current().is_none() {
+            return;
+        }
+        let selection = self.selector.select(now, &self.views);
+        let primary = selection.primary.or(self.fallback);
+        if primary != self.primary {
+            if let (Some(from), Some(to)) = (self.primary, primary) {
+                info!(
+                    "data to {} moves from path {from} to path {to}",
+                    self.canonical
+                );
+            }
+            self.primary = primary;
+        }
+    }
+}
+
+/// Every peer's paths.
+#[derive(Debug, Default)]
+pub(super) struct PathTable {
+    /// Peers with paths (the edge's configured ones; on the core, edges
+    /// that sent a verified probe).
+    peers: Vec<PeerPaths>,
+    /// The core's connections whose edge has not probed (yet), by token:
+    /// their canonical address, quinn's local address and the key.
+    pending: HashMap<u32, (SocketAddr, Option<IpAddr>, PathKey)>,
+    /// Probes dropped: unknown token, bad tag, replays, unknown paths.
+    pub(super) probes_dropped: u64,
+}
+
+/// Why a received probe was dropped.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum ProbeDropped {
+    /// Not a well-formed probe.
+    #[error(transparent)]
+    Malformed(#[from] wanopt_proto::path::ProbeError),
+    /// No connection has the probe's token.
+    #[error("no connection has token {0:#010x}")]
+    UnknownToken(u32),
+    /// The tag or a field did not verify.
+    #[error("probe does not verify: {0}")]
+    Verify(wanopt_proto::path::ProbeError),
+    /// The address is no path of the peer's (the client's side).
+    #[error("probe from {0}, which is no path")]
+    UnknownAddress(SocketAddr),
+    /// The monitor refused it (replay, reflection, unknown path).
+    #[error(transparent)]
+    Rejected(#[from] wanopt_proto::path::ProbeRejected),
+}
+
+impl PathTable {
+    fn peer(&self, canonical: SocketAddr) -> Option<&PeerPaths> {
+        self.peers.iter().find(|p| p.canonical == canonical)
+    }
+
+    fn peer_mut(&mut self, canonical: SocketAddr) -> Option<&mut PeerPaths> {
+        self.peers.iter_mut().find(|p| p.canonical == canonical)
+    }
+
+    /// Whether any peer has a path (the socket maps datagrams only then).
+    pub(super) fn has_routes(&self) -> bool {
+        self.peers
+            .iter()
+            .any(|p| p.routes.iter().any(Option::is_some))
+    }
+
+    /// The edge's paths to `canonical`, in preference order (path 1
+    /// first). Replaces any paths it had.
+    pub(super) fn configure(
+        &mut self,
+        now: Instant,
+        canonical: SocketAddr,
+        paths: &[(IpAddr, SocketAddr)],
+    ) {
+        self.peers.retain(|p| p.canonical != canonical);
+        let mut peer = PeerPaths::new(now, canonical, Side::Client);
+        for (i, (local, remote)) in paths.iter().enumerate().take(usize::from(MAX_PATH)) {
+            peer.routes[i] = Some(Route::new(Some(*local), *remote));
+        }
+        peer.fallback = PathId::new(1).filter(|_| !paths.is_empty());
+        peer.primary = peer.fallback;
+        self.peers.push(peer);
+    }
+
+    /// A connection to `canonical` is up with `key`: probing starts (the
+    /// client's configured paths; the server's as BIND probes arrive).
+    pub(super) fn bind(
+        &mut self,
+        now: Instant,
+        canonical: SocketAddr,
+        local: Option<IpAddr>,
+        key: PathKey,
+        side: Side,
+    ) {
+        if side == Side::Server {
+            // A peer without paths costs nothing per datagram: it joins
+            // the table with its first verified probe.
+            self.unbind(canonical);
+            self.pending.insert(key.token(), (canonical, local, key));
+            return;
+        }
+        let Some(peer) = self.peer_mut(canonical) else {
+            // No --path for this peer: nothing to probe.
+            return;
+        };
+        peer.switches_before = peer.switches();
+        peer.canonical_local = local;
+        peer.monitor = PathMonitor::new(now, peer.side, PathMode::Failover);
+        peer.selector = Selector::new(PathMode::Failover, Preference::Listed);
+        for path in PathId::all() {
+            if peer.routes[path.index()].is_some() {
+                peer.monitor.add_path(now, path);
+            }
+        }
+        peer.key = Some(key);
+        peer.reselect(now);
+    }
+
+    /// The connection to `canonical` is gone: probing stops; the server
+    /// forgets the peer, the client keeps its paths and hands the next
+    /// handshake to the path that carried data last.
+    pub(super) fn unbind(&mut self, canonical: SocketAddr) {
+        self.pending.retain(|_, (c, _, _)| *c != canonical);
+        let Some(peer) = self.peer_mut(canonical) else {
+            return;
+        };
+        if peer.side == Side::Server {
+            self.peers.retain(|p| p.canonical != canonical);
+            return;
+        }
+        peer.switches_before = peer.switches();
+        peer.selector = Selector::new(PathMode::Failover, Preference::Listed);
+        peer.key = None;
+        peer.fallback = peer.primary.or(peer.fallback);
+        peer.primary = peer.fallback;
+    }
+
+    /// A handshake to `canonical` failed: the next goes on the next path.
+    pub(super) fn rotate_fallback(&mut self, canonical: SocketAddr) {
+        let Some(peer) = self.peer_mut(canonical) else {
+            return;
+        };
+        if peer.key.is_some() {
+            return;
+        }
+        let current = peer.fallback.map_or(0, |p| p.get());
+        let next = (1..=MAX_PATH)
+            .map(|i| (current + i - 1) % MAX_PATH + 1)
+            .find(|&n| peer.routes[usize::from(n) - 1].is_some());
+        peer.fallback = next.and_then(PathId::new);
+        peer.primary = peer.fallback;
+    }
+
+    /// Where a datagram quinn sends to `destination` goes: `None` for an
+    /// address that is no peer's canonical one, or a peer with no path yet
+    /// (sent unchanged). Counts `len` bytes on the path and tells the
+    /// monitor the lane is sending.
+    pub(super) fn route(
+        &mut self,
+        now: Instant,
+        destination: SocketAddr,
+        len: usize,
+    ) -> Option<Hop> {
+        let peer = self.peers.iter_mut().find(|p| p.canonical == destination)?;
+        let path = peer.primary?;
+        let route = peer.routes[path.index()].as_mut()?;
+        route.tx_bytes += len as u64;
+        let hop = Hop {
+            destination: route.remote,
+            src_ip: route.local,
+        };
+        if peer.key.is_some() {
+            peer.monitor.on_data(now);
+        }
+        Some(hop)
+    }
+
+    /// The canonical address (and quinn's local address) of a datagram
+    /// from `from` to `dst_ip`, if `from` is a known path; counts `len`
+    /// bytes on it.
+    pub(super) fn map(
+        &mut self,
+        from: SocketAddr,
+        dst_ip: Option<IpAddr>,
+        len: usize,
+    ) -> Option<(SocketAddr, Option<IpAddr>)> {
+        let (index, path) = self.find(from, dst_ip)?;
+        let peer = &mut self.peers[index];
+        if let Some(route) = peer.routes[path.index()].as_mut() {
+            route.rx_bytes += len as u64;
+        }
+        Some((peer.canonical, peer.canonical_local))
+    }
+
+    /// The peer and path whose remote address is `from` (and, when several
+    /// share it, whose local address is `dst_ip`).
+    fn find(&self, from: SocketAddr, dst_ip: Option<IpAddr>) -> Option<(usize, PathId)> {
+        let mut found = None;
+        for (index, peer) in self.peers.iter().enumerate() {
+            for path in PathId::all() {
+                let Some(route) = &peer.routes[path.index()] else {
+                    continue;
+                };
+                if route.remote != from {
+                    continue;
+                }
+                if dst_ip.is_none() || route.local.is_none() || route.local == dst_ip {
+                    return Some((index, path));
+                }
+                found.get_or_insert((index, path));
+            }
+        }
+        found
+    }
+
+    /// Takes a probe that arrived from `from` at `dst_ip`.
+    pub(super) fn on_probe(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        dst_ip: Option<IpAddr>,
+        datagram: &[u8],
+    ) -> Result<(), ProbeDropped> {
+        let result = self.take_probe(now, from, dst_ip, datagram);
+        if let Err(e) = &result {
+            self.probes_dropped += 1;
+            debug!("path probe from {from} dropped: {e}");
+        }
+        result
+    }
+
+    fn take_probe(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        dst_ip: Option<IpAddr>,
+        datagram: &[u8],
+    ) -> Result<(), ProbeDropped> {
+        let probe = Probe::new_checked(datagram)?;
+        let token = probe.token();
+        let arrived = self.find(from, dst_ip);
+        let known = self
+            .peers
+            .iter()
+            .position(|p| p.key.as_ref().is_some_and(|k| k.token() == token));
+        let index = match known {
+            Some(index) => index,
+            None => {
+                let (_, _, key) = self
+                    .pending
+                    .get(&token)
+                    .ok_or(ProbeDropped::UnknownToken(token))?;
+                ProbeRepr::parse(&probe, key).map_err(ProbeDropped::Verify)?;
+                let Some((canonical, local, key)) = self.pending.remove(&token) else {
+                    return Err(ProbeDropped::UnknownToken(token));
+                };
+                let mut peer = PeerPaths::new(now, canonical, Side::Server);
+                peer.canonical_local = local;
+                peer.key = Some(key);
+                self.peers.push(peer);
+                self.peers.len() - 1
+            }
+        };
+        let peer = &mut self.peers[index];
+        let Some(key) = &peer.key else {
+            return Err(ProbeDropped::UnknownToken(token));
+        };
+        let repr = ProbeRepr::parse(&probe, key).map_err(ProbeDropped::Verify)?;
+        let path = match peer.side {
+            Side::Client => match arrived {
+                Some((i, path)) if i == index => path,
+                _ => return Err(ProbeDropped::UnknownAddress(from)),
+            },
+            Side::Server => repr.path,
+        };
+        peer.monitor.on_probe(now, path, &repr)?;
+        if peer.side == Side::Server && repr.bind {
+            let route = &mut peer.routes[path.index()];
+            let moved = route.is_some_and(|r| r.remote != from || r.local != dst_ip);
+            if route.is_none() || moved {
+                if moved {
+                    peer.monitor.rebound(path);
+                }
+                info!("path {path} of {} bound to {from}", peer.canonical);
+                *route = Some(Route::new(dst_ip, from));
+            }
+        }
+        peer.reselect(now);
+        Ok(())
+    }
+
+    /// The probes due at `now`, each with where it goes; updates states
+    /// and selections. Returns when to look again.
+    pub(super) fn poll(
+        &mut self,
+        now: Instant,
+        out: &mut Vec<(Hop, [u8; PROBE_LEN])>,
+    ) -> Option<Instant> {
+        let mut next: Option<Instant> = None;
+        for peer in &mut self.peers {
+            let Some(key) = peer.key.clone() else {
+                continue;
+            };
+            peer.monitor.handle_timeout(now);
+            while let Some(probe) = peer.monitor.poll_due(now) {
+                if let Some(route) = &mut peer.routes[probe.path.index()] {
+                    route.tx_bytes += PROBE_LEN as u64;
+                    out.push((
+                        Hop {
+                            destination: route.remote,
+                            src_ip: route.local,
+                        },
+                        probe.emit(&key),
+                    ));
+                }
+            }
+            peer.reselect(now);
+            if let Some(at) = peer.monitor.next_timeout() {
+                next = Some(next.map_or(at, |n| n.min(at)));
+            }
+        }
+        next
+    }
+
+    /// What the paths to `canonical` do, for status.
+    pub(super) fn status(&self, canonical: SocketAddr) -> Option<PathsStatus> {
+        let peer = self.peer(canonical)?;
+        let paths = PathId::all()
+            .filter_map(|path| {
+                let route = peer.routes[path.index()]?;
+                let ms = |d: Duration| d.as_secs_f64() * 1e3;
+                let loss = peer.monitor.loss(path).unwrap_or_default();
+                let stats = peer.monitor.stats(path).unwrap_or_default();
+                Some(PathStatus {
+                    number: path.get(),
+                    local: route.local.map(|ip| ip.to_string()),
+                    remote: route.remote.to_string(),
+                    state: peer
+                        .monitor
+                        .state(path)
+                        .filter(|_| peer.key.is_some())
+                        .map_or("unknown", PathState::name)
+                        .to_owned(),
+                    rtt_ms: peer.monitor.rtt(path).map(ms),
+                    loss_to_peer_percent: loss.to_peer.map(|l| l * 100.0),
+                    loss_from_peer_percent: loss.from_peer.map(|l| l * 100.0),
+                    data: peer.primary == Some(path),
+                    sent_bytes: route.tx_bytes,
+                    received_bytes: route.rx_bytes,
+                    probes_sent: stats.sent,
+                    probes_received: stats.received,
+                })
+            })
+            .collect();
+        Some(PathsStatus {
+            mode: PathMode::Failover.name().to_owned(),
+            switches: peer.switches(),
+            probes_dropped: self.probes_dropped,
+            paths,
+        })
+    }
+}
+
+/// The keying material of a connection's probes.
+pub(super) fn export_key(conn: &quinn::Connection) -> Option<PathKey> {
+    let mut material = [0u8; EXPORTER_LEN];
+    conn.export_keying_material(&mut material, EXPORTER_LABEL, b"")
+        .ok()?;
+    Some(PathKey::from_exporter(&material))
+}
+
+/// A peer's paths as `/status` shows them.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PathsStatus {
+    /// How the paths are used (`failover`).
+    pub mode: String,
+    /// Times the data path changed from one path to another.
+    pub switches: u64,
+    /// Probes this node dropped (unknown connection, bad tag, replays),
+    /// all peers.
+    pub probes_dropped: u64,
+    /// The paths, by number.
+    pub paths: Vec<PathStatus>,
+}
+
+/// One path as `/status` shows it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PathStatus {
+    /// The path's number (the edge's `--path` order, from 1).
+    pub number: u8,
+    /// The local address it leaves from.
+    pub local: Option<String>,
+    /// The peer's address on it.
+    pub remote: String,
+    /// `unknown`, `up`, `suspect` or `down`.
+    pub state: String,
+    /// Smoothed RTT of the probes, milliseconds.
+    pub rtt_ms: Option<f64>,
+    /// Loss of this node's probes toward the peer, percent.
+    pub loss_to_peer_percent: Option<f64>,
+    /// Loss of the peer's probes toward this node, percent.
+    pub loss_from_peer_percent: Option<f64>,
+    /// Whether the path carries this node's data now.
+    pub data: bool,
+    /// Bytes sent on the path (datagrams and probes).
+    pub sent_bytes: u64,
+    /// Bytes received on it.
+    pub received_bytes: u64,
+    /// Probes sent on it.
+    pub probes_sent: u64,
+    /// Probes accepted from it.
+    pub probes_received: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    fn key(seed: u8) -> PathKey {
+        PathKey::from_exporter(&[seed; EXPORTER_LEN])
+    }
+
+    /// A client probe on `path` with sequence number `seq`, BIND set.
+    fn client_probe(path: u8, seq: u32, key: &PathKey) -> [u8; PROBE_LEN] {
+        ProbeRepr {
+            bind: true,
+            from_client: true,
+            answer: false,
+            path: PathId::new(path).unwrap(),
+            mode: PathMode::Failover,
+            seq,
+            sent_us: 1000 * seq,
+            echo_us: 0,
+            hold_us: 0,
+            received: 0,
+        }
+        .emit(key)
+    }
+
+    #[test]
+    fn the_edge_sends_on_its_first_path_and_maps_every_path_back() {
+        let now = Instant::now();
+        let canonical = addr("192.0.2.1:4433");
+        let mut table = PathTable::default();
+        assert!(!table.has_routes());
+        table.configure(
+            now,
+            canonical,
+            &[
+                ("10.0.0.1".parse().unwrap(), canonical),
+                ("10.1.0.1".parse().unwrap(), addr("198.51.100.1:4433")),
+            ],
+        );
+        assert!(table.has_routes());
+        // Before any connection: the first path.
+        let hop = table.route(now, canonical, 1200).unwrap();
+        assert_eq!(hop.destination, canonical);
+        assert_eq!(hop.src_ip, Some("10.0.0.1".parse().unwrap()));
+        // Another destination is sent unchanged.
+        assert_eq!(table.route(now, addr("203.0.113.9:53"), 100), None);
+        // Both paths map back to the canonical address; a stranger does not.
+        let second = addr("198.51.100.1:4433");
+        assert_eq!(
+            table.map(second, Some("10.1.0.1".parse().unwrap()), 1300),
+            Some((canonical, None))
+        );
+        assert_eq!(table.map(canonical, None, 10).map(|m| m.0), Some(canonical));
+        assert_eq!(table.map(addr("203.0.113.9:4433"), None, 10), None);
+        let status = table.status(canonical).unwrap();
+        assert_eq!(status.paths.len(), 2);
+        assert!(status.paths[0].data && !status.paths[1].data);
+        assert_eq!(status.paths[0].sent_bytes, 1200);
+        assert_eq!(status.paths[1].received_bytes, 1300);
+        // A failed handshake moves the next one to path 2, then back.
+        table.rotate_fallback(canonical);
+        assert_eq!(table.route(now, canonical, 0).unwrap().destination, second);
+        table.rotate_fallback(canonical);
+        assert_eq!(
+            table.route(now, canonical, 0).unwrap().destination,
+            canonical
+        );
+    }
+
+    #[test]
+    fn two_paths_to_one_remote_are_told_apart_by_the_local_address() {
+        let now = Instant::now();
+        let canonical = addr("192.0.2.1:4433");
+        let mut table = PathTable::default();
+        table.configure(
+            now,
+            canonical,
+            &[
+                ("10.0.0.1".parse().unwrap(), canonical),
+                ("10.1.0.1".parse().unwrap(), canonical),
+            ],
+        );
+        let second = table.find(canonical, Some("10.1.0.1".parse().unwrap()));
+        assert_eq!(second, Some((0, PathId::new(2).unwrap())));
+        let first = table.find(canonical, Some("10.0.0.1".parse().unwrap()));
+        assert_eq!(first, Some((0, PathId::new(1).unwrap())));
+    }
+
+    #[test]
+    fn only_a_keyed_fresh_bind_probe_binds_a_path_at_the_core() {
+        let now = Instant::now();
+        let canonical = addr("192.0.2.7:50000");
+        let mut table = PathTable::default();
+        let k = key(7);
+        table.bind(now, canonical, None, k.clone(), Side::Server);
+        assert!(!table.has_routes());
+        // A connection whose edge does not probe is no peer of the table:
+        // its datagrams are looked up among path peers only.
+        assert!(table.peers.is_empty());
+        let other = addr("198.51.100.7:40000");
+        // Unkeyed (another connection's key), forged (a flipped tag bit),
+        // truncated: nothing bound.
+        let wrong = client_probe(2, 1, &key(8));
+        assert!(matches!(
+            table.on_probe(now, other, None, &wrong),
+            Err(ProbeDropped::UnknownToken(_))
+        ));
+        let mut forged = client_probe(2, 1, &k);
+        forged[PROBE_LEN - 1] ^= 1;
+        assert!(matches!(
+            table.on_probe(now, other, None, &forged),
+            Err(ProbeDropped::Verify(_))
+        ));
+        assert!(table.on_probe(now, other, None, &forged[..20]).is_err());
+        assert!(!table.has_routes());
+        assert_eq!(table.map(other, None, 10), None);
+        assert_eq!(table.probes_dropped, 3);
+        // The real one binds path 2 to its source.
+        let good = client_probe(2, 1, &k);
+        table.on_probe(now, other, None, &good).unwrap();
+        assert_eq!(table.map(other, None, 10), Some((canonical, None)));
+        // Its replay from elsewhere moves nothing.
+        let third = addr("203.0.113.7:40000");
+        assert!(matches!(
+            table.on_probe(now, third, None, &good),
+            Err(ProbeDropped::Rejected(_))
+        ));
+        assert_eq!(table.map(third, None, 10), None);
+        // The server answers on the bound path (return routability).
+        let mut out = Vec::new();
+        table.poll(now, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].0.destination, other);
+        // The connection goes: so does everything it bound.
+        table.unbind(canonical);
+        assert_eq!(table.map(other, None, 10), None);
+        assert!(table
+            .on_probe(now, other, None, &client_probe(2, 2, &k))
+            .is_err());
+    }
+}
