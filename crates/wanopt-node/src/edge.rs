@@ -172,14 +172,50 @@ async fn bind_udp(
     Ok((forwards, transparent))
 }
 
+impl EdgeConfig {
+    /// Whether no forward and no transparent socket is configured.
+    fn accepts_nothing(&self) -> bool {
+        self.forwards.is_empty()
+            && self.transparent.is_none()
+            && self.udp_forwards.is_empty()
+            && self.transparent_udp.is_none()
+    }
+}
+
+/// The tunnel's local address: `--bind` (any port by default) or, with
+/// `--path`s, the wildcard of its port, each datagram naming its local
+/// address; the paths are checked and handed to the path layer.
+fn tunnel_bind(
+    config: &EdgeConfig,
+    core_addr: SocketAddr,
+    state: &NodeState,
+) -> Result<SocketAddr, NodeError> {
+    let wildcard = |port| match core_addr {
+        SocketAddr::V4(_) => SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), port),
+        SocketAddr::V6(_) => SocketAddr::new(Ipv6Addr::UNSPECIFIED.into(), port),
+    };
+    let mut bind = config.bind.unwrap_or(wildcard(0));
+    if !config.paths.is_empty() {
+        for path in &config.paths {
+            if path.remote.is_ipv4() != core_addr.is_ipv4() {
+                return Err(UsageError::PathFamily(path.to_string(), core_addr).into());
+            }
+            if !is_local(path.local) {
+                return Err(UsageError::PathNotLocal(path.to_string(), path.local).into());
+            }
+        }
+        // Each datagram names its local address: the socket takes any.
+        bind = wildcard(bind.port());
+        let paths: Vec<_> = config.paths.iter().map(|p| (p.local, p.remote)).collect();
+        state.duplication.set_paths(core_addr, &paths);
+    }
+    Ok(bind)
+}
+
 /// Runs an edge until `shutdown` resolves, then drains flows for a bounded
 /// time. Every listener is bound before this returns an error-free start.
 pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Result<(), NodeError> {
-    if config.forwards.is_empty()
-        && config.transparent.is_none()
-        && config.udp_forwards.is_empty()
-        && config.transparent_udp.is_none()
-    {
+    if config.accepts_nothing() {
         return Err(UsageError::NothingToAccept.into());
     }
     let mut listeners = Vec::new();
@@ -216,25 +252,7 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
         None => None,
     };
     let core_addr = resolve(&config.core).await?;
-    let wildcard = |port| match core_addr {
-        SocketAddr::V4(_) => SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), port),
-        SocketAddr::V6(_) => SocketAddr::new(Ipv6Addr::UNSPECIFIED.into(), port),
-    };
-    let mut bind = config.bind.unwrap_or(wildcard(0));
-    if !config.paths.is_empty() {
-        for path in &config.paths {
-            if path.remote.is_ipv4() != core_addr.is_ipv4() {
-                return Err(UsageError::PathFamily(path.to_string(), core_addr).into());
-            }
-            if !is_local(path.local) {
-                return Err(UsageError::PathNotLocal(path.to_string(), path.local).into());
-            }
-        }
-        // Each datagram names its local address: the socket takes any.
-        bind = wildcard(bind.port());
-        let paths: Vec<_> = config.paths.iter().map(|p| (p.local, p.remote)).collect();
-        state.duplication.set_paths(core_addr, &paths);
-    }
+    let bind = tunnel_bind(&config, core_addr, &state)?;
     let endpoint = tunnel::endpoint(bind, None, &config.key, &config.tuning, &state.duplication)?;
     let client_config = tunnel::client_config(&config.key, &config.peer_keys, &config.tuning)?;
     info!(

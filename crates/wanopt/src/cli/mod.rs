@@ -1,6 +1,7 @@
 //! Subcommand modules of the `wanopt` binary.
 
 pub mod cache;
+mod config_file;
 pub mod docs;
 pub mod firewall;
 pub mod node;

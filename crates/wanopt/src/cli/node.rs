@@ -2,12 +2,11 @@
 //! merge into the node's validated configuration (flags override the file).
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Args;
-use serde::Deserialize;
 
 use wanopt_node::budget::DEFAULT_COMPRESSOR_MEMORY;
 use wanopt_node::core::CoreConfig;
@@ -23,8 +22,9 @@ use wanopt_node::reduce::{
 };
 use wanopt_node::tunnel::{Congestion, TunnelTuning};
 
+use super::config_file::{other_role, read_file, FileConfig};
 use super::size::parse_size;
-use super::size::{size_setting, window_setting, FileSize};
+use super::size::{size_setting, window_setting};
 
 /// Options both node roles share.
 #[derive(Debug, Args, Default)]
@@ -230,131 +230,6 @@ pub struct EdgeArgs {
     pub lan_if: Option<String>,
     #[command(flatten)]
     pub common: CommonArgs,
-}
-
-/// The config file: the same options as the flags, kebab-case keys.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-struct FileConfig {
-    key: Option<PathBuf>,
-    #[serde(default)]
-    peer_key: Vec<String>,
-    control: Option<SocketAddr>,
-    control_token: Option<PathBuf>,
-    connect_timeout: Option<String>,
-    drain: Option<String>,
-    max_flows: Option<usize>,
-    max_flows_per_source: Option<usize>,
-    flow_idle_timeout: Option<String>,
-    udp_idle_timeout: Option<String>,
-    congestion: Option<Congestion>,
-    duplication: Option<DuplicationMode>,
-    fec: Option<String>,
-    fec_budget: Option<f64>,
-    max_mtu: Option<u16>,
-    stream_window: Option<FileSize>,
-    stream_window_initial: Option<FileSize>,
-    connection_window: Option<FileSize>,
-    window_budget: Option<FileSize>,
-    no_reduce: Option<bool>,
-    cache_dir: Option<PathBuf>,
-    cache_size: Option<String>,
-    cache_checkpoint: Option<String>,
-    compression: Option<CompressionMode>,
-    compressor_memory: Option<String>,
-    // core
-    listen: Option<SocketAddr>,
-    #[serde(default)]
-    allow: Vec<String>,
-    #[serde(default)]
-    allow_udp: Vec<String>,
-    // edge
-    core: Option<String>,
-    #[serde(default)]
-    forward: Vec<String>,
-    #[serde(default)]
-    forward_udp: Vec<String>,
-    transparent: Option<SocketAddr>,
-    transparent_udp: Option<SocketAddr>,
-    #[serde(default)]
-    optimize: Vec<String>,
-    pass_unmatched: Option<bool>,
-    fail: Option<FailMode>,
-    tunnel_wait: Option<String>,
-    bind: Option<SocketAddr>,
-    #[serde(default)]
-    path: Vec<String>,
-    #[serde(default)]
-    no_reduce_to: Vec<String>,
-    lan_if: Option<String>,
-}
-
-impl FileConfig {
-    /// The keys set in the file that only `wanopt core` takes.
-    fn core_keys(&self) -> Vec<&'static str> {
-        let mut keys = Vec::new();
-        if self.listen.is_some() {
-            keys.push("listen");
-        }
-        if !self.allow.is_empty() {
-            keys.push("allow");
-        }
-        if !self.allow_udp.is_empty() {
-            keys.push("allow-udp");
-        }
-        keys
-    }
-
-    /// The keys set in the file that only `wanopt edge` takes.
-    fn edge_keys(&self) -> Vec<&'static str> {
-        let set = [
-            ("core", self.core.is_some()),
-            ("forward", !self.forward.is_empty()),
-            ("forward-udp", !self.forward_udp.is_empty()),
-            ("transparent", self.transparent.is_some()),
-            ("transparent-udp", self.transparent_udp.is_some()),
-            ("optimize", !self.optimize.is_empty()),
-            ("pass-unmatched", self.pass_unmatched.is_some()),
-            ("fail", self.fail.is_some()),
-            ("tunnel-wait", self.tunnel_wait.is_some()),
-            ("bind", self.bind.is_some()),
-            ("path", !self.path.is_empty()),
-            ("no-reduce-to", !self.no_reduce_to.is_empty()),
-            ("lan-if", self.lan_if.is_some()),
-        ];
-        set.into_iter()
-            .filter_map(|(key, given)| given.then_some(key))
-            .collect()
-    }
-}
-
-/// An error when the file sets keys of the other role: `keys` are `other`
-/// options, and this is `wanopt role`.
-fn other_role(path: Option<&Path>, keys: &[&str], other: &str, role: &str) -> anyhow::Result<()> {
-    if keys.is_empty() {
-        return Ok(());
-    }
-    let path = path.map(|p| p.display().to_string()).unwrap_or_default();
-    bail!(
-        "config file {path}: {} {} only for wanopt {other}, and this is wanopt {role}",
-        keys.join(", "),
-        if keys.len() == 1 { "is" } else { "are" }
-    )
-}
-
-fn read_file(path: Option<&Path>) -> anyhow::Result<FileConfig> {
-    let Some(path) = path else {
-        return Ok(FileConfig::default());
-    };
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read config file {}", path.display()))?;
-    toml::from_str(&text).map_err(|e| {
-        anyhow::anyhow!(
-            "config file {}: {}",
-            path.display(),
-            e.to_string().replace('\n', " ")
-        )
-    })
 }
 
 fn duration(

@@ -44,6 +44,7 @@ mod fec;
 mod multipath;
 mod parity;
 mod path;
+mod path_api;
 mod paths;
 mod shared;
 mod socket;

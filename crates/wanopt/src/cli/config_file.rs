@@ -1,0 +1,145 @@
+//! The node's config file (`--config FILE`): the flags' options as
+//! kebab-case TOML keys, read, and checked against the role.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use serde::Deserialize;
+
+use wanopt_node::dupsock::DuplicationMode;
+use wanopt_node::edge::FailMode;
+use wanopt_node::reduce::CompressionMode;
+use wanopt_node::tunnel::Congestion;
+
+use super::size::FileSize;
+
+/// The config file: the same options as the flags, kebab-case keys.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct FileConfig {
+    pub(super) key: Option<PathBuf>,
+    #[serde(default)]
+    pub(super) peer_key: Vec<String>,
+    pub(super) control: Option<SocketAddr>,
+    pub(super) control_token: Option<PathBuf>,
+    pub(super) connect_timeout: Option<String>,
+    pub(super) drain: Option<String>,
+    pub(super) max_flows: Option<usize>,
+    pub(super) max_flows_per_source: Option<usize>,
+    pub(super) flow_idle_timeout: Option<String>,
+    pub(super) udp_idle_timeout: Option<String>,
+    pub(super) congestion: Option<Congestion>,
+    pub(super) duplication: Option<DuplicationMode>,
+    pub(super) fec: Option<String>,
+    pub(super) fec_budget: Option<f64>,
+    pub(super) max_mtu: Option<u16>,
+    pub(super) stream_window: Option<FileSize>,
+    pub(super) stream_window_initial: Option<FileSize>,
+    pub(super) connection_window: Option<FileSize>,
+    pub(super) window_budget: Option<FileSize>,
+    pub(super) no_reduce: Option<bool>,
+    pub(super) cache_dir: Option<PathBuf>,
+    pub(super) cache_size: Option<String>,
+    pub(super) cache_checkpoint: Option<String>,
+    pub(super) compression: Option<CompressionMode>,
+    pub(super) compressor_memory: Option<String>,
+    // core
+    pub(super) listen: Option<SocketAddr>,
+    #[serde(default)]
+    pub(super) allow: Vec<String>,
+    #[serde(default)]
+    pub(super) allow_udp: Vec<String>,
+    // edge
+    pub(super) core: Option<String>,
+    #[serde(default)]
+    pub(super) forward: Vec<String>,
+    #[serde(default)]
+    pub(super) forward_udp: Vec<String>,
+    pub(super) transparent: Option<SocketAddr>,
+    pub(super) transparent_udp: Option<SocketAddr>,
+    #[serde(default)]
+    pub(super) optimize: Vec<String>,
+    pub(super) pass_unmatched: Option<bool>,
+    pub(super) fail: Option<FailMode>,
+    pub(super) tunnel_wait: Option<String>,
+    pub(super) bind: Option<SocketAddr>,
+    #[serde(default)]
+    pub(super) path: Vec<String>,
+    #[serde(default)]
+    pub(super) no_reduce_to: Vec<String>,
+    pub(super) lan_if: Option<String>,
+}
+
+impl FileConfig {
+    /// The keys set in the file that only `wanopt core` takes.
+    pub(super) fn core_keys(&self) -> Vec<&'static str> {
+        let mut keys = Vec::new();
+        if self.listen.is_some() {
+            keys.push("listen");
+        }
+        if !self.allow.is_empty() {
+            keys.push("allow");
+        }
+        if !self.allow_udp.is_empty() {
+            keys.push("allow-udp");
+        }
+        keys
+    }
+
+    /// The keys set in the file that only `wanopt edge` takes.
+    pub(super) fn edge_keys(&self) -> Vec<&'static str> {
+        let set = [
+            ("core", self.core.is_some()),
+            ("forward", !self.forward.is_empty()),
+            ("forward-udp", !self.forward_udp.is_empty()),
+            ("transparent", self.transparent.is_some()),
+            ("transparent-udp", self.transparent_udp.is_some()),
+            ("optimize", !self.optimize.is_empty()),
+            ("pass-unmatched", self.pass_unmatched.is_some()),
+            ("fail", self.fail.is_some()),
+            ("tunnel-wait", self.tunnel_wait.is_some()),
+            ("bind", self.bind.is_some()),
+            ("path", !self.path.is_empty()),
+            ("no-reduce-to", !self.no_reduce_to.is_empty()),
+            ("lan-if", self.lan_if.is_some()),
+        ];
+        set.into_iter()
+            .filter_map(|(key, given)| given.then_some(key))
+            .collect()
+    }
+}
+
+/// An error when the file sets keys of the other role: `keys` are `other`
+/// options, and this is `wanopt role`.
+pub(super) fn other_role(
+    path: Option<&Path>,
+    keys: &[&str],
+    other: &str,
+    role: &str,
+) -> anyhow::Result<()> {
+    if keys.is_empty() {
+        return Ok(());
+    }
+    let path = path.map(|p| p.display().to_string()).unwrap_or_default();
+    bail!(
+        "config file {path}: {} {} only for wanopt {other}, and this is wanopt {role}",
+        keys.join(", "),
+        if keys.len() == 1 { "is" } else { "are" }
+    )
+}
+
+pub(super) fn read_file(path: Option<&Path>) -> anyhow::Result<FileConfig> {
+    let Some(path) = path else {
+        return Ok(FileConfig::default());
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read config file {}", path.display()))?;
+    toml::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "config file {}: {}",
+            path.display(),
+            e.to_string().replace('\n', " ")
+        )
+    })
+}
