@@ -17,7 +17,7 @@ use wanopt_node::identity::PrivateKey;
 
 use cli::outcome::{print, Failure, EXIT_FAILURE, EXIT_USAGE};
 
-/// wanopt: a software WAN optimizer with its own WAN lab.
+/// A software WAN optimizer with its own WAN lab.
 #[derive(Debug, Parser)]
 #[command(name = "wanopt", version, about, long_about = None)]
 struct Cli {
