@@ -57,9 +57,9 @@ fuzz_target!(|data: &[u8]| {
         counter.record(*n);
     }
     let stats = counter.stats();
-    assert_eq!(
-        stats.received + stats.duplicates + stats.stale,
-        numbers.len() as u64
-    );
+    // Every number is received (stale ones too: QUIC never repeats a
+    // datagram, so a late one is delivered) or a copy within the window.
+    assert_eq!(stats.received + stats.duplicates, numbers.len() as u64);
+    assert!(stats.stale <= stats.received);
     assert!(stats.reordered < stats.received.max(1));
 });
