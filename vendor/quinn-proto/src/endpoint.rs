@@ -202,6 +202,7 @@ impl Endpoint {
                     buf.write(version);
                 }
                 return Some(DatagramEvent::Response(Transmit {
+                    datagram_segments: 0,
                     destination: remote,
                     ecn: None,
                     size: buf.len(),
@@ -326,6 +327,7 @@ impl Endpoint {
         debug_assert!(buf.len() < inciting_dgram_len);
 
         Some(Transmit {
+            datagram_segments: 0,
             destination: addresses.remote,
             ecn: None,
             size: buf.len(),
@@ -787,6 +789,7 @@ impl Endpoint {
         encode.finish(buf, &*incoming.crypto.header.local, None);
 
         Ok(Transmit {
+            datagram_segments: 0,
             destination: incoming.addresses.remote,
             ecn: None,
             size: buf.len(),
@@ -901,6 +904,7 @@ impl Endpoint {
         buf.resize(buf.len() + crypto.packet.local.tag_len(), 0);
         partial_encode.finish(buf, &*crypto.header.local, Some((0, &*crypto.packet.local)));
         Transmit {
+            datagram_segments: 0,
             destination: addresses.remote,
             ecn: None,
             size: buf.len(),

@@ -1052,10 +1052,13 @@ impl State {
             }
 
             let len = t.size;
-            let retry = match self
-                .socket
-                .try_send(&udp_transmit(&t, &self.send_buffer[..len]))
-            {
+            // wanopt patch: the socket may ask which datagrams carry
+            // application datagrams (`sending_datagram_segments`).
+            let sent = crate::with_datagram_segments(t.datagram_segments, || {
+                self.socket
+                    .try_send(&udp_transmit(&t, &self.send_buffer[..len]))
+            });
+            let retry = match sent {
                 Ok(()) => false,
                 Err(ref e) if e.kind() == io::ErrorKind::WouldBlock => true,
                 Err(e) => return Err(e),

@@ -484,6 +484,11 @@ impl Connection {
         };
 
         let mut num_datagrams = 0;
+        // wanopt patch: which UDP datagrams of the batch carry DATAGRAM
+        // frames (bit i: the i-th), and the frames written before the
+        // current UDP datagram began.
+        let mut datagram_segments = 0u64;
+        let mut datagram_frames_mark = self.stats.frame_tx.datagram;
         // Position in `buf` of the first byte of the current UDP datagram. When coalescing QUIC
         // packets, this can be earlier than the start of the current QUIC packet.
         let mut datagram_start = 0;
@@ -758,6 +763,10 @@ impl Connection {
                     // and therefore this is still rather efficient.
                     buf.reserve(max_datagrams * segment_size);
                 }
+                if num_datagrams > 0 && self.stats.frame_tx.datagram != datagram_frames_mark {
+                    datagram_segments |= 1u64.checked_shl(num_datagrams as u32 - 1).unwrap_or(0);
+                }
+                datagram_frames_mark = self.stats.frame_tx.datagram;
                 num_datagrams += 1;
                 coalesce = true;
                 pad_datagram = false;
@@ -899,6 +908,7 @@ impl Connection {
                     );
                     self.stats.udp_tx.on_sent(1, buf.len());
                     return Some(Transmit {
+                        datagram_segments: 0,
                         destination: remote,
                         size: buf.len(),
                         ecn: None,
@@ -1032,8 +1042,12 @@ impl Connection {
         self.path.total_sent = self.path.total_sent.saturating_add(buf.len() as u64);
 
         self.stats.udp_tx.on_sent(num_datagrams as u64, buf.len());
+        if num_datagrams > 0 && self.stats.frame_tx.datagram != datagram_frames_mark {
+            datagram_segments |= 1u64.checked_shl(num_datagrams as u32 - 1).unwrap_or(0);
+        }
 
         Some(Transmit {
+            datagram_segments,
             destination: self.path.remote,
             size: buf.len(),
             ecn: if self.path.sending_ecn {
@@ -1099,6 +1113,7 @@ impl Connection {
         self.stats.udp_tx.on_sent(1, buf.len());
 
         Some(Transmit {
+            datagram_segments: 0,
             destination,
             size: buf.len(),
             ecn: None,

@@ -3760,6 +3760,55 @@ fn stream_gso() {
     assert_eq!(final_ios - initial_ios, 2);
 }
 
+/// wanopt patch: a transmit says which of its datagrams carry
+/// application datagrams.
+#[test]
+fn datagram_segments_mark_the_datagrams_that_carry_application_datagrams() {
+    let _guard = subscribe();
+    let mut pair = Pair::default();
+    let (client_ch, _server_ch) = pair.connect();
+    pair.drive();
+
+    // Stream data for several packets, and one application datagram: it
+    // goes first, in the batch's first datagram, and the stream data
+    // fills that one and the next.
+    let s = pair.client_streams(client_ch).open(Dir::Uni).unwrap();
+    pair.client_send(client_ch, s).write(&[7; 4000]).unwrap();
+    pair.client_datagrams(client_ch)
+        .send(Bytes::from_static(&[1; 600]), false)
+        .unwrap();
+    let now = pair.time;
+    let mut buf = Vec::new();
+    let t = pair
+        .client_conn_mut(client_ch)
+        .poll_transmit(now, 10, &mut buf)
+        .unwrap();
+    assert!(t.segment_size.is_some() && t.size > t.segment_size.unwrap());
+    assert_eq!(t.datagram_segments, 0b1);
+
+    // Stream data alone: no bit.
+    pair.client_send(client_ch, s).write(&[8; 4000]).unwrap();
+    let mut buf = Vec::new();
+    let t = pair
+        .client_conn_mut(client_ch)
+        .poll_transmit(now, 10, &mut buf)
+        .unwrap();
+    assert_eq!(t.datagram_segments, 0);
+
+    // Three datagrams too large to share a packet: the first three bits.
+    for n in 0..3u8 {
+        pair.client_datagrams(client_ch)
+            .send(Bytes::from(vec![n; 1000]), false)
+            .unwrap();
+    }
+    let mut buf = Vec::new();
+    let t = pair
+        .client_conn_mut(client_ch)
+        .poll_transmit(now, 10, &mut buf)
+        .unwrap();
+    assert_eq!(t.datagram_segments & 0b111, 0b111);
+}
+
 #[test]
 fn datagram_gso() {
     let _guard = subscribe();

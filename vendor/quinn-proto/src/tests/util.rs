@@ -692,6 +692,7 @@ fn split_transmit(transmit: Transmit, buffer: &[u8]) -> Vec<(Transmit, Bytes)> {
         let contents = buffer.split_to(end);
         transmits.push((
             Transmit {
+                datagram_segments: 0,
                 destination: transmit.destination,
                 size: contents.len(),
                 ecn: transmit.ecn,
