@@ -55,6 +55,42 @@ impl std::str::FromStr for FailMode {
     }
 }
 
+/// How an edge uses its WAN paths (`--path-mode`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PathUse {
+    /// One path carries everything; the next takes over when it fails.
+    #[default]
+    Failover,
+    /// As failover, and every datagram that carries a UDP flow is also
+    /// sent on every other path that is not down; the receiver keeps the
+    /// first copy. TCP flows stay on the data path.
+    Duplicate,
+}
+
+impl PathUse {
+    /// The mode the paths' probes carry.
+    pub fn mode(self) -> wanopt_proto::path::PathMode {
+        match self {
+            PathUse::Failover => wanopt_proto::path::PathMode::Failover,
+            PathUse::Duplicate => wanopt_proto::path::PathMode::Duplicate,
+        }
+    }
+}
+
+impl std::str::FromStr for PathUse {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "failover" => Ok(PathUse::Failover),
+            "duplicate" => Ok(PathUse::Duplicate),
+            other => Err(format!(
+                "unknown path mode {other:?} (expected failover or duplicate)"
+            )),
+        }
+    }
+}
+
 /// A validated edge configuration.
 #[derive(Debug)]
 pub struct EdgeConfig {
@@ -104,6 +140,8 @@ pub struct EdgeConfig {
     /// one path the routing table picks. With paths the tunnel's socket
     /// binds the wildcard address (the port of `bind`).
     pub paths: Vec<WanPath>,
+    /// How the paths are used.
+    pub path_use: PathUse,
     /// Transport tuning.
     pub tuning: TunnelTuning,
     /// Bounds on the flows carried at once.
@@ -207,7 +245,9 @@ fn tunnel_bind(
         // Each datagram names its local address: the socket takes any.
         bind = wildcard(bind.port());
         let paths: Vec<_> = config.paths.iter().map(|p| (p.local, p.remote)).collect();
-        state.duplication.set_paths(core_addr, &paths);
+        state
+            .duplication
+            .set_paths(core_addr, &paths, config.path_use.mode());
     }
     Ok(bind)
 }

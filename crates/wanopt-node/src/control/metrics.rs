@@ -249,6 +249,18 @@ fn path_metrics(m: &mut Exposition, s: &Status) {
         &per_path(&|p| Some(p.received_bytes as f64)),
     );
     m.metric(
+        "path_copy_bytes_total",
+        "counter",
+        "Of the bytes sent on the path, those sent as copies of the data path's (duplicate mode).",
+        &per_path(&|p| Some(p.copy_bytes as f64)),
+    );
+    m.metric(
+        "path_duplicates_dropped_total",
+        "counter",
+        "Datagrams from the peer that came a second time, over another path, and were dropped.",
+        &per_peer(s, |p| Some(p.paths.as_ref()?.duplicates_dropped as f64)),
+    );
+    m.metric(
         "path_switches_total",
         "counter",
         "Times the data path to the peer moved from one path to another.",

@@ -113,6 +113,12 @@ impl Selector {
         }
     }
 
+    /// Changes the lane's mode (the server follows the client's); the
+    /// data path stays.
+    pub fn set_mode(&mut self, mode: PathMode) {
+        self.mode = mode;
+    }
+
     /// The lane's mode.
     pub fn mode(&self) -> PathMode {
         self.mode

@@ -8,7 +8,7 @@ use anyhow::{bail, Context};
 use serde::Deserialize;
 
 use wanopt_node::dupsock::DuplicationMode;
-use wanopt_node::edge::FailMode;
+use wanopt_node::edge::{FailMode, PathUse};
 use wanopt_node::reduce::CompressionMode;
 use wanopt_node::tunnel::Congestion;
 
@@ -66,6 +66,7 @@ pub(super) struct FileConfig {
     pub(super) bind: Option<SocketAddr>,
     #[serde(default)]
     pub(super) path: Vec<String>,
+    pub(super) path_mode: Option<PathUse>,
     #[serde(default)]
     pub(super) no_reduce_to: Vec<String>,
     pub(super) lan_if: Option<String>,
@@ -101,6 +102,7 @@ impl FileConfig {
             ("tunnel-wait", self.tunnel_wait.is_some()),
             ("bind", self.bind.is_some()),
             ("path", !self.path.is_empty()),
+            ("path-mode", self.path_mode.is_some()),
             ("no-reduce-to", !self.no_reduce_to.is_empty()),
             ("lan-if", self.lan_if.is_some()),
         ];

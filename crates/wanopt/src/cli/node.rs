@@ -12,7 +12,7 @@ use wanopt_node::budget::DEFAULT_COMPRESSOR_MEMORY;
 use wanopt_node::core::CoreConfig;
 use wanopt_node::dupsock::DuplicationMode;
 use wanopt_node::dupsock::FecMode;
-use wanopt_node::edge::{EdgeConfig, FailMode, Forward, WanPath, MAX_PATHS};
+use wanopt_node::edge::{EdgeConfig, FailMode, Forward, PathUse, WanPath, MAX_PATHS};
 use wanopt_node::flow::udp::edge::UdpForward;
 use wanopt_node::identity::{PrivateKey, PublicKey};
 use wanopt_node::limits::FlowLimitsConfig;
@@ -215,6 +215,13 @@ pub struct EdgeArgs {
     /// socket then binds the wildcard address (the port of --bind).
     #[arg(long = "path", value_name = "LOCAL=REMOTE")]
     pub path: Vec<String>,
+    /// How the paths are used: `failover` (one carries the data, the next
+    /// takes over within a few round trips of it failing) or `duplicate`
+    /// (failover, and each datagram that carries a UDP flow, such as a
+    /// call, also goes on every other path that is up; the core keeps the
+    /// first copy and answers the same way) [default: failover].
+    #[arg(long, value_name = "failover|duplicate")]
+    pub path_mode: Option<PathUse>,
     /// Optimized flows to these destinations, CIDR[:PORT[-PORT]], get TCP
     /// optimization only, no data reduction (repeatable), e.g. 0.0.0.0/0:443
     /// for traffic that is already encrypted.
@@ -583,6 +590,10 @@ pub fn edge_config(args: &EdgeArgs) -> anyhow::Result<EdgeConfig> {
             paths.len()
         );
     }
+    let path_use = args.path_mode.or(file.path_mode).unwrap_or_default();
+    if path_use == PathUse::Duplicate && paths.len() < 2 {
+        bail!("--path-mode duplicate needs two --path options or more");
+    }
     Ok(EdgeConfig {
         core,
         key: common.key,
@@ -600,6 +611,7 @@ pub fn edge_config(args: &EdgeArgs) -> anyhow::Result<EdgeConfig> {
         ))?,
         reduce: common.reduce,
         fail: args.fail.or(file.fail).unwrap_or(FailMode::Open),
+        path_use,
         control: common.control,
         control_token: common.control_token,
         tunnel_wait: duration(

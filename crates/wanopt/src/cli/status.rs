@@ -360,7 +360,8 @@ fn path_lines(
 }
 
 /// Lines on a peer's WAN paths: one per path (its addresses, state, probe
-/// RTT and loss each way, whether it carries data), then the switches.
+/// RTT and loss each way, whether it carries data or, in duplicate mode,
+/// copies), then the switches (and the copies dropped).
 fn paths_lines(paths: &wanopt_node::dupsock::PathsStatus) -> Vec<String> {
     let percent = |l: Option<f64>| l.map_or_else(|| "-".to_owned(), |l| format!("{l:.1}%"));
     let mut lines: Vec<String> = paths
@@ -377,11 +378,24 @@ fn paths_lines(paths: &wanopt_node::dupsock::PathsStatus) -> Vec<String> {
                     .map_or_else(|| "-".to_owned(), |r| format!("{r:.2} ms")),
                 percent(p.loss_to_peer_percent),
                 percent(p.loss_from_peer_percent),
-                if p.data { "data" } else { "standby" }
+                if p.data {
+                    "data"
+                } else if paths.mode == "duplicate" && p.state != "down" {
+                    "copies"
+                } else {
+                    "standby"
+                }
             )
         })
         .collect();
-    lines.push(format!("switches  {} ({})", paths.switches, paths.mode));
+    let mut last = format!("switches  {} ({})", paths.switches, paths.mode);
+    if paths.mode == "duplicate" {
+        last.push_str(&format!(
+            ", {} second copies dropped",
+            paths.duplicates_dropped
+        ));
+    }
+    lines.push(last);
     lines
 }
 
@@ -590,9 +604,11 @@ mod tests {
             received_bytes: 0,
             probes_sent: 0,
             probes_received: 0,
+            copy_bytes: 0,
         };
         let lines = paths_lines(&PathsStatus {
             mode: "failover".into(),
+            duplicates_dropped: 0,
             switches: 1,
             probes_dropped: 0,
             paths: vec![path(1, "down", false), path(2, "up", true)],
@@ -604,6 +620,18 @@ mod tests {
                 "path 2    10.0.2.1 -> 192.0.2.2:4433  up  rtt 40.00 ms  loss 0.0% up, - down  data",
                 "switches  1 (failover)",
             ]
+        );
+        let lines = paths_lines(&PathsStatus {
+            mode: "duplicate".into(),
+            duplicates_dropped: 12,
+            switches: 0,
+            probes_dropped: 0,
+            paths: vec![path(1, "up", true), path(2, "up", false)],
+        });
+        assert!(lines[1].ends_with("  copies"), "{}", lines[1]);
+        assert_eq!(
+            lines[2],
+            "switches  0 (duplicate), 12 second copies dropped"
         );
     }
 

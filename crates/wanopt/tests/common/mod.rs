@@ -319,6 +319,18 @@ pub fn cuttable_path(
     path_relay(core, delay, None, |_, _| false, Some(drop_all))
 }
 
+/// A [`lossy_path`] that also drops everything, both ways, while
+/// `drop_all` is set.
+#[allow(dead_code)]
+pub fn lossy_cuttable_path(
+    core: SocketAddr,
+    delay: Duration,
+    drop: impl Fn(u64, &[u8]) -> bool + Send + 'static,
+    drop_all: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> SocketAddr {
+    path_relay(core, delay, None, drop, Some(drop_all))
+}
+
 /// A UDP relay between the edge and the core that adds a one-way delay
 /// and, edge -> core, a bottleneck of `rate` bytes per second with a queue
 /// of `queue` bytes (a datagram that finds it full is dropped). Returns the

@@ -27,10 +27,32 @@ pub(super) fn rewrite<'a>(transmit: &Transmit<'a>, hop: Hop) -> Transmit<'a> {
     }
 }
 
+/// Keeps the datagrams of a received buffer that `keep` wants, moving
+/// them up so the buffer stays `stride`-spaced (only its last datagram
+/// shorter); sets `m.len`.
+fn retain_segments(buf: &mut [u8], m: &mut RecvMeta, mut keep: impl FnMut(&[u8]) -> bool) {
+    let stride = m.stride.max(1);
+    let len = m.len.min(buf.len());
+    let mut kept = 0;
+    let mut at = 0;
+    while at < len {
+        let end = (at + stride).min(len);
+        if keep(&buf[at..end]) {
+            if at != kept {
+                buf.copy_within(at..end, kept);
+            }
+            kept += end - at;
+        }
+        at = end;
+    }
+    m.len = kept;
+}
+
 /// Takes the probes out of the first `received` buffers (moving the rest
-/// up, so a GRO buffer stays `stride`-spaced), and hands a datagram from a
-/// known path to quinn as from its peer's canonical address. Returns
-/// whether any probe was taken.
+/// up, so a GRO buffer stays `stride`-spaced), drops the second copies of
+/// a peer that duplicates, and hands a datagram from a known path to quinn
+/// as from its peer's canonical address. Returns whether any probe was
+/// taken.
 pub(super) fn map_received(
     table: &mut PathTable,
     now: Instant,
@@ -44,21 +66,15 @@ pub(super) fn map_received(
         let len = m.len.min(buf.len());
         if segments(&buf[..len], stride).any(is_probe) {
             probes = true;
-            let mut kept = 0;
-            let mut at = 0;
-            while at < len {
-                let end = (at + stride).min(len);
-                if is_probe(&buf[at..end]) {
-                    let _ = table.on_probe(now, m.addr, m.dst_ip, &buf[at..end]);
+            let (from, dst_ip) = (m.addr, m.dst_ip);
+            retain_segments(buf, m, |d| {
+                if is_probe(d) {
+                    let _ = table.on_probe(now, from, dst_ip, d);
+                    false
                 } else {
-                    if at != kept {
-                        buf.copy_within(at..end, kept);
-                    }
-                    kept += end - at;
+                    true
                 }
-                at = end;
-            }
-            m.len = kept;
+            });
         }
         if m.len == 0 {
             continue;
@@ -68,23 +84,96 @@ pub(super) fn map_received(
             if local.is_some() {
                 m.dst_ip = local;
             }
+            if table.filters(canonical) {
+                retain_segments(buf, m, |d| table.first_copy(canonical, d));
+            }
         }
     }
     probes
 }
 
+/// The bytes of `transmit`'s datagrams that `flagged` marks (bit i: the
+/// i-th).
+fn flagged_len(transmit: &Transmit, flagged: u64) -> usize {
+    if flagged == 0 {
+        return 0;
+    }
+    let size = transmit
+        .segment_size
+        .unwrap_or(transmit.contents.len())
+        .max(1);
+    transmit
+        .contents
+        .chunks(size)
+        .enumerate()
+        .filter(|(i, _)| *i < 64 && flagged & (1 << i) != 0)
+        .map(|(_, d)| d.len())
+        .sum()
+}
+
+/// The runs of consecutive datagrams of `transmit` that `flagged` marks,
+/// each as a transmit of its own on `hop` (a run keeps the batch's
+/// segment size: only a batch's last datagram is shorter).
+fn flagged_runs<'a>(
+    transmit: &Transmit<'a>,
+    flagged: u64,
+    hop: Hop,
+) -> impl Iterator<Item = Transmit<'a>> + 'a {
+    let size = transmit
+        .segment_size
+        .unwrap_or(transmit.contents.len())
+        .max(1);
+    let count = transmit.contents.len().div_ceil(size).min(64);
+    let (contents, ecn) = (transmit.contents, transmit.ecn);
+    let src_ip = hop.src_ip.or(transmit.src_ip);
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        while i < count && flagged & (1 << i) == 0 {
+            i += 1;
+        }
+        if i >= count {
+            return None;
+        }
+        let first = i;
+        while i < count && flagged & (1 << i) != 0 {
+            i += 1;
+        }
+        let end = (i * size).min(contents.len());
+        let run = &contents[first * size..end];
+        Some(Transmit {
+            destination: hop.destination,
+            ecn,
+            contents: run,
+            segment_size: (i - first > 1).then_some(size),
+            src_ip,
+        })
+    })
+}
+
 impl DupSocket {
     /// Sends `transmit` on its destination's data path, or unchanged to
-    /// an address with no paths.
-    pub(super) fn send_raw(&self, transmit: &Transmit) -> io::Result<()> {
+    /// an address with no paths. In duplicate mode the datagrams that
+    /// `flagged` marks (those that carry UDP flows) are also sent on every
+    /// other path that is not down; a copy that does not fit in the
+    /// socket buffer is lost, as on a busy path.
+    pub(super) fn send_raw(&self, transmit: &Transmit, flagged: u64) -> io::Result<()> {
         if self.shared.paths_on.load(Ordering::Relaxed) {
+            let mut copies = Vec::new();
             let hop = self.shared.paths().route(
                 Instant::now(),
                 transmit.destination,
                 transmit.contents.len(),
+                flagged_len(transmit, flagged),
+                &mut copies,
             );
             if let Some(hop) = hop {
-                return self.inner.try_send(&rewrite(transmit, hop));
+                self.inner.try_send(&rewrite(transmit, hop))?;
+                for copy in copies {
+                    for run in flagged_runs(transmit, flagged, copy) {
+                        let _ = self.inner.try_send(&run);
+                    }
+                }
+                return Ok(());
             }
         }
         self.inner.try_send(transmit)
@@ -206,6 +295,7 @@ mod tests {
                 ("10.0.0.1".parse().unwrap(), canonical),
                 ("10.1.0.1".parse().unwrap(), second),
             ],
+            PathMode::Failover,
         );
         let key = PathKey::from_exporter(&[3; EXPORTER_LEN]);
         table.bind(now, canonical, None, key.clone(), Side::Client);
@@ -275,5 +365,156 @@ mod tests {
         let status = table.status(canonical).unwrap();
         assert_eq!(status.paths[1].probes_received, 2);
         assert_eq!(status.paths[1].received_bytes, 2 * PROBE_LEN as u64 + 2400);
+    }
+
+    #[test]
+    fn only_the_flagged_datagrams_are_copied_in_runs_that_keep_the_segment_size() {
+        // Five datagrams of 100 bytes and a last of 40; the first, second,
+        // fourth and last carry UDP flows.
+        let contents: Vec<u8> = (0..540).map(|i| (i / 100) as u8).collect();
+        let transmit = Transmit {
+            destination: addr("192.0.2.1:4433"),
+            ecn: None,
+            contents: &contents,
+            segment_size: Some(100),
+            src_ip: None,
+        };
+        let flagged = 0b10_1011;
+        assert_eq!(flagged_len(&transmit, flagged), 340);
+        assert_eq!(flagged_len(&transmit, 0), 0);
+        let hop = Hop {
+            destination: addr("198.51.100.1:4433"),
+            src_ip: Some("10.1.0.1".parse().unwrap()),
+        };
+        let runs: Vec<_> = flagged_runs(&transmit, flagged, hop).collect();
+        assert_eq!(runs.len(), 3);
+        assert_eq!(
+            (runs[0].contents, runs[0].segment_size),
+            (&contents[..200], Some(100))
+        );
+        assert_eq!(
+            (runs[1].contents, runs[1].segment_size),
+            (&contents[300..400], None)
+        );
+        assert_eq!(
+            (runs[2].contents, runs[2].segment_size),
+            (&contents[500..], None)
+        );
+        assert!(runs
+            .iter()
+            .all(|r| r.destination == hop.destination && r.src_ip == hop.src_ip));
+        // A single datagram.
+        let one = Transmit {
+            segment_size: None,
+            contents: &contents[..100],
+            ..transmit
+        };
+        assert_eq!(flagged_runs(&one, 1, hop).count(), 1);
+        assert_eq!(flagged_runs(&one, 0, hop).count(), 0);
+    }
+
+    #[test]
+    fn in_duplicate_mode_copies_go_on_the_other_path_and_the_second_arrival_is_dropped() {
+        let now = Instant::now();
+        let canonical = addr("192.0.2.1:4433");
+        let second = addr("198.51.100.1:4433");
+        let mut table = PathTable::default();
+        table.configure(
+            now,
+            canonical,
+            &[
+                ("10.0.0.1".parse().unwrap(), canonical),
+                ("10.1.0.1".parse().unwrap(), second),
+            ],
+            PathMode::Duplicate,
+        );
+        let key = PathKey::from_exporter(&[4; EXPORTER_LEN]);
+        table.bind(now, canonical, None, key.clone(), Side::Client);
+        // The core's table, and probes exchanged until both paths are up
+        // at both ends.
+        let edge_at = |hop: Hop| {
+            if hop.destination == canonical {
+                addr("10.0.0.1:5000")
+            } else {
+                addr("10.1.0.1:5000")
+            }
+        };
+        let mut core = PathTable::default();
+        core.bind(
+            now,
+            edge_at(Hop {
+                destination: canonical,
+                src_ip: None,
+            }),
+            None,
+            key,
+            Side::Server,
+        );
+        let mut at = now;
+        let mut due = Vec::new();
+        for _ in 0..40 {
+            at += Duration::from_millis(25);
+            table.poll(at, &mut due);
+            for (hop, probe) in due.drain(..) {
+                let _ = core.on_probe(at, edge_at(hop), Some(hop.destination.ip()), &probe);
+            }
+            core.poll(at, &mut due);
+            for (hop, probe) in due.drain(..) {
+                let from = if hop.destination.ip().to_string() == "10.0.0.1" {
+                    canonical
+                } else {
+                    second
+                };
+                let _ = table.on_probe(at, from, Some(hop.destination.ip()), &probe);
+            }
+        }
+        let now = at;
+        let state = table.status(canonical).unwrap();
+        assert!(state.paths.iter().all(|p| p.state == "up"), "{state:?}");
+        assert_eq!(
+            core.status(addr("10.0.0.1:5000")).unwrap().mode,
+            "duplicate",
+            "the core follows the edge's mode"
+        );
+        let mut copies = Vec::new();
+        let hop = table.route(now, canonical, 1000, 0, &mut copies).unwrap();
+        assert_eq!(hop.destination, canonical);
+        assert!(copies.is_empty(), "nothing flagged: no copy");
+        table.route(now, canonical, 1000, 300, &mut copies).unwrap();
+        assert_eq!(copies.len(), 1);
+        assert_eq!(copies[0].destination, second);
+        assert_eq!(copies[0].src_ip, Some("10.1.0.1".parse().unwrap()));
+        let status = table.status(canonical).unwrap();
+        assert_eq!(status.mode, "duplicate");
+        assert_eq!(status.paths[1].copy_bytes, 300);
+
+        // The same datagram from both paths, and another: quinn sees each
+        // once.
+        let mut a = vec![0x41u8; 300];
+        a[299] = 1;
+        let mut b = vec![0x42u8; 300];
+        b[299] = 2;
+        let mut storage = [[a.as_slice(), &b].concat(), a.clone()];
+        let mut meta = [
+            RecvMeta {
+                addr: canonical,
+                len: 600,
+                stride: 300,
+                ecn: None,
+                dst_ip: None,
+            },
+            RecvMeta {
+                addr: second,
+                len: 300,
+                stride: 300,
+                ecn: None,
+                dst_ip: Some("10.1.0.1".parse().unwrap()),
+            },
+        ];
+        let mut bufs: Vec<IoSliceMut<'_>> =
+            storage.iter_mut().map(|b| IoSliceMut::new(b)).collect();
+        map_received(&mut table, now, &mut bufs, &mut meta, 2);
+        assert_eq!((meta[0].len, meta[1].len), (600, 0));
+        assert_eq!(table.status(canonical).unwrap().duplicates_dropped, 1);
     }
 }

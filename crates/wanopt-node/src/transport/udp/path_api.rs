@@ -6,18 +6,19 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use tracing::warn;
-use wanopt_proto::path::Side;
+use wanopt_proto::path::{PathMode, Side};
 
 use super::duplication::Duplication;
 use super::paths::{export_key, PathsStatus};
 
 impl Duplication {
-    /// The edge's paths to the core at `canonical` (`--path`, in order):
+    /// The edge's paths to the core at `canonical` (`--path`, in order)
+    /// and how they are used (`--path-mode`):
     /// from now on what quinn sends there leaves on the data path, and
     /// what arrives on any path is handed to quinn as from `canonical`.
-    pub fn set_paths(&self, canonical: SocketAddr, paths: &[(IpAddr, SocketAddr)]) {
+    pub fn set_paths(&self, canonical: SocketAddr, paths: &[(IpAddr, SocketAddr)], mode: PathMode) {
         let mut table = self.shared.paths();
-        table.configure(Instant::now(), canonical, paths);
+        table.configure(Instant::now(), canonical, paths, mode);
         let on = table.has_routes();
         drop(table);
         self.shared.paths_on.store(on, Ordering::Relaxed);

@@ -16,10 +16,11 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use tracing::{debug, info};
+use wanopt_proto::dedup::{fingerprint, DuplicateFilter};
 use wanopt_proto::path::wire::{EXPORTER_LABEL, EXPORTER_LEN, MAX_PATH};
 use wanopt_proto::path::{
-    PathId, PathKey, PathMode, PathMonitor, PathState, PathView, Preference, Probe, ProbeRepr,
-    Selector, Side, PROBE_LEN,
+    PathId, PathKey, PathMode, PathMonitor, PathSet, PathState, PathView, Preference, Probe,
+    ProbeRepr, Selector, Side, PROBE_LEN,
 };
 
 /// The first byte of a path probe.
@@ -40,15 +41,25 @@ pub(super) struct Route {
     pub(super) remote: SocketAddr,
     pub(super) tx_bytes: u64,
     pub(super) rx_bytes: u64,
+    /// Of `tx_bytes`, those sent as copies of another path's (duplicate).
+    pub(super) copy_bytes: u64,
 }
 
 impl Route {
+    fn hop(&self) -> Hop {
+        Hop {
+            destination: self.remote,
+            src_ip: self.local,
+        }
+    }
+
     fn new(local: Option<IpAddr>, remote: SocketAddr) -> Route {
         Route {
             local,
             remote,
             tx_bytes: 0,
             rx_bytes: 0,
+            copy_bytes: 0,
         }
     }
 }
@@ -68,6 +79,9 @@ struct PeerPaths {
     /// quinn with every mapped datagram.
     canonical_local: Option<IpAddr>,
     side: Side,
+    /// The lane's mode: the edge's `--path-mode`; the core follows the
+    /// mode the edge's probes carry.
+    mode: PathMode,
     routes: [Option<Route>; MAX_PATH as usize],
     /// The connection's probe key; `None` while no connection is up.
     key: Option<PathKey>,
@@ -76,6 +90,11 @@ struct PeerPaths {
     /// The data path: the selector's choice, or before any the path the
     /// handshake goes on.
     primary: Option<PathId>,
+    /// Where datagrams that carry the tunnel's UDP flows go (duplicate:
+    /// every path not down; else the primary).
+    data: PathSet,
+    /// Drops the second copy of what came over two paths (duplicate).
+    filter: Option<DuplicateFilter>,
     /// The path a handshake goes on before probes say anything (the
     /// edge's: rotated after a failed attempt).
     fallback: Option<PathId>,
@@ -85,19 +104,34 @@ struct PeerPaths {
 }
 
 impl PeerPaths {
-    fn new(now: Instant, canonical: SocketAddr, side: Side) -> PeerPaths {
+    fn new(now: Instant, canonical: SocketAddr, side: Side, mode: PathMode) -> PeerPaths {
         PeerPaths {
             canonical,
             canonical_local: None,
             side,
+            mode,
             routes: [None; MAX_PATH as usize],
             key: None,
-            monitor: PathMonitor::new(now, side, PathMode::Failover),
-            selector: Selector::new(PathMode::Failover, Preference::Listed),
+            monitor: PathMonitor::new(now, side, mode),
+            selector: Selector::new(mode, Preference::Listed),
             primary: None,
+            data: PathSet::EMPTY,
+            filter: filter_for(mode),
             fallback: None,
             switches_before: 0,
             views: Vec::new(),
+        }
+    }
+
+    /// Follows the client's mode (the server's side).
+    fn follow_mode(&mut self, mode: PathMode) {
+        if mode != self.mode {
+            info!("paths of {}: mode {}", self.canonical, mode.name());
+            self.mode = mode;
+            self.selector.set_mode(mode);
+            if self.filter.is_none() {
+                self.filter = filter_for(mode);
+            }
         }
     }
 
@@ -118,6 +152,7 @@ impl PeerPaths {
         }
         if self.key.is_none() {
             self.primary = self.fallback;
+            self.data = PathSet::EMPTY;
             return;
         }
         self.monitor.views(&mut self.views);
@@ -136,6 +171,7 @@ impl PeerPaths {
             return;
         }
         let selection = self.selector.select(now, &self.views);
+        self.data = selection.data;
         let primary = selection.primary.or(self.fallback);
         if primary != self.primary {
             if let (Some(from), Some(to)) = (self.primary, primary) {
@@ -205,9 +241,10 @@ impl PathTable {
         now: Instant,
         canonical: SocketAddr,
         paths: &[(IpAddr, SocketAddr)],
+        mode: PathMode,
     ) {
         self.peers.retain(|p| p.canonical != canonical);
-        let mut peer = PeerPaths::new(now, canonical, Side::Client);
+        let mut peer = PeerPaths::new(now, canonical, Side::Client, mode);
         for (i, (local, remote)) in paths.iter().enumerate().take(usize::from(MAX_PATH)) {
             peer.routes[i] = Some(Route::new(Some(*local), *remote));
         }
@@ -239,8 +276,8 @@ impl PathTable {
         };
         peer.switches_before = peer.switches();
         peer.canonical_local = local;
-        peer.monitor = PathMonitor::new(now, peer.side, PathMode::Failover);
-        peer.selector = Selector::new(PathMode::Failover, Preference::Listed);
+        peer.monitor = PathMonitor::new(now, peer.side, peer.mode);
+        peer.selector = Selector::new(peer.mode, Preference::Listed);
         for path in PathId::all() {
             if peer.routes[path.index()].is_some() {
                 peer.monitor.add_path(now, path);
@@ -263,7 +300,7 @@ impl PathTable {
             return;
         }
         peer.switches_before = peer.switches();
-        peer.selector = Selector::new(PathMode::Failover, Preference::Listed);
+        peer.selector = Selector::new(peer.mode, Preference::Listed);
         peer.key = None;
         peer.fallback = peer.primary.or(peer.fallback);
         peer.primary = peer.fallback;
@@ -288,25 +325,54 @@ impl PathTable {
     /// Where a datagram quinn sends to `destination` goes: `None` for an
     /// address that is no peer's canonical one, or a peer with no path yet
     /// (sent unchanged). Counts `len` bytes on the path and tells the
-    /// monitor the lane is sending.
+    /// monitor the lane is sending. In duplicate mode, when `copy_len`
+    /// bytes of it carry the tunnel's UDP flows, those also go on every
+    /// other path in `copies` (their bytes counted there).
     pub(super) fn route(
         &mut self,
         now: Instant,
         destination: SocketAddr,
         len: usize,
+        copy_len: usize,
+        copies: &mut Vec<Hop>,
     ) -> Option<Hop> {
         let peer = self.peers.iter_mut().find(|p| p.canonical == destination)?;
         let path = peer.primary?;
         let route = peer.routes[path.index()].as_mut()?;
         route.tx_bytes += len as u64;
-        let hop = Hop {
-            destination: route.remote,
-            src_ip: route.local,
-        };
+        let hop = route.hop();
         if peer.key.is_some() {
             peer.monitor.on_data(now);
         }
+        if copy_len > 0 && peer.mode == PathMode::Duplicate {
+            for other in peer.data.iter().filter(|p| *p != path) {
+                if let Some(route) = peer.routes[other.index()].as_mut() {
+                    route.tx_bytes += copy_len as u64;
+                    route.copy_bytes += copy_len as u64;
+                    copies.push(route.hop());
+                }
+            }
+        }
         Some(hop)
+    }
+
+    /// Whether `datagram`, which came from the peer at `canonical`, is
+    /// the first copy (always, outside duplicate mode).
+    pub(super) fn first_copy(&mut self, canonical: SocketAddr, datagram: &[u8]) -> bool {
+        let Some(filter) = self
+            .peers
+            .iter_mut()
+            .find(|p| p.canonical == canonical)
+            .and_then(|p| p.filter.as_mut())
+        else {
+            return true;
+        };
+        fingerprint(datagram).is_none_or(|f| filter.first_seen(f))
+    }
+
+    /// Whether datagrams from `canonical` go through the duplicate filter.
+    pub(super) fn filters(&self, canonical: SocketAddr) -> bool {
+        self.peer(canonical).is_some_and(|p| p.filter.is_some())
     }
 
     /// The canonical address (and quinn's local address) of a datagram
@@ -388,7 +454,7 @@ impl PathTable {
                 let Some((canonical, local, key)) = self.pending.remove(&token) else {
                     return Err(ProbeDropped::UnknownToken(token));
                 };
-                let mut peer = PeerPaths::new(now, canonical, Side::Server);
+                let mut peer = PeerPaths::new(now, canonical, Side::Server, PathMode::Failover);
                 peer.canonical_local = local;
                 peer.key = Some(key);
                 self.peers.push(peer);
@@ -408,6 +474,9 @@ impl PathTable {
             Side::Server => repr.path,
         };
         peer.monitor.on_probe(now, path, &repr)?;
+        if peer.side == Side::Server {
+            peer.follow_mode(repr.mode);
+        }
         if peer.side == Side::Server && repr.bind {
             let route = &mut peer.routes[path.index()];
             let moved = route.is_some_and(|r| r.remote != from || r.local != dst_ip);
@@ -483,16 +552,23 @@ impl PathTable {
                     received_bytes: route.rx_bytes,
                     probes_sent: stats.sent,
                     probes_received: stats.received,
+                    copy_bytes: route.copy_bytes,
                 })
             })
             .collect();
         Some(PathsStatus {
-            mode: PathMode::Failover.name().to_owned(),
+            mode: peer.mode.name().to_owned(),
+            duplicates_dropped: peer.filter.as_ref().map_or(0, DuplicateFilter::duplicates),
             switches: peer.switches(),
             probes_dropped: self.probes_dropped,
             paths,
         })
     }
+}
+
+/// A duplicate filter for a lane in `mode` (none outside duplicate).
+fn filter_for(mode: PathMode) -> Option<DuplicateFilter> {
+    (mode == PathMode::Duplicate).then(|| DuplicateFilter::new(rand::random()))
 }
 
 /// The keying material of a connection's probes.
@@ -506,8 +582,12 @@ pub(super) fn export_key(conn: &quinn::Connection) -> Option<PathKey> {
 /// A peer's paths as `/status` shows them.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PathsStatus {
-    /// How the paths are used (`failover`).
+    /// How the paths are used (`failover`, `duplicate`).
     pub mode: String,
+    /// Datagrams that came a second time, over another path, and were
+    /// dropped (duplicate).
+    #[serde(default)]
+    pub duplicates_dropped: u64,
     /// Times the data path changed from one path to another.
     pub switches: u64,
     /// Probes this node dropped (unknown connection, bad tag, replays),
@@ -544,6 +624,10 @@ pub struct PathStatus {
     pub probes_sent: u64,
     /// Probes accepted from it.
     pub probes_received: u64,
+    /// Of `sent_bytes`, those sent as copies of the data path's
+    /// (duplicate).
+    #[serde(default)]
+    pub copy_bytes: u64,
 }
 
 #[cfg(test)]
@@ -588,14 +672,20 @@ mod tests {
                 ("10.0.0.1".parse().unwrap(), canonical),
                 ("10.1.0.1".parse().unwrap(), addr("198.51.100.1:4433")),
             ],
+            PathMode::Failover,
         );
         assert!(table.has_routes());
         // Before any connection: the first path.
-        let hop = table.route(now, canonical, 1200).unwrap();
+        let hop = table
+            .route(now, canonical, 1200, 0, &mut Vec::new())
+            .unwrap();
         assert_eq!(hop.destination, canonical);
         assert_eq!(hop.src_ip, Some("10.0.0.1".parse().unwrap()));
         // Another destination is sent unchanged.
-        assert_eq!(table.route(now, addr("203.0.113.9:53"), 100), None);
+        assert_eq!(
+            table.route(now, addr("203.0.113.9:53"), 100, 0, &mut Vec::new()),
+            None
+        );
         // Both paths map back to the canonical address; a stranger does not.
         let second = addr("198.51.100.1:4433");
         assert_eq!(
@@ -611,10 +701,19 @@ mod tests {
         assert_eq!(status.paths[1].received_bytes, 1300);
         // A failed handshake moves the next one to path 2, then back.
         table.rotate_fallback(canonical);
-        assert_eq!(table.route(now, canonical, 0).unwrap().destination, second);
+        assert_eq!(
+            table
+                .route(now, canonical, 0, 0, &mut Vec::new())
+                .unwrap()
+                .destination,
+            second
+        );
         table.rotate_fallback(canonical);
         assert_eq!(
-            table.route(now, canonical, 0).unwrap().destination,
+            table
+                .route(now, canonical, 0, 0, &mut Vec::new())
+                .unwrap()
+                .destination,
             canonical
         );
     }
@@ -631,6 +730,7 @@ mod tests {
                 ("10.0.0.1".parse().unwrap(), canonical),
                 ("10.1.0.1".parse().unwrap(), canonical),
             ],
+            PathMode::Failover,
         );
         let second = table.find(canonical, Some("10.1.0.1".parse().unwrap()));
         assert_eq!(second, Some((0, PathId::new(2).unwrap())));

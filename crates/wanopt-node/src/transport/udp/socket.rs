@@ -83,7 +83,7 @@ impl DupSocket {
 
     /// Sends `transmit` as FEC sources if its destination is sent FEC;
     /// `None` if it is not (the caller sends it as it is).
-    fn try_send_fec(&self, transmit: &Transmit) -> Option<io::Result<()>> {
+    fn try_send_fec(&self, transmit: &Transmit, flagged: u64) -> Option<io::Result<()>> {
         let mut fec = self.shared.fec();
         if !fec
             .senders
@@ -108,13 +108,16 @@ impl DupSocket {
         // task must watch its deadline.
         let idle = sender.encoder.params().is_some() && sender.encoder.poll_timeout().is_none();
         sender.local_ip = transmit.src_ip;
-        let sent = self.send_raw(&Transmit {
-            destination: transmit.destination,
-            ecn: transmit.ecn,
-            contents: &wrapped,
-            segment_size: transmit.segment_size.map(|s| s + SOURCE_HEADER),
-            src_ip: transmit.src_ip,
-        });
+        let sent = self.send_raw(
+            &Transmit {
+                destination: transmit.destination,
+                ecn: transmit.ecn,
+                contents: &wrapped,
+                segment_size: transmit.segment_size.map(|s| s + SOURCE_HEADER),
+                src_ip: transmit.src_ip,
+            },
+            flagged,
+        );
         fec.wire = wrapped;
         if let Err(e) = sent {
             return Some(Err(e));
@@ -141,13 +144,16 @@ impl DupSocket {
                 .get(&destination)
                 .and_then(|s| s.local_ip)
                 .or_else(|| fec.receivers.get(&destination).and_then(|r| r.local_ip));
-            let _ = self.send_raw(&Transmit {
-                destination,
-                ecn: None,
-                contents: &datagram,
-                segment_size: None,
-                src_ip,
-            });
+            let _ = self.send_raw(
+                &Transmit {
+                    destination,
+                    ecn: None,
+                    contents: &datagram,
+                    segment_size: None,
+                    src_ip,
+                },
+                0,
+            );
         }
     }
 
@@ -167,14 +173,16 @@ impl AsyncUdpSocket for DupSocket {
     }
 
     fn try_send(&self, transmit: &Transmit) -> io::Result<()> {
+        // Which datagrams carry UDP flows (quinn's connection sending).
+        let flagged = quinn::sending_datagram_segments();
         let fec_sent = if self.shared.fec_on.load(Ordering::Relaxed) {
-            self.try_send_fec(transmit)
+            self.try_send_fec(transmit, flagged)
         } else {
             None
         };
         match fec_sent {
             Some(result) => result?,
-            None => self.send_raw(transmit)?,
+            None => self.send_raw(transmit, flagged)?,
         }
         if self.shared.active.load(Ordering::Relaxed) {
             self.record(transmit);
@@ -381,7 +389,7 @@ pub(super) async fn send_copies(socket: Weak<DupSocket>) {
                 };
                 // A full socket buffer means the path is busy, not quiet:
                 // the copy is not worth waiting for.
-                let _ = socket.send_raw(&transmit);
+                let _ = socket.send_raw(&transmit, 0);
                 shared.policy().recycle(copy.datagram);
             }
             socket.send_fec_due(now)
