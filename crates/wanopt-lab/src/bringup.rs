@@ -156,6 +156,7 @@ fn start_processes(lab: &Lab, config: &UpConfig, exe: &Path) -> Result<(), UpErr
             both: &config.node_args,
             edge: &config.edge_args,
             core: &config.core_args,
+            two_paths: config.link2.is_some(),
         };
         crate::optimize::start(lab, exe, config.reduce, &extra).map_err(UpError::Optimize)?;
     }

@@ -223,6 +223,9 @@ pub struct ExtraArgs<'a> {
     /// For the core only, after `both` (`lab up --core-arg`, e.g.
     /// `--allow-udp`).
     pub core: &'a [String],
+    /// The lab has link 2: the edge gets a `--path` on each link (link 1
+    /// first) and the core listens on every address.
+    pub two_paths: bool,
 }
 
 /// Starts the wanopt edge and core of `lab` and the interception rule;
@@ -244,7 +247,11 @@ pub fn start(lab: &Lab, exe: &Path, reduce: bool, extra: &ExtraArgs) -> Result<(
     let mut core_args: Vec<String> = vec![
         "core".into(),
         "--listen".into(),
-        format!("{CORE_WAN_ADDR}:{TUNNEL_PORT}"),
+        if extra.two_paths {
+            format!("0.0.0.0:{TUNNEL_PORT}")
+        } else {
+            format!("{CORE_WAN_ADDR}:{TUNNEL_PORT}")
+        },
         "--key".into(),
         s(&core_key),
         "--peer-key".into(),
@@ -275,6 +282,14 @@ pub fn start(lab: &Lab, exe: &Path, reduce: bool, extra: &ExtraArgs) -> Result<(
         "--control".into(),
         EDGE_CONTROL.into(),
     ];
+    if extra.two_paths {
+        for (local, remote) in [
+            (crate::topology::EDGE_WAN_ADDR, CORE_WAN_ADDR),
+            (crate::link2::EDGE_WAN2_ADDR, crate::link2::CORE_WAN2_ADDR),
+        ] {
+            edge_args.extend(["--path".into(), format!("{local}={remote}:{TUNNEL_PORT}")]);
+        }
+    }
     edge_args.extend(reduce_args(lab, Node::Edge, reduce, supported));
     edge_args.extend(node_extra(extra.both, extra.edge));
     lab.spawn_daemon(Node::Edge, "wanopt-edge", exe, &edge_args)

@@ -42,8 +42,10 @@ pub enum Mode {
     /// Through the wanopt tunnel on link 1, adaptive FEC (`--fec auto`).
     #[serde(rename = "wanopt-fec")]
     WanoptFec,
-    /// Through the wanopt tunnel on both links, voice and video duplicated
-    /// (needs the nodes' paths and classes: no plan makes it yet).
+    /// Through the wanopt tunnel on both links (`--path` on each,
+    /// `--path-mode duplicate`): voice and video duplicated, adaptive FEC
+    /// as in `wanopt-fec`; link 2 loses as much as link 1 on average,
+    /// independently.
     #[serde(rename = "wanopt-dup")]
     WanoptDup,
 }
@@ -128,6 +130,25 @@ impl Condition {
         }
     }
 
+    /// Link 2's specs (`None` without link 2): link 1's rate, RTT, queue
+    /// and jitter with `link2_loss_pct` random loss, seeded apart.
+    pub fn link2(&self) -> Result<Option<crate::link::LinkSpecs>, crate::link::LinkOptionError> {
+        let Some(loss_pct) = self.link2_loss_pct else {
+            return Ok(None);
+        };
+        let like = Condition {
+            loss_pct,
+            burst: false,
+            link2_loss_pct: None,
+        };
+        let base = like.link().specs()?.up;
+        crate::link2::Link2Options {
+            link2: Some(base),
+            ..Default::default()
+        }
+        .specs(SEED)
+    }
+
     /// The condition in a progress line or a table.
     pub fn label(&self) -> String {
         let link1 = if self.burst {
@@ -192,15 +213,15 @@ pub enum Size {
 }
 
 impl Plan {
-    /// The plan of `size`. Modes are `direct` and `wanopt-fec`;
-    /// `wanopt-dup` (and link 2) come with the nodes' paths.
+    /// The plan of `size`. Modes are `direct`, `wanopt-fec` and
+    /// `wanopt-dup` (whose cells add link 2, losing link 1's mean loss).
     pub fn new(size: Size) -> Plan {
         let random = |loss_pct| Condition {
             loss_pct,
             burst: false,
             link2_loss_pct: None,
         };
-        let modes = [Mode::Direct, Mode::WanoptFec];
+        let modes = [Mode::Direct, Mode::WanoptFec, Mode::WanoptDup];
         let (conditions, modes, events, seconds): (Vec<Condition>, &[Mode], &[Event], u64) =
             match size {
                 Size::Smoke => (
@@ -229,6 +250,13 @@ impl Plan {
         for &condition in &conditions {
             for &event in events {
                 for &mode in modes {
+                    let condition = match mode {
+                        Mode::WanoptDup => Condition {
+                            link2_loss_pct: Some(condition.loss_pct),
+                            ..condition
+                        },
+                        _ => condition,
+                    };
                     cells.push(Cell {
                         condition,
                         mode,
@@ -246,9 +274,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_quick_plan_is_one_condition_in_both_modes_and_events() {
+    fn the_quick_plan_is_one_condition_in_every_mode_and_event() {
         let plan = Plan::new(Size::Quick);
-        assert_eq!(plan.cells.len(), 4);
+        assert_eq!(plan.cells.len(), 6);
         assert_eq!(plan.seconds, 20);
         assert!(plan
             .cells
@@ -260,10 +288,16 @@ mod tests {
             [
                 (Mode::Direct, Event::None),
                 (Mode::WanoptFec, Event::None),
+                (Mode::WanoptDup, Event::None),
                 (Mode::Direct, Event::Link1Down),
-                (Mode::WanoptFec, Event::Link1Down)
+                (Mode::WanoptFec, Event::Link1Down),
+                (Mode::WanoptDup, Event::Link1Down)
             ]
         );
+        // Link 2 only in wanopt-dup, as lossy as link 1.
+        assert!(plan.cells.iter().all(|c| {
+            c.condition.link2_loss_pct == (c.mode == Mode::WanoptDup).then_some(5.0)
+        }));
         // The cut is over before the cell's last third, and shorter than
         // the tunnel's idle timeout.
         assert!(plan.seconds as f64 / 3.0 + CUT.as_secs_f64() <= plan.seconds as f64 * 2.0 / 3.0);
@@ -276,18 +310,24 @@ mod tests {
     #[test]
     fn the_full_plan_has_every_condition_mode_and_event() {
         let plan = Plan::new(Size::Full);
-        // (1, 3, 5% random, bursts) x 2 events x 2 modes.
-        assert_eq!(plan.cells.len(), 4 * 2 * 2);
+        // (1, 3, 5% random, bursts) x 2 events x 3 modes.
+        assert_eq!(plan.cells.len(), 4 * 2 * 3);
         assert_eq!(plan.seconds, 60);
-        assert_eq!(plan.cells.iter().filter(|c| c.condition.burst).count(), 4);
+        assert_eq!(plan.cells.iter().filter(|c| c.condition.burst).count(), 6);
         assert_eq!(
             plan.cells
                 .iter()
                 .filter(|c| c.event == Event::Link1Down)
                 .count(),
+            12
+        );
+        assert_eq!(
+            plan.cells
+                .iter()
+                .filter(|c| c.mode == Mode::WanoptDup)
+                .count(),
             8
         );
-        assert!(plan.cells.iter().all(|c| c.mode != Mode::WanoptDup));
         // Each condition's direct cell runs before its wanopt one, so the
         // added delay can be reported as the rows come.
         assert_eq!(plan.cells[0].mode, Mode::Direct);
@@ -311,6 +351,14 @@ mod tests {
             burst: true,
             ..c
         };
+        assert_eq!(c.link2().ok().flatten(), None);
+        let two = Condition {
+            link2_loss_pct: Some(5.0),
+            ..c
+        };
+        let link2 = two.link2().ok().flatten().unwrap_or_else(|| panic!("link 2"));
+        assert_eq!(link2.up, "rtt 40ms rate 20mbit queue 1bdp loss 5% jitter 1ms");
+        assert_ne!(link2.seed, SEED);
         let specs = burst.link().specs().unwrap_or_else(|e| panic!("{e}"));
         assert!(specs.up.contains("loss-burst 1%,25%") && !specs.up.contains(" loss "));
         let model = wanopt_netem::units::parse_gilbert_elliott(BURST_SPEC)

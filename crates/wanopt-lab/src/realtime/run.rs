@@ -144,9 +144,17 @@ impl Realtime {
             } else {
                 Vec::new()
             },
-            edge_args: if tunnel { edge_args() } else { Vec::new() },
+            edge_args: match cell.mode {
+                Mode::Direct => Vec::new(),
+                Mode::WanoptFec => edge_args(),
+                Mode::WanoptDup => {
+                    let mut args = edge_args();
+                    args.extend(["--path-mode".into(), "duplicate".into()]);
+                    args
+                }
+            },
             core_args: if tunnel { core_args() } else { Vec::new() },
-            link2: None,
+            link2: cell.condition.link2().map_err(|e| e.to_string())?,
         };
         bringup::up(env.lab, &config, env.exe).map_err(|e| format!("lab up failed: {e}"))?;
         if tunnel {
@@ -201,10 +209,6 @@ impl Realtime {
                 self.skip(cell, "not available: this build's nodes have no --fec");
                 return;
             }
-        }
-        if cell.mode == Mode::WanoptDup {
-            self.skip(cell, "not available: the nodes have no paths yet");
-            return;
         }
         if let Err(reason) = self.up(env, cell) {
             env.say(format!("  {}: {reason}", cell.stem()));
