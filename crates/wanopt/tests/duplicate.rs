@@ -55,7 +55,7 @@ fn lost(salt: u64, seq: u64) -> bool {
     x ^= x >> 29;
     x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
     x ^= x >> 32;
-    x % 5 == 0
+    x.is_multiple_of(5)
 }
 
 /// What a run of the call saw: datagrams echoed (each counted once), any
@@ -86,7 +86,7 @@ fn call(listen: SocketAddr, count: u64, first: u64, during: impl Fn(u64)) -> Cal
             let mut quiet_since = None;
             loop {
                 match socket.recv(&mut buf) {
-                    Ok(n) if n == 200 => {
+                    Ok(200) => {
                         let seq = u64::from_be_bytes(buf[..8].try_into().unwrap());
                         *seen.entry(seq).or_default() += 1;
                         let now = Instant::now();

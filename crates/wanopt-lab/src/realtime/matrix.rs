@@ -295,9 +295,10 @@ mod tests {
             ]
         );
         // Link 2 only in wanopt-dup, as lossy as link 1.
-        assert!(plan.cells.iter().all(|c| {
-            c.condition.link2_loss_pct == (c.mode == Mode::WanoptDup).then_some(5.0)
-        }));
+        assert!(plan
+            .cells
+            .iter()
+            .all(|c| { c.condition.link2_loss_pct == (c.mode == Mode::WanoptDup).then_some(5.0) }));
         // The cut is over before the cell's last third, and shorter than
         // the tunnel's idle timeout.
         assert!(plan.seconds as f64 / 3.0 + CUT.as_secs_f64() <= plan.seconds as f64 * 2.0 / 3.0);
@@ -356,8 +357,15 @@ mod tests {
             link2_loss_pct: Some(5.0),
             ..c
         };
-        let link2 = two.link2().ok().flatten().unwrap_or_else(|| panic!("link 2"));
-        assert_eq!(link2.up, "rtt 40ms rate 20mbit queue 1bdp loss 5% jitter 1ms");
+        let link2 = two
+            .link2()
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| panic!("link 2"));
+        assert_eq!(
+            link2.up,
+            "rtt 40ms rate 20mbit queue 1bdp loss 5% jitter 1ms"
+        );
         assert_ne!(link2.seed, SEED);
         let specs = burst.link().specs().unwrap_or_else(|e| panic!("{e}"));
         assert!(specs.up.contains("loss-burst 1%,25%") && !specs.up.contains(" loss "));
