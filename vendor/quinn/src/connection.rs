@@ -654,6 +654,12 @@ impl Connection {
         conn.wake();
     }
 
+    /// wanopt patch: see [`proto::Connection::set_datagram_packets_apart`].
+    pub fn set_datagram_packets_apart(&self, apart: bool) {
+        let mut conn = self.0.state.lock("set_datagram_packets_apart");
+        conn.inner.set_datagram_packets_apart(apart);
+    }
+
     /// See [`proto::TransportConfig::receive_window()`]
     pub fn set_receive_window(&self, receive_window: VarInt) {
         let mut conn = self.0.state.lock("set_receive_window");

@@ -241,6 +241,10 @@ pub struct Connection {
     local_cid_state: CidState,
     /// State of the unreliable datagram extension
     datagrams: DatagramState,
+    /// wanopt patch: packets that carry DATAGRAM frames and those that do
+    /// not are two orders for loss detection (see
+    /// [`Connection::set_datagram_packets_apart`]).
+    datagram_packets_apart: bool,
     /// Connection level statistics
     stats: ConnectionStats,
     /// QUIC version used for the connection.
@@ -358,6 +362,7 @@ impl Connection {
                 config.stream_receive_window,
             ),
             datagrams: DatagramState::default(),
+            datagram_packets_apart: false,
             config,
             rem_cids: CidQueue::new(rem_cid),
             rng,
@@ -1503,6 +1508,18 @@ impl Connection {
         self.streams.set_send_window(send_window);
     }
 
+    /// wanopt patch: whether packets that carry DATAGRAM frames may
+    /// overtake the others (a sender that also sends them on a faster
+    /// path). When set, loss is inferred only within each kind: a packet
+    /// that carries datagrams is lost by the packet or time threshold
+    /// against later acknowledged packets that carry datagrams, any other
+    /// packet against later acknowledged packets that carry none. The
+    /// copies acknowledged early then no longer make the packets still
+    /// queued on the slower path look lost. Off by default.
+    pub fn set_datagram_packets_apart(&mut self, apart: bool) {
+        self.datagram_packets_apart = apart;
+    }
+
     /// See [`TransportConfig::receive_window()`]
     pub fn set_receive_window(&mut self, receive_window: VarInt) {
         if self.streams.set_receive_window(receive_window) {
@@ -1551,6 +1568,14 @@ impl Connection {
         let mut ack_eliciting_acked = false;
         for packet in newly_acked.elts() {
             if let Some(info) = self.spaces[space].take(packet) {
+                // wanopt patch: the largest acknowledged of each kind.
+                let kind = match info.datagrams {
+                    true => &mut self.spaces[space].largest_acked_datagram,
+                    false => &mut self.spaces[space].largest_acked_plain,
+                };
+                if kind.is_none_or(|pn| packet > pn) {
+                    *kind = Some(packet);
+                }
                 if let Some(acked) = info.largest_acked {
                     // Assume ACKs for all packets below the largest acknowledged in `packet` have
                     // been received. This can cause the peer to spuriously retransmit if some of
@@ -1746,6 +1771,13 @@ impl Connection {
 
         let largest_acked_packet = self.spaces[pn_space].largest_acked_packet.unwrap();
         let packet_threshold = self.config.packet_threshold as u64;
+        // wanopt patch: with datagram packets apart, the later acknowledged
+        // packet a loss is inferred from must be of the same kind.
+        let apart = self.datagram_packets_apart;
+        let (largest_datagram, largest_plain) = (
+            self.spaces[pn_space].largest_acked_datagram,
+            self.spaces[pn_space].largest_acked_plain,
+        );
         let mut size_of_lost_packets = 0u64;
 
         // InPersistentCongestion: Determine if all packets in the time period before the newest
@@ -1766,11 +1798,24 @@ impl Connection {
                 persistent_congestion_start = None;
             }
 
+            let witness = match (apart, info.datagrams) {
+                (false, _) => Some(largest_acked_packet),
+                (true, true) => largest_datagram,
+                (true, false) => largest_plain,
+            };
+            let Some(witness) = witness.filter(|w| *w > packet) else {
+                // No later packet of its kind was acknowledged: nothing
+                // says it is lost yet (the PTO still probes).
+                prev_packet = Some(packet);
+                persistent_congestion_start = None;
+                continue;
+            };
+
             // Packets sent before now - loss_delay are deemed lost.
             // However, we avoid this subtraction as it can panic and there's no
             // saturating equivalent of this substraction operation with a Duration.
             let packet_too_old = now.saturating_duration_since(info.time_sent) >= loss_delay;
-            if packet_too_old || largest_acked_packet >= packet + packet_threshold {
+            if packet_too_old || witness >= packet + packet_threshold {
                 if Some(packet) == in_flight_mtu_probe {
                     // Lost MTU probes are not included in `lost_packets`, because they should not
                     // trigger a congestion control response
@@ -3216,6 +3261,7 @@ impl Connection {
                 true => {
                     sent_datagrams = true;
                     sent.non_retransmits = true;
+                    sent.datagrams = true;
                     stats.frame_tx.datagram += 1;
                 }
                 false => break,
@@ -4178,6 +4224,8 @@ struct SentFrames {
     /// Whether the packet contains non-retransmittable frames (like datagrams)
     non_retransmits: bool,
     requires_padding: bool,
+    /// wanopt patch: whether the packet carries DATAGRAM frames
+    datagrams: bool,
 }
 
 impl SentFrames {

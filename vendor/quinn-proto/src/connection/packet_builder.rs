@@ -231,6 +231,7 @@ impl PacketBuilder {
             ack_eliciting,
             retransmits: sent.retransmits,
             stream_frames: sent.stream_frames,
+            datagrams: sent.datagrams,
         };
 
         conn.path

@@ -33,6 +33,10 @@ pub(super) struct PacketSpace {
     /// The largest packet number the remote peer acknowledged in an ACK frame.
     pub(super) largest_acked_packet: Option<u64>,
     pub(super) largest_acked_packet_sent: Instant,
+    /// wanopt patch: the largest packet number acknowledged among packets
+    /// that carried DATAGRAM frames, and among the others.
+    pub(super) largest_acked_datagram: Option<u64>,
+    pub(super) largest_acked_plain: Option<u64>,
     /// The highest-numbered ACK-eliciting packet we've sent
     pub(super) largest_ack_eliciting_sent: u64,
     /// Number of packets in `sent_packets` with numbers above `largest_ack_eliciting_sent`
@@ -82,6 +86,8 @@ impl PacketSpace {
             next_packet_number: 0,
             largest_acked_packet: None,
             largest_acked_packet_sent: now,
+            largest_acked_datagram: None,
+            largest_acked_plain: None,
             largest_ack_eliciting_sent: 0,
             unacked_non_ack_eliciting_tail: 0,
             sent_packets: BTreeMap::new(),
@@ -301,6 +307,8 @@ pub(super) struct SentPacket {
     ///
     /// The actual application data is stored with the stream state.
     pub(super) stream_frames: frame::StreamMetaVec,
+    /// wanopt patch: whether the packet carried DATAGRAM frames.
+    pub(super) datagrams: bool,
 }
 
 /// Retransmittable data queue

@@ -3809,6 +3809,51 @@ fn datagram_segments_mark_the_datagrams_that_carry_application_datagrams() {
     assert_eq!(t.datagram_segments & 0b111, 0b111);
 }
 
+/// wanopt patch: with datagram packets apart, a datagram packet
+/// acknowledged ahead of stream packets sent before it (its copy took a
+/// faster path) does not make them look lost; without, it does.
+#[test]
+fn datagram_packets_apart_keep_an_early_datagram_ack_from_declaring_stream_packets_lost() {
+    for apart in [false, true] {
+        let _guard = subscribe();
+        let mut pair = Pair::default();
+        let (client_ch, _server_ch) = pair.connect();
+        pair.drive();
+        pair.client_conn_mut(client_ch)
+            .set_datagram_packets_apart(apart);
+        let lost_before = pair.client_conn_mut(client_ch).stats().path.lost_packets;
+
+        // Stream packets, held back (the slow path's queue) ...
+        let s = pair.client_streams(client_ch).open(Dir::Uni).unwrap();
+        pair.client_send(client_ch, s).write(&[9; 6000]).unwrap();
+        let server_addr = pair.server.addr;
+        pair.client.drive(pair.time, server_addr);
+        assert!(pair.client.outbound.len() >= 4);
+        pair.client.delay_outbound();
+        // ... then a datagram, which arrives and is acknowledged first.
+        pair.client_datagrams(client_ch)
+            .send(Bytes::from_static(&[1; 100]), false)
+            .unwrap();
+        let acks = pair.client_conn_mut(client_ch).stats().frame_rx.acks;
+        for _ in 0..20 {
+            pair.step();
+            if pair.client_conn_mut(client_ch).stats().frame_rx.acks > acks {
+                break;
+            }
+        }
+        assert!(pair.client_conn_mut(client_ch).stats().frame_rx.acks > acks);
+        let lost = pair.client_conn_mut(client_ch).stats().path.lost_packets - lost_before;
+        if apart {
+            assert_eq!(lost, 0, "stream packets taken for lost");
+        } else {
+            assert!(lost >= 1, "the test no longer reorders");
+        }
+        // The held packets arrive: the stream completes either way.
+        pair.client.finish_delay();
+        pair.drive();
+    }
+}
+
 #[test]
 fn datagram_gso() {
     let _guard = subscribe();
