@@ -3,13 +3,15 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use tracing::warn;
 use wanopt_proto::path::{PathMode, Side};
 
 use super::duplication::Duplication;
 use super::paths::{export_key, PathsStatus};
+use super::shared::Shared;
 
 impl Duplication {
     /// The edge's paths to the core at `canonical` (`--path`, in order)
@@ -47,6 +49,7 @@ impl Duplication {
             side,
         );
         self.shared.probe_wake.notify_one();
+        tokio::spawn(keep_copies_apart(self.shared.clone(), conn.clone()));
     }
 
     /// The connection to `canonical` ended: its probes stop (the core
@@ -72,5 +75,37 @@ impl Duplication {
             .paths()
             .status(canonical)
             .filter(|s| !s.paths.is_empty())
+    }
+}
+
+/// How often the core looks whether its peer's paths went into duplicate
+/// mode (learnt from the edge's probes), and for how long a peer that
+/// shows no paths is watched.
+const MODE_POLL: Duration = Duration::from_millis(250);
+const MODE_WATCH: Duration = Duration::from_secs(30);
+
+/// Once `conn`'s paths duplicate, tells its loss detection that packets
+/// carrying UDP flows may overtake the rest (their copies take the faster
+/// path): loss is then inferred within each kind only, and the copies
+/// acknowledged early do not make the TCP flows' packets queued on the
+/// data path look lost. Ends with the connection.
+async fn keep_copies_apart(shared: Arc<Shared>, conn: quinn::Connection) {
+    let canonical = conn.remote_address();
+    let start = Instant::now();
+    loop {
+        match shared.paths().mode(canonical) {
+            Some(PathMode::Duplicate) => {
+                conn.set_datagram_packets_apart(true);
+                return;
+            }
+            // A peer's mode stays what its first probe said.
+            Some(_) => return,
+            None if start.elapsed() > MODE_WATCH => return,
+            None => {}
+        }
+        tokio::select! {
+            _ = conn.closed() => return,
+            () = tokio::time::sleep(MODE_POLL) => {}
+        }
     }
 }

@@ -370,6 +370,11 @@ impl PathTable {
         fingerprint(datagram).is_none_or(|f| filter.first_seen(f))
     }
 
+    /// The mode of the paths to `canonical`, if it has any.
+    pub(super) fn mode(&self, canonical: SocketAddr) -> Option<PathMode> {
+        self.peer(canonical).map(|p| p.mode)
+    }
+
     /// Whether datagrams from `canonical` go through the duplicate filter.
     pub(super) fn filters(&self, canonical: SocketAddr) -> bool {
         self.peer(canonical).is_some_and(|p| p.filter.is_some())
