@@ -184,7 +184,9 @@ impl Row {
     }
 }
 
-/// Sets `added_delay_p99_ms` of every wanopt row that has a `direct` twin.
+/// Sets `added_delay_p99_ms` of every wanopt row that has a `direct` twin
+/// (the same link 1 and event: direct traffic never uses link 2, so a
+/// `wanopt-dup` row compares with the direct row of its link 1).
 pub fn fill_added_delay(rows: &mut [Row]) {
     let direct: Vec<Row> = rows
         .iter()
@@ -192,7 +194,13 @@ pub fn fill_added_delay(rows: &mut [Row]) {
         .cloned()
         .collect();
     for r in rows.iter_mut().filter(|r| r.mode != Mode::Direct.name()) {
-        let twin = direct.iter().find(|d| d.same_place(r));
+        let twin = direct.iter().find(|d| {
+            let link1 = Row {
+                link2_loss_pct: d.link2_loss_pct,
+                ..r.clone()
+            };
+            d.same_place(&link1)
+        });
         r.added_delay_p99_ms = match (r.delay_p99_ms, twin.and_then(|d| d.delay_p99_ms)) {
             (Some(mine), Some(theirs)) => Some(round2(mine - theirs)),
             _ => None,
@@ -254,6 +262,20 @@ mod tests {
             max_gap_ms: Some(60.0),
             negative_delays: 0,
         }
+    }
+
+    #[test]
+    fn a_dup_row_compares_with_the_direct_row_of_its_link_1() {
+        let mut dup = cell(Mode::WanoptDup);
+        dup.condition.link2_loss_pct = Some(5.0);
+        let mut rows = vec![
+            Row::stream(&cell(Mode::Direct), "voice", "down", 20, &figures(22.0)),
+            Row::stream(&dup, "voice", "down", 20, &figures(24.5)),
+            Row::stream(&dup, "voice", "up", 20, &figures(24.5)),
+        ];
+        fill_added_delay(&mut rows);
+        assert_eq!(rows[1].added_delay_p99_ms, Some(2.5));
+        assert_eq!(rows[2].added_delay_p99_ms, None, "no direct row up");
     }
 
     /// The contract's keys, with its names and types, in every row:
