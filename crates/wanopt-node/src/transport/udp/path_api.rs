@@ -93,7 +93,10 @@ async fn keep_copies_apart(shared: Arc<Shared>, conn: quinn::Connection) {
     let canonical = conn.remote_address();
     let start = Instant::now();
     loop {
-        match shared.paths().mode(canonical) {
+        // The table's lock is let go before the connection's is taken:
+        // quinn sends (and routes on the table) under the connection's.
+        let mode = shared.paths().mode(canonical);
+        match mode {
             Some(PathMode::Duplicate) => {
                 conn.set_datagram_packets_apart(true);
                 return;
