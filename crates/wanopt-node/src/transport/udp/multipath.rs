@@ -243,12 +243,34 @@ pub(super) async fn send_probes(socket: Weak<DupSocket>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::SocketAddr;
+    use std::net::{IpAddr, Ipv4Addr, SocketAddr};
     use wanopt_proto::path::wire::EXPORTER_LEN;
     use wanopt_proto::path::{PathId, PathKey, PathMode, ProbeRepr, Side, PROBE_LEN};
 
     fn addr(s: &str) -> SocketAddr {
         s.parse().unwrap()
+    }
+
+    /// The core's address on path 1 (the canonical one) and on path 2.
+    const CANONICAL: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)), 4433);
+    const SECOND: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1)), 4433);
+
+    /// An edge's table with two paths to the core in `mode` (from 10.0.0.1
+    /// and 10.1.0.1), bound to a connection; and the connection's key.
+    fn edge_table(now: Instant, mode: PathMode) -> (PathTable, PathKey) {
+        let mut table = PathTable::default();
+        table.configure(
+            now,
+            CANONICAL,
+            &[
+                ("10.0.0.1".parse().unwrap(), CANONICAL),
+                ("10.1.0.1".parse().unwrap(), SECOND),
+            ],
+            mode,
+        );
+        let key = PathKey::from_exporter(&[3; EXPORTER_LEN]);
+        table.bind(now, CANONICAL, None, key.clone(), Side::Client);
+        (table, key)
     }
 
     #[test]
@@ -284,21 +306,8 @@ mod tests {
 
     #[test]
     fn received_batches_lose_their_probes_and_take_the_canonical_address() {
-        let now = Instant::now();
-        let canonical = addr("192.0.2.1:4433");
-        let second = addr("198.51.100.1:4433");
-        let mut table = PathTable::default();
-        table.configure(
-            now,
-            canonical,
-            &[
-                ("10.0.0.1".parse().unwrap(), canonical),
-                ("10.1.0.1".parse().unwrap(), second),
-            ],
-            PathMode::Failover,
-        );
-        let key = PathKey::from_exporter(&[3; EXPORTER_LEN]);
-        table.bind(now, canonical, None, key.clone(), Side::Client);
+        let (now, canonical, second) = (Instant::now(), CANONICAL, SECOND);
+        let (mut table, key) = edge_table(now, PathMode::Failover);
         // The core's probe on path 2, in the middle of a GRO batch of
         // 36-byte datagrams, and last in a batch of longer ones.
         let probe = |seq| {
@@ -415,21 +424,8 @@ mod tests {
 
     #[test]
     fn in_duplicate_mode_copies_go_on_the_other_path_and_the_second_arrival_is_dropped() {
-        let now = Instant::now();
-        let canonical = addr("192.0.2.1:4433");
-        let second = addr("198.51.100.1:4433");
-        let mut table = PathTable::default();
-        table.configure(
-            now,
-            canonical,
-            &[
-                ("10.0.0.1".parse().unwrap(), canonical),
-                ("10.1.0.1".parse().unwrap(), second),
-            ],
-            PathMode::Duplicate,
-        );
-        let key = PathKey::from_exporter(&[4; EXPORTER_LEN]);
-        table.bind(now, canonical, None, key.clone(), Side::Client);
+        let (now, canonical, second) = (Instant::now(), CANONICAL, SECOND);
+        let (mut table, key) = edge_table(now, PathMode::Duplicate);
         // The core's table, and probes exchanged until both paths are up
         // at both ends.
         let edge_at = |hop: Hop| {
