@@ -57,7 +57,7 @@ impl std::str::FromStr for FailMode {
 
 /// How an edge uses its WAN paths (`--path-mode`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum PathUse {
     /// One path carries everything; the next takes over when it fails.
     #[default]
@@ -66,6 +66,10 @@ pub enum PathUse {
     /// sent on every other path that is not down; the receiver keeps the
     /// first copy. TCP flows stay on the data path.
     Duplicate,
+    /// As failover, and the FEC repairs go on another path that is up
+    /// (the least lossy): a loss on the data path is repaired from a path
+    /// that did not lose it, and the repairs take none of its room.
+    SpreadFec,
 }
 
 impl PathUse {
@@ -74,6 +78,7 @@ impl PathUse {
         match self {
             PathUse::Failover => wanopt_proto::path::PathMode::Failover,
             PathUse::Duplicate => wanopt_proto::path::PathMode::Duplicate,
+            PathUse::SpreadFec => wanopt_proto::path::PathMode::SpreadFec,
         }
     }
 }
@@ -84,8 +89,9 @@ impl std::str::FromStr for PathUse {
         match s {
             "failover" => Ok(PathUse::Failover),
             "duplicate" => Ok(PathUse::Duplicate),
+            "spread-fec" => Ok(PathUse::SpreadFec),
             other => Err(format!(
-                "unknown path mode {other:?} (expected failover or duplicate)"
+                "unknown path mode {other:?} (expected failover, duplicate or spread-fec)"
             )),
         }
     }

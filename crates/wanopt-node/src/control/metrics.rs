@@ -255,6 +255,12 @@ fn path_metrics(m: &mut Exposition, s: &Status) {
         &per_path(&|p| Some(p.copy_bytes as f64)),
     );
     m.metric(
+        "path_repair_bytes_total",
+        "counter",
+        "Of the bytes sent on the path, FEC repairs for the data path's datagrams (spread-fec mode).",
+        &per_path(&|p| Some(p.repair_bytes as f64)),
+    );
+    m.metric(
         "path_duplicates_dropped_total",
         "counter",
         "Datagrams from the peer that came a second time, over another path, and were dropped.",

@@ -219,8 +219,10 @@ pub struct EdgeArgs {
     /// takes over within a few round trips of it failing) or `duplicate`
     /// (failover, and each datagram that carries a UDP flow, such as a
     /// call, also goes on every other path that is up; the core keeps the
-    /// first copy and answers the same way) [default: failover].
-    #[arg(long, value_name = "failover|duplicate")]
+    /// first copy and answers the same way) or `spread-fec` (failover, and
+    /// the FEC repairs go on the least lossy other path that is up; the
+    /// core does the same) [default: failover].
+    #[arg(long, value_name = "failover|duplicate|spread-fec")]
     pub path_mode: Option<PathUse>,
     /// Optimized flows to these destinations, CIDR[:PORT[-PORT]], get TCP
     /// optimization only, no data reduction (repeatable), e.g. 0.0.0.0/0:443
@@ -591,8 +593,11 @@ pub fn edge_config(args: &EdgeArgs) -> anyhow::Result<EdgeConfig> {
         );
     }
     let path_use = args.path_mode.or(file.path_mode).unwrap_or_default();
-    if path_use == PathUse::Duplicate && paths.len() < 2 {
-        bail!("--path-mode duplicate needs two --path options or more");
+    if path_use != PathUse::Failover && paths.len() < 2 {
+        bail!(
+            "--path-mode {} needs two --path options or more",
+            path_use.mode().name()
+        );
     }
     Ok(EdgeConfig {
         core,

@@ -360,7 +360,8 @@ fn path_lines(
 }
 
 /// Lines on a peer's WAN paths: one per path (its addresses, state, probe
-/// RTT and loss each way, whether it carries data or, in duplicate mode,
+/// RTT and loss each way, whether it carries data, FEC repairs
+/// (spread-fec) or, in duplicate mode,
 /// copies), then the switches (and the copies dropped).
 fn paths_lines(paths: &wanopt_node::dupsock::PathsStatus) -> Vec<String> {
     let percent = |l: Option<f64>| l.map_or_else(|| "-".to_owned(), |l| format!("{l:.1}%"));
@@ -380,6 +381,8 @@ fn paths_lines(paths: &wanopt_node::dupsock::PathsStatus) -> Vec<String> {
                 percent(p.loss_from_peer_percent),
                 if p.data {
                     "data"
+                } else if p.repairs {
+                    "repairs"
                 } else if paths.mode == "duplicate" && p.state != "down" {
                     "copies"
                 } else {
@@ -605,6 +608,8 @@ mod tests {
             probes_sent: 0,
             probes_received: 0,
             copy_bytes: 0,
+            repair_bytes: 0,
+            repairs: false,
         };
         let lines = paths_lines(&PathsStatus {
             mode: "failover".into(),
@@ -633,6 +638,17 @@ mod tests {
             lines[2],
             "switches  0 (duplicate), 12 second copies dropped"
         );
+        let mut repairs = path(2, "up", false);
+        repairs.repairs = true;
+        let lines = paths_lines(&PathsStatus {
+            mode: "spread-fec".into(),
+            duplicates_dropped: 0,
+            switches: 0,
+            probes_dropped: 0,
+            paths: vec![path(1, "up", true), repairs],
+        });
+        assert!(lines[1].ends_with("  repairs"), "{}", lines[1]);
+        assert_eq!(lines[2], "switches  0 (spread-fec)");
     }
 
     #[test]

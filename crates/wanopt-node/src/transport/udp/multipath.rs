@@ -179,6 +179,22 @@ impl DupSocket {
         self.inner.try_send(transmit)
     }
 
+    /// Sends an FEC repair: on the repairs path in spread-fec mode, else
+    /// as [`DupSocket::send_raw`].
+    pub(super) fn send_repair(&self, transmit: &Transmit) -> io::Result<()> {
+        if self.shared.paths_on.load(Ordering::Relaxed) {
+            let hop = self.shared.paths().route_repair(
+                Instant::now(),
+                transmit.destination,
+                transmit.contents.len(),
+            );
+            if let Some(hop) = hop {
+                return self.inner.try_send(&rewrite(transmit, hop));
+            }
+        }
+        self.inner.try_send(transmit)
+    }
+
     /// [`map_received`] on the socket's table; wakes the probe task when
     /// probes arrived (an answer may be due).
     pub(super) fn map_paths(
@@ -422,49 +438,70 @@ mod tests {
         assert_eq!(flagged_runs(&one, 0, hop).count(), 0);
     }
 
-    #[test]
-    fn in_duplicate_mode_copies_go_on_the_other_path_and_the_second_arrival_is_dropped() {
-        let (now, canonical, second) = (Instant::now(), CANONICAL, SECOND);
-        let (mut table, key) = edge_table(now, PathMode::Duplicate);
-        // The core's table, and probes exchanged until both paths are up
-        // at both ends.
+    /// The core's table for the edge of [`edge_table`] (which it sees at
+    /// 10.0.0.1:5000 and 10.1.0.1:5000), and probes exchanged for a second
+    /// until both paths are up at both ends; returns the core's table and
+    /// the time.
+    fn both_up(edge: &mut PathTable, key: PathKey, now: Instant) -> (PathTable, Instant) {
         let edge_at = |hop: Hop| {
-            if hop.destination == canonical {
+            if hop.destination == CANONICAL {
                 addr("10.0.0.1:5000")
             } else {
                 addr("10.1.0.1:5000")
             }
         };
         let mut core = PathTable::default();
-        core.bind(
-            now,
-            edge_at(Hop {
-                destination: canonical,
-                src_ip: None,
-            }),
-            None,
-            key,
-            Side::Server,
-        );
+        core.bind(now, addr("10.0.0.1:5000"), None, key, Side::Server);
         let mut at = now;
         let mut due = Vec::new();
         for _ in 0..40 {
             at += Duration::from_millis(25);
-            table.poll(at, &mut due);
+            edge.poll(at, &mut due);
             for (hop, probe) in due.drain(..) {
                 let _ = core.on_probe(at, edge_at(hop), Some(hop.destination.ip()), &probe);
             }
             core.poll(at, &mut due);
             for (hop, probe) in due.drain(..) {
                 let from = if hop.destination.ip().to_string() == "10.0.0.1" {
-                    canonical
+                    CANONICAL
                 } else {
-                    second
+                    SECOND
                 };
-                let _ = table.on_probe(at, from, Some(hop.destination.ip()), &probe);
+                let _ = edge.on_probe(at, from, Some(hop.destination.ip()), &probe);
             }
         }
-        let now = at;
+        (core, at)
+    }
+
+    #[test]
+    fn in_spread_fec_mode_repairs_go_on_the_other_path_and_data_on_the_first() {
+        let (mut table, key) = edge_table(Instant::now(), PathMode::SpreadFec);
+        let (mut core, now) = both_up(&mut table, key, Instant::now());
+        let data = table
+            .route(now, CANONICAL, 1200, 1200, &mut Vec::new())
+            .unwrap();
+        assert_eq!(data.destination, CANONICAL, "no copies in spread-fec");
+        let repair = table.route_repair(now, CANONICAL, 300).unwrap();
+        assert_eq!(repair.destination, SECOND);
+        assert_eq!(repair.src_ip, Some("10.1.0.1".parse().unwrap()));
+        let status = table.status(CANONICAL).unwrap();
+        assert_eq!(status.mode, "spread-fec");
+        assert!(status.paths[1].repairs && !status.paths[1].data);
+        assert_eq!(status.paths[1].repair_bytes, 300);
+        // The core follows: its repairs go on its other path too.
+        let edge = addr("10.0.0.1:5000");
+        assert_eq!(core.status(edge).unwrap().mode, "spread-fec");
+        let back = core.route_repair(now, edge, 300).unwrap();
+        assert_eq!(back.destination, addr("10.1.0.1:5000"));
+        // A repair to an address with no paths is not routed.
+        assert_eq!(table.route_repair(now, addr("203.0.113.9:1"), 10), None);
+    }
+
+    #[test]
+    fn in_duplicate_mode_copies_go_on_the_other_path_and_the_second_arrival_is_dropped() {
+        let (now, canonical, second) = (Instant::now(), CANONICAL, SECOND);
+        let (mut table, key) = edge_table(now, PathMode::Duplicate);
+        let (core, now) = both_up(&mut table, key, now);
         let state = table.status(canonical).unwrap();
         assert!(state.paths.iter().all(|p| p.state == "up"), "{state:?}");
         assert_eq!(

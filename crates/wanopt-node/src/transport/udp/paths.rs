@@ -43,6 +43,8 @@ pub(super) struct Route {
     pub(super) rx_bytes: u64,
     /// Of `tx_bytes`, those sent as copies of another path's (duplicate).
     pub(super) copy_bytes: u64,
+    /// Of `tx_bytes`, FEC repairs for another path's data (spread-fec).
+    pub(super) repair_bytes: u64,
 }
 
 impl Route {
@@ -60,6 +62,7 @@ impl Route {
             tx_bytes: 0,
             rx_bytes: 0,
             copy_bytes: 0,
+            repair_bytes: 0,
         }
     }
 }
@@ -93,6 +96,8 @@ struct PeerPaths {
     /// Where datagrams that carry the tunnel's UDP flows go (duplicate:
     /// every path not down; else the primary).
     data: PathSet,
+    /// Where FEC repairs go (spread-fec: another path that is up).
+    repairs: Option<PathId>,
     /// Drops the second copy of what came over two paths (duplicate).
     filter: Option<DuplicateFilter>,
     /// The path a handshake goes on before probes say anything (the
@@ -116,6 +121,7 @@ impl PeerPaths {
             selector: Selector::new(mode, Preference::Listed),
             primary: None,
             data: PathSet::EMPTY,
+            repairs: None,
             filter: filter_for(mode),
             fallback: None,
             switches_before: 0,
@@ -153,6 +159,7 @@ impl PeerPaths {
         if self.key.is_none() {
             self.primary = self.fallback;
             self.data = PathSet::EMPTY;
+            self.repairs = None;
             return;
         }
         self.monitor.views(&mut self.views);
@@ -172,6 +179,7 @@ impl PeerPaths {
         }
         let selection = self.selector.select(now, &self.views);
         self.data = selection.data;
+        self.repairs = selection.repairs;
         let primary = selection.primary.or(self.fallback);
         if primary != self.primary {
             if let (Some(from), Some(to)) = (self.primary, primary) {
@@ -354,6 +362,25 @@ impl PathTable {
             }
         }
         Some(hop)
+    }
+
+    /// Where an FEC repair to `destination` goes: in spread-fec mode the
+    /// repairs path (another that is up), else as [`PathTable::route`].
+    pub(super) fn route_repair(
+        &mut self,
+        now: Instant,
+        destination: SocketAddr,
+        len: usize,
+    ) -> Option<Hop> {
+        let peer = self.peers.iter_mut().find(|p| p.canonical == destination)?;
+        if peer.mode == PathMode::SpreadFec && peer.repairs != peer.primary {
+            if let Some(route) = peer.repairs.and_then(|p| peer.routes[p.index()].as_mut()) {
+                route.tx_bytes += len as u64;
+                route.repair_bytes += len as u64;
+                return Some(route.hop());
+            }
+        }
+        self.route(now, destination, len, 0, &mut Vec::new())
     }
 
     /// Whether `datagram`, which came from the peer at `canonical`, is
@@ -558,6 +585,10 @@ impl PathTable {
                     probes_sent: stats.sent,
                     probes_received: stats.received,
                     copy_bytes: route.copy_bytes,
+                    repair_bytes: route.repair_bytes,
+                    repairs: peer.mode == PathMode::SpreadFec
+                        && peer.repairs == Some(path)
+                        && peer.primary != Some(path),
                 })
             })
             .collect();
@@ -587,7 +618,7 @@ pub(super) fn export_key(conn: &quinn::Connection) -> Option<PathKey> {
 /// A peer's paths as `/status` shows them.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PathsStatus {
-    /// How the paths are used (`failover`, `duplicate`).
+    /// How the paths are used (`failover`, `duplicate`, `spread-fec`).
     pub mode: String,
     /// Datagrams that came a second time, over another path, and were
     /// dropped (duplicate).
@@ -633,6 +664,13 @@ pub struct PathStatus {
     /// (duplicate).
     #[serde(default)]
     pub copy_bytes: u64,
+    /// Of `sent_bytes`, FEC repairs for the data path's datagrams
+    /// (spread-fec).
+    #[serde(default)]
+    pub repair_bytes: u64,
+    /// Whether the path carries this node's FEC repairs now (spread-fec).
+    #[serde(default)]
+    pub repairs: bool,
 }
 
 #[cfg(test)]

@@ -144,16 +144,18 @@ impl DupSocket {
                 .get(&destination)
                 .and_then(|s| s.local_ip)
                 .or_else(|| fec.receivers.get(&destination).and_then(|r| r.local_ip));
-            let _ = self.send_raw(
-                &Transmit {
-                    destination,
-                    ecn: None,
-                    contents: &datagram,
-                    segment_size: None,
-                    src_ip,
-                },
-                0,
-            );
+            let transmit = Transmit {
+                destination,
+                ecn: None,
+                contents: &datagram,
+                segment_size: None,
+                src_ip,
+            };
+            let _ = if fec_stream::kind(&datagram) == Some(fec_stream::Kind::Repair) {
+                self.send_repair(&transmit)
+            } else {
+                self.send_raw(&transmit, 0)
+            };
         }
     }
 
