@@ -80,17 +80,11 @@ fn a_cut_path_fails_over_without_a_reset_and_data_returns_after_it_recovers() {
     const LEN: u64 = 30 << 20;
     let server = paced_source(LEN, 8 << 20, 34);
     let listen = free_tcp();
-    let path1 = format!("127.0.0.1={relay1}");
-    let path2 = format!("127.0.0.2={relay2}");
-    let edge = spawn(
+    let edge = two_path_edge(
         &keys,
-        "edge",
-        &edge_args(
-            &keys,
-            relay1,
-            &[(listen, server.to_string())],
-            &["--no-reduce", "--path", &path1, "--path", &path2],
-        ),
+        [relay1, relay2],
+        &[(listen, server.to_string())],
+        &[],
     );
     edge.wait_tunnel_up(Duration::from_secs(10));
     // Both paths answer probes, at both ends, and both ends send on path 1
@@ -263,17 +257,11 @@ fn with_the_first_path_cut_from_the_start_the_tunnel_comes_up_on_the_second() {
     let relay2 = cuttable_path(core_addr, delay, Arc::new(AtomicBool::new(false)));
     let server = paced_source(1 << 20, 64 << 20, 35);
     let listen = free_tcp();
-    let path1 = format!("127.0.0.1={relay1}");
-    let path2 = format!("127.0.0.2={relay2}");
-    let edge = spawn(
+    let edge = two_path_edge(
         &keys,
-        "edge",
-        &edge_args(
-            &keys,
-            relay1,
-            &[(listen, server.to_string())],
-            &["--no-reduce", "--path", &path1, "--path", &path2],
-        ),
+        [relay1, relay2],
+        &[(listen, server.to_string())],
+        &[],
     );
     // The first handshake (on path 1) gives up at the idle timeout (8 s);
     // the next goes on path 2.

@@ -68,27 +68,11 @@ fn repairs_go_on_the_second_path_and_rebuild_what_the_first_lost() {
     let exact = Arc::new(AtomicBool::new(false));
     let server = checking_sink(LEN, 37, exact.clone());
     let listen = free_tcp();
-    let path1 = format!("127.0.0.1={relay1}");
-    let path2 = format!("127.0.0.2={relay2}");
-    let edge = spawn(
+    let edge = two_path_edge(
         &keys,
-        "edge",
-        &edge_args(
-            &keys,
-            relay1,
-            &[(listen, server.to_string())],
-            &[
-                "--no-reduce",
-                "--fec",
-                "10:3",
-                "--path",
-                &path1,
-                "--path",
-                &path2,
-                "--path-mode",
-                "spread-fec",
-            ],
-        ),
+        [relay1, relay2],
+        &[(listen, server.to_string())],
+        &["--fec", "10:3", "--path-mode", "spread-fec"],
     );
     edge.wait_tunnel_up(Duration::from_secs(20));
     let ready = |node: &Node| {

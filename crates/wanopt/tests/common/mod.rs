@@ -319,6 +319,22 @@ pub fn cuttable_path(
     path_relay(core, delay, None, |_, _| false, Some(drop_all))
 }
 
+/// An edge with two WAN paths to the core, through `relays` (from
+/// 127.0.0.1 and 127.0.0.2; `--core` is the first relay), forwarding
+/// `forwards`, with `--no-reduce` and `extra`.
+pub fn two_path_edge(
+    keys: &Keys,
+    relays: [SocketAddr; 2],
+    forwards: &[(SocketAddr, String)],
+    extra: &[&str],
+) -> Node {
+    let path1 = format!("127.0.0.1={}", relays[0]);
+    let path2 = format!("127.0.0.2={}", relays[1]);
+    let mut args = vec!["--no-reduce", "--path", &path1, "--path", &path2];
+    args.extend_from_slice(extra);
+    spawn(keys, "edge", &edge_args(keys, relays[0], forwards, &args))
+}
+
 /// A [`lossy_path`] that also drops everything, both ways, while
 /// `drop_all` is set.
 #[allow(dead_code)]
