@@ -122,6 +122,9 @@ impl LogLimit {
     }
 }
 
+/// Connections a TCP listener queues before the accept loop takes them.
+const LISTEN_BACKLOG: i32 = 4096;
+
 /// Binds a TCP listener; `transparent` also allows TPROXY'd connections
 /// (IP_TRANSPARENT, best effort: it needs CAP_NET_ADMIN).
 pub fn listen_tcp(addr: SocketAddr, transparent: bool) -> Result<TcpListener, NodeError> {
@@ -145,7 +148,12 @@ pub fn listen_tcp(addr: SocketAddr, transparent: bool) -> Result<TcpListener, No
         set_ip_transparent(&socket, addr.is_ipv6());
     }
     socket.bind(&addr.into()).map_err(bind_err)?;
-    socket.listen(1024).map_err(bind_err)?;
+    // A branch's burst of new connections (a login, a browser's first
+    // page) waits in this queue while the accept loop catches up; a full
+    // queue drops the handshake's last ACK and costs the client a SYN-ACK
+    // retransmission (1 s and more). The kernel caps it at
+    // net.core.somaxconn (4096 by default).
+    socket.listen(LISTEN_BACKLOG).map_err(bind_err)?;
     TcpListener::from_std(socket.into()).map_err(bind_err)
 }
 
