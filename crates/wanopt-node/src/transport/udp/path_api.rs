@@ -41,13 +41,15 @@ impl Duplication {
             );
             return;
         };
-        self.shared.paths().bind(
-            Instant::now(),
-            conn.remote_address(),
-            conn.local_ip(),
-            key,
-            side,
-        );
+        // The connection's lock is taken (and let go) before the table's:
+        // quinn sends, and routes on the table, under the connection's. In
+        // `paths().bind(.., conn.remote_address(), ..)` the table's guard
+        // is taken first and held while the arguments are evaluated, which
+        // hung the edge's handshake about 1 run in 3 of tests/duplicate.rs.
+        let (remote, local) = (conn.remote_address(), conn.local_ip());
+        self.shared
+            .paths()
+            .bind(Instant::now(), remote, local, key, side);
         self.shared.probe_wake.notify_one();
         tokio::spawn(keep_copies_apart(self.shared.clone(), conn.clone()));
     }
