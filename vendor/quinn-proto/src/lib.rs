@@ -318,9 +318,10 @@ pub struct Transmit {
     pub segment_size: Option<usize>,
     /// Optional source IP address for the datagram
     pub src_ip: Option<IpAddr>,
-    /// wanopt patch: which datagrams of the transmit carry application
-    /// datagrams (DATAGRAM frames): bit i for the i-th (none past the
-    /// 64th)
+    /// wanopt patch: which datagrams of the transmit carry marked
+    /// application datagrams (DATAGRAM frames, `Datagrams::send_marked`;
+    /// `Datagrams::send` marks them all): bit i for the i-th (none past
+    /// the 64th)
     pub datagram_segments: u64,
 }
 

@@ -446,12 +446,25 @@ impl Connection {
     /// Previously queued datagrams which are still unsent may be discarded to make space for this
     /// datagram, in order of oldest to newest.
     pub fn send_datagram(&self, data: Bytes) -> Result<(), SendDatagramError> {
+        self.send_datagram_marked(data, true)
+    }
+
+    /// [`send_datagram()`], the datagram marked or not
+    /// (`proto::Datagrams::send_marked`: the packets that carry marked
+    /// datagrams are the ones [`sending_datagram_segments`] names).
+    /// `send_datagram` marks every datagram.
+    ///
+    /// (wanopt patch.)
+    ///
+    /// [`send_datagram()`]: Connection::send_datagram
+    /// [`sending_datagram_segments`]: crate::sending_datagram_segments
+    pub fn send_datagram_marked(&self, data: Bytes, marked: bool) -> Result<(), SendDatagramError> {
         let conn = &mut *self.0.state.lock("send_datagram");
         if let Some(ref x) = conn.error {
             return Err(SendDatagramError::ConnectionLost(x.clone()));
         }
         use proto::SendDatagramError::*;
-        match conn.inner.datagrams().send(data, true) {
+        match conn.inner.datagrams().send_marked(data, true, marked) {
             Ok(()) => {
                 conn.wake();
                 Ok(())

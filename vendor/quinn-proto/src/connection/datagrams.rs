@@ -26,6 +26,23 @@ impl Datagrams<'_> {
     ///
     /// Returns `Err` iff a `len`-byte datagram cannot currently be sent.
     pub fn send(&mut self, data: Bytes, drop: bool) -> Result<(), SendDatagramError> {
+        self.send_marked(data, drop, true)
+    }
+
+    /// [`Datagrams::send`], with the datagram marked or not: the packets
+    /// that carry a marked datagram are the bits of
+    /// [`crate::Transmit::datagram_segments`] and the ones whose losses
+    /// [`crate::Connection::set_datagram_packets_apart`] keeps apart.
+    /// `send` marks every datagram.
+    ///
+    /// (wanopt patch: the application picks which datagrams its paths
+    /// duplicate.)
+    pub fn send_marked(
+        &mut self,
+        data: Bytes,
+        drop: bool,
+        marked: bool,
+    ) -> Result<(), SendDatagramError> {
         if self.conn.config.datagram_receive_buffer_size.is_none() {
             return Err(SendDatagramError::Disabled);
         }
@@ -57,7 +74,7 @@ impl Datagrams<'_> {
         self.conn
             .datagrams
             .outgoing
-            .push_back_at(Datagram { data }, queued);
+            .push_back_marked(Datagram { data }, queued, marked);
         Ok(())
     }
 
@@ -124,6 +141,8 @@ pub(super) struct DatagramState {
     pub(super) incoming: DatagramBuffer,
     pub(super) outgoing: DatagramBuffer,
     pub(super) send_blocked: bool,
+    /// Marked datagrams written so far ([`Datagrams::send_marked`]).
+    pub(super) marked_written: u64,
     /// Datagram bytes written beyond their share, in bytes x 100
     /// (`TransportConfig::datagram_share`): positive, streams go first.
     pub(super) debt: i64,
@@ -144,7 +163,7 @@ impl DatagramState {
     /// how many.
     pub(super) fn expire(&mut self, now: Instant, max_age: Duration) -> u64 {
         let mut expired = 0;
-        while let Some(&(_, Some(at))) = self.outgoing.queue.front() {
+        while let Some(&(_, Some(at), _)) = self.outgoing.queue.front() {
             if now.saturating_duration_since(at) < max_age {
                 break;
             }
@@ -229,7 +248,7 @@ impl DatagramState {
     /// queued but can't send it.
     pub(super) fn drop_oversized(&mut self, max_payload: usize) -> bool {
         let mut dropped_any = false;
-        self.outgoing.queue.retain(|(datagram, _)| {
+        self.outgoing.queue.retain(|(datagram, _, _)| {
             let result = datagram.data.len() <= max_payload;
             if !result {
                 trace!(
@@ -247,24 +266,22 @@ impl DatagramState {
 
     /// Attempt to write a datagram frame into `buf`, consuming it from `self.outgoing`
     ///
-    /// Returns whether a frame was written. At most `max_size` bytes will be written, including
-    /// framing.
-    pub(super) fn write(&mut self, buf: &mut Vec<u8>, max_size: usize) -> bool {
-        let (datagram, queued) = match self.outgoing.pop_front_at() {
-            Some(x) => x,
-            None => return false,
-        };
+    /// Returns whether a frame was written, and then whether its datagram was marked. At most
+    /// `max_size` bytes will be written, including framing.
+    pub(super) fn write(&mut self, buf: &mut Vec<u8>, max_size: usize) -> Option<bool> {
+        let (datagram, queued, marked) = self.outgoing.pop_front_marked()?;
 
         if buf.len() + datagram.size(true) > max_size {
             // Future work: we could be more clever about cramming small datagrams into
             // mostly-full packets when a larger one is queued first
-            self.outgoing.push_front_at(datagram, queued);
-            return false;
+            self.outgoing.push_front_marked(datagram, queued, marked);
+            return None;
         }
 
         trace!(len = datagram.data.len(), "DATAGRAM");
         datagram.encode(true, buf);
-        true
+        self.marked_written += u64::from(marked);
+        Some(marked)
     }
 
     pub(super) fn recv(&mut self) -> Option<Bytes> {
@@ -275,34 +292,40 @@ impl DatagramState {
 
 #[derive(Default)]
 pub(super) struct DatagramBuffer {
-    /// Each datagram and, when datagrams expire, when it was queued.
-    queue: VecDeque<(Datagram, Option<Instant>)>,
+    /// Each datagram, when it was queued (when datagrams expire) and
+    /// whether it is marked ([`Datagrams::send_marked`]).
+    queue: VecDeque<(Datagram, Option<Instant>, bool)>,
     payload_bytes: usize,
 }
 
 impl DatagramBuffer {
     fn push_back(&mut self, datagram: Datagram) {
-        self.push_back_at(datagram, None);
+        self.push_back_marked(datagram, None, true);
     }
 
+    #[cfg(test)]
     fn push_back_at(&mut self, datagram: Datagram, queued: Option<Instant>) {
+        self.push_back_marked(datagram, queued, true);
+    }
+
+    fn push_back_marked(&mut self, datagram: Datagram, queued: Option<Instant>, marked: bool) {
         self.payload_bytes += datagram.data.len();
-        self.queue.push_back((datagram, queued));
+        self.queue.push_back((datagram, queued, marked));
     }
 
     fn pop_front(&mut self) -> Option<Datagram> {
-        self.pop_front_at().map(|(datagram, _)| datagram)
+        self.pop_front_marked().map(|(datagram, _, _)| datagram)
     }
 
-    fn pop_front_at(&mut self) -> Option<(Datagram, Option<Instant>)> {
-        let (datagram, queued) = self.queue.pop_front()?;
+    fn pop_front_marked(&mut self) -> Option<(Datagram, Option<Instant>, bool)> {
+        let (datagram, queued, marked) = self.queue.pop_front()?;
         self.payload_bytes -= datagram.data.len();
-        Some((datagram, queued))
+        Some((datagram, queued, marked))
     }
 
-    fn push_front_at(&mut self, datagram: Datagram, queued: Option<Instant>) {
+    fn push_front_marked(&mut self, datagram: Datagram, queued: Option<Instant>, marked: bool) {
         self.payload_bytes += datagram.data.len();
-        self.queue.push_front((datagram, queued));
+        self.queue.push_front((datagram, queued, marked));
     }
 
     fn memory_used(&self) -> usize {
@@ -313,7 +336,7 @@ impl DatagramBuffer {
     pub(super) fn can_send_1rtt(&self, max_size: usize) -> bool {
         self.queue
             .front()
-            .is_some_and(|(x, _)| x.size(true) <= max_size)
+            .is_some_and(|(x, _, _)| x.size(true) <= max_size)
     }
 
     pub(super) fn is_empty(&self) -> bool {
@@ -417,6 +440,7 @@ mod tests {
                 data: Bytes::from_static(&[0]),
             },
             None,
+            true,
         ));
         state.outgoing.payload_bytes = usize::MAX - 1;
 

@@ -493,7 +493,7 @@ impl Connection {
         // frames (bit i: the i-th), and the frames written before the
         // current UDP datagram began.
         let mut datagram_segments = 0u64;
-        let mut datagram_frames_mark = self.stats.frame_tx.datagram;
+        let mut datagram_frames_mark = self.datagrams.marked_written;
         // Position in `buf` of the first byte of the current UDP datagram. When coalescing QUIC
         // packets, this can be earlier than the start of the current QUIC packet.
         let mut datagram_start = 0;
@@ -768,10 +768,10 @@ impl Connection {
                     // and therefore this is still rather efficient.
                     buf.reserve(max_datagrams * segment_size);
                 }
-                if num_datagrams > 0 && self.stats.frame_tx.datagram != datagram_frames_mark {
+                if num_datagrams > 0 && self.datagrams.marked_written != datagram_frames_mark {
                     datagram_segments |= 1u64.checked_shl(num_datagrams as u32 - 1).unwrap_or(0);
                 }
-                datagram_frames_mark = self.stats.frame_tx.datagram;
+                datagram_frames_mark = self.datagrams.marked_written;
                 num_datagrams += 1;
                 coalesce = true;
                 pad_datagram = false;
@@ -1047,7 +1047,7 @@ impl Connection {
         self.path.total_sent = self.path.total_sent.saturating_add(buf.len() as u64);
 
         self.stats.udp_tx.on_sent(num_datagrams as u64, buf.len());
-        if num_datagrams > 0 && self.stats.frame_tx.datagram != datagram_frames_mark {
+        if num_datagrams > 0 && self.datagrams.marked_written != datagram_frames_mark {
             datagram_segments |= 1u64.checked_shl(num_datagrams as u32 - 1).unwrap_or(0);
         }
 
@@ -3258,13 +3258,13 @@ impl Connection {
         let mut sent_datagrams = false;
         while buf.len() + Datagram::SIZE_BOUND < max_size && space_id == SpaceId::Data {
             match datagrams.write(buf, max_size) {
-                true => {
+                Some(marked) => {
                     sent_datagrams = true;
                     sent.non_retransmits = true;
-                    sent.datagrams = true;
+                    sent.datagrams |= marked;
                     stats.frame_tx.datagram += 1;
                 }
-                false => break,
+                None => break,
             }
         }
         if datagrams.send_blocked && sent_datagrams {
@@ -4224,7 +4224,7 @@ struct SentFrames {
     /// Whether the packet contains non-retransmittable frames (like datagrams)
     non_retransmits: bool,
     requires_padding: bool,
-    /// wanopt patch: whether the packet carries DATAGRAM frames
+    /// wanopt patch: whether the packet carries marked DATAGRAM frames
     datagrams: bool,
 }
 

@@ -307,7 +307,8 @@ pub(super) struct SentPacket {
     ///
     /// The actual application data is stored with the stream state.
     pub(super) stream_frames: frame::StreamMetaVec,
-    /// wanopt patch: whether the packet carried DATAGRAM frames.
+    /// wanopt patch: whether the packet carried marked DATAGRAM frames
+    /// (`Datagrams::send_marked`).
     pub(super) datagrams: bool,
 }
 

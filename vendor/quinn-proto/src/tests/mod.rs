@@ -3807,6 +3807,21 @@ fn datagram_segments_mark_the_datagrams_that_carry_application_datagrams() {
         .poll_transmit(now, 10, &mut buf)
         .unwrap();
     assert_eq!(t.datagram_segments & 0b111, 0b111);
+
+    // Unmarked, marked, unmarked: only the second datagram's bit.
+    pair.drive();
+    let now = pair.time;
+    for (n, marked) in [(0u8, false), (1, true), (2, false)] {
+        pair.client_datagrams(client_ch)
+            .send_marked(Bytes::from(vec![n; 1000]), false, marked)
+            .unwrap();
+    }
+    let mut buf = Vec::new();
+    let t = pair
+        .client_conn_mut(client_ch)
+        .poll_transmit(now, 10, &mut buf)
+        .unwrap();
+    assert_eq!(t.datagram_segments & 0b111, 0b010);
 }
 
 /// wanopt patch: with datagram packets apart, a datagram packet
