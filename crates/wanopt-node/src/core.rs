@@ -14,6 +14,7 @@ use wanopt_proto::{
     codes, open_header_len, HeaderError, Open, OpenRepr, ReplyRepr, Services, Status, Target,
 };
 
+use crate::class::{service_names, Priority};
 use crate::control;
 use crate::error::{NodeError, UsageError};
 use crate::flow::limits::{FlowLimits, FlowLimitsConfig};
@@ -357,10 +358,16 @@ impl Core {
                 vec!["tcp-opt", "reduce"]
             } else {
                 vec!["tcp-opt"]
-            },
+            }
+            .into_iter()
+            .chain(service_names(header.services))
+            .collect(),
             Some(peer),
         );
         let flow = &guard.flow;
+        // The edge's class for the flow: its download goes ahead of or
+        // behind the others as its upload does.
+        let _ = send.set_priority(Priority::of(header.services).stream_priority());
         let (status, tcp) = self.connect(&header).await;
         let reply = ReplyRepr { status }.emit();
         let Some(tcp) = tcp else {
@@ -459,11 +466,13 @@ impl Core {
             }
         };
         self.state.udp.flows.fetch_add(1, Ordering::Relaxed);
+        let mut names = vec!["udp"];
+        names.extend(service_names(header.services));
         let guard = flows.start(
             Some(header.flow_id),
             header.source,
             header.destination.to_string(),
-            vec!["udp"],
+            names,
             Some(peer),
         );
         CoreFlow {
@@ -471,6 +480,7 @@ impl Core {
             flows: udp_flows,
             totals: self.state.udp.clone(),
             idle_timeout: self.config.udp_idle_timeout,
+            marked: header.services.contains(Services::DUPLICATE),
         }
         .carry(send, recv, socket, guard.flow.clone())
         .await;

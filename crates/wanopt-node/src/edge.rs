@@ -14,6 +14,7 @@ use tracing::{debug, info, warn};
 
 use wanopt_proto::{OpenRepr, Services, Target};
 
+use crate::class::{service_names, Classes, Proto};
 use crate::control;
 use crate::error::{NodeError, ResolveFailure, UsageError};
 use crate::flow::limits::{FlowLimits, FlowLimitsConfig, FlowPermit};
@@ -148,6 +149,9 @@ pub struct EdgeConfig {
     pub paths: Vec<WanPath>,
     /// How the paths are used.
     pub path_use: PathUse,
+    /// Traffic classes (`--class`): which UDP flows are duplicated, which
+    /// flows go ahead of or behind the others.
+    pub classes: Classes,
     /// Transport tuning.
     pub tuning: TunnelTuning,
     /// Bounds on the flows carried at once.
@@ -312,6 +316,16 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
             .unwrap_or_default()
     );
 
+    let duplicating = config.path_use == PathUse::Duplicate;
+    if !duplicating {
+        for class in config.classes.0.iter().filter(|c| c.duplicate) {
+            warn!(
+                "traffic class {} says duplicate, but --path-mode is {}: its flows are not duplicated",
+                class.name,
+                config.path_use.mode().name()
+            );
+        }
+    }
     let (tunnel_tx, tunnel_rx) = watch::channel(None);
     let (udp_tx, udp_rx) = watch::channel(None);
     let shutdown_signal = Shutdown::new();
@@ -349,6 +363,8 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
         state: state.clone(),
         limits: edge.limits.clone(),
         idle_timeout: edge.config.udp_idle_timeout,
+        classes: Arc::new(edge.config.classes.clone()),
+        duplicating: edge.config.path_use == PathUse::Duplicate,
     });
     let (forwards, transparent_udp) = udp_sockets;
     for (socket, destination) in forwards {
@@ -758,10 +774,17 @@ impl Edge {
                 let caches = self.state.caches.as_ref()?;
                 Some(caches.reduction(cache, conn.clone()))
             });
-        let (services, names) = match reduction {
+        let (services, mut names) = match reduction {
             Some(_) => (Services::REDUCE, vec!["tcp-opt", "reduce"]),
             None => (Services::default(), vec!["tcp-opt"]),
         };
+        let dst = match &dest {
+            Target::Addr(addr) => Some(*addr),
+            Target::Domain(..) => None,
+        };
+        let treatment = self.config.classes.classify(Proto::Tcp, dst, None);
+        let services = services.with(treatment.services());
+        names.extend(service_names(treatment.services()));
         let guard = flows.start(
             None,
             source,
@@ -770,6 +793,9 @@ impl Edge {
             Some(conn.remote_address()),
         );
         let flow = &guard.flow;
+        if let Some(class) = treatment.class {
+            flow.set_class(class);
+        }
         let header = OpenRepr {
             flow_id: flow.id,
             services,
@@ -796,6 +822,7 @@ impl Edge {
                 return;
             }
         };
+        let _ = send.set_priority(treatment.priority.stream_priority());
         if let Err(e) = send.write_all(&header).await {
             info!("flow {} to {dest}: tunnel stream failed: {e}", flow.id);
             flows.totals.refused.fetch_add(1, Ordering::Relaxed);

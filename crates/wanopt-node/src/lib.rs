@@ -24,6 +24,7 @@
 //! A wing uses only the wings below it: `flow` uses `reduce` and
 //! `transport`, `reduce` uses `transport`; the rooms on top use the wings.
 
+pub mod class;
 pub mod control;
 pub mod core;
 pub mod edge;

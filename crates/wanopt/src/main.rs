@@ -41,7 +41,7 @@ enum Command {
     /// Run a core node: accept tunnels, connect to allowed destinations.
     Core(cli::node::CoreArgs),
     /// Run an edge node: intercept client TCP and carry it through the core.
-    Edge(cli::node::EdgeArgs),
+    Edge(Box<cli::node::EdgeArgs>),
     /// Show a node's state (tunnel, peer, RTT, rates, flow counts).
     Status(cli::status::QueryArgs),
     /// Show a node's live flow table.

@@ -74,6 +74,8 @@ pub struct Flow {
     pub services: Vec<&'static str>,
     /// The tunnel peer carrying the flow, if any.
     pub peer: Option<SocketAddr>,
+    /// Its traffic class (`--class`), at the edge, when one matched.
+    class: std::sync::OnceLock<Arc<str>>,
     state: AtomicU8,
     /// Payload bytes from client to server.
     pub to_server: AtomicU64,
@@ -107,6 +109,16 @@ struct RateSample {
 }
 
 impl Flow {
+    /// Records the flow's traffic class (once; later calls are ignored).
+    pub fn set_class(&self, class: &str) {
+        let _ = self.class.set(Arc::from(class));
+    }
+
+    /// Its traffic class, if one matched.
+    pub fn class(&self) -> Option<&str> {
+        self.class.get().map(|c| &**c)
+    }
+
     /// Current state.
     pub fn state(&self) -> FlowState {
         FlowState::from_u8(self.state.load(Ordering::Relaxed))
@@ -189,6 +201,7 @@ impl Flow {
             rate_to_client_bps: rate.bps_to_client.round() as u64,
             age_secs: now.saturating_duration_since(self.started).as_secs_f64(),
             services: self.services.iter().map(|s| s.to_string()).collect(),
+            class: self.class().map(str::to_owned),
             peer: self.peer.map(|p| p.to_string()),
         }
     }
@@ -258,6 +271,9 @@ pub struct FlowInfo {
     pub age_secs: f64,
     /// Services applied.
     pub services: Vec<String>,
+    /// Traffic class (`--class`), when one matched (the edge's table).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
     /// Tunnel peer, if tunnelled.
     pub peer: Option<String>,
 }
@@ -383,6 +399,7 @@ impl FlowTable {
             destination,
             services,
             peer,
+            class: std::sync::OnceLock::new(),
             state: AtomicU8::new(FlowState::Connecting as u8),
             to_server: AtomicU64::new(0),
             to_client: AtomicU64::new(0),

@@ -68,6 +68,8 @@ pub(super) struct FileConfig {
     pub(super) path: Vec<String>,
     pub(super) path_mode: Option<PathUse>,
     #[serde(default)]
+    pub(super) class: Vec<String>,
+    #[serde(default)]
     pub(super) no_reduce_to: Vec<String>,
     pub(super) lan_if: Option<String>,
 }
@@ -103,6 +105,7 @@ impl FileConfig {
             ("bind", self.bind.is_some()),
             ("path", !self.path.is_empty()),
             ("path-mode", self.path_mode.is_some()),
+            ("class", !self.class.is_empty()),
             ("no-reduce-to", !self.no_reduce_to.is_empty()),
             ("lan-if", self.lan_if.is_some()),
         ];

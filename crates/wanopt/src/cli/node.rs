@@ -9,6 +9,7 @@ use anyhow::{bail, Context};
 use clap::Args;
 
 use wanopt_node::budget::DEFAULT_COMPRESSOR_MEMORY;
+use wanopt_node::class::{Classes, TrafficClass};
 use wanopt_node::core::CoreConfig;
 use wanopt_node::dupsock::DuplicationMode;
 use wanopt_node::dupsock::FecMode;
@@ -224,6 +225,17 @@ pub struct EdgeArgs {
     /// core does the same) [default: failover].
     #[arg(long, value_name = "failover|duplicate|spread-fec")]
     pub path_mode: Option<PathUse>,
+    /// A traffic class (repeatable; the first that matches a flow is its
+    /// class): `name=NAME` and what it matches, `udp` or `tcp`,
+    /// `dst=CIDR[:PORT[-PORT]]` and `dscp=ef|af41|cs5|0-63` (each
+    /// repeatable; DSCP of a UDP flow's first datagram), then what it gets:
+    /// `duplicate` (its datagrams go on every path in duplicate mode) and
+    /// `priority=high|normal|low` (its tunnel stream goes ahead of or
+    /// behind the others). E.g. name=voice,udp,dscp=ef,duplicate,priority=high.
+    /// Without classes every UDP flow is duplicated in duplicate mode; with
+    /// classes only those of a class that says `duplicate`.
+    #[arg(long = "class", value_name = "SPEC")]
+    pub class: Vec<String>,
     /// Optimized flows to these destinations, CIDR[:PORT[-PORT]], get TCP
     /// optimization only, no data reduction (repeatable), e.g. 0.0.0.0/0:443
     /// for traffic that is already encrypted.
@@ -599,6 +611,12 @@ pub fn edge_config(args: &EdgeArgs) -> anyhow::Result<EdgeConfig> {
             path_use.mode().name()
         );
     }
+    let classes = Classes(
+        list(&args.class, std::mem::take(&mut file.class))
+            .iter()
+            .map(|c| c.parse::<TrafficClass>())
+            .collect::<Result<_, _>>()?,
+    );
     Ok(EdgeConfig {
         core,
         key: common.key,
@@ -617,6 +635,7 @@ pub fn edge_config(args: &EdgeArgs) -> anyhow::Result<EdgeConfig> {
         reduce: common.reduce,
         fail: args.fail.or(file.fail).unwrap_or(FailMode::Open),
         path_use,
+        classes,
         control: common.control,
         control_token: common.control_token,
         tunnel_wait: duration(

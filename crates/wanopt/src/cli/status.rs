@@ -496,7 +496,10 @@ fn duplication_line(d: &wanopt_node::dupsock::DuplicationStatus) -> String {
 /// A flow's services; a UDP flow's datagrams each way and the loss this
 /// node counted (the direction it receives).
 fn services_text(flow: &wanopt_node::flow::FlowInfo, role: Role) -> String {
-    let services = flow.services.join(",");
+    let mut services = flow.services.join(",");
+    if let Some(class) = &flow.class {
+        services = format!("{services} [{class}]");
+    }
     if !flow.services.iter().any(|s| s == "udp") {
         return services;
     }

@@ -47,6 +47,8 @@ pub(crate) struct CoreFlow {
     pub(crate) flows: Arc<TunnelFlows>,
     pub(crate) totals: Arc<UdpTotals>,
     pub(crate) idle_timeout: Duration,
+    /// Its datagrams are marked for duplication (the edge asked).
+    pub(crate) marked: bool,
 }
 
 impl CoreFlow {
@@ -96,7 +98,7 @@ impl CoreFlow {
                     }
                     let received = SCRATCH.with_borrow_mut(|buf| {
                         let n = socket.try_recv(buf)?;
-                        let sent = send_datagram(&self.conn, id, &seq, &buf[..n], &self.totals);
+                        let sent = send_datagram(&self.conn, id, &seq, &buf[..n], self.marked, &self.totals);
                         Ok::<_, std::io::Error>((n, sent))
                     });
                     match received {

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use tokio::io::Interest;
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
@@ -15,9 +16,11 @@ use tracing::{debug, info, warn};
 use wanopt_proto::{OpenRepr, Services, Status, Target};
 
 use super::{
-    lock, payload_buffer, send_datagram, Activity, FlowEnd, Sink, TunnelFlows, ONE_EXCHANGE_IDLE,
-    OPEN_TIMEOUT,
+    lock, payload_buffer,
+    recv::{ask_dscp, recv_meta},
+    send_datagram, Activity, FlowEnd, Sink, TunnelFlows, ONE_EXCHANGE_IDLE, OPEN_TIMEOUT,
 };
+use crate::class::{service_names, Classes, Proto};
 use crate::flow::limits::{FlowLimits, FlowPermit};
 use crate::flow::FlowState;
 use crate::state::NodeState;
@@ -65,6 +68,11 @@ pub(crate) struct UdpEdge {
     pub(crate) state: Arc<NodeState>,
     pub(crate) limits: Arc<FlowLimits>,
     pub(crate) idle_timeout: Duration,
+    /// The edge's traffic classes.
+    pub(crate) classes: Arc<Classes>,
+    /// The edge's paths duplicate (`--path-mode duplicate`): flows whose
+    /// class says so are duplicated.
+    pub(crate) duplicating: bool,
 }
 
 /// A flow's ends on the LAN side: the client, and the address it sent to
@@ -86,13 +94,15 @@ pub(crate) struct Dispatch {
 
 impl Dispatch {
     /// Hands `payload` from `key`'s client to its flow, or starts a flow to
-    /// `destination` whose replies go out on the socket `open` gives.
+    /// `destination` whose replies go out on the socket `open` gives (its
+    /// class chosen with the datagram's `dscp`).
     pub(crate) fn datagram(
         &self,
         edge: &Arc<UdpEdge>,
         key: FlowKey,
         destination: &Target,
         payload: Vec<u8>,
+        dscp: Option<u8>,
         open: impl FnOnce() -> Option<ReplySocket>,
     ) {
         let existing = lock(&self.flows).get(&key).cloned();
@@ -111,7 +121,7 @@ impl Dispatch {
                 }
             },
         };
-        self.start(edge, key, destination, payload, open);
+        self.start(edge, key, destination, payload, dscp, open);
     }
 
     fn start(
@@ -120,6 +130,7 @@ impl Dispatch {
         key: FlowKey,
         destination: &Target,
         first: Vec<u8>,
+        dscp: Option<u8>,
         open: impl FnOnce() -> Option<ReplySocket>,
     ) {
         let totals = &edge.state.udp;
@@ -170,6 +181,7 @@ impl Dispatch {
             reads,
             client,
             destination: destination.clone(),
+            dscp,
             _permit: permit,
         };
         let flows = self.flows.clone();
@@ -203,18 +215,23 @@ pub(crate) async fn serve(edge: Arc<UdpEdge>, socket: UdpSocket, destination: Ta
         }
     };
     let dispatch = Dispatch::default();
+    ask_dscp(&*socket, listen.is_ipv6());
     let mut buf = payload_buffer();
     loop {
-        let (n, client) = match socket.recv_from(&mut buf).await {
-            Ok(pair) => pair,
+        let read = socket
+            .async_io(Interest::READABLE, || recv_meta(&socket, &mut buf))
+            .await;
+        let got = match read {
+            Ok(got) => got,
             Err(e) => {
                 debug!("udp forward {listen}: {e}");
                 tokio::time::sleep(Duration::from_millis(10)).await;
                 continue;
             }
         };
-        let payload = buf[..n].to_vec();
-        dispatch.datagram(&edge, (client, listen), &destination, payload, || {
+        let payload = buf[..got.len].to_vec();
+        let key = (got.client, listen);
+        dispatch.datagram(&edge, key, &destination, payload, got.dscp, || {
             Some((socket.clone(), false))
         });
     }
@@ -228,6 +245,8 @@ struct FlowRun {
     reads: bool,
     client: SocketAddr,
     destination: Target,
+    /// The DSCP of the flow's first datagram.
+    dscp: Option<u8>,
     _permit: FlowPermit,
 }
 
@@ -236,18 +255,30 @@ impl FlowRun {
     async fn run(self, mut datagrams: mpsc::Receiver<Vec<u8>>) -> Option<Status> {
         let state = &self.edge.state;
         let UdpTunnel { conn, flows } = &self.tunnel;
+        let dst = match &self.destination {
+            Target::Addr(addr) => Some(*addr),
+            Target::Domain(..) => None,
+        };
+        let mut treatment = self.edge.classes.classify(Proto::Udp, dst, self.dscp);
+        treatment.duplicate &= self.edge.duplicating;
+        let mut names = vec!["udp"];
+        names.extend(service_names(treatment.services()));
         let guard = state.flows.start(
             None,
             self.client,
             self.destination.to_string(),
-            vec!["udp"],
+            names,
             Some(conn.remote_address()),
         );
         let flow = &guard.flow;
+        if let Some(class) = treatment.class {
+            flow.set_class(class);
+        }
+        let marked = treatment.duplicate;
         state.udp.flows.fetch_add(1, Ordering::Relaxed);
         let header = OpenRepr {
             flow_id: flow.id,
-            services: Services::UDP,
+            services: Services::UDP.with(treatment.services()),
             destination: self.destination.clone(),
             source: self.client,
         }
@@ -299,7 +330,7 @@ impl FlowRun {
         };
         let carry = |payload: &[u8]| {
             activity.touch();
-            if let Some(wan) = send_datagram(conn, id, &seq, payload, &state.udp) {
+            if let Some(wan) = send_datagram(conn, id, &seq, payload, marked, &state.udp) {
                 flow.to_server
                     .fetch_add(payload.len() as u64, Ordering::Relaxed);
                 flow.wan_to_server.fetch_add(wan as u64, Ordering::Relaxed);

@@ -21,6 +21,7 @@
 
 pub mod core;
 pub mod edge;
+mod recv;
 pub mod transparent;
 
 use std::collections::HashMap;
@@ -396,13 +397,15 @@ fn deliver(end: &FlowEnd, payload: &[u8], wire: usize, totals: &UdpTotals) {
 }
 
 /// Sends one UDP payload of stream index `id` into the tunnel, numbered
-/// from `seq`; the bytes of its frames (headers included), or `None` if it
-/// was dropped (counted).
+/// from `seq`, `marked` for duplication (the flow's class says
+/// `duplicate`); the bytes of its frames (headers included), or `None` if
+/// it was dropped (counted).
 pub(crate) fn send_datagram(
     conn: &quinn::Connection,
     id: u64,
     seq: &AtomicU32,
     payload: &[u8],
+    marked: bool,
     totals: &UdpTotals,
 ) -> Option<usize> {
     let Some(frame) = conn.max_datagram_size() else {
@@ -432,7 +435,10 @@ pub(crate) fn send_datagram(
     }
     seq.store(number.wrapping_add(1), Ordering::Relaxed);
     for frame in frames {
-        if conn.send_datagram(Bytes::from(frame)).is_err() {
+        if conn
+            .send_datagram_marked(Bytes::from(frame), marked)
+            .is_err()
+        {
             totals.dropped.fetch_add(1, Ordering::Relaxed);
             return None;
         }

@@ -17,16 +17,12 @@
 //! while the tunnel is down, so the nftables `tproxy` rule stops matching
 //! and the kernel routes new flows itself.
 
-use std::io::IoSliceMut;
-use std::net::{IpAddr, SocketAddr, SocketAddrV4, SocketAddrV6};
-use std::os::fd::AsRawFd;
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nix::sys::socket::{
-    recvmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags, SockaddrStorage,
-};
+use nix::sys::socket::{setsockopt, sockopt};
 use tokio::io::Interest;
 use tokio::net::UdpSocket;
 use tracing::{debug, info, warn};
@@ -35,6 +31,7 @@ use wanopt_proto::Target;
 
 use super::edge::{Dispatch, UdpEdge};
 use super::payload_buffer;
+use super::recv::{ask_dscp, recv_meta};
 use crate::error::NodeError;
 use crate::intercept::set_ip_transparent;
 use crate::policy::RuleSet;
@@ -56,6 +53,7 @@ pub fn bind(addr: SocketAddr) -> Result<std::net::UdpSocket, NodeError> {
         }
     };
     orig.map_err(|e| bind_err(e.into()))?;
+    ask_dscp(&socket, addr.is_ipv6());
     socket.bind(&addr.into()).map_err(bind_err)?;
     Ok(socket.into())
 }
@@ -86,61 +84,6 @@ fn reply_socket(local: SocketAddr, client: SocketAddr) -> std::io::Result<UdpSoc
     socket.bind(&local.into())?;
     socket.connect(&client.into())?;
     UdpSocket::from_std(socket.into())
-}
-
-/// An IPv4-mapped IPv6 address as the IPv4 one it stands for.
-fn unmapped(addr: SocketAddr) -> SocketAddr {
-    match addr {
-        SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
-            Some(v4) => SocketAddr::new(IpAddr::V4(v4), v6.port()),
-            None => addr,
-        },
-        v4 => v4,
-    }
-}
-
-/// One datagram: its length, its client and its original destination
-/// (`None` when the kernel gave none: not a TPROXY'd datagram).
-fn recv_orig(
-    socket: &UdpSocket,
-    buf: &mut [u8],
-) -> std::io::Result<(usize, SocketAddr, Option<SocketAddr>)> {
-    let mut space = nix::cmsg_space!(libc::sockaddr_in6, libc::sockaddr_in);
-    let mut iov = [IoSliceMut::new(buf)];
-    let msg = recvmsg::<SockaddrStorage>(
-        socket.as_raw_fd(),
-        &mut iov,
-        Some(&mut space),
-        MsgFlags::empty(),
-    )
-    .map_err(std::io::Error::from)?;
-    let client = msg
-        .address
-        .and_then(|a| match (a.as_sockaddr_in(), a.as_sockaddr_in6()) {
-            (Some(v4), _) => Some(SocketAddr::V4(SocketAddrV4::from(*v4))),
-            (_, Some(v6)) => Some(SocketAddr::V6(SocketAddrV6::from(*v6))),
-            _ => None,
-        })
-        .map(unmapped)
-        .ok_or_else(|| std::io::Error::other("a datagram without a source address"))?;
-    let mut orig = None;
-    for cmsg in msg.cmsgs().map_err(std::io::Error::from)? {
-        match cmsg {
-            ControlMessageOwned::Ipv4OrigDstAddr(sin) => {
-                let ip = std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
-                orig = Some(SocketAddr::new(ip.into(), u16::from_be(sin.sin_port)));
-            }
-            ControlMessageOwned::Ipv6OrigDstAddr(sin6) => {
-                let ip = std::net::Ipv6Addr::from(sin6.sin6_addr.s6_addr);
-                orig = Some(unmapped(SocketAddr::new(
-                    ip.into(),
-                    u16::from_be(sin6.sin6_port),
-                )));
-            }
-            _ => {}
-        }
-    }
-    Ok((msg.bytes, client, orig))
 }
 
 /// Serves the transparent UDP socket until the node stops; with
@@ -221,9 +164,9 @@ async fn receive(
     let mut buf = payload_buffer();
     loop {
         let read = socket
-            .async_io(Interest::READABLE, || recv_orig(socket, &mut buf))
+            .async_io(Interest::READABLE, || recv_meta(socket, &mut buf))
             .await;
-        let (n, client, orig) = match read {
+        let got = match read {
             Ok(datagram) => datagram,
             Err(e) => {
                 debug!("transparent udp: {e}");
@@ -231,7 +174,8 @@ async fn receive(
                 continue;
             }
         };
-        let Some(orig) = orig.filter(|&o| !is_itself(o, listen)) else {
+        let client = got.client;
+        let Some(orig) = got.orig.filter(|&o| !is_itself(o, listen)) else {
             edge.state.udp.unmatched.fetch_add(1, Ordering::Relaxed);
             continue;
         };
@@ -239,12 +183,13 @@ async fn receive(
             edge.state.udp.unmatched.fetch_add(1, Ordering::Relaxed);
             continue;
         }
-        let payload = buf[..n].to_vec();
+        let payload = buf[..got.len].to_vec();
         dispatch.datagram(
             edge,
             (client, orig),
             &Target::Addr(orig),
             payload,
+            got.dscp,
             || match reply_socket(orig, client) {
                 Ok(s) => Some((Arc::new(s), true)),
                 Err(e) => {
