@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
 use wanopt_proto::fec_stream::{
-    kind, parse_repair, parse_report, parse_source, Decoder, Encoder, Kind, Params, MAX_DEPTH,
+    classify, kind, parse_repair, parse_report, parse_source, Decoder, Encoder, Kind, Params, MAX_DEPTH,
     MAX_K, MAX_M,
 };
 
@@ -27,6 +27,9 @@ fuzz_target!(|data: &[u8]| {
         assert!(!payload.is_empty());
     }
     let _ = parse_report(data);
+    if let Some((kind, strand)) = classify(data) {
+        assert_eq!(data[0], strand.byte(kind));
+    }
 
     // A genuine stream of 40 sources (8:2, depth 2), every fifth lost.
     let mut enc = Encoder::new();
@@ -53,11 +56,13 @@ fuzz_target!(|data: &[u8]| {
         assert!(sources.contains(&d), "a genuine repair rebuilt a wrong datagram");
     }
     // Then the input, cut into datagrams a few ways and marked as each
-    // kind in turn.
+    // kind of each strand in turn.
     for size in [9, 64, 300] {
         for (i, chunk) in data.chunks(size).enumerate() {
             let mut d = chunk.to_vec();
-            d[0] = [0x22, 0x23, 0x24][i % 3];
+            // Both strands' bytes: the call strand (0x26-0x28) parses
+            // the same.
+            d[0] = [0x22, 0x23, 0x24, 0x26, 0x27, 0x28][i % 6];
             match kind(&d) {
                 Some(Kind::Source) => {
                     if let Ok(p) = dec.on_source(&d) {

@@ -1,10 +1,10 @@
-//! Traffic classes: which flows the edge duplicates over its WAN paths and
-//! which go ahead of or behind the others in the tunnel.
+//! Traffic classes: which UDP flows the edge protects as real-time
+//! traffic and which flows go ahead of or behind the others in the tunnel.
 //!
 //! A class is a name, what it matches and what it gets:
 //!
 //! ```text
-//! --class name=voice,udp,dscp=ef,duplicate,priority=high
+//! --class name=voice,udp,dscp=ef,realtime,priority=high
 //! --class name=backup,tcp,dst=10.9.0.0/16:873,priority=low
 //! ```
 //!
@@ -13,17 +13,18 @@
 //! - `dscp=ef|af41|cs5|46`, repeatable: the DSCP of a UDP flow's first
 //!   datagram (any when none). The edge does not see a TCP client's DSCP,
 //!   so a class with `dscp` matches UDP flows only;
-//! - `duplicate`: the flow's datagrams go on every WAN path when the edge's
-//!   `--path-mode` is `duplicate` (UDP flows only: TCP flows are never
-//!   duplicated, their packets are resent when lost);
+//! - `realtime` (UDP flows only: TCP resends what it loses): the flow's
+//!   datagrams, both ways, go on every WAN path when the edge's
+//!   `--path-mode` is `duplicate`, and in the FEC's call strand (short
+//!   blocks, a full code of their own) when FEC is on;
 //! - `priority=high|normal|low`: the flow's tunnel stream goes ahead of,
 //!   with, or behind the others (UDP datagrams always go ahead of streams'
 //!   data, within their share).
 //!
 //! Within a key any value matches; all keys given must match. The first
-//! class that matches a flow is its class. Without any class, every UDP flow
-//! is duplicated in duplicate mode; with classes, only the flows of a class
-//! that says `duplicate`.
+//! class that matches a flow is its class. Without any class, every UDP
+//! flow is real-time; with classes, only the flows of a class that says
+//! `realtime`.
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -35,7 +36,7 @@ use crate::policy::AddrRule;
 
 /// A class did not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("bad traffic class {spec:?}: {why} (expected e.g. name=voice,udp,dscp=ef,dst=10.0.0.0/8:5004-5100,duplicate,priority=high)")]
+#[error("bad traffic class {spec:?}: {why} (expected e.g. name=voice,udp,dscp=ef,dst=10.0.0.0/8:5004-5100,realtime,priority=high)")]
 pub struct ClassError {
     spec: String,
     why: String,
@@ -105,7 +106,7 @@ pub struct TrafficClass {
     /// DSCP values, 0-63 (any when empty).
     pub dscp: Vec<u8>,
     /// Duplicate the flow's datagrams over every WAN path.
-    pub duplicate: bool,
+    pub realtime: bool,
     /// Stream priority.
     pub priority: Priority,
 }
@@ -160,7 +161,7 @@ impl FromStr for TrafficClass {
             proto: None,
             dst: Vec::new(),
             dscp: Vec::new(),
-            duplicate: false,
+            realtime: false,
             priority: Priority::Normal,
         };
         for item in spec.split(',').map(str::trim).filter(|i| !i.is_empty()) {
@@ -188,7 +189,7 @@ impl FromStr for TrafficClass {
                         "unknown DSCP {v:?} (a number 0-63 or a name: ef, af11-af43, cs0-cs7)"
                     ))
                 })?),
-                ("duplicate", None) => class.duplicate = true,
+                ("realtime", None) => class.realtime = true,
                 ("priority", Some(v)) => {
                     class.priority = match v {
                         "high" => Priority::High,
@@ -211,8 +212,8 @@ impl FromStr for TrafficClass {
 impl TrafficClass {
     /// What a class may not say, however it was given.
     pub fn check(&self) -> Result<(), String> {
-        if self.duplicate && self.proto == Some(Proto::Tcp) {
-            return Err("duplicate applies to UDP flows only (TCP resends what it loses)".into());
+        if self.realtime && self.proto == Some(Proto::Tcp) {
+            return Err("realtime applies to UDP flows only (TCP resends what it loses)".into());
         }
         if !self.dscp.is_empty() && self.proto == Some(Proto::Tcp) {
             return Err(
@@ -251,8 +252,8 @@ impl fmt::Display for TrafficClass {
         for dscp in &self.dscp {
             write!(f, ",dscp={dscp}")?;
         }
-        if self.duplicate {
-            write!(f, ",duplicate")?;
+        if self.realtime {
+            write!(f, ",realtime")?;
         }
         match self.priority {
             Priority::High => write!(f, ",priority=high"),
@@ -271,8 +272,8 @@ pub struct Classes(pub Vec<TrafficClass>);
 pub struct Treatment<'a> {
     /// The class's name, if a class matched.
     pub class: Option<&'a str>,
-    /// Duplicate its datagrams (in duplicate path mode).
-    pub duplicate: bool,
+    /// Protect its datagrams (duplication, the call strand).
+    pub realtime: bool,
     /// Its stream's priority.
     pub priority: Priority,
 }
@@ -280,19 +281,19 @@ pub struct Treatment<'a> {
 impl Treatment<'_> {
     /// The open header's bits for it (on top of the flow's others).
     pub fn services(&self) -> Services {
-        let dup = if self.duplicate {
-            Services::DUPLICATE
+        let realtime = if self.realtime {
+            Services::REALTIME
         } else {
             Services::default()
         };
-        self.priority.services().with(dup)
+        self.priority.services().with(realtime)
     }
 }
 
 /// The names `wanopt flows` shows for a flow's class services.
 pub fn service_names(services: Services) -> impl Iterator<Item = &'static str> {
     [
-        (Services::DUPLICATE, "duplicate"),
+        (Services::REALTIME, "realtime"),
         (Services::URGENT, "priority-high"),
         (Services::BACKGROUND, "priority-low"),
     ]
@@ -303,7 +304,7 @@ pub fn service_names(services: Services) -> impl Iterator<Item = &'static str> {
 
 impl Classes {
     /// The treatment of a flow: its class's, or the default (UDP flows
-    /// duplicated when no class is given at all).
+    /// real-time when no class is given at all).
     pub fn classify(
         &self,
         proto: Proto,
@@ -313,12 +314,12 @@ impl Classes {
         match self.0.iter().find(|c| c.matches(proto, dst, dscp)) {
             Some(c) => Treatment {
                 class: Some(&c.name),
-                duplicate: c.duplicate && proto == Proto::Udp,
+                realtime: c.realtime && proto == Proto::Udp,
                 priority: c.priority,
             },
             None => Treatment {
                 class: None,
-                duplicate: self.0.is_empty() && proto == Proto::Udp,
+                realtime: self.0.is_empty() && proto == Proto::Udp,
                 priority: Priority::Normal,
             },
         }
@@ -345,21 +346,21 @@ mod tests {
 
     #[test]
     fn classes_parse_print_and_refuse_what_they_cannot_do() {
-        let c: TrafficClass = "name=voice, udp, dscp=ef, dscp=af41, dst=10.0.0.0/8:5004-5100, duplicate, priority=high"
+        let c: TrafficClass = "name=voice, udp, dscp=ef, dscp=af41, dst=10.0.0.0/8:5004-5100, realtime, priority=high"
             .parse()
             .unwrap();
         assert_eq!(c.proto, Some(Proto::Udp));
         assert_eq!(c.dscp, [46, 34]);
-        assert!(c.duplicate);
+        assert!(c.realtime);
         assert_eq!(c.priority, Priority::High);
         assert_eq!(
             c.to_string(),
-            "name=voice,udp,dst=10.0.0.0/8:5004-5100,dscp=46,dscp=34,duplicate,priority=high"
+            "name=voice,udp,dst=10.0.0.0/8:5004-5100,dscp=46,dscp=34,realtime,priority=high"
         );
         assert_eq!(c.to_string().parse::<TrafficClass>().unwrap(), c);
         for (bad, says) in [
-            ("udp,duplicate", "no name="),
-            ("name=x,tcp,duplicate", "UDP flows only"),
+            ("udp,realtime", "no name="),
+            ("name=x,tcp,realtime", "UDP flows only"),
             ("name=x,tcp,dscp=ef", "UDP flows only"),
             ("name=x,udp,tcp", "both udp and tcp"),
             ("name=x,dscp=64", "unknown DSCP"),
@@ -374,23 +375,23 @@ mod tests {
     }
 
     #[test]
-    fn the_first_matching_class_decides_and_without_classes_udp_is_duplicated() {
+    fn the_first_matching_class_decides_and_without_classes_udp_is_realtime() {
         let none = Classes::default();
         assert!(
             none.classify(Proto::Udp, addr("10.0.0.1:5004"), None)
-                .duplicate
+                .realtime
         );
         assert!(
             !none
                 .classify(Proto::Tcp, addr("10.0.0.1:443"), None)
-                .duplicate
+                .realtime
         );
 
         let classes = Classes(vec![
-            "name=voice,udp,dscp=ef,duplicate,priority=high"
+            "name=voice,udp,dscp=ef,realtime,priority=high"
                 .parse()
                 .unwrap(),
-            "name=media,dst=10.1.0.0/16:5004-5100,duplicate"
+            "name=media,dst=10.1.0.0/16:5004-5100,realtime"
                 .parse()
                 .unwrap(),
             "name=backup,tcp,dst=10.9.0.0/16,priority=low"
@@ -399,23 +400,23 @@ mod tests {
         ]);
         let t = classes.classify(Proto::Udp, addr("192.0.2.1:9"), Some(46));
         assert_eq!(
-            (t.class, t.duplicate, t.priority),
+            (t.class, t.realtime, t.priority),
             (Some("voice"), true, Priority::High)
         );
-        assert_eq!(t.services(), Services::DUPLICATE.with(Services::URGENT));
+        assert_eq!(t.services(), Services::REALTIME.with(Services::URGENT));
         // Not EF: the next class, by destination.
         let t = classes.classify(Proto::Udp, addr("10.1.2.3:5004"), Some(0));
-        assert_eq!((t.class, t.duplicate), (Some("media"), true));
-        // A TCP flow to the media range is of that class, never duplicated.
+        assert_eq!((t.class, t.realtime), (Some("media"), true));
+        // A TCP flow to the media range is of that class, never real-time.
         let t = classes.classify(Proto::Tcp, addr("10.1.2.3:5004"), None);
-        assert_eq!((t.class, t.duplicate), (Some("media"), false));
+        assert_eq!((t.class, t.realtime), (Some("media"), false));
         let t = classes.classify(Proto::Tcp, addr("10.9.0.1:873"), None);
         assert_eq!((t.class, t.priority), (Some("backup"), Priority::Low));
         assert_eq!(Priority::of(t.services()), Priority::Low);
-        // With classes, a flow of none is not duplicated.
+        // With classes, a flow of none is not real-time.
         let t = classes.classify(Proto::Udp, addr("192.0.2.1:53"), Some(0));
         assert_eq!(
-            (t.class, t.duplicate, t.priority),
+            (t.class, t.realtime, t.priority),
             (None, false, Priority::Normal)
         );
         // A DSCP class never matches a flow without a DSCP read.

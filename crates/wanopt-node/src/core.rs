@@ -480,7 +480,7 @@ impl Core {
             flows: udp_flows,
             totals: self.state.udp.clone(),
             idle_timeout: self.config.udp_idle_timeout,
-            marked: header.services.contains(Services::DUPLICATE),
+            marked: header.services.contains(Services::REALTIME),
         }
         .carry(send, recv, socket, guard.flow.clone())
         .await;

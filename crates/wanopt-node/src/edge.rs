@@ -149,7 +149,7 @@ pub struct EdgeConfig {
     pub paths: Vec<WanPath>,
     /// How the paths are used.
     pub path_use: PathUse,
-    /// Traffic classes (`--class`): which UDP flows are duplicated, which
+    /// Traffic classes (`--class`): which UDP flows are real-time, which
     /// flows go ahead of or behind the others.
     pub classes: Classes,
     /// Transport tuning.
@@ -316,16 +316,6 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
             .unwrap_or_default()
     );
 
-    let duplicating = config.path_use == PathUse::Duplicate;
-    if !duplicating {
-        for class in config.classes.0.iter().filter(|c| c.duplicate) {
-            warn!(
-                "traffic class {} says duplicate, but --path-mode is {}: its flows are not duplicated",
-                class.name,
-                config.path_use.mode().name()
-            );
-        }
-    }
     let (tunnel_tx, tunnel_rx) = watch::channel(None);
     let (udp_tx, udp_rx) = watch::channel(None);
     let shutdown_signal = Shutdown::new();
@@ -364,7 +354,6 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
         limits: edge.limits.clone(),
         idle_timeout: edge.config.udp_idle_timeout,
         classes: Arc::new(edge.config.classes.clone()),
-        duplicating: edge.config.path_use == PathUse::Duplicate,
     });
     let (forwards, transparent_udp) = udp_sockets;
     for (socket, destination) in forwards {

@@ -39,6 +39,12 @@
 //!              | repairs u32
 //! ```
 //!
+//! A second strand ([`Strand::Calls`]) has the same three datagrams as
+//! 0x26, 0x27 and 0x28: the sender codes the QUIC datagrams that carry
+//! real-time UDP flows apart from the rest, in short blocks with a full
+//! code, so a call beside a bulk transfer is not coded as the bulk's
+//! lean code (0x25 is a path probe, [`crate::path`]).
+//!
 //! All integers are big endian. A block's sources are the sequence numbers
 //! `first + i * stride`, `i < k`. Each source is coded as a symbol: its
 //! length (u16) and bytes, zero-padded to the shard's length (even, the
@@ -65,6 +71,7 @@ pub use policy::{
     flush_after, FecMode, FecState, Policy, DATAGRAM_BUDGET, DATAGRAM_FLUSH, DEFAULT_BUDGET,
 };
 pub use wire::{
-    kind, parse_repair, parse_report, parse_source, Kind, Params, Repair, Report, StreamFecError,
-    MAX_DEPTH, MAX_K, MAX_M, REPAIR_HEADER, REPAIR_OVERHEAD, REPORT_LEN, SOURCE_HEADER,
+    classify, kind, parse_repair, parse_report, parse_source, Kind, Params, Repair, Report, Strand,
+    StreamFecError, MAX_DEPTH, MAX_K, MAX_M, REPAIR_HEADER, REPAIR_OVERHEAD, REPORT_LEN,
+    SOURCE_HEADER,
 };

@@ -187,10 +187,11 @@ impl Services {
     /// ([`crate::udp_flow`]); the stream carries the reply and, by its
     /// end, the flow's end. In a control hello: the node carries UDP flows.
     pub const UDP: Services = Services(2);
-    /// A UDP flow's datagrams are duplicated: when the nodes' WAN paths
-    /// duplicate, each also goes on every other path (the flow's traffic
-    /// class says `duplicate`).
-    pub const DUPLICATE: Services = Services(4);
+    /// A UDP flow is real-time (its traffic class says `realtime`, or the
+    /// edge has no classes): both nodes send its datagrams marked, so
+    /// that when their WAN paths duplicate each also goes on every other
+    /// path, and FEC codes them in its call strand.
+    pub const REALTIME: Services = Services(4);
     /// The flow goes ahead of the others (traffic class priority
     /// `high`): its stream's data is sent first.
     pub const URGENT: Services = Services(8);

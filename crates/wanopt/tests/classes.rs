@@ -1,6 +1,6 @@
 //! Traffic classes end to end: an edge with two `--path`s in duplicate
 //! mode and `--class` rules. A UDP flow whose datagrams carry DSCP EF is
-//! of the `voice` class and duplicated both ways; a UDP flow beside it
+//! of the real-time `voice` class and duplicated both ways; a UDP flow beside it
 //! without the DSCP matches no class and costs the second path nothing; a
 //! TCP flow of a `priority=low` class is shown with it on both nodes.
 
@@ -95,7 +95,7 @@ fn flows_with(node: &Node, service: &str) -> Vec<serde_json::Value> {
 }
 
 #[test]
-fn a_class_by_dscp_is_duplicated_and_a_flow_of_no_class_is_not() {
+fn a_realtime_class_by_dscp_is_duplicated_and_a_flow_of_no_class_is_not() {
     let keys = Keys::new();
     let core_addr = free_udp();
     let mut core_args = core_args(&keys, core_addr, &["127.0.0.1"]);
@@ -121,7 +121,7 @@ fn a_class_by_dscp_is_duplicated_and_a_flow_of_no_class_is_not() {
             "--forward-udp",
             &forward_udp,
             "--class",
-            "name=voice,udp,dscp=ef,duplicate,priority=high",
+            "name=voice,udp,dscp=ef,realtime,priority=high",
             "--class",
             &format!("name=bulk,tcp,dst={server},priority=low"),
         ],
@@ -149,7 +149,7 @@ fn a_class_by_dscp_is_duplicated_and_a_flow_of_no_class_is_not() {
     assert!(
         plain
             .iter()
-            .any(|f| f["class"].is_null() && !f["services"].to_string().contains("duplicate")),
+            .any(|f| f["class"].is_null() && !f["services"].to_string().contains("realtime")),
         "{plain:?}"
     );
 
@@ -164,7 +164,7 @@ fn a_class_by_dscp_is_duplicated_and_a_flow_of_no_class_is_not() {
     assert!(edge_voice >= 450 * 200, "edge copied {edge_voice} B");
     assert!(core_voice >= 450 * 200, "core copied {core_voice} B");
     for node in [&edge, &core] {
-        let voice = flows_with(node, "duplicate");
+        let voice = flows_with(node, "realtime");
         assert!(
             voice
                 .iter()
@@ -173,11 +173,11 @@ fn a_class_by_dscp_is_duplicated_and_a_flow_of_no_class_is_not() {
         );
     }
     assert!(
-        flows_with(&edge, "duplicate")
+        flows_with(&edge, "realtime")
             .iter()
             .any(|f| f["class"] == "voice"),
         "{:?}",
-        flows_with(&edge, "duplicate")
+        flows_with(&edge, "realtime")
     );
 
     // A TCP flow of the low class: shown on both nodes, arrives whole, and

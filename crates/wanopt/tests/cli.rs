@@ -149,9 +149,9 @@ fn bad_input_gets_one_clear_line_and_exit_code_2() {
                 "--forward",
                 "127.0.0.1:0=127.0.0.1:9",
                 "--class",
-                "name=bulk,tcp,duplicate",
+                "name=bulk,tcp,realtime",
             ],
-            "duplicate applies to UDP flows only",
+            "realtime applies to UDP flows only",
         ),
         (
             vec![

@@ -114,7 +114,11 @@ fn datagrams_cross_byte_exact_both_ways_and_large_ones_in_fragments() {
     let flows: serde_json::Value =
         serde_json::from_str(&common::http_get(edge.control, "/flows").unwrap()).unwrap();
     let flow = &flows["flows"][0];
-    assert_eq!(flow["services"], serde_json::json!(["udp"]), "{flow}");
+    assert_eq!(
+        flow["services"],
+        serde_json::json!(["udp", "realtime"]),
+        "{flow}"
+    );
     assert!(flow["bytes_to_server"].as_u64() > Some(700_000), "{flow}");
     assert_eq!(flow["bytes_to_server"], flow["bytes_to_client"], "{flow}");
     assert!(flow["datagrams_to_server"].as_u64() >= Some(1003), "{flow}");

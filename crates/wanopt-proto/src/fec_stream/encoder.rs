@@ -35,6 +35,8 @@ struct Lane {
 /// The sending side of continuous FEC for one destination.
 #[derive(Debug, Default)]
 pub struct Encoder {
+    /// The strand its datagrams are of.
+    strand: wire::Strand,
     next_seq: u32,
     params: Option<Params>,
     /// Sources are numbered while the code is off, so that the receiver
@@ -70,9 +72,15 @@ pub const SPARSE: usize = 4;
 pub const PARTIAL: usize = 31;
 
 impl Encoder {
-    /// An encoder that is off.
+    /// An encoder of the bulk strand that is off.
     pub fn new() -> Encoder {
+        Encoder::of(wire::Strand::Bulk)
+    }
+
+    /// An encoder of `strand` that is off.
+    pub fn of(strand: wire::Strand) -> Encoder {
         Encoder {
+            strand,
             flush_after: Duration::from_millis(10),
             ..Encoder::default()
         }
@@ -176,7 +184,12 @@ impl Encoder {
     /// a source into `out`: its header, then its bytes. Call only while
     /// [`Encoder::wraps`].
     pub fn wrap(&self, nth: usize, datagram: &[u8], out: &mut Vec<u8>) {
-        wire::write_source(self.next_seq.wrapping_add(nth as u32), datagram, out);
+        wire::write_source(
+            self.strand,
+            self.next_seq.wrapping_add(nth as u32),
+            datagram,
+            out,
+        );
     }
 
     /// The next datagram went out wrapped ([`Encoder::wrap`] with
@@ -301,7 +314,15 @@ impl Encoder {
         self.stats.blocks += 1;
         for (index, shard) in shards.into_iter().enumerate() {
             let mut d = Vec::with_capacity(wire::REPAIR_HEADER + shard.len());
-            wire::write_repair_header(first, count as u8, stride, m as u8, index as u8, &mut d);
+            wire::write_repair_header(
+                self.strand,
+                first,
+                count as u8,
+                stride,
+                m as u8,
+                index as u8,
+                &mut d,
+            );
             d.extend_from_slice(&shard);
             self.stats.repairs += 1;
             self.stats.repair_bytes += d.len() as u64;

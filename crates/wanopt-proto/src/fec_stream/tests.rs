@@ -677,3 +677,44 @@ fn a_path_carrying_datagrams_gets_short_blocks_the_full_code_and_a_budget_of_its
     p.set_datagrams(false);
     assert_eq!(p.params(), Some(lean));
 }
+
+#[test]
+fn the_call_strand_has_its_own_bytes_and_decodes_the_same() {
+    let now = Instant::now();
+    let params = Params::new(2, 1, 1).unwrap();
+    let mut enc = Encoder::of(Strand::Calls);
+    let mut wire = Vec::new();
+    enc.set_params(Some(params), Duration::from_millis(4), &mut wire);
+    let sources = [datagram(1, 200), datagram(2, 180)];
+    for s in &sources {
+        let mut out = Vec::new();
+        enc.wrap(0, s, &mut out);
+        wire.push(out);
+        enc.on_sent(now, s, &mut wire);
+    }
+    let firsts: Vec<u8> = wire.iter().map(|d| d[0]).collect();
+    assert_eq!(firsts, [0x26, 0x26, 0x27]);
+    assert_eq!(
+        wire.iter().map(|d| classify(d)).collect::<Vec<_>>(),
+        [
+            Some((Kind::Source, Strand::Calls)),
+            Some((Kind::Source, Strand::Calls)),
+            Some((Kind::Repair, Strand::Calls)),
+        ]
+    );
+    // The second source lost: the repair rebuilds it.
+    let (out, dec) = receive(&wire, &[1]);
+    assert_eq!(out, [sources[0].clone(), sources[1].clone()]);
+    let report = dec.report().to_bytes_of(Strand::Calls);
+    assert_eq!(classify(&report), Some((Kind::Report, Strand::Calls)));
+    assert_eq!(parse_report(&report).unwrap().recovered, 1);
+    // Neither strand's bytes are QUIC's (fixed bit clear) nor a probe's.
+    for strand in [Strand::Bulk, Strand::Calls] {
+        for kind in [Kind::Source, Kind::Repair, Kind::Report] {
+            let byte = strand.byte(kind);
+            assert_eq!(byte & 0x40, 0);
+            assert_ne!(byte, crate::path::wire::KIND);
+            assert_ne!(byte, crate::fec::MARKER);
+        }
+    }
+}

@@ -9,6 +9,13 @@ pub const SOURCE: u8 = 0x22;
 pub const REPAIR: u8 = 0x23;
 /// First byte of a report datagram.
 pub const REPORT: u8 = 0x24;
+/// First bytes of the call strand's source, repair and report datagrams
+/// (the same layouts; [`Strand::Calls`]).
+pub const CALL_SOURCE: u8 = 0x26;
+/// See [`CALL_SOURCE`].
+pub const CALL_REPAIR: u8 = 0x27;
+/// See [`CALL_SOURCE`].
+pub const CALL_REPORT: u8 = 0x28;
 /// Bytes a source datagram adds to the QUIC datagram it carries.
 pub const SOURCE_HEADER: usize = 5;
 /// Bytes of a repair datagram before its shard.
@@ -37,15 +44,50 @@ pub enum Kind {
     Report,
 }
 
-/// The kind of `datagram` by its first byte, `None` for anything else
-/// (a QUIC packet, tail parity).
-pub fn kind(datagram: &[u8]) -> Option<Kind> {
+/// Which of a peer's two codes a datagram belongs to: each has its own
+/// sequence numbers, blocks, repairs and reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Strand {
+    /// Every QUIC datagram but those of the call strand.
+    #[default]
+    Bulk,
+    /// The QUIC datagrams that carry real-time UDP flows: short blocks and
+    /// a full code of their own, whatever the bulk beside them does.
+    Calls,
+}
+
+impl Strand {
+    /// The first byte of this strand's datagrams of `kind`.
+    pub fn byte(self, kind: Kind) -> u8 {
+        match (self, kind) {
+            (Strand::Bulk, Kind::Source) => SOURCE,
+            (Strand::Bulk, Kind::Repair) => REPAIR,
+            (Strand::Bulk, Kind::Report) => REPORT,
+            (Strand::Calls, Kind::Source) => CALL_SOURCE,
+            (Strand::Calls, Kind::Repair) => CALL_REPAIR,
+            (Strand::Calls, Kind::Report) => CALL_REPORT,
+        }
+    }
+}
+
+/// The kind and strand of `datagram` by its first byte, `None` for
+/// anything else (a QUIC packet, tail parity, a path probe).
+pub fn classify(datagram: &[u8]) -> Option<(Kind, Strand)> {
     match datagram.first() {
-        Some(&SOURCE) => Some(Kind::Source),
-        Some(&REPAIR) => Some(Kind::Repair),
-        Some(&REPORT) => Some(Kind::Report),
+        Some(&SOURCE) => Some((Kind::Source, Strand::Bulk)),
+        Some(&REPAIR) => Some((Kind::Repair, Strand::Bulk)),
+        Some(&REPORT) => Some((Kind::Report, Strand::Bulk)),
+        Some(&CALL_SOURCE) => Some((Kind::Source, Strand::Calls)),
+        Some(&CALL_REPAIR) => Some((Kind::Repair, Strand::Calls)),
+        Some(&CALL_REPORT) => Some((Kind::Report, Strand::Calls)),
         _ => None,
     }
+}
+
+/// The kind of `datagram` by its first byte (either strand), `None` for
+/// anything else (a QUIC packet, tail parity, a path probe).
+pub fn kind(datagram: &[u8]) -> Option<Kind> {
+    classify(datagram).map(|(kind, _)| kind)
 }
 
 /// Why a datagram of this layer was refused.
@@ -123,9 +165,10 @@ pub fn parse_source(datagram: &[u8]) -> Result<(u32, &[u8]), StreamFecError> {
     Ok((be32(&header[1..5]), payload))
 }
 
-/// Writes the source header for `seq` and `datagram` into `out`.
-pub fn write_source(seq: u32, datagram: &[u8], out: &mut Vec<u8>) {
-    out.push(SOURCE);
+/// Writes the source header of `strand` for `seq` and `datagram` into
+/// `out`.
+pub fn write_source(strand: Strand, seq: u32, datagram: &[u8], out: &mut Vec<u8>) {
+    out.push(strand.byte(Kind::Source));
     out.extend_from_slice(&seq.to_be_bytes());
     out.extend_from_slice(datagram);
 }
@@ -190,9 +233,17 @@ pub fn parse_repair(datagram: &[u8]) -> Result<Repair<'_>, StreamFecError> {
     })
 }
 
-/// Writes a repair datagram's header into `out`.
-pub fn write_repair_header(first: u32, k: u8, stride: u8, m: u8, index: u8, out: &mut Vec<u8>) {
-    out.push(REPAIR);
+/// Writes a repair datagram's header of `strand` into `out`.
+pub fn write_repair_header(
+    strand: Strand,
+    first: u32,
+    k: u8,
+    stride: u8,
+    m: u8,
+    index: u8,
+    out: &mut Vec<u8>,
+) {
+    out.push(strand.byte(Kind::Repair));
     out.extend_from_slice(&first.to_be_bytes());
     out.extend_from_slice(&[k, stride, m, index]);
 }
@@ -213,10 +264,15 @@ pub struct Report {
 }
 
 impl Report {
-    /// The report as a datagram.
+    /// The report as a datagram of the bulk strand.
     pub fn to_bytes(&self) -> [u8; REPORT_LEN] {
+        self.to_bytes_of(Strand::Bulk)
+    }
+
+    /// The report as a datagram of `strand`.
+    pub fn to_bytes_of(&self, strand: Strand) -> [u8; REPORT_LEN] {
         let mut out = [0u8; REPORT_LEN];
-        out[0] = REPORT;
+        out[0] = strand.byte(Kind::Report);
         for (i, v) in [
             self.received,
             self.lost,

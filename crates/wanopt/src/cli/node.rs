@@ -229,11 +229,12 @@ pub struct EdgeArgs {
     /// class): `name=NAME` and what it matches, `udp` or `tcp`,
     /// `dst=CIDR[:PORT[-PORT]]` and `dscp=ef|af41|cs5|0-63` (each
     /// repeatable; DSCP of a UDP flow's first datagram), then what it gets:
-    /// `duplicate` (its datagrams go on every path in duplicate mode) and
+    /// `realtime` (UDP: its datagrams go on every path in duplicate mode
+    /// and in FEC's call strand, short blocks with a full code) and
     /// `priority=high|normal|low` (its tunnel stream goes ahead of or
-    /// behind the others). E.g. name=voice,udp,dscp=ef,duplicate,priority=high.
-    /// Without classes every UDP flow is duplicated in duplicate mode; with
-    /// classes only those of a class that says `duplicate`.
+    /// behind the others). E.g. name=voice,udp,dscp=ef,realtime,priority=high.
+    /// Without classes every UDP flow is real-time; with classes only those
+    /// of a class that says `realtime`.
     #[arg(long = "class", value_name = "SPEC")]
     pub class: Vec<String>,
     /// Optimized flows to these destinations, CIDR[:PORT[-PORT]], get TCP

@@ -356,6 +356,19 @@ pub fn bottleneck_path(core: SocketAddr, delay: Duration, rate: u64, queue: u64)
     path_relay(core, delay, Some((rate, queue)), |_, _| false, None)
 }
 
+/// [`bottleneck_path`] that also drops, edge -> core, what `drop` says
+/// (before the bottleneck).
+#[allow(dead_code)]
+pub fn lossy_bottleneck_path(
+    core: SocketAddr,
+    delay: Duration,
+    rate: u64,
+    queue: u64,
+    drop: impl Fn(u64, &[u8]) -> bool + Send + 'static,
+) -> SocketAddr {
+    path_relay(core, delay, Some((rate, queue)), drop, None)
+}
+
 fn path_relay(
     core: SocketAddr,
     delay: Duration,

@@ -47,7 +47,7 @@ pub(crate) struct CoreFlow {
     pub(crate) flows: Arc<TunnelFlows>,
     pub(crate) totals: Arc<UdpTotals>,
     pub(crate) idle_timeout: Duration,
-    /// Its datagrams are marked for duplication (the edge asked).
+    /// Its datagrams are marked: the flow is real-time (the edge says).
     pub(crate) marked: bool,
 }
 

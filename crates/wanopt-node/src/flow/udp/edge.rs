@@ -70,9 +70,6 @@ pub(crate) struct UdpEdge {
     pub(crate) idle_timeout: Duration,
     /// The edge's traffic classes.
     pub(crate) classes: Arc<Classes>,
-    /// The edge's paths duplicate (`--path-mode duplicate`): flows whose
-    /// class says so are duplicated.
-    pub(crate) duplicating: bool,
 }
 
 /// A flow's ends on the LAN side: the client, and the address it sent to
@@ -259,8 +256,7 @@ impl FlowRun {
             Target::Addr(addr) => Some(*addr),
             Target::Domain(..) => None,
         };
-        let mut treatment = self.edge.classes.classify(Proto::Udp, dst, self.dscp);
-        treatment.duplicate &= self.edge.duplicating;
+        let treatment = self.edge.classes.classify(Proto::Udp, dst, self.dscp);
         let mut names = vec!["udp"];
         names.extend(service_names(treatment.services()));
         let guard = state.flows.start(
@@ -274,7 +270,7 @@ impl FlowRun {
         if let Some(class) = treatment.class {
             flow.set_class(class);
         }
-        let marked = treatment.duplicate;
+        let marked = treatment.realtime;
         state.udp.flows.fetch_add(1, Ordering::Relaxed);
         let header = OpenRepr {
             flow_id: flow.id,

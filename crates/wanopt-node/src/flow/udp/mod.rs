@@ -397,8 +397,8 @@ fn deliver(end: &FlowEnd, payload: &[u8], wire: usize, totals: &UdpTotals) {
 }
 
 /// Sends one UDP payload of stream index `id` into the tunnel, numbered
-/// from `seq`, `marked` for duplication (the flow's class says
-/// `duplicate`); the bytes of its frames (headers included), or `None` if
+/// from `seq`, `marked` when the flow is real-time (duplicated when the
+/// paths duplicate, in FEC's call strand); the bytes of its frames (headers included), or `None` if
 /// it was dropped (counted).
 pub(crate) fn send_datagram(
     conn: &quinn::Connection,

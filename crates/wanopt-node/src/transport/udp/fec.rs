@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use super::path::PathSample;
 use serde::{Deserialize, Serialize};
-use wanopt_proto::fec_stream::{self, Decoder, Encoder, FecMode, Kind, Policy, Report, REPORT_LEN};
+use wanopt_proto::fec_stream::{
+    self, Decoder, Encoder, FecMode, Kind, Policy, Report, Strand, REPORT_LEN,
+};
 
 /// How often a receiver reports its counts to a peer that sends it FEC
 /// (when sources arrived since the last report): often enough that the
@@ -76,19 +78,75 @@ pub(super) struct Sender {
     /// which the path still counts as carrying datagrams.
     pub(super) datagrams_sent: u64,
     pub(super) datagram_hold: u8,
+    /// The call strand: the QUIC datagrams that carry real-time UDP flows
+    /// (quinn marks them), coded apart from the rest.
+    pub(super) calls: CallSender,
 }
 
-/// The receiving side from one peer.
+/// The call strand's sending side towards one peer: short blocks and a
+/// full code, whatever the bulk beside it does.
+#[derive(Debug)]
+pub(super) struct CallSender {
+    pub(super) encoder: Encoder,
+    pub(super) policy: Policy,
+    pub(super) flush_after: Duration,
+    pub(super) sparse_rate: f64,
+    /// The peer's last report of this strand.
+    pub(super) report: Option<Report>,
+    /// Source bytes as of the last sample, and samples for which the
+    /// strand still counts as in use.
+    pub(super) source_bytes: u64,
+    pub(super) hold: u8,
+}
+
+impl CallSender {
+    fn new(mode: FecMode, budget: f64) -> CallSender {
+        let mut policy = Policy::new(mode, budget);
+        policy.set_datagrams(true);
+        CallSender {
+            encoder: Encoder::of(Strand::Calls),
+            policy,
+            flush_after: fec_stream::DATAGRAM_FLUSH,
+            sparse_rate: 0.0,
+            report: None,
+            source_bytes: 0,
+            hold: 0,
+        }
+    }
+}
+
+/// The receiving side of one strand from one peer.
 #[derive(Debug, Default)]
-pub(super) struct Receiver {
+pub(super) struct StrandReceiver {
     pub(super) decoder: Decoder,
     /// Sources since the last report, and when it went.
     pub(super) unreported: u64,
     pub(super) reported_at: Option<Instant>,
     /// Repairs received as of the last report.
     pub(super) repairs_reported: u64,
+}
+
+/// The receiving side from one peer.
+#[derive(Debug, Default)]
+pub(super) struct Receiver {
+    pub(super) bulk: StrandReceiver,
+    pub(super) calls: StrandReceiver,
     /// The local address the peer's datagrams arrive at.
     pub(super) local_ip: Option<IpAddr>,
+}
+
+impl Receiver {
+    fn strand(&mut self, strand: Strand) -> &mut StrandReceiver {
+        match strand {
+            Strand::Bulk => &mut self.bulk,
+            Strand::Calls => &mut self.calls,
+        }
+    }
+
+    /// Sources of either strand not reported yet.
+    pub(super) fn unreported(&self) -> u64 {
+        self.bulk.unreported + self.calls.unreported
+    }
 }
 
 /// The node's FEC state.
@@ -168,6 +226,35 @@ pub struct FecStatus {
     pub received_loss_percent: f64,
     /// Receiving: loss after repair, percent.
     pub received_residual_percent: f64,
+    /// Sending, call strand (the packets of real-time UDP flows, coded
+    /// apart): its code now, or none.
+    #[serde(default)]
+    pub calls_code: Option<String>,
+    /// Sending, call strand: sources sent.
+    #[serde(default)]
+    pub calls_sources_sent: u64,
+    /// Sending, call strand: repairs sent.
+    #[serde(default)]
+    pub calls_repairs_sent: u64,
+    /// Sending, call strand: repair bytes over source bytes, percent.
+    #[serde(default)]
+    pub calls_overhead_percent: f64,
+    /// Sending, call strand: loss before repair at the peer, percent, as
+    /// it last reported.
+    #[serde(default)]
+    pub calls_loss_percent: f64,
+    /// Sending, call strand: loss after repair at the peer, percent.
+    #[serde(default)]
+    pub calls_residual_loss_percent: f64,
+    /// Receiving, call strand: sources that arrived.
+    #[serde(default)]
+    pub calls_received: u64,
+    /// Receiving, call strand: sources lost on the way (before repair).
+    #[serde(default)]
+    pub calls_lost: u64,
+    /// Receiving, call strand: lost sources rebuilt from repairs.
+    #[serde(default)]
+    pub calls_recovered: u64,
 }
 
 fn percent(part: u64, whole: u64) -> f64 {
@@ -200,10 +287,9 @@ impl FecPeers {
         sending: f64,
     ) {
         let (mode, budget) = (self.mode, self.budget);
-        let peer_numbers = self
-            .receivers
-            .get(&peer)
-            .is_some_and(|r| r.decoder.stats().received > 0);
+        let peer_numbers = self.receivers.get(&peer).is_some_and(|r| {
+            r.bulk.decoder.stats().received > 0 || r.calls.decoder.stats().received > 0
+        });
         let sender = self.senders.entry(peer).or_insert_with(|| Sender {
             encoder: Encoder::new(),
             policy: Policy::new(mode, budget),
@@ -220,6 +306,7 @@ impl FecPeers {
             sparse_rate: 0.0,
             datagrams_sent: sample.datagrams_sent,
             datagram_hold: 0,
+            calls: CallSender::new(mode, budget),
         });
         // In `auto` the datagrams are numbered, for the peer to count what
         // this direction loses, once either direction has lost one (this
@@ -282,9 +369,33 @@ impl FecPeers {
             Some(_) => sender.filling_hold > 0,
             None => bulk,
         };
+        // The call strand: numbered whenever the bulk strand is (a batch
+        // is wrapped whole), its own code from its own reports, its budget
+        // from what it sends. Every loss counts, congestion's too: nothing
+        // resends a call's datagram, and its repairs are a small load.
+        let calls = &mut sender.calls;
+        calls.encoder.set_measuring(sender.encoder.wraps());
+        let call_bytes = calls.encoder.stats().source_bytes;
+        let call_rate = call_bytes.saturating_sub(calls.source_bytes) as f64
+            / super::SAMPLE_INTERVAL.as_secs_f64();
+        if call_bytes != calls.source_bytes {
+            calls.hold = DATAGRAM_HOLD;
+        } else {
+            calls.hold = calls.hold.saturating_sub(1);
+        }
+        calls.source_bytes = call_bytes;
+        calls.sparse_rate = calls.policy.repair_rate(capacity.unwrap_or(0.0), call_rate);
+        calls
+            .policy
+            .on_quic(sample.sent_packets, sample.lost_packets, false);
+        calls.flush_after = calls.policy.flush_after(sample.srtt);
+        // Datagrams not in the call strand (flows of no real-time class)
+        // get the datagram code of the bulk strand while no bulk drives
+        // the path, as before; while the call strand is in use it has them.
+        let calls_in_use = calls.hold > 0;
         sender
             .policy
-            .set_datagrams(sender.datagram_hold > 0 && !driving);
+            .set_datagrams(sender.datagram_hold > 0 && !driving && !calls_in_use);
         sender.sparse_rate = sender.policy.repair_rate(capacity.unwrap_or(0.0), sending);
         sender
             .policy
@@ -306,6 +417,13 @@ impl FecPeers {
         sender
             .encoder
             .set_partial_repairs(sender.policy.partial_repairs(), sender.sparse_rate);
+        let calls = &mut sender.calls;
+        calls
+            .encoder
+            .set_params(calls.policy.params(), calls.flush_after, &mut repairs);
+        calls
+            .encoder
+            .set_partial_repairs(calls.policy.partial_repairs(), calls.sparse_rate);
         self.outgoing.extend(repairs.drain(..).map(|r| (peer, r)));
         self.scratch = repairs;
     }
@@ -324,20 +442,26 @@ impl FecPeers {
     }
 
     /// The next datagrams of `peer` went out as sources (`datagrams`, as
-    /// quinn gave them); repairs of blocks they closed go to `outgoing`.
+    /// quinn gave them, those of bit i of `calls` in the call strand);
+    /// repairs of blocks they closed go to `outgoing`.
     pub(super) fn on_sent(
         &mut self,
         now: Instant,
         peer: SocketAddr,
         datagrams: &[u8],
         size: usize,
+        calls: u64,
     ) {
         let Some(sender) = self.senders.get_mut(&peer) else {
             return;
         };
         let mut repairs = std::mem::take(&mut self.scratch);
-        for d in datagrams.chunks(size.max(1)) {
-            sender.encoder.on_sent(now, d, &mut repairs);
+        for (i, d) in datagrams.chunks(size.max(1)).enumerate() {
+            if in_calls(calls, i) {
+                sender.calls.encoder.on_sent(now, d, &mut repairs);
+            } else {
+                sender.encoder.on_sent(now, d, &mut repairs);
+            }
         }
         self.outgoing.extend(repairs.drain(..).map(|r| (peer, r)));
         self.scratch = repairs;
@@ -350,29 +474,34 @@ impl FecPeers {
         let mut next: Option<Instant> = None;
         for (peer, sender) in &mut self.senders {
             sender.encoder.flush_due(now, &mut repairs);
+            sender.calls.encoder.flush_due(now, &mut repairs);
             self.outgoing.extend(repairs.drain(..).map(|r| (*peer, r)));
             next = min_time(next, sender.encoder.poll_timeout());
+            next = min_time(next, sender.calls.encoder.poll_timeout());
         }
         self.scratch = repairs;
         for (peer, receiver) in &mut self.receivers {
-            if receiver.unreported == 0 {
-                continue;
-            }
-            let repairs = receiver.decoder.stats().repairs;
-            let interval = if repairs > receiver.repairs_reported {
-                REPORT_INTERVAL
-            } else {
-                MEASURE_REPORT_INTERVAL
-            };
-            let due = receiver.reported_at.map_or(now, |at| at + interval);
-            if due <= now {
-                let report = receiver.decoder.report().to_bytes();
-                self.outgoing.push((*peer, report.to_vec()));
-                receiver.unreported = 0;
-                receiver.reported_at = Some(now);
-                receiver.repairs_reported = repairs;
-            } else {
-                next = min_time(next, Some(due));
+            for strand in [Strand::Bulk, Strand::Calls] {
+                let receiver = receiver.strand(strand);
+                if receiver.unreported == 0 {
+                    continue;
+                }
+                let repairs = receiver.decoder.stats().repairs;
+                let interval = if repairs > receiver.repairs_reported {
+                    REPORT_INTERVAL
+                } else {
+                    MEASURE_REPORT_INTERVAL
+                };
+                let due = receiver.reported_at.map_or(now, |at| at + interval);
+                if due <= now {
+                    let report = receiver.decoder.report().to_bytes_of(strand);
+                    self.outgoing.push((*peer, report.to_vec()));
+                    receiver.unreported = 0;
+                    receiver.reported_at = Some(now);
+                    receiver.repairs_reported = repairs;
+                } else {
+                    next = min_time(next, Some(due));
+                }
             }
         }
         next
@@ -385,7 +514,7 @@ impl FecPeers {
         &mut self,
         from: SocketAddr,
         dst_ip: Option<IpAddr>,
-        kind: Kind,
+        (kind, strand): (Kind, Strand),
         datagram: &'a [u8],
     ) -> Option<&'a [u8]> {
         let known = self.senders.contains_key(&from);
@@ -394,12 +523,12 @@ impl FecPeers {
                 if !known {
                     return fec_stream::parse_source(datagram).ok().map(|(_, d)| d);
                 }
-                let receiver = self.receivers.entry(from).or_default();
+                let receiver = self.receivers.entry(from).or_default().strand(strand);
                 receiver.unreported += 1;
                 receiver.decoder.on_source(datagram).ok()
             }
             Kind::Repair => {
-                let receiver = self.receivers.get_mut(&from)?;
+                let receiver = self.receivers.get_mut(&from)?.strand(strand);
                 let mut rebuilt = std::mem::take(&mut self.scratch);
                 if let Err(e) = receiver.decoder.on_repair(datagram, &mut rebuilt) {
                     tracing::trace!("FEC repair from {from} refused: {e}");
@@ -420,6 +549,19 @@ impl FecPeers {
                 let Ok(report) = fec_stream::parse_report(datagram) else {
                     return None;
                 };
+                if strand == Strand::Calls {
+                    let calls = &mut sender.calls;
+                    if let (Some(last), Some(repaired)) = (calls.report, &sender.repaired) {
+                        let d = report.since(&last);
+                        if d.recovered < 1 << 20 {
+                            repaired.fetch_add(u64::from(d.recovered), Ordering::Relaxed);
+                        }
+                    }
+                    calls.report = Some(report);
+                    calls.policy.on_report(report, false);
+                    self.apply(from);
+                    return None;
+                }
                 if let (Some(last), Some(repaired)) = (sender.report, &sender.repaired) {
                     let d = report.since(&last);
                     if d.recovered < 1 << 20 {
@@ -465,8 +607,26 @@ impl FecPeers {
                     percent(u64::from(r.lost.saturating_sub(r.recovered)), total);
             }
         }
+        if let Some(sender) = self.senders.get(&peer) {
+            let calls = &sender.calls;
+            let stats = calls.encoder.stats();
+            s.calls_code = calls.policy.state().params.map(|p| p.to_string());
+            s.calls_sources_sent = stats.sources;
+            s.calls_repairs_sent = stats.repairs;
+            s.calls_overhead_percent = percent(stats.repair_bytes, stats.source_bytes);
+            if let Some(r) = calls.report {
+                let total = u64::from(r.received) + u64::from(r.lost);
+                s.calls_loss_percent = percent(u64::from(r.lost), total);
+                s.calls_residual_loss_percent =
+                    percent(u64::from(r.lost.saturating_sub(r.recovered)), total);
+            }
+        }
         if let Some(receiver) = self.receivers.get(&peer) {
-            let d = receiver.decoder.stats();
+            let c = receiver.calls.decoder.stats();
+            s.calls_received = c.received;
+            s.calls_lost = c.lost;
+            s.calls_recovered = c.recovered;
+            let d = receiver.bulk.decoder.stats();
             s.received = d.received;
             s.lost = d.lost;
             s.recovered = d.recovered;
@@ -477,6 +637,12 @@ impl FecPeers {
         }
         s
     }
+}
+
+/// Whether datagram `i` of a transmit is in the call strand (bit `i` of
+/// `calls`; none past the 64th).
+pub(super) fn in_calls(calls: u64, i: usize) -> bool {
+    i < 64 && calls >> i & 1 == 1
 }
 
 fn min_time(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {

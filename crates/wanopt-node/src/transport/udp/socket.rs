@@ -101,12 +101,28 @@ impl DupSocket {
         let count = transmit.contents.len().div_ceil(size);
         wrapped.clear();
         wrapped.reserve(transmit.contents.len() + count * SOURCE_HEADER);
+        // The datagrams that carry real-time UDP flows (quinn marks them)
+        // go in the call strand, the rest in the bulk strand; each strand
+        // numbers its own.
+        let calls = if sender.calls.encoder.wraps() {
+            flagged
+        } else {
+            0
+        };
+        let (mut bulk_n, mut calls_n) = (0, 0);
         for (i, datagram) in transmit.contents.chunks(size).enumerate() {
-            sender.encoder.wrap(i, datagram, &mut wrapped);
+            if super::fec::in_calls(calls, i) {
+                sender.calls.encoder.wrap(calls_n, datagram, &mut wrapped);
+                calls_n += 1;
+            } else {
+                sender.encoder.wrap(bulk_n, datagram, &mut wrapped);
+                bulk_n += 1;
+            }
         }
         // A block began (a code is on and none was being filled): the
         // task must watch its deadline.
-        let idle = sender.encoder.params().is_some() && sender.encoder.poll_timeout().is_none();
+        let idle = |e: &fec_stream::Encoder| e.params().is_some() && e.poll_timeout().is_none();
+        let idle = idle(&sender.encoder) || idle(&sender.calls.encoder);
         sender.local_ip = transmit.src_ip;
         let sent = self.send_raw(
             &Transmit {
@@ -127,6 +143,7 @@ impl DupSocket {
             transmit.destination,
             transmit.contents,
             size,
+            calls,
         );
         self.send_outgoing(&mut fec);
         if idle {
@@ -287,9 +304,12 @@ impl DupSocket {
                 let quic = if fec::is_parity(segment) {
                     parity.on_datagram(m.addr, m.dst_ip, segment);
                     None
-                } else if let Some(kind) = fec_stream::kind(segment) {
-                    let waiting = fec.receivers.get(&m.addr).is_none_or(|r| r.unreported == 0);
-                    let payload = fec.on_received(m.addr, m.dst_ip, kind, segment);
+                } else if let Some((kind, strand)) = fec_stream::classify(segment) {
+                    let waiting = fec
+                        .receivers
+                        .get(&m.addr)
+                        .is_none_or(|r| r.unreported() == 0);
+                    let payload = fec.on_received(m.addr, m.dst_ip, (kind, strand), segment);
                     if kind == fec_stream::Kind::Source {
                         wake |= waiting;
                         if let Some(r) = fec.receivers.get_mut(&m.addr) {
