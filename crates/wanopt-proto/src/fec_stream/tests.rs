@@ -718,3 +718,52 @@ fn the_call_strand_has_its_own_bytes_and_decodes_the_same() {
         }
     }
 }
+
+#[test]
+fn a_second_strand_starts_from_the_first_ones_measure_until_it_has_its_own() {
+    // The bulk strand measured 5% over 20,000 datagrams.
+    let mut bulk = Policy::new(FecMode::Auto, DEFAULT_BUDGET);
+    bulk.on_report(Report::default(), false);
+    bulk.on_report(
+        Report {
+            received: 19_000,
+            lost: 1_000,
+            runs: 1_000,
+            ..Report::default()
+        },
+        false,
+    );
+    let mut calls = Policy::new(FecMode::Auto, DEFAULT_BUDGET);
+    calls.set_datagrams(true);
+    // On its own, 200 call datagrams with 10 lost are too few to act on.
+    calls.on_report(Report::default(), false);
+    calls.on_report(
+        Report {
+            received: 190,
+            lost: 10,
+            runs: 10,
+            ..Report::default()
+        },
+        false,
+    );
+    assert_eq!(calls.partial_repairs()[1], 0, "{:?}", calls.state());
+    // Seeded: the full code for 5% at once (3 repairs for a lone source).
+    calls.seed_from(&bulk);
+    assert!(calls.params().is_some());
+    assert_eq!(calls.partial_repairs()[1], 3, "{:?}", calls.state());
+    // A strand with evidence of its own keeps it.
+    let mut own = Policy::new(FecMode::Auto, DEFAULT_BUDGET);
+    own.on_report(Report::default(), false);
+    own.on_report(
+        Report {
+            received: 1_980,
+            lost: 20,
+            runs: 20,
+            ..Report::default()
+        },
+        false,
+    );
+    let before = own.state();
+    own.seed_from(&bulk);
+    assert_eq!(own.state(), before);
+}

@@ -36,6 +36,12 @@ const FILLING_HOLD: u8 = 5;
 /// still counts as carrying datagrams (a call's silence, a video's
 /// pause: the code must not go lean and back with each).
 const DATAGRAM_HOLD: u8 = 20;
+/// The call strand's repairs beyond its code's share, over its own bytes.
+const CALL_BUDGET: f64 = 1.0;
+/// The call strand's block deadline: a video frame (7 datagrams paced
+/// over about 4 ms at 20 Mbit/s) fits one block; a lost datagram waits
+/// at most this for its repairs.
+const CALL_FLUSH: Duration = Duration::from_millis(6);
 /// Datagrams held for quinn at most (rebuilt ones, and those a received
 /// batch could not keep in place).
 const HELD: usize = 256;
@@ -384,11 +390,25 @@ impl FecPeers {
             calls.hold = calls.hold.saturating_sub(1);
         }
         calls.source_bytes = call_bytes;
-        calls.sparse_rate = calls.policy.repair_rate(capacity.unwrap_or(0.0), call_rate);
+        // Until it has measured enough losses of its own, the bulk
+        // strand's measure of the same path (a call's 50 packets a second
+        // would take seconds to show 16 losses).
+        calls.policy.seed_from(&sender.policy);
+        // Beside a bulk transfer, repairs beyond the code's share at most
+        // the strand's own bytes: they are sent outside the controller,
+        // and at a quarter of the path (the budget of a call alone) they
+        // took 3 of a 20 Mbit/s path's 16 Mbit/s of bulk and filled its
+        // queue (voice p50 +20 ms). Alone, a call's lone datagrams get
+        // their three repairs each.
+        calls.sparse_rate = if driving {
+            call_rate * CALL_BUDGET
+        } else {
+            calls.policy.repair_rate(capacity.unwrap_or(0.0), call_rate)
+        };
         calls
             .policy
             .on_quic(sample.sent_packets, sample.lost_packets, false);
-        calls.flush_after = calls.policy.flush_after(sample.srtt);
+        calls.flush_after = CALL_FLUSH.min(flush_after(sample.srtt));
         // Datagrams not in the call strand (flows of no real-time class)
         // get the datagram code of the bulk strand while no bulk drives
         // the path, as before; while the call strand is in use it has them.
