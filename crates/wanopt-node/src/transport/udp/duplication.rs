@@ -10,6 +10,7 @@ use std::time::Instant;
 use quinn::AsyncUdpSocket;
 use tokio::sync::Notify;
 use wanopt_proto::dup::{TailDup, TailParams, TailStats, BUSY_SHARE};
+use wanopt_proto::path::PathMode;
 
 use super::fec::FecStatus;
 use super::path::{PathMemory, PathSample};
@@ -84,12 +85,19 @@ impl Duplication {
             .active
             .store(policy.is_active(), Ordering::Relaxed);
         drop(policy);
+        // The table's lock is let go before the FEC's is taken.
+        let duplicating = self.shared.paths().mode(peer) == Some(PathMode::Duplicate);
         let mut fec = self.shared.fec();
         // What the path carries: this direction's estimate, or what
         // arrived from the peer (a direction that only acknowledges
         // measures nothing of its own).
         let carries = super::path::higher(capacity, received_peak);
-        fec.on_sample(peer, sample, bulk, ending, carries, send_rate);
+        let traffic = super::fec::Traffic {
+            bulk,
+            ending,
+            duplicating,
+        };
+        fec.on_sample(peer, sample, traffic, carries, send_rate);
         self.shared.fec_on.store(fec.any_wraps(), Ordering::Relaxed);
         let changed = !fec.outgoing.is_empty();
         drop(fec);

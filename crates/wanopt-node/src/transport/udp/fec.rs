@@ -186,6 +186,17 @@ impl Default for FecPeers {
     }
 }
 
+/// What a path carries, for [`FecPeers::on_sample`].
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Traffic {
+    /// Bulk traffic (bulk and no stream ending: the lean code).
+    pub(super) bulk: bool,
+    /// A stream is ending on it.
+    pub(super) ending: bool,
+    /// Its paths duplicate.
+    pub(super) duplicating: bool,
+}
+
 /// A path's FEC in `/status`: what this node sends and what it receives.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct FecStatus {
@@ -280,18 +291,21 @@ impl FecPeers {
 
     /// A sample of the connection to `peer`: its QUIC totals, its
     /// controller's count of congestive rounds and its estimate of the
-    /// random loss, whether it carries bulk traffic and whether a stream
-    /// is ending on it (bulk and no end: the lean code), the path's
+    /// random loss, what the path carries (`traffic`), the path's
     /// capacity and what this node sends on it, bytes per second.
     pub(super) fn on_sample(
         &mut self,
         peer: SocketAddr,
         sample: &PathSample,
-        bulk: bool,
-        ending: bool,
+        traffic: Traffic,
         capacity: Option<f64>,
         sending: f64,
     ) {
+        let Traffic {
+            bulk,
+            ending,
+            duplicating,
+        } = traffic;
         let (mode, budget) = (self.mode, self.budget);
         let peer_numbers = self.receivers.get(&peer).is_some_and(|r| {
             r.bulk.decoder.stats().received > 0 || r.calls.decoder.stats().received > 0
@@ -392,8 +406,12 @@ impl FecPeers {
         calls.source_bytes = call_bytes;
         // Until it has measured enough losses of its own, the bulk
         // strand's measure of the same path (a call's 50 packets a second
-        // would take seconds to show 16 losses).
-        calls.policy.seed_from(&sender.policy);
+        // would take seconds to show 16 losses); not when the paths
+        // duplicate: the call's packets then lose what both paths lose
+        // together, the bulk's what one does.
+        if !duplicating {
+            calls.policy.seed_from(&sender.policy);
+        }
         // Beside a bulk transfer, repairs beyond the code's share at most
         // the strand's own bytes: they are sent outside the controller,
         // and at a quarter of the path (the budget of a call alone) they
@@ -676,6 +694,13 @@ fn min_time(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
 mod tests {
     use super::*;
 
+    fn traffic(bulk: bool) -> Traffic {
+        Traffic {
+            bulk,
+            ..Traffic::default()
+        }
+    }
+
     fn sample(datagrams_sent: u64) -> PathSample {
         PathSample {
             sent_packets: 0,
@@ -700,30 +725,30 @@ mod tests {
             mode: FecMode::Auto,
             ..FecPeers::default()
         };
-        fec.on_sample(peer, &sample(0), false, false, Some(2.5e6), 2e6);
+        fec.on_sample(peer, &sample(0), traffic(false), Some(2.5e6), 2e6);
         let sender = &fec.senders[&peer];
         assert!(!fec.status(peer).datagrams);
         assert_eq!(sender.flush_after, Duration::from_millis(20));
         assert_eq!(sender.sparse_rate, 25_000.0);
         // A UDP flow's datagrams went out since.
-        fec.on_sample(peer, &sample(50), false, false, Some(2.5e6), 2e6);
+        fec.on_sample(peer, &sample(50), traffic(false), Some(2.5e6), 2e6);
         let sender = &fec.senders[&peer];
         assert!(fec.status(peer).datagrams);
         assert_eq!(sender.flush_after, fec_stream::DATAGRAM_FLUSH);
         assert_eq!(sender.sparse_rate, 1e6);
         // A pause shorter than the hold keeps it; a longer one ends it.
         for _ in 0..DATAGRAM_HOLD - 1 {
-            fec.on_sample(peer, &sample(50), false, false, Some(2.5e6), 2e6);
+            fec.on_sample(peer, &sample(50), traffic(false), Some(2.5e6), 2e6);
         }
         assert!(fec.status(peer).datagrams);
-        fec.on_sample(peer, &sample(50), false, false, Some(2.5e6), 2e6);
+        fec.on_sample(peer, &sample(50), traffic(false), Some(2.5e6), 2e6);
         assert!(!fec.status(peer).datagrams);
         assert_eq!(fec.senders[&peer].flush_after, Duration::from_millis(20));
         // Next to bulk traffic, the bulk's code: without wanopt's BBR, by
         // the bulk flag ...
-        fec.on_sample(peer, &sample(90), true, false, Some(2.5e6), 2e6);
+        fec.on_sample(peer, &sample(90), traffic(true), Some(2.5e6), 2e6);
         assert!(!fec.status(peer).datagrams);
-        fec.on_sample(peer, &sample(99), false, false, Some(2.5e6), 2e6);
+        fec.on_sample(peer, &sample(99), traffic(false), Some(2.5e6), 2e6);
         assert!(fec.status(peer).datagrams);
         // ... with it, while its rounds are filled (an acknowledgement
         // stream above the bulk share of a slow estimate is no bulk).
@@ -731,9 +756,9 @@ mod tests {
             filled_rounds: Some(filled),
             ..sample(datagrams)
         };
-        fec.on_sample(peer, &rounds(0, 100), true, false, Some(2.5e6), 2e6);
+        fec.on_sample(peer, &rounds(0, 100), traffic(true), Some(2.5e6), 2e6);
         assert!(fec.status(peer).datagrams);
-        fec.on_sample(peer, &rounds(5, 101), true, false, Some(2.5e6), 2e6);
+        fec.on_sample(peer, &rounds(5, 101), traffic(true), Some(2.5e6), 2e6);
         assert!(!fec.status(peer).datagrams);
     }
 }
