@@ -735,13 +735,13 @@ fn a_second_strand_starts_from_the_first_ones_measure_until_it_has_its_own() {
     );
     let mut calls = Policy::new(FecMode::Auto, DEFAULT_BUDGET);
     calls.set_datagrams(true);
-    // On its own, 200 call datagrams with 10 lost are too few to act on.
+    // On its own, 60 call datagrams with 3 lost are too few to act on.
     calls.on_report(Report::default(), false);
     calls.on_report(
         Report {
-            received: 190,
-            lost: 10,
-            runs: 10,
+            received: 57,
+            lost: 3,
+            runs: 3,
             ..Report::default()
         },
         false,
@@ -766,4 +766,28 @@ fn a_second_strand_starts_from_the_first_ones_measure_until_it_has_its_own() {
     let before = own.state();
     own.seed_from(&bulk);
     assert_eq!(own.state(), before);
+}
+
+#[test]
+fn datagrams_get_a_repair_per_block_from_a_tenth_of_a_percent() {
+    // Two duplicated paths at 5% each: 0.25% together, over 8,000
+    // datagrams (20 lost).
+    let report = Report {
+        received: 7_980,
+        lost: 20,
+        runs: 20,
+        ..Report::default()
+    };
+    let mut calls = Policy::new(FecMode::Auto, DEFAULT_BUDGET);
+    calls.set_datagrams(true);
+    calls.on_report(Report::default(), false);
+    calls.on_report(report, false);
+    assert_eq!(calls.partial_repairs()[1], 1, "{:?}", calls.state());
+    assert_eq!(calls.partial_repairs()[7], 1, "{:?}", calls.state());
+    // The same loss for a sparse sender of the bulk strand: no repairs
+    // beyond the code's share.
+    let mut bulk = Policy::new(FecMode::Auto, DEFAULT_BUDGET);
+    bulk.on_report(Report::default(), false);
+    bulk.on_report(report, false);
+    assert_eq!(bulk.partial_repairs()[1], 0, "{:?}", bulk.state());
 }
