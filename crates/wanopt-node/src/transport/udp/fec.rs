@@ -587,26 +587,22 @@ impl FecPeers {
                 let Ok(report) = fec_stream::parse_report(datagram) else {
                     return None;
                 };
-                if strand == Strand::Calls {
-                    let calls = &mut sender.calls;
-                    if let (Some(last), Some(repaired)) = (calls.report, &sender.repaired) {
-                        let d = report.since(&last);
-                        if d.recovered < 1 << 20 {
-                            repaired.fetch_add(u64::from(d.recovered), Ordering::Relaxed);
-                        }
-                    }
-                    calls.report = Some(report);
-                    calls.policy.on_report(report, false);
-                    self.apply(from);
-                    return None;
-                }
-                if let (Some(last), Some(repaired)) = (sender.report, &sender.repaired) {
+                let last = match strand {
+                    Strand::Bulk => sender.report.replace(report),
+                    Strand::Calls => sender.calls.report.replace(report),
+                };
+                // Both strands' repaired packets are the controller's.
+                if let (Some(last), Some(repaired)) = (last, &sender.repaired) {
                     let d = report.since(&last);
                     if d.recovered < 1 << 20 {
                         repaired.fetch_add(u64::from(d.recovered), Ordering::Relaxed);
                     }
                 }
-                sender.report = Some(report);
+                if strand == Strand::Calls {
+                    sender.calls.policy.on_report(report, false);
+                    self.apply(from);
+                    return None;
+                }
                 // The report counts the sources from the first up to
                 // `received + lost`: while that is short of the last
                 // congested sample's, its losses are the congestion's.
