@@ -19,19 +19,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-/// A UDP echo server on loopback.
-fn udp_echo() -> SocketAddr {
-    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let addr = socket.local_addr().unwrap();
-    thread::spawn(move || {
-        let mut buf = vec![0u8; 65_536];
-        while let Ok((n, from)) = socket.recv_from(&mut buf) {
-            let _ = socket.send_to(&buf[..n], from);
-        }
-    });
-    addr
-}
-
 /// A TCP server that sends `len` bytes of `Pattern::new(seed)` to each
 /// connection.
 fn tcp_source(len: usize, seed: u64) -> SocketAddr {

@@ -18,19 +18,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-/// A UDP echo server on loopback.
-fn udp_echo() -> SocketAddr {
-    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let addr = socket.local_addr().unwrap();
-    thread::spawn(move || {
-        let mut buf = vec![0u8; 65_536];
-        while let Ok((n, from)) = socket.recv_from(&mut buf) {
-            let _ = socket.send_to(&buf[..n], from);
-        }
-    });
-    addr
-}
-
 /// A TCP server that reads each connection to its end; the bytes read.
 fn tcp_sink() -> (SocketAddr, Arc<AtomicU64>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();

@@ -579,3 +579,17 @@ pub fn echo_server() -> SocketAddr {
     });
     addr
 }
+
+/// A UDP echo server on loopback.
+#[allow(dead_code)]
+pub fn udp_echo() -> SocketAddr {
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = socket.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 65_536];
+        while let Ok((n, from)) = socket.recv_from(&mut buf) {
+            let _ = socket.send_to(&buf[..n], from);
+        }
+    });
+    addr
+}
