@@ -1,5 +1,5 @@
 //! The control plane: `/status`, `/flows`, `/metrics` (Prometheus text),
-//! `/cache` and `POST /cache/clear` over HTTP on a local address. Reading
+//! `/cache`, `POST /cache/clear` and `POST /reload` over HTTP on a local address. Reading
 //! is open to whoever reaches the address; changing anything needs the
 //! node's token ([`token`]); the listener bounds its connections and their
 //! time ([`mod@serve`]), and every request passes the [`guard`].
@@ -54,6 +54,7 @@ pub fn router(state: Arc<NodeState>) -> Router {
         .route("/metrics", get(metrics::metrics))
         .route("/cache", get(cache))
         .route("/cache/clear", post(cache_clear))
+        .route("/reload", post(reload))
         .with_state(state)
 }
 
@@ -93,5 +94,31 @@ async fn cache_clear(State(state): State<Arc<NodeState>>) -> impl IntoResponse {
         Ok(Ok(())) => (StatusCode::OK, "cleared".to_owned()),
         Ok(Err(e)) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+/// Re-reads the node's configuration: 200 with what changed, 422 with
+/// why the new configuration was refused (the running one is kept).
+async fn reload(State(state): State<Arc<NodeState>>) -> impl IntoResponse {
+    let Some(requests) = state.reloads() else {
+        return (
+            StatusCode::CONFLICT,
+            "this node cannot reload: it was started without a config file".to_owned(),
+        );
+    };
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    if requests.send(reply).await.is_err() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the node is shutting down".to_owned(),
+        );
+    }
+    match answer.await {
+        Ok(Ok(changes)) => (StatusCode::OK, changes),
+        Ok(Err(why)) => (StatusCode::UNPROCESSABLE_ENTITY, why),
+        Err(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the node is shutting down".to_owned(),
+        ),
     }
 }

@@ -15,19 +15,29 @@ use wanopt_proto::{
 };
 
 use crate::class::{service_names, Priority};
-use crate::control;
 use crate::error::{NodeError, UsageError};
 use crate::flow::limits::{FlowLimits, FlowLimitsConfig};
 use crate::flow::udp::core::CoreFlow;
 use crate::flow::udp::{read_datagrams, TunnelFlows};
 use crate::flow::{carry, report, Facing, FlowState};
-use crate::lifecycle::{self, Shutdown};
 use crate::policy::{Permit, RuleSet};
-use crate::reduce::{self, Caches, PeerEntry, ReduceConfig};
-use crate::state::{NodeState, Role};
+use crate::reduce::{self, PeerEntry, ReduceConfig};
+use crate::state::NodeState;
 use crate::transport::handshakes::InProgress;
 use crate::transport::identity::{self, peer_key, PrivateKey, PublicKey};
 use crate::transport::tunnel::{self, TunnelTuning};
+
+/// A peer the core accepts tunnels from, and what it may reach.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcceptedPeer {
+    /// Its pinned public key.
+    pub key: PublicKey,
+    /// Destinations the core may connect to for it; empty allows nothing.
+    pub allow: RuleSet,
+    /// Destinations the core may send its UDP flows to (never implied by
+    /// `allow`); empty allows none.
+    pub allow_udp: RuleSet,
+}
 
 /// A validated core configuration.
 #[derive(Debug)]
@@ -36,13 +46,9 @@ pub struct CoreConfig {
     pub listen: SocketAddr,
     /// This node's key.
     pub key: PrivateKey,
-    /// Pinned edge keys.
-    pub peer_keys: Vec<PublicKey>,
-    /// Destinations the core may connect to; empty allows nothing.
-    pub allow: RuleSet,
-    /// Destinations the core may send UDP flows to (`--allow-udp`, never
-    /// implied by `allow`); empty allows none.
-    pub allow_udp: RuleSet,
+    /// The peers it accepts (`--peer-key` with `--allow` and
+    /// `--allow-udp`, or `[[peer]]` sections, each with its own lists).
+    pub peers: Vec<AcceptedPeer>,
     /// A UDP flow the edge neither used nor ended for this long (plus
     /// [`crate::flow::udp::CORE_IDLE_GRACE`]) ends.
     pub udp_idle_timeout: Duration,
@@ -124,29 +130,40 @@ fn host_addresses() -> Vec<std::net::IpAddr> {
 
 /// Runs a core until `shutdown` resolves, then drains flows for a bounded time.
 pub async fn run(config: CoreConfig, shutdown: impl Future<Output = ()>) -> Result<(), NodeError> {
-    if config.peer_keys.is_empty() {
+    crate::node::run(
+        crate::node::NodeConfig {
+            core: Some(config),
+            edge: None,
+        },
+        None,
+        shutdown,
+    )
+    .await
+}
+
+/// Warns of peers that may reach nothing.
+fn warn_empty_allowlists(peers: &[AcceptedPeer]) {
+    for peer in peers {
+        if peer.allow.is_empty() && peer.allow_udp.is_empty() {
+            warn!("peer {}: no allow rule: every destination it asks for will be refused (a node is never an open relay)", peer.key);
+        }
+    }
+}
+
+/// Starts accepting tunnels: binds the listening endpoint (which the
+/// node's dialed tunnels share) and spawns its accept loop in `tasks`.
+pub(crate) fn start(
+    config: CoreConfig,
+    dialed: &[PublicKey],
+    state: &Arc<NodeState>,
+    tasks: &mut tokio::task::JoinSet<()>,
+) -> Result<(Arc<Core>, quinn::Endpoint), NodeError> {
+    if config.peers.is_empty() {
         return Err(UsageError::NoPeerKey.into());
     }
-    if config.allow.is_empty() {
-        warn!("no --allow rule: every destination will be refused (a node is never an open relay)");
-    }
-    let caches = match config.reduce.clone() {
-        Some(reduce) => Some(Arc::new(Caches::new(reduce)?)),
-        None => None,
-    };
-    let state = NodeState::new(
-        Role::Core,
-        config.tuning.congestion,
-        config.tuning.duplication,
-        caches,
-    );
-    state.flows.set_idle_timeout(config.flow_idle_timeout);
-    state.set_window_budget(config.tuning.window_budget.clone());
-    let control = match config.control {
-        Some(addr) => Some(control::bind(addr, config.control_token.as_deref()).await?),
-        None => None,
-    };
-    let server_config = tunnel::server_config(&config.key, &config.peer_keys, &config.tuning)?;
+    warn_empty_allowlists(&config.peers);
+    let server_config =
+        tunnel::server_config(&config.key, &pinned(&config.peers, dialed), &config.tuning)?;
     let endpoint = tunnel::endpoint(
         config.listen,
         Some(server_config),
@@ -155,15 +172,12 @@ pub async fn run(config: CoreConfig, shutdown: impl Future<Output = ()>) -> Resu
         &state.duplication,
     )?;
     info!(
-        "core {} listening on udp {} ({} pinned edge key(s), {} allow rule(s))",
+        "core {} listening on udp {} ({} pinned peer key(s), {} allow rule(s))",
         config.key.public_key(),
         endpoint.local_addr().map_err(NodeError::LocalAddress)?,
-        config.peer_keys.len(),
-        config.allow.0.len()
+        config.peers.len(),
+        config.peers.iter().map(|p| p.allow.0.len()).sum::<usize>()
     );
-    let shutdown_signal = Shutdown::new();
-    let mut tasks = tokio::task::JoinSet::new();
-    lifecycle::spawn_housekeeping(&mut tasks, &state, control);
     {
         let handshakes = state.handshakes.clone();
         tasks.spawn(async move {
@@ -175,12 +189,13 @@ pub async fn run(config: CoreConfig, shutdown: impl Future<Output = ()>) -> Resu
             }
         });
     }
-    let drain = config.drain;
     let core = Arc::new(Core {
         limits: FlowLimits::new(config.limits),
+        peers: std::sync::RwLock::new(Arc::new(config.peers.clone())),
         config,
         state: state.clone(),
         host: HostAddrs::default(),
+        endpoint: endpoint.clone(),
     });
     {
         let endpoint = endpoint.clone();
@@ -193,33 +208,96 @@ pub async fn run(config: CoreConfig, shutdown: impl Future<Output = ()>) -> Resu
             }
         });
     }
-
-    shutdown.await;
-    info!(
-        "shutting down: no new tunnels; draining {} flow(s) for up to {drain:?}",
-        state.flows.active()
-    );
-    shutdown_signal.trigger();
-    tasks.abort_all();
-    endpoint.set_server_config(None);
-    lifecycle::drain(&state, drain).await;
-    lifecycle::checkpoint_caches(&state).await;
-    endpoint.close(
-        quinn::VarInt::from_u32(codes::SHUTDOWN),
-        b"core shutting down",
-    );
-    let _ = tokio::time::timeout(Duration::from_secs(2), endpoint.wait_idle()).await;
-    Ok(())
+    Ok((core, endpoint))
 }
 
-struct Core {
+/// The keys the endpoint accepts: every accepted peer's and every
+/// dialed peer's (a peer the node dials may dial it too).
+fn pinned(peers: &[AcceptedPeer], dialed: &[PublicKey]) -> Vec<PublicKey> {
+    let mut keys: Vec<PublicKey> = peers.iter().map(|p| p.key).collect();
+    for key in dialed {
+        if !keys.contains(key) {
+            keys.push(*key);
+        }
+    }
+    keys
+}
+
+/// A core while it runs.
+pub(crate) struct Core {
     config: CoreConfig,
+    /// The accepted peers and their allowlists, as the last reload left them.
+    peers: std::sync::RwLock<Arc<Vec<AcceptedPeer>>>,
     state: Arc<NodeState>,
     limits: Arc<FlowLimits>,
     host: HostAddrs,
+    endpoint: quinn::Endpoint,
 }
 
 impl Core {
+    /// The rules of the peer `conn` authenticated as; `None` once a reload
+    /// removed it.
+    fn rules_of(&self, conn: &quinn::Connection) -> Option<AcceptedPeer> {
+        let key = peer_key(conn)?;
+        let peers = self.peers.read().unwrap_or_else(|e| e.into_inner()).clone();
+        peers.iter().find(|p| p.key == key).cloned()
+    }
+
+    /// Whether `new` can be taken by [`Core::reload`].
+    pub(crate) fn check_reload(&self, new: &CoreConfig) -> Result<(), NodeError> {
+        if new.listen != self.config.listen {
+            return Err(UsageError::NeedsRestart("listen").into());
+        }
+        if new.peers.is_empty() {
+            return Err(UsageError::NoPeerKey.into());
+        }
+        Ok(())
+    }
+
+    /// Takes a reloaded list of accepted peers: new handshakes pin the new
+    /// keys (and `dialed`'s), the tunnels of peers no longer listed are
+    /// closed, and the others' new flows follow their new allowlists.
+    /// Returns what changed, for the log.
+    pub(crate) fn reload(
+        &self,
+        new: &CoreConfig,
+        dialed: &[PublicKey],
+    ) -> Result<String, NodeError> {
+        self.check_reload(new)?;
+        warn_empty_allowlists(&new.peers);
+        let server_config = tunnel::server_config(
+            &self.config.key,
+            &pinned(&new.peers, dialed),
+            &self.config.tuning,
+        )?;
+        let old = std::mem::replace(
+            &mut *self.peers.write().unwrap_or_else(|e| e.into_inner()),
+            Arc::new(new.peers.clone()),
+        );
+        self.endpoint.set_server_config(Some(server_config));
+        let removed: Vec<PublicKey> = old
+            .iter()
+            .map(|p| p.key)
+            .filter(|k| !new.peers.iter().any(|p| p.key == *k) && !dialed.contains(k))
+            .collect();
+        let closed = self
+            .state
+            .close_peers(&removed, b"peer removed from the configuration");
+        let changed = old
+            .iter()
+            .filter(|o| new.peers.iter().any(|n| n.key == o.key && n != *o))
+            .count();
+        let added = new
+            .peers
+            .iter()
+            .filter(|n| !old.iter().any(|o| o.key == n.key))
+            .count();
+        Ok(format!(
+            "accepted peers: {added} added, {} removed ({closed} tunnel(s) closed), {changed} with new allowlists",
+            removed.len()
+        ))
+    }
+
     async fn connection(self: Arc<Self>, incoming: quinn::Incoming, handshake: InProgress) {
         let remote = incoming.remote_address();
         let conn = match incoming.await {
@@ -304,8 +382,15 @@ impl Core {
                 return;
             }
         };
+        let Some(rules) = self.rules_of(&conn) else {
+            // A reload removed the peer; its tunnel is closing.
+            let code = quinn::VarInt::from_u32(codes::TCP_RESET);
+            let _ = send.reset(code);
+            let _ = recv.stop(code);
+            return;
+        };
         if header.services.contains(Services::UDP) {
-            self.udp_stream(send, recv, peer, header, conn, udp_flows)
+            self.udp_stream(send, recv, (peer, &rules), header, conn, udp_flows)
                 .await;
             return;
         }
@@ -368,7 +453,7 @@ impl Core {
         // The edge's class for the flow: its download goes ahead of or
         // behind the others as its upload does.
         let _ = send.set_priority(Priority::of(header.services).stream_priority());
-        let (status, tcp) = self.connect(&header).await;
+        let (status, tcp) = self.connect(&rules.allow, &header).await;
         let reply = ReplyRepr { status }.emit();
         let Some(tcp) = tcp else {
             flows.totals.refused.fetch_add(1, Ordering::Relaxed);
@@ -412,7 +497,7 @@ impl Core {
         &self,
         mut send: quinn::SendStream,
         mut recv: quinn::RecvStream,
-        peer: SocketAddr,
+        (peer, rules): (SocketAddr, &AcceptedPeer),
         header: OpenRepr,
         conn: quinn::Connection,
         udp_flows: Arc<TunnelFlows>,
@@ -433,7 +518,7 @@ impl Core {
                 }
                 Err(Status::Unavailable)
             }
-            Ok(permit) => match self.permitted(&self.config.allow_udp, &header, true).await {
+            Ok(permit) => match self.permitted(&rules.allow_udp, &header, true).await {
                 Err(status) => Err(status),
                 Ok(addrs) => {
                     // The first permitted address that has a route.
@@ -547,8 +632,8 @@ impl Core {
     }
 
     /// Resolves and checks the destination, then connects to it.
-    async fn connect(&self, header: &OpenRepr) -> (Status, Option<TcpStream>) {
-        let allowed = match self.permitted(&self.config.allow, header, false).await {
+    async fn connect(&self, allow: &RuleSet, header: &OpenRepr) -> (Status, Option<TcpStream>) {
+        let allowed = match self.permitted(allow, header, false).await {
             Ok(allowed) => allowed,
             Err(status) => return (status, None),
         };

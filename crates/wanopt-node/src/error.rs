@@ -70,6 +70,9 @@ pub enum UsageError {
     /// An edge with neither an explicit forward nor a transparent listener.
     #[error("the edge has nothing to accept: give --forward LISTEN=DEST, --forward-udp LISTEN=DEST or --transparent LISTEN")]
     NothingToAccept,
+    /// A configuration that neither accepts tunnels nor dials a peer.
+    #[error("nothing to run: give `listen` to accept tunnels, or a peer to dial (--core, or a [[peer]] with an endpoint)")]
+    NothingToRun,
     /// A core that pins no edge key.
     #[error("the core pins no edge: give at least one --peer-key")]
     NoPeerKey,
@@ -84,4 +87,13 @@ pub enum UsageError {
         "--path {0}: the core {1} is of another address family; give paths of the core's family"
     )]
     PathFamily(String, SocketAddr),
+    /// `--path`s with other than one dialed peer.
+    #[error("--path needs exactly one dialed peer (--core, or one [[peer]] with an endpoint); this configuration has {0}")]
+    PathsNeedOnePeer(usize),
+    /// An edge that dials no peer.
+    #[error("the edge dials no peer: give --core HOST:PORT, or a [[peer]] with an endpoint")]
+    NoUpstream,
+    /// A reload that changes what only a restart can.
+    #[error("{0} cannot change on reload: restart the node")]
+    NeedsRestart(&'static str),
 }

@@ -33,6 +33,7 @@ pub mod flow;
 pub mod forward;
 pub mod intercept;
 pub mod lifecycle;
+pub mod node;
 pub mod policy;
 pub mod process;
 pub mod reduce;

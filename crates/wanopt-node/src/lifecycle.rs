@@ -28,6 +28,12 @@ impl Shutdown {
     pub fn is_triggered(&self) -> bool {
         *self.0.borrow()
     }
+
+    /// Resolves once it is triggered.
+    pub async fn triggered(&self) {
+        let mut rx = self.0.subscribe();
+        let _ = rx.wait_for(|t| *t).await;
+    }
 }
 
 impl Default for Shutdown {
@@ -63,7 +69,7 @@ pub fn ignore_hangups() {
             tokio::spawn(async move {
                 while hangup.recv().await.is_some() {
                     tracing::info!(
-                        "SIGHUP received and ignored: a node does not reload its configuration (restart it, or SIGTERM to stop it)"
+                        "SIGHUP received and ignored: this node has no configuration to re-read (restart it, or SIGTERM to stop it)"
                     );
                 }
             });

@@ -197,6 +197,20 @@ impl RuleSet {
         self.0.iter().any(|rule| rule.matches(addr))
     }
 
+    /// How closely the best rule that matches `addr` names it: its prefix
+    /// length, then how few ports it spans (greater is closer); `None`
+    /// when no rule matches. Routes pick a peer by it.
+    pub fn specificity(&self, addr: SocketAddr) -> Option<(u8, u32)> {
+        self.0
+            .iter()
+            .filter(|rule| rule.matches(addr))
+            .map(|rule| {
+                let span = u32::from(rule.ports.1 - rule.ports.0);
+                (rule.net.prefix_len(), u32::from(u16::MAX) - span)
+            })
+            .max()
+    }
+
     /// Whether the core may connect to `addr`, on a host whose own
     /// interface addresses are `host`: a rule must match it and, when it
     /// is the host itself ([`self_ranges`]), the rule must name it (its

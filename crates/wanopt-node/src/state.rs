@@ -27,6 +27,20 @@ pub enum Role {
     Edge,
     /// Accepts tunnel streams and connects to servers.
     Core,
+    /// Both: dials some peers and accepts others (`wanopt run`).
+    #[serde(rename = "edge+core")]
+    EdgeCore,
+}
+
+impl Role {
+    /// Its name in `/status`, `/metrics` and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Edge => "edge",
+            Role::Core => "core",
+            Role::EdgeCore => "edge+core",
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -61,6 +75,8 @@ pub struct NodeState {
     pub udp: Arc<crate::flow::udp::UdpTotals>,
     /// The flow receive windows granted from the node-wide budget.
     window_budget: std::sync::OnceLock<Arc<ReceiveBudget>>,
+    /// Where `POST /reload` asks for a reload, when the node can reload.
+    reloads: std::sync::OnceLock<tokio::sync::mpsc::Sender<crate::node::ReloadRequest>>,
     started: Instant,
     peers: Mutex<BTreeMap<SocketAddr, PeerEntry>>,
 }
@@ -260,6 +276,7 @@ impl NodeState {
             handshakes: Arc::default(),
             udp: Arc::default(),
             window_budget: std::sync::OnceLock::new(),
+            reloads: std::sync::OnceLock::new(),
             started: Instant::now(),
             peers: Mutex::new(BTreeMap::new()),
         })
@@ -269,6 +286,19 @@ impl NodeState {
     /// shown in `/status` and `/metrics`.
     pub fn set_window_budget(&self, budget: Arc<ReceiveBudget>) {
         let _ = self.window_budget.set(budget);
+    }
+
+    /// Lets `POST /reload` ask for reloads on `requests`.
+    pub(crate) fn set_reloads(
+        &self,
+        requests: tokio::sync::mpsc::Sender<crate::node::ReloadRequest>,
+    ) {
+        let _ = self.reloads.set(requests);
+    }
+
+    /// Where reloads are asked for, when the node can reload.
+    pub(crate) fn reloads(&self) -> Option<&tokio::sync::mpsc::Sender<crate::node::ReloadRequest>> {
+        self.reloads.get()
     }
 
     fn peers(&self) -> std::sync::MutexGuard<'_, BTreeMap<SocketAddr, PeerEntry>> {
@@ -321,6 +351,24 @@ impl NodeState {
                 rx_bps: 0.0,
             },
         );
+    }
+
+    /// Closes the tunnels of the peers whose keys are `keys` (a reload
+    /// removed them); returns how many.
+    pub fn close_peers(&self, keys: &[PublicKey], reason: &[u8]) -> usize {
+        let conns: Vec<quinn::Connection> = self
+            .peers()
+            .values()
+            .filter(|e| e.key.is_some_and(|k| keys.contains(&k)))
+            .filter_map(|e| e.connection.clone())
+            .collect();
+        for conn in &conns {
+            conn.close(
+                quinn::VarInt::from_u32(wanopt_proto::codes::SHUTDOWN),
+                reason,
+            );
+        }
+        conns.len()
     }
 
     /// Forgets a core-side peer whose connection ended.

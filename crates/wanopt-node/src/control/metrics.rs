@@ -9,7 +9,7 @@ use axum::http::header;
 use axum::response::IntoResponse;
 
 use crate::reduce::{CacheReport, PeerCacheStats};
-use crate::state::{NodeState, PeerStatus, Role, Status};
+use crate::state::{NodeState, PeerStatus, Status};
 use crate::transport::handshakes::HandshakeCounts;
 use crate::transport::udp::{FecStatus, PathStatus};
 
@@ -25,10 +25,7 @@ pub fn render_metrics(state: &NodeState) -> String {
     let s = state.status();
     let mut m = Exposition {
         out: String::new(),
-        role: match s.role {
-            Role::Edge => "edge",
-            Role::Core => "core",
-        },
+        role: s.role.name(),
     };
     node_gauges(&mut m, &s);
     tunnel_metrics(&mut m, &s);

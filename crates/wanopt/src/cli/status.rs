@@ -131,6 +131,7 @@ fn reduce_line(s: &Status) -> String {
         let why = match s.role {
             Role::Core => "its edge runs --no-reduce, or the edge's --no-reduce-to matched",
             Role::Edge => "the core runs --no-reduce, or --no-reduce-to matched",
+            Role::EdgeCore => "a peer runs --no-reduce, or no-reduce-to matched",
         };
         return format!(
             "on, but none of {} ran it ({why})",
@@ -507,6 +508,10 @@ fn services_text(flow: &wanopt_node::flow::FlowInfo, role: Role) -> String {
     let lost = match role {
         Role::Edge => format!("lost {} down", flow.lost_to_client),
         Role::Core => format!("lost {} up", flow.lost_to_server),
+        Role::EdgeCore => format!(
+            "lost {} toward the client, {} toward the server",
+            flow.lost_to_client, flow.lost_to_server
+        ),
     };
     format!(
         "{services} ({} up, {} down datagrams; {lost})",

@@ -62,9 +62,16 @@ const REFUSAL_MEMORY: Duration = Duration::from_secs(10);
 /// Refusals remembered at most.
 const MAX_REFUSALS: usize = 4096;
 
+/// Which tunnel a UDP flow to a destination goes through.
+pub(crate) type UdpRoute = Arc<dyn Fn(&Target) -> Option<UdpTunnel> + Send + Sync>;
+
 /// What every forward shares.
 pub(crate) struct UdpEdge {
-    pub(crate) tunnel: watch::Receiver<Option<UdpTunnel>>,
+    /// The tunnel a flow to a destination goes through, while it is up
+    /// and carries UDP flows.
+    pub(crate) route: UdpRoute,
+    /// `Some(())` while any tunnel carries UDP flows.
+    pub(crate) any_up: watch::Receiver<Option<()>>,
     pub(crate) state: Arc<NodeState>,
     pub(crate) limits: Arc<FlowLimits>,
     pub(crate) idle_timeout: Duration,
@@ -140,7 +147,7 @@ impl Dispatch {
                 return;
             }
         }
-        let Some(tunnel) = edge.tunnel.borrow().clone() else {
+        let Some(tunnel) = (edge.route)(destination) else {
             totals.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         };

@@ -103,7 +103,7 @@ pub(crate) async fn serve(
         }
     };
     let dispatch = Dispatch::default();
-    let mut tunnel = edge.tunnel.clone();
+    let mut tunnel = edge.any_up.clone();
     let mut socket = Some(socket);
     loop {
         if close_while_down && tunnel.borrow_and_update().is_none() {
@@ -145,7 +145,7 @@ fn is_itself(orig: SocketAddr, listen: SocketAddr) -> bool {
 }
 
 /// Resolves when the tunnel goes down (or its sender is gone).
-async fn down(tunnel: &mut tokio::sync::watch::Receiver<Option<super::edge::UdpTunnel>>) {
+async fn down(tunnel: &mut tokio::sync::watch::Receiver<Option<()>>) {
     while tunnel.borrow_and_update().is_some() {
         if tunnel.changed().await.is_err() {
             return;

@@ -3,7 +3,7 @@
 //! tunnel, and carries each optimized flow on its own QUIC stream to the core.
 
 use std::future::Future;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,21 +14,24 @@ use tracing::{debug, info, warn};
 
 use wanopt_proto::{OpenRepr, Services, Target};
 
+mod dial;
+mod upstreams;
+
 use crate::class::{service_names, Classes, Proto};
-use crate::control;
-use crate::error::{NodeError, ResolveFailure, UsageError};
+use crate::error::{NodeError, UsageError};
 use crate::flow::limits::{FlowLimits, FlowLimitsConfig, FlowPermit};
-use crate::flow::udp::edge::{UdpEdge, UdpForward, UdpTunnel};
-use crate::flow::udp::{read_datagrams, TunnelFlows};
+use crate::flow::udp::edge::{UdpEdge, UdpForward};
 use crate::flow::{carry, report, reset_tcp, splice_tcp, Abort, Facing, FlowState};
 pub use crate::forward::{parse_target, Forward, WanPath, MAX_PATHS};
 use crate::intercept::{self, listen_tcp, original_destination, LogLimit};
-use crate::lifecycle::{self, Shutdown};
 use crate::policy::RuleSet;
-use crate::reduce::{self, Caches, ReduceConfig};
-use crate::state::{NodeState, Role};
-use crate::transport::identity::{self, peer_key, PrivateKey, PublicKey};
+use crate::reduce::ReduceConfig;
+use crate::state::NodeState;
+use crate::transport::identity::PrivateKey;
 use crate::transport::tunnel::{self, TunnelTuning};
+use dial::{is_local, maintain_tunnel, resolve, Core, Published};
+pub use upstreams::UpstreamConfig;
+use upstreams::{Upstream, Upstreams};
 
 /// What to do with a transparent flow when the tunnel is down.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -101,12 +104,11 @@ impl std::str::FromStr for PathUse {
 /// A validated edge configuration.
 #[derive(Debug)]
 pub struct EdgeConfig {
-    /// The core's UDP address (`HOST:PORT`); re-resolved at each reconnect.
-    pub core: String,
+    /// The peers it dials (`--core` and `--peer-key`, or `[[peer]]`
+    /// sections with an endpoint), each with the routes sent to it.
+    pub upstreams: Vec<UpstreamConfig>,
     /// This node's key.
     pub key: PrivateKey,
-    /// Pinned core keys.
-    pub peer_keys: Vec<PublicKey>,
     /// Explicit forwards.
     pub forwards: Vec<Forward>,
     /// UDP forwards (`--forward-udp`).
@@ -169,7 +171,7 @@ impl std::fmt::Debug for PrivateKey {
 
 /// The tunnel as flows use it.
 #[derive(Clone)]
-struct Tunnel {
+pub(crate) struct Tunnel {
     conn: quinn::Connection,
     /// The byte cache for the core, when both ends run `reduce`.
     cache: Option<wanopt_codec::PeerCache>,
@@ -179,13 +181,21 @@ struct Tunnel {
 /// use it without data reduction.
 const HELLO_WAIT: Duration = Duration::from_secs(3);
 
-struct Edge {
+/// A running edge.
+pub(crate) struct Edge {
     config: EdgeConfig,
     state: Arc<NodeState>,
-    tunnel: watch::Receiver<Option<Tunnel>>,
+    /// The peers it dials, and which one a flow goes to.
+    upstreams: Arc<Upstreams>,
+    /// The tunnels' endpoint.
+    endpoint: quinn::Endpoint,
     limits: Arc<FlowLimits>,
     /// Log lines of refused unmatched flows.
     unmatched_log: LogLimit,
+    /// Log lines of flows refused for want of a route.
+    no_route_log: LogLimit,
+    /// The core's address the `--path`s were set up for.
+    paths_core: Option<SocketAddr>,
 }
 
 /// At most one log line per this interval for flows refused by policy.
@@ -230,52 +240,72 @@ impl EdgeConfig {
     }
 }
 
-/// The tunnel's local address: `--bind` (any port by default) or, with
-/// `--path`s, the wildcard of its port, each datagram naming its local
-/// address; the paths are checked and handed to the path layer.
-fn tunnel_bind(
+/// The tunnel's local address: `--bind` (any port by default; the family
+/// of the first peer's endpoint when it names an address, else IPv4) or,
+/// with `--path`s, the wildcard of its port, each datagram naming its
+/// local address; the paths are checked and handed to the path layer,
+/// for the one peer's address they name.
+pub(crate) async fn tunnel_bind(
     config: &EdgeConfig,
-    core_addr: SocketAddr,
     state: &NodeState,
-) -> Result<SocketAddr, NodeError> {
-    let wildcard = |port| match core_addr {
-        SocketAddr::V4(_) => SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), port),
-        SocketAddr::V6(_) => SocketAddr::new(Ipv6Addr::UNSPECIFIED.into(), port),
+) -> Result<(SocketAddr, Option<SocketAddr>), NodeError> {
+    let v6 = config.upstreams.first().is_some_and(|u| {
+        u.endpoint.starts_with('[') || u.endpoint.parse::<SocketAddr>().is_ok_and(|a| a.is_ipv6())
+    });
+    let wildcard = |port, v6: bool| match v6 {
+        false => SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), port),
+        true => SocketAddr::new(Ipv6Addr::UNSPECIFIED.into(), port),
     };
-    let mut bind = config.bind.unwrap_or(wildcard(0));
-    if !config.paths.is_empty() {
-        for path in &config.paths {
-            if path.remote.is_ipv4() != core_addr.is_ipv4() {
-                return Err(UsageError::PathFamily(path.to_string(), core_addr).into());
-            }
-            if !is_local(path.local) {
-                return Err(UsageError::PathNotLocal(path.to_string(), path.local).into());
-            }
-        }
-        // Each datagram names its local address: the socket takes any.
-        bind = wildcard(bind.port());
-        let paths: Vec<_> = config.paths.iter().map(|p| (p.local, p.remote)).collect();
-        state
-            .duplication
-            .set_paths(core_addr, &paths, config.path_use.mode());
+    if config.paths.is_empty() {
+        return Ok((config.bind.unwrap_or(wildcard(0, v6)), None));
     }
-    Ok(bind)
+    let [upstream] = config.upstreams.as_slice() else {
+        return Err(UsageError::PathsNeedOnePeer(config.upstreams.len()).into());
+    };
+    // The paths are set up for one address of the core: resolved now.
+    let core_addr = resolve(&upstream.endpoint).await?;
+    for path in &config.paths {
+        if path.remote.is_ipv4() != core_addr.is_ipv4() {
+            return Err(UsageError::PathFamily(path.to_string(), core_addr).into());
+        }
+        if !is_local(path.local) {
+            return Err(UsageError::PathNotLocal(path.to_string(), path.local).into());
+        }
+    }
+    let paths: Vec<_> = config.paths.iter().map(|p| (p.local, p.remote)).collect();
+    state
+        .duplication
+        .set_paths(core_addr, &paths, config.path_use.mode());
+    // Each datagram names its local address: the socket takes any.
+    let port = config.bind.map_or(0, |b| b.port());
+    Ok((wildcard(port, core_addr.is_ipv6()), Some(core_addr)))
 }
 
-/// Runs an edge until `shutdown` resolves, then drains flows for a bounded
-/// time. Every listener is bound before this returns an error-free start.
-pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Result<(), NodeError> {
+/// An edge's sockets, bound before the node starts (a port in use is an
+/// error at start, not later).
+pub(crate) struct Listeners {
+    tcp: Vec<(TcpListener, Target)>,
+    udp: Vec<(tokio::net::UdpSocket, Target)>,
+    transparent: Option<(TcpListener, SocketAddr)>,
+    transparent_udp: Option<std::net::UdpSocket>,
+}
+
+/// Binds every listener `config` asks for.
+pub(crate) async fn bind(config: &EdgeConfig) -> Result<Listeners, NodeError> {
     if config.accepts_nothing() {
         return Err(UsageError::NothingToAccept.into());
     }
-    let mut listeners = Vec::new();
+    if config.upstreams.is_empty() {
+        return Err(UsageError::NoUpstream.into());
+    }
+    let mut tcp = Vec::new();
     for forward in &config.forwards {
-        listeners.push((
+        tcp.push((
             listen_tcp(forward.listen, false)?,
             forward.destination.clone(),
         ));
     }
-    let udp_sockets = bind_udp(&config).await?;
+    let (udp, transparent_udp) = bind_udp(config).await?;
     let transparent = match config.transparent {
         Some(addr) => {
             let listener = listen_tcp(addr, true)?;
@@ -285,85 +315,95 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
         }
         None => None,
     };
-    let caches = match config.reduce.clone() {
-        Some(reduce) => Some(Arc::new(Caches::new(reduce)?)),
-        None => None,
-    };
-    let state = NodeState::new(
-        Role::Edge,
-        config.tuning.congestion,
-        config.tuning.duplication,
-        caches,
-    );
-    state.flows.set_idle_timeout(config.flow_idle_timeout);
-    state.set_window_budget(config.tuning.window_budget.clone());
-    let control = match config.control {
-        Some(addr) => Some(control::bind(addr, config.control_token.as_deref()).await?),
-        None => None,
-    };
-    let core_addr = resolve(&config.core).await?;
-    let bind = tunnel_bind(&config, core_addr, &state)?;
-    let endpoint = tunnel::endpoint(bind, None, &config.key, &config.tuning, &state.duplication)?;
-    let client_config = tunnel::client_config(&config.key, &config.peer_keys, &config.tuning)?;
+    Ok(Listeners {
+        tcp,
+        udp,
+        transparent,
+        transparent_udp,
+    })
+}
+
+/// Runs an edge until `shutdown` resolves, then drains flows for a bounded
+/// time. Every listener is bound before this returns an error-free start.
+pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Result<(), NodeError> {
+    crate::node::run(
+        crate::node::NodeConfig {
+            core: None,
+            edge: Some(config),
+        },
+        None,
+        shutdown,
+    )
+    .await
+}
+
+/// Starts the edge's work on `state`: a task per dialed peer keeping its
+/// tunnel up on `endpoint`, and the listeners' tasks in `tasks`.
+pub(crate) fn start(
+    config: EdgeConfig,
+    listeners: Listeners,
+    state: &Arc<NodeState>,
+    (endpoint, paths_core): (quinn::Endpoint, Option<SocketAddr>),
+    tasks: &mut tokio::task::JoinSet<()>,
+) -> Result<Arc<Edge>, NodeError> {
     info!(
-        "edge {} starting: core {}, {} forward(s){}",
+        "edge {} starting: {} peer(s) ({}), {} forward(s){}",
         config.key.public_key(),
-        config.core,
+        config.upstreams.len(),
+        config
+            .upstreams
+            .iter()
+            .map(|u| u.endpoint.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
         config.forwards.len(),
         config
             .transparent
             .map(|a| format!(", transparent on {a}"))
             .unwrap_or_default()
     );
-
-    let (tunnel_tx, tunnel_rx) = watch::channel(None);
-    let (udp_tx, udp_rx) = watch::channel(None);
-    let shutdown_signal = Shutdown::new();
-    let mut tasks = tokio::task::JoinSet::new();
-    tasks.spawn(maintain_tunnel(
-        endpoint.clone(),
-        client_config,
-        match config.paths.is_empty() {
-            true => Core::Named(config.core.clone()),
-            // The paths were set up for this address: keep it.
-            false => Core::Fixed(core_addr),
-        },
-        state.clone(),
-        Published {
-            tunnel: tunnel_tx,
-            udp: udp_tx,
-            wants_udp: !config.udp_forwards.is_empty() || config.transparent_udp.is_some(),
-        },
-        shutdown_signal.clone(),
-    ));
-    lifecycle::spawn_housekeeping(&mut tasks, &state, control);
-    let drain = config.drain;
+    let upstreams = Upstreams::new();
     let edge = Arc::new(Edge {
         limits: FlowLimits::new(config.limits),
         config,
         state: state.clone(),
-        tunnel: tunnel_rx.clone(),
+        upstreams: upstreams.clone(),
+        endpoint,
         unmatched_log: LogLimit::new(REFUSAL_LOG_INTERVAL),
+        no_route_log: LogLimit::new(REFUSAL_LOG_INTERVAL),
+        paths_core,
     });
-    for (listener, destination) in listeners {
+    let dialed = edge
+        .config
+        .upstreams
+        .iter()
+        .map(|u| edge.dial(u.clone()))
+        .collect::<Result<Vec<_>, _>>()?;
+    upstreams.set(dialed);
+    for (listener, destination) in listeners.tcp {
         tasks.spawn(accept_loop(edge.clone(), listener, destination));
     }
+    let routes = upstreams.clone();
     let udp_edge = Arc::new(UdpEdge {
-        tunnel: udp_rx,
+        route: Arc::new(move |dest: &Target| {
+            let upstream = routes.route(dest)?;
+            let tunnel = upstream.udp.borrow().clone();
+            tunnel
+        }),
+        any_up: upstreams.any_udp(),
         state: state.clone(),
         limits: edge.limits.clone(),
         idle_timeout: edge.config.udp_idle_timeout,
         classes: Arc::new(edge.config.classes.clone()),
     });
-    let (forwards, transparent_udp) = udp_sockets;
-    for (socket, destination) in forwards {
+    for (socket, destination) in listeners.udp {
         tasks.spawn(crate::flow::udp::edge::serve(
             udp_edge.clone(),
             socket,
             destination,
         ));
     }
-    if let Some(socket) = transparent_udp {
+    if let Some(socket) = listeners.transparent_udp {
         tasks.spawn(crate::flow::udp::transparent::serve(
             udp_edge.clone(),
             socket,
@@ -371,13 +411,13 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
             edge.config.fail == FailMode::Open,
         ));
     }
-    if let Some((listener, addr)) = transparent {
+    if let Some((listener, addr)) = listeners.transparent {
         let edge = edge.clone();
         let close_while_down = edge.config.fail == FailMode::Open;
         tasks.spawn(intercept::serve(
             listener,
             addr,
-            tunnel_rx,
+            upstreams.any_tcp(),
             close_while_down,
             move |tcp, source| {
                 let Some(permit) = edge.admit(source) else {
@@ -393,214 +433,101 @@ pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Resu
             },
         ));
     }
-
-    shutdown.await;
-    info!(
-        "shutting down: no new flows; draining {} flow(s) for up to {drain:?}",
-        state.flows.active()
-    );
-    shutdown_signal.trigger();
-    tasks.abort_all();
-    lifecycle::drain(&state, drain).await;
-    lifecycle::checkpoint_caches(&state).await;
-    if let Some(Tunnel { conn, .. }) = edge.tunnel.borrow().clone() {
-        conn.close(
-            quinn::VarInt::from_u32(wanopt_proto::codes::SHUTDOWN),
-            b"edge shutting down",
-        );
-    }
-    let _ = tokio::time::timeout(Duration::from_secs(2), endpoint.wait_idle()).await;
-    Ok(())
+    Ok(edge)
 }
 
-/// Whether `ip` is one of this host's addresses (binding to it succeeds).
-fn is_local(ip: IpAddr) -> bool {
-    std::net::UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
-}
-
-async fn resolve(host_port: &str) -> Result<SocketAddr, NodeError> {
-    tokio::net::lookup_host(host_port)
-        .await
-        .map_err(|e| NodeError::Resolve {
-            name: host_port.to_owned(),
-            why: ResolveFailure::Lookup(e),
-        })?
-        .next()
-        .ok_or_else(|| NodeError::Resolve {
-            name: host_port.to_owned(),
-            why: ResolveFailure::NoAddress,
-        })
-}
-
-/// Where the tunnel is published for flows.
-struct Published {
-    tunnel: watch::Sender<Option<Tunnel>>,
-    /// For UDP flows, while the core carries them.
-    udp: watch::Sender<Option<UdpTunnel>>,
-    /// The edge has UDP forwards (a core without UDP is then worth a line).
-    wants_udp: bool,
-}
-
-/// Keeps one connection to the core up, reconnecting with exponential
-/// backoff (100 ms to 5 s) after failures, restarts of the core or path loss.
-/// Where the core is: a name resolved at each attempt, or the address
-/// the edge's paths were set up for.
-enum Core {
-    Named(String),
-    Fixed(SocketAddr),
-}
-
-impl std::fmt::Display for Core {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Core::Named(name) => f.write_str(name),
-            Core::Fixed(addr) => write!(f, "{addr}"),
-        }
-    }
-}
-
-async fn maintain_tunnel(
-    endpoint: quinn::Endpoint,
-    client_config: quinn::ClientConfig,
-    core: Core,
-    state: Arc<NodeState>,
-    published: Published,
-    shutdown: Shutdown,
-) {
-    const MIN_BACKOFF: Duration = Duration::from_millis(100);
-    const MAX_BACKOFF: Duration = Duration::from_secs(5);
-    let mut backoff = MIN_BACKOFF;
-    let mut last_error = String::new();
-    while !shutdown.is_triggered() {
-        let attempt = async {
-            let addr = match &core {
-                Core::Named(name) => resolve(name).await.map_err(|e| (None, e.to_string()))?,
-                Core::Fixed(addr) => *addr,
-            };
-            let connecting = endpoint
-                .connect_with(client_config.clone(), addr, "wanopt")
-                .map_err(|e| (Some(addr), e.to_string()))?;
-            let conn = match tokio::time::timeout(Duration::from_secs(10), connecting).await {
-                Ok(Ok(conn)) => conn,
-                Ok(Err(e)) => return Err((Some(addr), e.to_string())),
-                Err(_) => return Err((Some(addr), "handshake timed out".to_owned())),
-            };
-            state
-                .duplication
-                .bind_paths(&conn, crate::transport::udp::Side::Client);
-            // The client's side of a TLS 1.3 handshake completes before the
-            // core has checked the edge's certificate: a core that does not
-            // pin this edge closes the connection right after. So the
-            // tunnel is up only once the core answered on the control
-            // stream (or stayed silent but open for HELLO_WAIT).
-            tokio::select! {
-                biased;
-                reason = conn.closed() => Err((
-                    Some(addr),
-                    format!("closed the tunnel during setup: {reason}"),
-                )),
-                (cache, accepts) = control_exchange(&conn, &state) => Ok((conn, cache, accepts)),
-            }
+impl Edge {
+    /// Starts the task that keeps `config`'s tunnel up.
+    fn dial(&self, config: UpstreamConfig) -> Result<Arc<Upstream>, NodeError> {
+        let client_config =
+            tunnel::client_config(&self.config.key, &config.keys, &self.config.tuning)?;
+        let (tunnel_tx, tunnel_rx) = watch::channel(None);
+        let (udp_tx, udp_rx) = watch::channel(None);
+        let core = match self.config.paths.is_empty() {
+            true => Core::Named(config.endpoint.clone()),
+            // The paths were set up for the address it had at start.
+            false => match self.paths_core {
+                Some(addr) => Core::Fixed(addr),
+                None => Core::Named(config.endpoint.clone()),
+            },
         };
-        match attempt.await {
-            Ok((conn, cache, accepts)) => {
-                let addr = conn.remote_address();
-                info!("tunnel up to core {addr} (rtt {:?})", conn.rtt());
-                state.peer_up(&conn);
-                let flows = TunnelFlows::new(false);
-                tokio::spawn(read_datagrams(
-                    conn.clone(),
-                    flows.clone(),
-                    state.udp.clone(),
-                ));
-                if accepts.contains(Services::UDP) {
-                    published.udp.send_replace(Some(UdpTunnel {
-                        conn: conn.clone(),
-                        flows,
-                    }));
-                } else if published.wants_udp {
-                    warn!("core {addr} does not carry UDP flows (an older wanopt): --forward-udp datagrams are dropped; upgrade the core");
-                }
-                published.tunnel.send_replace(Some(Tunnel {
-                    conn: conn.clone(),
-                    cache,
-                }));
-                backoff = MIN_BACKOFF;
-                last_error.clear();
-                let reason = conn.closed().await;
-                published.tunnel.send_replace(None);
-                published.udp.send_replace(None);
-                state.duplication.unbind_paths(addr);
-                if shutdown.is_triggered() {
-                    return;
-                }
-                warn!("tunnel to core {addr} down: {reason}; reconnecting");
-                state.peer_down(addr, Some(reason.to_string()));
-                continue;
-            }
-            Err((addr, error)) => {
-                let error = identity::readable_handshake_error(error);
-                if error != last_error {
-                    warn!("cannot reach core {core}: {error}; retrying with backoff");
-                    last_error = error.clone();
-                } else {
-                    debug!("cannot reach core {core}: {error}");
-                }
-                if let Some(addr) = addr {
-                    state.peer_down(addr, Some(error));
-                    state.duplication.unbind_paths(addr);
-                    state.duplication.handshake_failed(addr);
-                }
-            }
-        }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(MAX_BACKOFF);
+        let upstream = Arc::new(Upstream::new(config, tunnel_rx, udp_rx));
+        tokio::spawn(maintain_tunnel(
+            self.endpoint.clone(),
+            client_config,
+            core,
+            self.state.clone(),
+            Published {
+                tunnel: tunnel_tx,
+                udp: udp_tx,
+                wants_udp: !self.config.udp_forwards.is_empty()
+                    || self.config.transparent_udp.is_some(),
+                upstreams: self.upstreams.clone(),
+            },
+            upstream.stop.clone(),
+        ));
+        Ok(upstream)
     }
-}
 
-/// Runs the new tunnel's control stream (in the background, for the
-/// connection's life) and waits for the core's first hello; returns the
-/// cache to use when both ends run `reduce`, and the services the core
-/// accepts.
-async fn control_exchange(
-    conn: &quinn::Connection,
-    state: &NodeState,
-) -> (Option<wanopt_codec::PeerCache>, Services) {
-    let entry = match (&state.caches, peer_key(conn)) {
-        (Some(caches), Some(key)) => match caches.for_peer(key) {
-            Ok(entry) => Some(entry),
-            Err(e) => {
-                warn!("data reduction off on this tunnel: {e}");
-                None
-            }
-        },
-        _ => None,
-    };
-    let (first_tx, first_rx) = tokio::sync::oneshot::channel();
-    tokio::spawn(reduce::run_control(conn.clone(), entry.clone(), first_tx));
-    match tokio::time::timeout(HELLO_WAIT, first_rx).await {
-        Ok(Ok(peer)) => {
-            let cache_open = entry.is_some();
-            let reduce = entry.filter(|_| peer.accepts.contains(Services::REDUCE));
-            info!(
-                "core {}: data reduction {}",
-                conn.remote_address(),
-                match (&reduce, &state.caches, cache_open) {
-                    (Some(_), _, _) => "on",
-                    (None, None, _) => "off (--no-reduce)",
-                    // Its cache could not be opened (warned above).
-                    (None, Some(_), false) => "off (this node's byte cache is unusable)",
-                    (None, Some(_), true) => "off (the core runs --no-reduce)",
+    /// Takes a reloaded configuration's peers: a peer whose endpoint and
+    /// keys are unchanged keeps its tunnel (and its flows) and takes its
+    /// new routes; a new one is dialed; one no longer listed is closed.
+    /// Returns what changed, for the log.
+    pub(crate) fn reload(&self, new: EdgeConfig) -> Result<String, NodeError> {
+        self.check_reload(&new)?;
+        let new = new.upstreams;
+        let old = self.upstreams.list();
+        let mut list = Vec::new();
+        let (mut kept, mut added) = (0, 0);
+        for config in new {
+            match old.iter().find(|u| u.config.same_peer(&config)) {
+                Some(upstream) => {
+                    upstream.set_routes(config.routes.clone());
+                    list.push(upstream.clone());
+                    kept += 1;
                 }
-            );
-            (reduce.map(|e| e.cache.clone()), peer.accepts)
+                None => {
+                    list.push(self.dial(config)?);
+                    added += 1;
+                }
+            }
         }
-        _ => {
-            warn!(
-                "core {}: no control hello within {HELLO_WAIT:?}; flows go without data reduction on this tunnel",
-                conn.remote_address()
-            );
-            (None, Services::default())
+        let removed: Vec<_> = old
+            .iter()
+            .filter(|u| !list.iter().any(|n| Arc::ptr_eq(n, u)))
+            .cloned()
+            .collect();
+        self.upstreams.set(list);
+        for upstream in &removed {
+            upstream.close();
+        }
+        Ok(format!(
+            "dialed peers: {kept} kept, {added} added, {} removed",
+            removed.len()
+        ))
+    }
+
+    /// Whether `new` can be taken by [`Edge::reload`].
+    pub(crate) fn check_reload(&self, new: &EdgeConfig) -> Result<(), NodeError> {
+        if new.upstreams.is_empty() {
+            return Err(UsageError::NoUpstream.into());
+        }
+        if !self.config.paths.is_empty() && new.upstreams.len() != 1 {
+            return Err(UsageError::PathsNeedOnePeer(new.upstreams.len()).into());
+        }
+        Ok(())
+    }
+
+    /// The tunnels' endpoint.
+    pub(crate) fn endpoint(&self) -> quinn::Endpoint {
+        self.endpoint.clone()
+    }
+
+    /// Stops every tunnel task from reconnecting (shutdown: the tunnels
+    /// stay up while flows drain).
+    pub(crate) fn stop_dialing(&self) {
+        for upstream in self.upstreams.list().iter() {
+            upstream.stop.trigger();
         }
     }
 }
@@ -725,8 +652,15 @@ impl Edge {
     }
 
     /// The tunnel, waiting up to `wait` for it to come up.
-    async fn connection(&self, wait: Duration) -> Option<Tunnel> {
-        let mut rx = self.tunnel.clone();
+    /// The tunnel of the peer `dest` is routed to, waiting up to `wait`
+    /// for it to come up; `Err(())` when no peer's routes hold `dest`.
+    async fn connection(&self, dest: &Target, wait: Duration) -> Result<Option<Tunnel>, ()> {
+        let upstream = self.upstreams.route(dest).ok_or(())?;
+        Ok(Self::wait_tunnel(&upstream, wait).await)
+    }
+
+    async fn wait_tunnel(upstream: &Upstream, wait: Duration) -> Option<Tunnel> {
+        let mut rx = upstream.tunnel.clone();
         let current = rx.borrow().clone();
         if current.is_some() || wait.is_zero() {
             return current;
@@ -747,7 +681,23 @@ impl Edge {
         } else {
             self.config.tunnel_wait
         };
-        let Some(Tunnel { conn, cache }) = self.connection(wait).await else {
+        let tunnel = match self.connection(&dest, wait).await {
+            Ok(tunnel) => tunnel,
+            Err(()) => {
+                flows.totals.flows.fetch_add(1, Ordering::Relaxed);
+                flows.totals.refused.fetch_add(1, Ordering::Relaxed);
+                if let Some(held) = self.no_route_log.allow(std::time::Instant::now()) {
+                    let more = match held {
+                        0 => String::new(),
+                        n => format!(" ({n} more since the last such line)"),
+                    };
+                    warn!("flow {source} -> {dest}: no peer's routes hold it and no peer takes the rest: refused{more}");
+                }
+                reset_tcp(tcp);
+                return;
+            }
+        };
+        let Some(Tunnel { conn, cache }) = tunnel else {
             info!("tunnel down: resetting flow {source} -> {dest}");
             flows.totals.flows.fetch_add(1, Ordering::Relaxed);
             flows.totals.refused.fetch_add(1, Ordering::Relaxed);

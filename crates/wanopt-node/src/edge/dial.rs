@@ -1,0 +1,221 @@
+//! An edge's tunnel to one dialed peer: resolving its name, the
+//! connection kept up with backoff, and the control exchange that tells
+//! whether data reduction runs on it.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+use wanopt_proto::Services;
+
+use super::upstreams::Upstreams;
+use super::{Tunnel, HELLO_WAIT};
+use crate::error::{NodeError, ResolveFailure};
+use crate::flow::udp::edge::UdpTunnel;
+use crate::flow::udp::{read_datagrams, TunnelFlows};
+use crate::lifecycle::Shutdown;
+use crate::reduce;
+use crate::state::NodeState;
+use crate::transport::identity::{self, peer_key};
+
+/// Whether `ip` is one of this host's addresses (binding to it succeeds).
+pub(super) fn is_local(ip: IpAddr) -> bool {
+    std::net::UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
+}
+
+pub(super) async fn resolve(host_port: &str) -> Result<SocketAddr, NodeError> {
+    tokio::net::lookup_host(host_port)
+        .await
+        .map_err(|e| NodeError::Resolve {
+            name: host_port.to_owned(),
+            why: ResolveFailure::Lookup(e),
+        })?
+        .next()
+        .ok_or_else(|| NodeError::Resolve {
+            name: host_port.to_owned(),
+            why: ResolveFailure::NoAddress,
+        })
+}
+
+/// Where the tunnel is published for flows.
+pub(super) struct Published {
+    pub(super) tunnel: watch::Sender<Option<Tunnel>>,
+    /// For UDP flows, while the core carries them.
+    pub(super) udp: watch::Sender<Option<UdpTunnel>>,
+    /// The edge has UDP forwards (a core without UDP is then worth a line).
+    pub(super) wants_udp: bool,
+    /// Told when the tunnel comes up or goes down.
+    pub(super) upstreams: Arc<Upstreams>,
+}
+
+/// Keeps one connection to the core up, reconnecting with exponential
+/// backoff (100 ms to 5 s) after failures, restarts of the core or path loss.
+/// Where the core is: a name resolved at each attempt, or the address
+/// the edge's paths were set up for.
+pub(super) enum Core {
+    Named(String),
+    Fixed(SocketAddr),
+}
+
+impl std::fmt::Display for Core {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Core::Named(name) => f.write_str(name),
+            Core::Fixed(addr) => write!(f, "{addr}"),
+        }
+    }
+}
+
+pub(super) async fn maintain_tunnel(
+    endpoint: quinn::Endpoint,
+    client_config: quinn::ClientConfig,
+    core: Core,
+    state: Arc<NodeState>,
+    published: Published,
+    shutdown: Shutdown,
+) {
+    const MIN_BACKOFF: Duration = Duration::from_millis(100);
+    const MAX_BACKOFF: Duration = Duration::from_secs(5);
+    let mut backoff = MIN_BACKOFF;
+    let mut last_error = String::new();
+    while !shutdown.is_triggered() {
+        let attempt = async {
+            let addr = match &core {
+                Core::Named(name) => resolve(name).await.map_err(|e| (None, e.to_string()))?,
+                Core::Fixed(addr) => *addr,
+            };
+            let connecting = endpoint
+                .connect_with(client_config.clone(), addr, "wanopt")
+                .map_err(|e| (Some(addr), e.to_string()))?;
+            let conn = match tokio::time::timeout(Duration::from_secs(10), connecting).await {
+                Ok(Ok(conn)) => conn,
+                Ok(Err(e)) => return Err((Some(addr), e.to_string())),
+                Err(_) => return Err((Some(addr), "handshake timed out".to_owned())),
+            };
+            state
+                .duplication
+                .bind_paths(&conn, crate::transport::udp::Side::Client);
+            // The client's side of a TLS 1.3 handshake completes before the
+            // core has checked the edge's certificate: a core that does not
+            // pin this edge closes the connection right after. So the
+            // tunnel is up only once the core answered on the control
+            // stream (or stayed silent but open for HELLO_WAIT).
+            tokio::select! {
+                biased;
+                reason = conn.closed() => Err((
+                    Some(addr),
+                    format!("closed the tunnel during setup: {reason}"),
+                )),
+                (cache, accepts) = control_exchange(&conn, &state) => Ok((conn, cache, accepts)),
+            }
+        };
+        match attempt.await {
+            Ok((conn, cache, accepts)) => {
+                let addr = conn.remote_address();
+                info!("tunnel up to core {addr} (rtt {:?})", conn.rtt());
+                state.peer_up(&conn);
+                let flows = TunnelFlows::new(false);
+                tokio::spawn(read_datagrams(
+                    conn.clone(),
+                    flows.clone(),
+                    state.udp.clone(),
+                ));
+                if accepts.contains(Services::UDP) {
+                    published.udp.send_replace(Some(UdpTunnel {
+                        conn: conn.clone(),
+                        flows,
+                    }));
+                } else if published.wants_udp {
+                    warn!("core {addr} does not carry UDP flows (an older wanopt): --forward-udp datagrams are dropped; upgrade the core");
+                }
+                published.tunnel.send_replace(Some(Tunnel {
+                    conn: conn.clone(),
+                    cache,
+                }));
+                published.upstreams.refresh();
+                backoff = MIN_BACKOFF;
+                last_error.clear();
+                let reason = conn.closed().await;
+                published.tunnel.send_replace(None);
+                published.udp.send_replace(None);
+                published.upstreams.refresh();
+                state.duplication.unbind_paths(addr);
+                if shutdown.is_triggered() {
+                    return;
+                }
+                warn!("tunnel to core {addr} down: {reason}; reconnecting");
+                state.peer_down(addr, Some(reason.to_string()));
+                continue;
+            }
+            Err((addr, error)) => {
+                let error = identity::readable_handshake_error(error);
+                if error != last_error {
+                    warn!("cannot reach core {core}: {error}; retrying with backoff");
+                    last_error = error.clone();
+                } else {
+                    debug!("cannot reach core {core}: {error}");
+                }
+                if let Some(addr) = addr {
+                    state.peer_down(addr, Some(error));
+                    state.duplication.unbind_paths(addr);
+                    state.duplication.handshake_failed(addr);
+                }
+            }
+        }
+        tokio::select! {
+            () = tokio::time::sleep(backoff) => {}
+            () = shutdown.triggered() => return,
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// Runs the new tunnel's control stream (in the background, for the
+/// connection's life) and waits for the core's first hello; returns the
+/// cache to use when both ends run `reduce`, and the services the core
+/// accepts.
+async fn control_exchange(
+    conn: &quinn::Connection,
+    state: &NodeState,
+) -> (Option<wanopt_codec::PeerCache>, Services) {
+    let entry = match (&state.caches, peer_key(conn)) {
+        (Some(caches), Some(key)) => match caches.for_peer(key) {
+            Ok(entry) => Some(entry),
+            Err(e) => {
+                warn!("data reduction off on this tunnel: {e}");
+                None
+            }
+        },
+        _ => None,
+    };
+    let (first_tx, first_rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(reduce::run_control(conn.clone(), entry.clone(), first_tx));
+    match tokio::time::timeout(HELLO_WAIT, first_rx).await {
+        Ok(Ok(peer)) => {
+            let cache_open = entry.is_some();
+            let reduce = entry.filter(|_| peer.accepts.contains(Services::REDUCE));
+            info!(
+                "core {}: data reduction {}",
+                conn.remote_address(),
+                match (&reduce, &state.caches, cache_open) {
+                    (Some(_), _, _) => "on",
+                    (None, None, _) => "off (--no-reduce)",
+                    // Its cache could not be opened (warned above).
+                    (None, Some(_), false) => "off (this node's byte cache is unusable)",
+                    (None, Some(_), true) => "off (the core runs --no-reduce)",
+                }
+            );
+            (reduce.map(|e| e.cache.clone()), peer.accepts)
+        }
+        _ => {
+            warn!(
+                "core {}: no control hello within {HELLO_WAIT:?}; flows go without data reduction on this tunnel",
+                conn.remote_address()
+            );
+            (None, Services::default())
+        }
+    }
+}
