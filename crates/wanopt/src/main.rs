@@ -42,6 +42,12 @@ enum Command {
     Core(cli::node::CoreArgs),
     /// Run an edge node: intercept client TCP and carry it through the core.
     Edge(Box<cli::node::EdgeArgs>),
+    /// Run a node as its config file describes it: accept tunnels (`listen`),
+    /// dial the `[[peer]]`s that have an endpoint, or both.
+    Run(cli::run::RunArgs),
+    /// Ask a running node to re-read its config file (as SIGHUP does):
+    /// peers, routes and allowlists change; live flows stay.
+    Reload(cli::run::ReloadArgs),
     /// Show a node's state (tunnel, peer, RTT, rates, flow counts).
     Status(cli::status::QueryArgs),
     /// Show a node's live flow table.
@@ -98,15 +104,18 @@ fn raise_fd_limit() {
 }
 
 /// Runs a node until it stops; a failure is exit code 1 (2 when the
-/// node found its configuration wrong).
+/// node found its configuration wrong). `reload` reads the configuration
+/// again on SIGHUP and `wanopt reload`.
 fn run_node(
-    node: impl std::future::Future<Output = Result<(), wanopt_node::NodeError>>,
+    config: wanopt_node::node::NodeConfig,
+    reload: wanopt_node::node::Reload,
 ) -> Result<ExitCode, Failure> {
     let rt = runtime().map_err(Failure::runtime)?;
-    let result = rt.block_on(async {
-        wanopt_node::ignore_hangups();
-        node.await
-    });
+    let result = rt.block_on(wanopt_node::node::run(
+        config,
+        Some(reload),
+        wanopt_node::shutdown_signal(),
+    ));
     match result {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(e @ wanopt_node::NodeError::Usage(_)) => Err(Failure::usage(e)),
@@ -182,10 +191,17 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
             init_logging("info");
             raise_fd_limit();
             let config = cli::node::core_config(&args).map_err(Failure::usage)?;
-            return run_node(wanopt_node::core::run(
-                config,
-                wanopt_node::shutdown_signal(),
-            ));
+            let node = wanopt_node::node::NodeConfig {
+                core: Some(config),
+                edge: None,
+            };
+            let reload = cli::run::reloader(move || {
+                Ok(wanopt_node::node::NodeConfig {
+                    core: Some(cli::node::core_config(&args)?),
+                    edge: None,
+                })
+            });
+            return run_node(node, reload);
         }
         Command::Edge(args) => {
             init_logging("info");
@@ -196,11 +212,26 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
             }
             raise_fd_limit();
             let config = cli::node::edge_config(&args).map_err(Failure::usage)?;
-            return run_node(wanopt_node::edge::run(
-                config,
-                wanopt_node::shutdown_signal(),
-            ));
+            let node = wanopt_node::node::NodeConfig {
+                core: None,
+                edge: Some(config),
+            };
+            let reload = cli::run::reloader(move || {
+                Ok(wanopt_node::node::NodeConfig {
+                    core: None,
+                    edge: Some(cli::node::edge_config(&args)?),
+                })
+            });
+            return run_node(node, reload);
         }
+        Command::Run(args) => {
+            init_logging("info");
+            raise_fd_limit();
+            let node = cli::run::run_config(&args).map_err(Failure::usage)?;
+            let reload = cli::run::reloader(move || cli::run::run_config(&args));
+            return run_node(node, reload);
+        }
+        Command::Reload(args) => cli::run::reload(&args).map_err(Failure::runtime)?,
         Command::Status(args) => cli::status::status(&args).map_err(Failure::runtime)?,
         Command::Flows(args) => cli::status::flows(&args).map_err(Failure::runtime)?,
         Command::Cache(cmd) => cli::cache::run(&cmd).map_err(Failure::runtime)?,

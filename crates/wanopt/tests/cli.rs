@@ -521,7 +521,7 @@ fn a_public_key_file_as_key_exits_2_with_one_line() {
     std::fs::set_permissions(&peer_pub, std::fs::Permissions::from_mode(0o600)).unwrap();
     for (file, needle) in [
         (&own_pub, "looks like a public key"),
-        (&peer_pub, "which this node pins as a peer's --peer-key"),
+        (&peer_pub, "which this node lists as a peer's"),
     ] {
         let args: Vec<String> = [
             "core",
@@ -546,7 +546,7 @@ fn a_public_key_file_as_key_exits_2_with_one_line() {
 }
 
 #[test]
-fn sighup_is_logged_and_leaves_both_nodes_running() {
+fn sighup_reloads_and_leaves_both_nodes_running() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let server = listener.local_addr().unwrap();
     std::thread::spawn(move || {
@@ -563,7 +563,7 @@ fn sighup_is_logged_and_leaves_both_nodes_running() {
         assert!(
             eventually(Duration::from_secs(5), || node
                 .log_text()
-                .contains("SIGHUP received and ignored")),
+                .contains("configuration reloaded")),
             "{}",
             node.log_text()
         );

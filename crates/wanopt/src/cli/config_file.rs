@@ -72,6 +72,28 @@ pub(super) struct FileConfig {
     #[serde(default)]
     pub(super) no_reduce_to: Vec<String>,
     pub(super) lan_if: Option<String>,
+    /// `[[peer]]` sections.
+    #[serde(default)]
+    pub(super) peer: Vec<PeerSection>,
+}
+
+/// A `[[peer]]` section: a peer, how it is reached and what goes to it,
+/// and what it may reach through this node.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct PeerSection {
+    /// Its public key (`wanopt pubkey`).
+    pub(super) public_key: String,
+    /// Where to dial it, HOST:PORT (a node dials the peers that have one).
+    pub(super) endpoint: Option<String>,
+    /// Destinations sent to it, CIDR[:PORT[-PORT]]; none: what no other
+    /// peer's routes hold.
+    #[serde(default)]
+    pub(super) routes: Vec<String>,
+    /// What it may reach through this node; absent: the file's `allow`.
+    pub(super) allow: Option<Vec<String>>,
+    /// UDP destinations it may reach; absent: the file's `allow-udp`.
+    pub(super) allow_udp: Option<Vec<String>>,
 }
 
 impl FileConfig {
@@ -140,11 +162,61 @@ pub(super) fn read_file(path: Option<&Path>) -> anyhow::Result<FileConfig> {
     };
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read config file {}", path.display()))?;
-    toml::from_str(&text).map_err(|e| {
+    let mut file: FileConfig = toml::from_str(&text).map_err(|e| {
         anyhow::anyhow!(
             "config file {}: {}",
             path.display(),
             e.to_string().replace('\n', " ")
         )
-    })
+    })?;
+    file.relative_to(path.parent().unwrap_or(Path::new("")));
+    Ok(file)
+}
+
+impl FileConfig {
+    /// Resolves the file's relative paths against `dir`, the file's own
+    /// folder (a node under systemd runs in `/`).
+    fn relative_to(&mut self, dir: &Path) {
+        for path in [&mut self.key, &mut self.control_token, &mut self.cache_dir]
+            .into_iter()
+            .flatten()
+        {
+            if path.is_relative() {
+                *path = dir.join(&*path);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every TOML block of the README parses as a config file, and its
+    /// `[[peer]]` keys are keys.
+    #[test]
+    fn the_readme_config_examples_parse() {
+        let readme = include_str!("../../../../README.md");
+        let blocks: Vec<&str> = readme
+            .split("```toml\n")
+            .skip(1)
+            .filter_map(|rest| rest.split("```").next())
+            .collect();
+        assert!(
+            blocks.len() >= 2,
+            "the README has {} TOML blocks",
+            blocks.len()
+        );
+        let mut peers = 0;
+        for block in blocks {
+            let file: FileConfig = toml::from_str(block)
+                .unwrap_or_else(|e| panic!("README block does not parse: {e}\n{block}"));
+            for peer in &file.peer {
+                wanopt_node::identity::PublicKey::from_base64(&peer.public_key)
+                    .unwrap_or_else(|e| panic!("{}: {e}", peer.public_key));
+                peers += 1;
+            }
+        }
+        assert!(peers >= 4, "{peers} [[peer]] sections in the README");
+    }
 }

@@ -15,7 +15,7 @@ use wanopt_node::dupsock::DuplicationMode;
 use wanopt_node::dupsock::FecMode;
 use wanopt_node::edge::{EdgeConfig, FailMode, Forward, PathUse, WanPath, MAX_PATHS};
 use wanopt_node::flow::udp::edge::UdpForward;
-use wanopt_node::identity::{PrivateKey, PublicKey};
+use wanopt_node::identity::PrivateKey;
 use wanopt_node::limits::FlowLimitsConfig;
 use wanopt_node::policy::{AddrRule, RuleSet};
 use wanopt_node::reduce::{
@@ -24,11 +24,12 @@ use wanopt_node::reduce::{
 use wanopt_node::tunnel::{Congestion, TunnelTuning};
 
 use super::config_file::{other_role, read_file, FileConfig};
+use super::peers::{Mode, Peers};
 use super::size::parse_size;
 use super::size::{size_setting, window_setting};
 
 /// Options both node roles share.
-#[derive(Debug, Args, Default)]
+#[derive(Debug, Clone, Args, Default)]
 pub struct CommonArgs {
     /// TOML file with any of these options (kebab-case keys); flags override it.
     #[arg(long, value_name = "FILE")]
@@ -147,7 +148,7 @@ pub struct CommonArgs {
 }
 
 /// `wanopt core` options.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Default, Args)]
 pub struct CoreArgs {
     /// UDP address to accept tunnels on, e.g. 0.0.0.0:4433.
     #[arg(long, value_name = "ADDR")]
@@ -165,7 +166,7 @@ pub struct CoreArgs {
 }
 
 /// `wanopt edge` options.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Default, Args)]
 pub struct EdgeArgs {
     /// The core's UDP address, HOST:PORT.
     #[arg(long, value_name = "ADDR")]
@@ -286,7 +287,7 @@ fn list(flags: &[String], file: Vec<String>) -> Vec<String> {
     }
 }
 
-fn rules(texts: &[String]) -> anyhow::Result<RuleSet> {
+pub(super) fn rules(texts: &[String]) -> anyhow::Result<RuleSet> {
     Ok(RuleSet(
         texts
             .iter()
@@ -297,7 +298,7 @@ fn rules(texts: &[String]) -> anyhow::Result<RuleSet> {
 
 struct Common {
     key: PrivateKey,
-    peer_keys: Vec<PublicKey>,
+    peers: Peers,
     control: Option<SocketAddr>,
     control_token: Option<PathBuf>,
     connect_timeout: Duration,
@@ -317,8 +318,16 @@ fn exposed_mode(path: &std::path::Path) -> Option<u32> {
     (mode & 0o066 != 0).then_some(mode)
 }
 
-fn common(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<Common> {
-    let (key, peer_keys) = keys(flags, file)?;
+fn common(flags: &CommonArgs, file: &mut FileConfig, mode: Mode) -> anyhow::Result<Common> {
+    let (key, key_path) = key(flags, file)?;
+    let peers = Peers::read(
+        &list(&flags.peer_key, std::mem::take(&mut file.peer_key)),
+        &file.peer,
+        &key,
+        &key_path,
+        mode,
+    )
+    .map_err(|e| in_file(flags.config.as_deref(), e))?;
     let tuning = tuning(flags, file)?;
     let reduce = reduce(flags, file)?;
     let limits = limits(flags, file)?;
@@ -349,7 +358,7 @@ fn common(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<Common> {
         udp_idle_timeout,
         reduce,
         key,
-        peer_keys,
+        peers,
         control,
         control_token,
         connect_timeout: positive(
@@ -371,8 +380,16 @@ fn common(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<Common> {
     })
 }
 
-/// This node's key and the peers' it pins.
-fn keys(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<(PrivateKey, Vec<PublicKey>)> {
+/// An error about the config file's contents, naming the file.
+fn in_file(path: Option<&std::path::Path>, e: anyhow::Error) -> anyhow::Error {
+    match path {
+        Some(path) => anyhow::anyhow!("config file {}: {e:#}", path.display()),
+        None => e,
+    }
+}
+
+/// This node's key, and the file it was read from.
+fn key(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<(PrivateKey, PathBuf)> {
     let key_path = flags
         .key
         .clone()
@@ -387,20 +404,7 @@ fn keys(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<(PrivateKey
             key_path.display()
         );
     }
-    let peer_keys = list(&flags.peer_key, std::mem::take(&mut file.peer_key))
-        .iter()
-        .map(|k| PublicKey::from_base64(k))
-        .collect::<Result<Vec<_>, _>>()?;
-    if peer_keys.is_empty() {
-        bail!("no peer key: give --peer-key PUB (the peer's `wanopt pubkey` output)");
-    }
-    if let Some(peer) = peer_keys.iter().find(|k| key.is_bytes_of(k)) {
-        bail!(
-            "key file {} holds the public key {peer}, which this node pins as a peer's --peer-key: give --key this node's private key file (from `wanopt keygen --out`)",
-            key_path.display()
-        );
-    }
-    Ok((key, peer_keys))
+    Ok((key, key_path))
 }
 
 /// The tunnel's tuning: congestion control, duplication, MTU and windows.
@@ -542,24 +546,31 @@ fn limits(flags: &CommonArgs, file: &FileConfig) -> anyhow::Result<FlowLimitsCon
 
 /// Validates `wanopt core` options into a configuration.
 pub fn core_config(args: &CoreArgs) -> anyhow::Result<CoreConfig> {
+    core_config_in(args, Mode::Core)
+}
+
+/// The core part of a node `mode` runs.
+pub(super) fn core_config_in(args: &CoreArgs, mode: Mode) -> anyhow::Result<CoreConfig> {
     let mut file = read_file(args.common.config.as_deref())?;
-    other_role(
-        args.common.config.as_deref(),
-        &file.edge_keys(),
-        "edge",
-        "core",
-    )?;
-    let common = common(&args.common, &mut file)?;
+    if mode == Mode::Core {
+        other_role(
+            args.common.config.as_deref(),
+            &file.edge_keys(),
+            "edge",
+            "core",
+        )?;
+    }
+    let common = common(&args.common, &mut file, mode)?;
     let listen = args
         .listen
         .or(file.listen)
         .context("no listen address: give --listen ADDR, e.g. 0.0.0.0:4433")?;
+    let allow = rules(&list(&args.allow, std::mem::take(&mut file.allow)))?;
+    let allow_udp = rules(&list(&args.allow_udp, std::mem::take(&mut file.allow_udp)))?;
     Ok(CoreConfig {
         listen,
         key: common.key,
-        peer_keys: common.peer_keys,
-        allow: rules(&list(&args.allow, std::mem::take(&mut file.allow)))?,
-        allow_udp: rules(&list(&args.allow_udp, std::mem::take(&mut file.allow_udp)))?,
+        peers: common.peers.accepted(&allow, &allow_udp),
         udp_idle_timeout: common.udp_idle_timeout,
         control: common.control,
         control_token: common.control_token,
@@ -574,19 +585,29 @@ pub fn core_config(args: &CoreArgs) -> anyhow::Result<CoreConfig> {
 
 /// Validates `wanopt edge` options into a configuration.
 pub fn edge_config(args: &EdgeArgs) -> anyhow::Result<EdgeConfig> {
+    edge_config_in(args, Mode::Edge)
+}
+
+/// The edge part of a node `mode` runs.
+pub(super) fn edge_config_in(args: &EdgeArgs, mode: Mode) -> anyhow::Result<EdgeConfig> {
     let mut file = read_file(args.common.config.as_deref())?;
-    other_role(
-        args.common.config.as_deref(),
-        &file.core_keys(),
-        "core",
-        "edge",
-    )?;
-    let common = common(&args.common, &mut file)?;
-    let core = args
-        .core
-        .clone()
-        .or(file.core.take())
-        .context("no core: give --core HOST:PORT")?;
+    if mode == Mode::Edge {
+        other_role(
+            args.common.config.as_deref(),
+            &file.core_keys(),
+            "core",
+            "edge",
+        )?;
+    }
+    let common = common(&args.common, &mut file, mode)?;
+    let core = args.core.clone().or(file.core.take());
+    if core.is_none() && !Peers::any_endpoint(&file.peer) {
+        bail!("no core: give --core HOST:PORT, or [[peer]] sections with an endpoint in the config file");
+    }
+    let upstreams = common
+        .peers
+        .dialed(core)
+        .map_err(|e| in_file(args.common.config.as_deref(), e))?;
     let forwards = list(&args.forward, std::mem::take(&mut file.forward))
         .iter()
         .map(|f| f.parse::<Forward>().map_err(anyhow::Error::msg))
@@ -619,9 +640,8 @@ pub fn edge_config(args: &EdgeArgs) -> anyhow::Result<EdgeConfig> {
             .collect::<Result<_, _>>()?,
     );
     Ok(EdgeConfig {
-        core,
+        upstreams,
         key: common.key,
-        peer_keys: common.peer_keys,
         forwards,
         udp_forwards,
         udp_idle_timeout: common.udp_idle_timeout,

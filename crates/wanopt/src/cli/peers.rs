@@ -1,0 +1,170 @@
+//! A node's peers: the `--peer-key`s of the one-peer case and the config
+//! file's `[[peer]]` sections, checked, as the peers it accepts (each with
+//! its allowlists) and the peers it dials (each with its routes).
+
+use anyhow::{bail, Context};
+
+use wanopt_node::core::AcceptedPeer;
+use wanopt_node::edge::UpstreamConfig;
+use wanopt_node::identity::{PrivateKey, PublicKey};
+use wanopt_node::policy::RuleSet;
+
+use super::config_file::PeerSection;
+use super::node::rules;
+
+/// Which command reads the peers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Mode {
+    /// `wanopt core`: accepts every peer, dials none.
+    Core,
+    /// `wanopt edge`: dials every peer, accepts none.
+    Edge,
+    /// `wanopt run`: dials the peers with an endpoint, accepts them all.
+    Run,
+}
+
+/// A `[[peer]]` section, parsed.
+#[derive(Debug, Clone)]
+pub(super) struct Section {
+    key: PublicKey,
+    endpoint: Option<String>,
+    routes: RuleSet,
+    allow: Option<RuleSet>,
+    allow_udp: Option<RuleSet>,
+}
+
+/// The node's peers.
+#[derive(Debug, Clone)]
+pub(super) struct Peers {
+    /// `--peer-key` / `peer-key`: the one peer's keys.
+    pub(super) flag_keys: Vec<PublicKey>,
+    sections: Vec<Section>,
+}
+
+impl Peers {
+    /// Reads and checks the peers: keys that parse, none twice, none this
+    /// node's own (`key`, read from `key_path`), and what `mode` takes.
+    pub(super) fn read(
+        flag_keys: &[String],
+        sections: &[PeerSection],
+        key: &PrivateKey,
+        key_path: &std::path::Path,
+        mode: Mode,
+    ) -> anyhow::Result<Peers> {
+        let flag_keys = flag_keys
+            .iter()
+            .map(|k| PublicKey::from_base64(k))
+            .collect::<Result<Vec<_>, _>>()?;
+        let sections = sections
+            .iter()
+            .enumerate()
+            .map(|(i, s)| section(i + 1, s, mode))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        if flag_keys.is_empty() && sections.is_empty() {
+            bail!("no peer key: give --peer-key PUB (the peer's `wanopt pubkey` output), or [[peer]] sections in the config file");
+        }
+        let mut seen: Vec<PublicKey> = Vec::new();
+        for k in flag_keys.iter().chain(sections.iter().map(|s| &s.key)) {
+            if key.is_bytes_of(k) {
+                bail!(
+                    "key file {} holds the public key {k}, which this node lists as a peer's: give --key this node's private key file (from `wanopt keygen --out`)",
+                    key_path.display()
+                );
+            }
+            if seen.contains(k) {
+                bail!("peer {k} is listed twice: give each peer once");
+            }
+            seen.push(*k);
+        }
+        Ok(Peers {
+            flag_keys,
+            sections,
+        })
+    }
+
+    /// The peers accepted, each with its allowlists: the flags' keys and
+    /// sections without lists of their own take `allow` and `allow_udp`.
+    pub(super) fn accepted(&self, allow: &RuleSet, allow_udp: &RuleSet) -> Vec<AcceptedPeer> {
+        let flags = self.flag_keys.iter().map(|&key| AcceptedPeer {
+            key,
+            allow: allow.clone(),
+            allow_udp: allow_udp.clone(),
+        });
+        let sections = self.sections.iter().map(|s| AcceptedPeer {
+            key: s.key,
+            allow: s.allow.clone().unwrap_or_else(|| allow.clone()),
+            allow_udp: s.allow_udp.clone().unwrap_or_else(|| allow_udp.clone()),
+        });
+        flags.chain(sections).collect()
+    }
+
+    /// The peers dialed: `core` with the flags' keys (routes: the rest),
+    /// then every section with an endpoint.
+    pub(super) fn dialed(&self, core: Option<String>) -> anyhow::Result<Vec<UpstreamConfig>> {
+        let mut upstreams = Vec::new();
+        match (core, self.flag_keys.is_empty()) {
+            (Some(endpoint), false) => upstreams.push(UpstreamConfig {
+                endpoint,
+                keys: self.flag_keys.clone(),
+                routes: RuleSet::default(),
+            }),
+            (Some(endpoint), true) => bail!(
+                "--core {endpoint} has no key: give --peer-key PUB (the core's `wanopt pubkey` output), or a [[peer]] with endpoint = \"{endpoint}\""
+            ),
+            (None, false) => bail!(
+                "--peer-key pins the core's key, and no core is given: give --core HOST:PORT"
+            ),
+            (None, true) => {}
+        }
+        for s in &self.sections {
+            if let Some(endpoint) = &s.endpoint {
+                upstreams.push(UpstreamConfig {
+                    endpoint: endpoint.clone(),
+                    keys: vec![s.key],
+                    routes: s.routes.clone(),
+                });
+            }
+        }
+        Ok(upstreams)
+    }
+
+    /// Whether any section names an endpoint (the node dials it).
+    pub(super) fn any_endpoint(sections: &[PeerSection]) -> bool {
+        sections.iter().any(|s| s.endpoint.is_some())
+    }
+}
+
+/// Parses the `n`th section and checks it fits `mode`.
+fn section(n: usize, s: &PeerSection, mode: Mode) -> anyhow::Result<Section> {
+    let key = PublicKey::from_base64(&s.public_key)
+        .with_context(|| format!("[[peer]] #{n}: public-key"))?;
+    let parsed = |texts: &[String], what: &str| {
+        rules(texts).with_context(|| format!("[[peer]] #{n} ({key}): {what}"))
+    };
+    let section = Section {
+        key,
+        endpoint: s.endpoint.clone(),
+        routes: parsed(&s.routes, "routes")?,
+        allow: s.allow.as_deref().map(|a| parsed(a, "allow")).transpose()?,
+        allow_udp: s
+            .allow_udp
+            .as_deref()
+            .map(|a| parsed(a, "allow-udp"))
+            .transpose()?,
+    };
+    match mode {
+        Mode::Core if section.endpoint.is_some() || !section.routes.is_empty() => bail!(
+            "[[peer]] #{n} ({key}) has an endpoint or routes: wanopt core dials no peer; run the node with `wanopt run --config FILE` to dial it"
+        ),
+        Mode::Edge if section.endpoint.is_none() => bail!(
+            "[[peer]] #{n} ({key}) has no endpoint: wanopt edge dials its peers and accepts none; give its endpoint, or run the node with `wanopt run --config FILE` to accept it"
+        ),
+        Mode::Edge if section.allow.is_some() || section.allow_udp.is_some() => bail!(
+            "[[peer]] #{n} ({key}) has allow rules: wanopt edge accepts no tunnels; run the node with `wanopt run --config FILE` and `listen` to accept it"
+        ),
+        Mode::Run if section.endpoint.is_none() && !section.routes.is_empty() => bail!(
+            "[[peer]] #{n} ({key}) has routes but no endpoint: a node sends flows only to peers it dials; give its endpoint"
+        ),
+        _ => Ok(section),
+    }
+}
