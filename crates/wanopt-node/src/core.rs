@@ -1,7 +1,6 @@
 //! The core node: accepts tunnels from pinned edges, and for each stream
 //! connects to the requested destination if its allowlist permits it.
 
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -54,7 +53,7 @@ pub struct CoreConfig {
     pub udp_idle_timeout: Duration,
     /// Control API address.
     pub control: Option<SocketAddr>,
-    /// The control token's file; `None` is [`control::token::default_path`].
+    /// The control token's file; `None` is [`crate::control::token::default_path`].
     pub control_token: Option<std::path::PathBuf>,
     /// Data reduction; `None` disables it (`--no-reduce`).
     pub reduce: Option<ReduceConfig>,
@@ -126,19 +125,6 @@ fn host_addresses() -> Vec<std::net::IpAddr> {
             Vec::new()
         }
     }
-}
-
-/// Runs a core until `shutdown` resolves, then drains flows for a bounded time.
-pub async fn run(config: CoreConfig, shutdown: impl Future<Output = ()>) -> Result<(), NodeError> {
-    crate::node::run(
-        crate::node::NodeConfig {
-            core: Some(config),
-            edge: None,
-        },
-        None,
-        shutdown,
-    )
-    .await
 }
 
 /// Warns of peers that may reach nothing.

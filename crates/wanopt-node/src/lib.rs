@@ -1,9 +1,9 @@
 //! The tokio runtime of a wanopt node.
 //!
-//! An **edge** ([`edge::run`]) terminates client TCP connections on the LAN,
+//! A node ([`node::run`]) is an edge, a core or both. An **edge** terminates client TCP connections on the LAN,
 //! chosen by explicit forwards or transparent interception ([`intercept`])
 //! and by policy ([`policy`]), and carries each over one stream of a
-//! long-lived QUIC connection to a **core** ([`core::run`]), which connects
+//! long-lived QUIC connection to a **core**, which connects
 //! to the destination if its allowlist permits. The code is in three wings
 //! and a few rooms on top:
 //!

@@ -8,7 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use crate::control;
@@ -63,9 +63,7 @@ impl NodeConfig {
 /// configuration, or why it cannot be used (one line).
 pub type Reload = Arc<dyn Fn() -> Result<NodeConfig, String> + Send + Sync>;
 
-/// A reload asked for over the control API: the reply is what changed,
-/// or why nothing did.
-pub(crate) type ReloadRequest = oneshot::Sender<Result<String, String>>;
+use crate::state::ReloadRequest;
 
 /// Runs a node until `shutdown` resolves, then drains flows for a bounded
 /// time. Every listener is bound before this returns an error-free start.

@@ -19,6 +19,10 @@ use crate::transport::udp::{
     Duplication, DuplicationMode, DuplicationStatus, FecStatus, PathSample, PathsStatus,
 };
 
+/// A reload asked for over the control API: the reply is what changed,
+/// or why nothing did.
+pub(crate) type ReloadRequest = tokio::sync::oneshot::Sender<Result<String, String>>;
+
 /// A node's role.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -76,7 +80,7 @@ pub struct NodeState {
     /// The flow receive windows granted from the node-wide budget.
     window_budget: std::sync::OnceLock<Arc<ReceiveBudget>>,
     /// Where `POST /reload` asks for a reload, when the node can reload.
-    reloads: std::sync::OnceLock<tokio::sync::mpsc::Sender<crate::node::ReloadRequest>>,
+    reloads: std::sync::OnceLock<tokio::sync::mpsc::Sender<ReloadRequest>>,
     started: Instant,
     peers: Mutex<BTreeMap<SocketAddr, PeerEntry>>,
 }
@@ -289,15 +293,12 @@ impl NodeState {
     }
 
     /// Lets `POST /reload` ask for reloads on `requests`.
-    pub(crate) fn set_reloads(
-        &self,
-        requests: tokio::sync::mpsc::Sender<crate::node::ReloadRequest>,
-    ) {
+    pub(crate) fn set_reloads(&self, requests: tokio::sync::mpsc::Sender<ReloadRequest>) {
         let _ = self.reloads.set(requests);
     }
 
     /// Where reloads are asked for, when the node can reload.
-    pub(crate) fn reloads(&self) -> Option<&tokio::sync::mpsc::Sender<crate::node::ReloadRequest>> {
+    pub(crate) fn reloads(&self) -> Option<&tokio::sync::mpsc::Sender<ReloadRequest>> {
         self.reloads.get()
     }
 

@@ -11,8 +11,6 @@ use tracing::{debug, info, warn};
 
 use wanopt_proto::Services;
 
-use super::upstreams::Upstreams;
-use super::{Tunnel, HELLO_WAIT};
 use crate::error::{NodeError, ResolveFailure};
 use crate::flow::udp::edge::UdpTunnel;
 use crate::flow::udp::{read_datagrams, TunnelFlows};
@@ -25,6 +23,18 @@ use crate::transport::identity::{self, peer_key};
 pub(super) fn is_local(ip: IpAddr) -> bool {
     std::net::UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
 }
+
+/// The tunnel as flows use it.
+#[derive(Clone)]
+pub(crate) struct Tunnel {
+    pub(super) conn: quinn::Connection,
+    /// The byte cache for the core, when both ends run `reduce`.
+    pub(super) cache: Option<wanopt_codec::PeerCache>,
+}
+
+/// How long a new tunnel waits for the core's control hello before flows
+/// use it without data reduction.
+const HELLO_WAIT: Duration = Duration::from_secs(3);
 
 pub(super) async fn resolve(host_port: &str) -> Result<SocketAddr, NodeError> {
     tokio::net::lookup_host(host_port)
@@ -47,8 +57,8 @@ pub(super) struct Published {
     pub(super) udp: watch::Sender<Option<UdpTunnel>>,
     /// The edge has UDP forwards (a core without UDP is then worth a line).
     pub(super) wants_udp: bool,
-    /// Told when the tunnel comes up or goes down.
-    pub(super) upstreams: Arc<Upstreams>,
+    /// Called when the tunnel comes up or goes down.
+    pub(super) changed: Arc<dyn Fn() + Send + Sync>,
 }
 
 /// Keeps one connection to the core up, reconnecting with exponential
@@ -135,13 +145,13 @@ pub(super) async fn maintain_tunnel(
                     conn: conn.clone(),
                     cache,
                 }));
-                published.upstreams.refresh();
+                (published.changed)();
                 backoff = MIN_BACKOFF;
                 last_error.clear();
                 let reason = conn.closed().await;
                 published.tunnel.send_replace(None);
                 published.udp.send_replace(None);
-                published.upstreams.refresh();
+                (published.changed)();
                 state.duplication.unbind_paths(addr);
                 if shutdown.is_triggered() {
                     return;

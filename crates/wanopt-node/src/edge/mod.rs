@@ -2,7 +2,6 @@
 //! transparently redirected flows), picks by policy which go through the
 //! tunnel, and carries each optimized flow on its own QUIC stream to the core.
 
-use std::future::Future;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -29,7 +28,7 @@ use crate::reduce::ReduceConfig;
 use crate::state::NodeState;
 use crate::transport::identity::PrivateKey;
 use crate::transport::tunnel::{self, TunnelTuning};
-use dial::{is_local, maintain_tunnel, resolve, Core, Published};
+use dial::{is_local, maintain_tunnel, resolve, Core, Published, Tunnel};
 pub use upstreams::UpstreamConfig;
 use upstreams::{Upstream, Upstreams};
 
@@ -135,7 +134,7 @@ pub struct EdgeConfig {
     pub fail: FailMode,
     /// Control API address.
     pub control: Option<SocketAddr>,
-    /// The control token's file; `None` is [`control::token::default_path`].
+    /// The control token's file; `None` is [`crate::control::token::default_path`].
     pub control_token: Option<std::path::PathBuf>,
     /// How long a flow waits for the tunnel before it is reset.
     pub tunnel_wait: Duration,
@@ -168,18 +167,6 @@ impl std::fmt::Debug for PrivateKey {
         write!(f, "PrivateKey({})", self.public_key())
     }
 }
-
-/// The tunnel as flows use it.
-#[derive(Clone)]
-pub(crate) struct Tunnel {
-    conn: quinn::Connection,
-    /// The byte cache for the core, when both ends run `reduce`.
-    cache: Option<wanopt_codec::PeerCache>,
-}
-
-/// How long a new tunnel waits for the core's control hello before flows
-/// use it without data reduction.
-const HELLO_WAIT: Duration = Duration::from_secs(3);
 
 /// A running edge.
 pub(crate) struct Edge {
@@ -323,20 +310,6 @@ pub(crate) async fn bind(config: &EdgeConfig) -> Result<Listeners, NodeError> {
     })
 }
 
-/// Runs an edge until `shutdown` resolves, then drains flows for a bounded
-/// time. Every listener is bound before this returns an error-free start.
-pub async fn run(config: EdgeConfig, shutdown: impl Future<Output = ()>) -> Result<(), NodeError> {
-    crate::node::run(
-        crate::node::NodeConfig {
-            core: None,
-            edge: Some(config),
-        },
-        None,
-        shutdown,
-    )
-    .await
-}
-
 /// Starts the edge's work on `state`: a task per dialed peer keeping its
 /// tunnel up on `endpoint`, and the listeners' tasks in `tasks`.
 pub(crate) fn start(
@@ -462,7 +435,10 @@ impl Edge {
                 udp: udp_tx,
                 wants_udp: !self.config.udp_forwards.is_empty()
                     || self.config.transparent_udp.is_some(),
-                upstreams: self.upstreams.clone(),
+                changed: {
+                    let upstreams = self.upstreams.clone();
+                    Arc::new(move || upstreams.refresh())
+                },
             },
             upstream.stop.clone(),
         ));

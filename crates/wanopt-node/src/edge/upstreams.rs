@@ -10,7 +10,7 @@ use std::sync::{Arc, RwLock};
 use tokio::sync::watch;
 use wanopt_proto::Target;
 
-use super::Tunnel;
+use super::dial::Tunnel;
 use crate::flow::udp::edge::UdpTunnel;
 use crate::lifecycle::Shutdown;
 use crate::policy::RuleSet;

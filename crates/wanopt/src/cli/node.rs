@@ -17,14 +17,13 @@ use wanopt_node::edge::{EdgeConfig, FailMode, Forward, PathUse, WanPath, MAX_PAT
 use wanopt_node::flow::udp::edge::UdpForward;
 use wanopt_node::identity::PrivateKey;
 use wanopt_node::limits::FlowLimitsConfig;
-use wanopt_node::policy::{AddrRule, RuleSet};
 use wanopt_node::reduce::{
     CompressionMode, ReduceConfig, DEFAULT_CACHE_CHECKPOINT, DEFAULT_CACHE_SIZE,
 };
 use wanopt_node::tunnel::{Congestion, TunnelTuning};
 
 use super::config_file::{other_role, read_file, FileConfig};
-use super::peers::{Mode, Peers};
+use super::peers::{rules, Mode, Peers};
 use super::size::parse_size;
 use super::size::{size_setting, window_setting};
 
@@ -285,15 +284,6 @@ fn list(flags: &[String], file: Vec<String>) -> Vec<String> {
     } else {
         flags.to_vec()
     }
-}
-
-pub(super) fn rules(texts: &[String]) -> anyhow::Result<RuleSet> {
-    Ok(RuleSet(
-        texts
-            .iter()
-            .map(|t| t.parse::<AddrRule>())
-            .collect::<Result<_, _>>()?,
-    ))
 }
 
 struct Common {

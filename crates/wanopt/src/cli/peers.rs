@@ -7,10 +7,9 @@ use anyhow::{bail, Context};
 use wanopt_node::core::AcceptedPeer;
 use wanopt_node::edge::UpstreamConfig;
 use wanopt_node::identity::{PrivateKey, PublicKey};
-use wanopt_node::policy::RuleSet;
+use wanopt_node::policy::{AddrRule, RuleSet};
 
 use super::config_file::PeerSection;
-use super::node::rules;
 
 /// Which command reads the peers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -167,4 +166,14 @@ fn section(n: usize, s: &PeerSection, mode: Mode) -> anyhow::Result<Section> {
         ),
         _ => Ok(section),
     }
+}
+
+/// Address rules, `CIDR[:PORT[-PORT]]` each.
+pub(super) fn rules(texts: &[String]) -> anyhow::Result<RuleSet> {
+    Ok(RuleSet(
+        texts
+            .iter()
+            .map(|t| t.parse::<AddrRule>())
+            .collect::<Result<_, _>>()?,
+    ))
 }
