@@ -267,6 +267,44 @@ impl fmt::Display for TrafficClass {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Classes(pub Vec<TrafficClass>);
 
+/// The edge's policy: which flows it optimizes and how. A reload
+/// replaces it while flows run; each new flow reads the current one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EdgePolicy {
+    /// Transparent flows to optimize (`--optimize`); empty: all.
+    pub optimize: crate::policy::RuleSet,
+    /// Connect unmatched transparent flows from the edge's address.
+    pub pass_unmatched: bool,
+    /// Optimized flows that skip data reduction.
+    pub no_reduce_to: crate::policy::RuleSet,
+    /// Traffic classes.
+    pub classes: Classes,
+}
+
+/// The current [`EdgePolicy`], replaced whole by a reload.
+#[derive(Debug, Default)]
+pub struct LivePolicy(std::sync::RwLock<std::sync::Arc<EdgePolicy>>);
+
+impl LivePolicy {
+    /// A live policy starting as `policy`.
+    pub fn new(policy: EdgePolicy) -> LivePolicy {
+        LivePolicy(std::sync::RwLock::new(std::sync::Arc::new(policy)))
+    }
+
+    /// The policy now.
+    pub fn get(&self) -> std::sync::Arc<EdgePolicy> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Replaces it; whether it changed.
+    pub fn set(&self, policy: EdgePolicy) -> bool {
+        let mut current = self.0.write().unwrap_or_else(|e| e.into_inner());
+        let changed = **current != policy;
+        *current = std::sync::Arc::new(policy);
+        changed
+    }
+}
+
 /// What a flow gets from its class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Treatment<'a> {

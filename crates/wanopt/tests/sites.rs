@@ -492,3 +492,72 @@ fn an_endpoint_that_does_not_resolve_is_retried() {
     let status = edge.status().unwrap();
     assert_eq!(status["tunnel"], "down", "{status}");
 }
+
+#[test]
+fn reload_changes_an_edges_routes_and_policy_on_a_kept_tunnel() {
+    let keys = Keys::new();
+    let server = echo_server();
+    let listen = free_udp();
+    let (path, control) = config(
+        &keys,
+        "core",
+        &format!(
+            "listen = \"{listen}\"\nno-reduce = true\n{}",
+            peer(&keys, "edge", &format!("allow = [\"{server}\"]"))
+        ),
+    );
+    let _core = run(&keys, "core", &path, control);
+    let forward = free_tcp();
+    let edge_body = |routes: &str, class: &str| {
+        format!(
+            "no-reduce = true\nforward = [\"{forward}={server}\"]\n{class}\n{}",
+            peer(
+                &keys,
+                "core",
+                &format!("endpoint = \"{listen}\"\nroutes = [{routes}]")
+            )
+        )
+    };
+    let (edge_path, edge_control) = config(&keys, "edge", &edge_body("\"10.0.0.0/8\"", ""));
+    let edge = run(&keys, "edge", &edge_path, edge_control);
+    edge.wait_tunnel_up(Duration::from_secs(15));
+    // Its one peer's routes do not hold the server.
+    assert!(!echoes(forward));
+    assert!(
+        eventually(Duration::from_secs(5), || edge
+            .log_text()
+            .contains("no peer's routes hold it")),
+        "{}",
+        edge.log_text()
+    );
+    write_config(
+        &edge_path,
+        "edge",
+        edge_control,
+        &edge_body(
+            "\"127.0.0.0/8\"",
+            "class = [\"name=bulk,tcp,priority=low\"]",
+        ),
+    );
+    let out = Command::new(BIN)
+        .args(["reload", "--control", &edge_control.to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("1 kept") && said.contains("policy changed"),
+        "{said}"
+    );
+    // The same tunnel: no reconnection.
+    let status = edge.status().unwrap();
+    assert_eq!(status["peers"][0]["reconnects"], 0, "{status}");
+    let mut held = TcpStream::connect(forward).unwrap();
+    held.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    held.write_all(b"ping").unwrap();
+    let mut buf = [0u8; 4];
+    held.read_exact(&mut buf).unwrap();
+    assert_eq!(&buf, b"ping");
+    let flows = http_get(edge_control, "/flows").unwrap();
+    assert!(flows.contains("\"bulk\""), "{flows}");
+}

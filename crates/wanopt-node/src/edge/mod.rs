@@ -16,7 +16,7 @@ use wanopt_proto::{OpenRepr, Services, Target};
 mod dial;
 mod upstreams;
 
-use crate::class::{service_names, Classes, Proto};
+use crate::class::{service_names, Classes, EdgePolicy, LivePolicy, Proto};
 use crate::error::{NodeError, UsageError};
 use crate::flow::limits::{FlowLimits, FlowLimitsConfig, FlowPermit};
 use crate::flow::udp::edge::{UdpEdge, UdpForward};
@@ -181,6 +181,8 @@ pub(crate) struct Edge {
     unmatched_log: LogLimit,
     /// Log lines of flows refused for want of a route.
     no_route_log: LogLimit,
+    /// What it optimizes and how, as the last reload left it.
+    policy: Arc<LivePolicy>,
     /// The core's address the `--path`s were set up for.
     paths_core: Option<SocketAddr>,
 }
@@ -218,6 +220,16 @@ async fn bind_udp(
 }
 
 impl EdgeConfig {
+    /// Its policy: what the edge optimizes and how.
+    fn policy(&self) -> EdgePolicy {
+        EdgePolicy {
+            optimize: self.optimize.clone(),
+            pass_unmatched: self.pass_unmatched,
+            no_reduce_to: self.no_reduce_to.clone(),
+            classes: self.classes.clone(),
+        }
+    }
+
     /// Whether no forward and no transparent socket is configured.
     fn accepts_nothing(&self) -> bool {
         self.forwards.is_empty()
@@ -336,6 +348,7 @@ pub(crate) fn start(
             .unwrap_or_default()
     );
     let upstreams = Upstreams::new();
+    let policy = Arc::new(LivePolicy::new(config.policy()));
     let edge = Arc::new(Edge {
         limits: FlowLimits::new(config.limits),
         config,
@@ -345,6 +358,7 @@ pub(crate) fn start(
         unmatched_log: LogLimit::new(REFUSAL_LOG_INTERVAL),
         no_route_log: LogLimit::new(REFUSAL_LOG_INTERVAL),
         paths_core,
+        policy,
     });
     let dialed = edge
         .config
@@ -367,7 +381,7 @@ pub(crate) fn start(
         state: state.clone(),
         limits: edge.limits.clone(),
         idle_timeout: edge.config.udp_idle_timeout,
-        classes: Arc::new(edge.config.classes.clone()),
+        policy: edge.policy.clone(),
     });
     for (socket, destination) in listeners.udp {
         tasks.spawn(crate::flow::udp::edge::serve(
@@ -380,7 +394,6 @@ pub(crate) fn start(
         tasks.spawn(crate::flow::udp::transparent::serve(
             udp_edge.clone(),
             socket,
-            edge.config.optimize.clone(),
             edge.config.fail == FailMode::Open,
         ));
     }
@@ -451,6 +464,10 @@ impl Edge {
     /// Returns what changed, for the log.
     pub(crate) fn reload(&self, new: EdgeConfig) -> Result<String, NodeError> {
         self.check_reload(&new)?;
+        let policy = match self.policy.set(new.policy()) {
+            true => "policy changed",
+            false => "policy unchanged",
+        };
         let new = new.upstreams;
         let old = self.upstreams.list();
         let mut list = Vec::new();
@@ -478,7 +495,7 @@ impl Edge {
             upstream.close();
         }
         Ok(format!(
-            "dialed peers: {kept} kept, {added} added, {} removed",
+            "dialed peers: {kept} kept, {added} added, {} removed; {policy}",
             removed.len()
         ))
     }
@@ -575,8 +592,9 @@ impl Edge {
                 return;
             }
         }
-        if !self.config.optimize.is_empty() && !self.config.optimize.matches(dest) {
-            if self.config.pass_unmatched {
+        let policy = self.policy.get();
+        if !policy.optimize.is_empty() && !policy.optimize.matches(dest) {
+            if policy.pass_unmatched {
                 debug!("flow {source} -> {dest} matches no --optimize rule: passing through (--pass-unmatched)");
                 self.pass_through(tcp, source, dest).await;
                 return;
@@ -649,6 +667,7 @@ impl Edge {
 
     async fn tunnelled(&self, tcp: TcpStream, source: SocketAddr, dest: Target, explicit: bool) {
         let flows = &self.state.flows;
+        let policy = self.policy.get();
         // Under --fail open the transparent listener closes with the
         // tunnel; a flow accepted just before is reset, not connected from
         // the edge's address.
@@ -682,7 +701,7 @@ impl Edge {
         };
         let reduction = cache
             .filter(|_| match &dest {
-                Target::Addr(addr) => !self.config.no_reduce_to.matches(*addr),
+                Target::Addr(addr) => !policy.no_reduce_to.matches(*addr),
                 Target::Domain(..) => true,
             })
             .and_then(|cache| {
@@ -697,7 +716,7 @@ impl Edge {
             Target::Addr(addr) => Some(*addr),
             Target::Domain(..) => None,
         };
-        let treatment = self.config.classes.classify(Proto::Tcp, dst, None);
+        let treatment = policy.classes.classify(Proto::Tcp, dst, None);
         let services = services.with(treatment.services());
         names.extend(service_names(treatment.services()));
         let guard = flows.start(

@@ -20,7 +20,7 @@ use super::{
     recv::{ask_dscp, recv_meta},
     send_datagram, Activity, FlowEnd, Sink, TunnelFlows, ONE_EXCHANGE_IDLE, OPEN_TIMEOUT,
 };
-use crate::class::{service_names, Classes, Proto};
+use crate::class::{service_names, LivePolicy, Proto};
 use crate::flow::limits::{FlowLimits, FlowPermit};
 use crate::flow::FlowState;
 use crate::state::NodeState;
@@ -75,8 +75,8 @@ pub(crate) struct UdpEdge {
     pub(crate) state: Arc<NodeState>,
     pub(crate) limits: Arc<FlowLimits>,
     pub(crate) idle_timeout: Duration,
-    /// The edge's traffic classes.
-    pub(crate) classes: Arc<Classes>,
+    /// The edge's policy (its traffic classes), as the last reload left it.
+    pub(crate) policy: Arc<LivePolicy>,
 }
 
 /// A flow's ends on the LAN side: the client, and the address it sent to
@@ -263,7 +263,8 @@ impl FlowRun {
             Target::Addr(addr) => Some(*addr),
             Target::Domain(..) => None,
         };
-        let treatment = self.edge.classes.classify(Proto::Udp, dst, self.dscp);
+        let policy = self.edge.policy.get();
+        let treatment = policy.classes.classify(Proto::Udp, dst, self.dscp);
         let mut names = vec!["udp"];
         names.extend(service_names(treatment.services()));
         let guard = state.flows.start(

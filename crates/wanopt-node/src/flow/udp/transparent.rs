@@ -34,7 +34,6 @@ use super::payload_buffer;
 use super::recv::{ask_dscp, recv_meta};
 use crate::error::NodeError;
 use crate::intercept::set_ip_transparent;
-use crate::policy::RuleSet;
 
 /// Binds the transparent UDP socket at `addr`: `IP_TRANSPARENT` (TPROXY
 /// delivers to it only with it, so it must be granted: `CAP_NET_ADMIN`)
@@ -89,12 +88,7 @@ fn reply_socket(local: SocketAddr, client: SocketAddr) -> std::io::Result<UdpSoc
 /// Serves the transparent UDP socket until the node stops; with
 /// `close_while_down`, the socket is closed while the tunnel is down and
 /// bound again when it is back.
-pub(crate) async fn serve(
-    edge: Arc<UdpEdge>,
-    socket: std::net::UdpSocket,
-    optimize: RuleSet,
-    close_while_down: bool,
-) {
+pub(crate) async fn serve(edge: Arc<UdpEdge>, socket: std::net::UdpSocket, close_while_down: bool) {
     let listen = match socket.local_addr() {
         Ok(addr) => addr,
         Err(e) => {
@@ -131,7 +125,7 @@ pub(crate) async fn serve(
             continue;
         };
         tokio::select! {
-            () = receive(&edge, &live, listen, &dispatch, &optimize) => return,
+            () = receive(&edge, &live, listen, &dispatch) => return,
             _ = down(&mut tunnel), if close_while_down => {}
         }
     }
@@ -154,13 +148,7 @@ async fn down(tunnel: &mut tokio::sync::watch::Receiver<Option<()>>) {
 }
 
 /// Receives on `socket` and hands each datagram to its flow.
-async fn receive(
-    edge: &Arc<UdpEdge>,
-    socket: &UdpSocket,
-    listen: SocketAddr,
-    dispatch: &Dispatch,
-    optimize: &RuleSet,
-) {
+async fn receive(edge: &Arc<UdpEdge>, socket: &UdpSocket, listen: SocketAddr, dispatch: &Dispatch) {
     let mut buf = payload_buffer();
     loop {
         let read = socket
@@ -179,6 +167,7 @@ async fn receive(
             edge.state.udp.unmatched.fetch_add(1, Ordering::Relaxed);
             continue;
         };
+        let optimize = &edge.policy.get().optimize;
         if !optimize.is_empty() && !optimize.matches(orig) {
             edge.state.udp.unmatched.fetch_add(1, Ordering::Relaxed);
             continue;
