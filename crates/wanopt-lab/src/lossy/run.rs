@@ -128,6 +128,7 @@ impl Lossy {
             edge_args: Vec::new(),
             core_args: Vec::new(),
             link2: None,
+            sites: crate::sites::Sites::ONE,
         };
         bringup::up(env.lab, &config, env.exe).map_err(|e| format!("lab up failed: {e}"))
     }
