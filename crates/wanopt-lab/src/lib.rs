@@ -18,6 +18,7 @@ pub mod link2;
 pub mod link_control;
 pub mod lossy;
 pub mod model;
+pub mod multisite;
 pub mod node;
 pub mod optimize;
 pub mod plot;

@@ -28,7 +28,7 @@ static CUBIC: Profile = Profile {
 };
 
 /// The endpoints of the `bbr` mode: this kernel's defaults, BBR.
-static BBR: Profile = Profile {
+pub(crate) static BBR: Profile = Profile {
     name: "linux-bbr",
     description: "this kernel's defaults with BBR",
     congestion_control: Some("bbr"),
