@@ -173,6 +173,7 @@ pub fn run(lab: &Lab, seconds: u64, runs: usize) -> Result<(), BenchError> {
         edge_args: Vec::new(),
         core_args: Vec::new(),
         link2: None,
+        sites: crate::sites::Sites::ONE,
     };
     bringup::up(lab, &config, &bringup::current_exe()?)?;
     let mut results = Vec::new();

@@ -11,6 +11,7 @@ use crate::emulator::EmulatorConfig;
 use crate::link::LinkSpecs;
 use crate::link2::WanLink;
 use crate::profile::{Profile, ProfileError};
+use crate::sites::Sites;
 use crate::topology::{Lab, Node, TopologyError, SERVER_ADDR};
 use crate::traffic::GENERATOR_PORT;
 
@@ -27,7 +28,7 @@ pub enum UpError {
     #[error("{name} did not start: {log}")]
     Daemon {
         /// The process.
-        name: &'static str,
+        name: String,
         /// The end of its log.
         log: String,
     },
@@ -65,6 +66,9 @@ pub struct UpConfig {
     pub core_args: Vec<String>,
     /// The second emulated link (`lab up --link2`), if any.
     pub link2: Option<LinkSpecs>,
+    /// How many branch sites (`lab up --sites`): site 1 is `client` and
+    /// `edge`, each other one gets its own namespaces and link.
+    pub sites: Sites,
 }
 
 /// The settings of a running lab, stored in its state directory.
@@ -82,6 +86,9 @@ pub struct Settings {
     /// The second emulated link, if the lab has one.
     #[serde(default)]
     pub link2: Option<LinkSpecs>,
+    /// How many branch sites (1 in settings written before `--sites`).
+    #[serde(default)]
+    pub sites: Sites,
 }
 
 /// The file with the running lab's settings.
@@ -124,6 +131,7 @@ pub fn up(lab: &Lab, config: &UpConfig, exe: &Path) -> Result<(), UpError> {
         Some(_) => lab.create_link2().map_err(UpError::from),
         None => Ok(()),
     }
+    .and_then(|()| lab.create_sites(config.sites).map_err(UpError::from))
     .and_then(|()| start_processes(lab, config, exe));
     if result.is_err() {
         let _ = lab.destroy();
@@ -136,6 +144,7 @@ fn start_processes(lab: &Lab, config: &UpConfig, exe: &Path) -> Result<(), UpErr
     if let Some(specs) = &config.link2 {
         start_link_emulator(lab, WanLink::Two, specs, exe)?;
     }
+    crate::sites::start_emulators(lab, config.sites, &config.specs, exe)?;
     let ready = lab.state_dir().join("gen-server.ready");
     let mut args: Vec<String> = vec![
         "lab".into(),
@@ -151,12 +160,18 @@ fn start_processes(lab: &Lab, config: &UpConfig, exe: &Path) -> Result<(), UpErr
     lab.spawn_daemon(Node::Server, "gen-server", exe, &args)?;
     wait_for(lab, &ready, "gen-server", "generator server")?;
     config.profile.apply(lab)?;
+    for site in config.sites.extra() {
+        config
+            .profile
+            .apply_to(lab, site.client(), &site.edge_lan_addr())?;
+    }
     if config.optimize {
         let extra = crate::optimize::ExtraArgs {
             both: &config.node_args,
             edge: &config.edge_args,
             core: &config.core_args,
             two_paths: config.link2.is_some(),
+            sites: config.sites,
         };
         crate::optimize::start(lab, exe, config.reduce, &extra).map_err(UpError::Optimize)?;
     }
@@ -166,6 +181,7 @@ fn start_processes(lab: &Lab, config: &UpConfig, exe: &Path) -> Result<(), UpErr
         optimize: config.optimize,
         reduce: config.optimize && config.reduce && crate::optimize::supports_reduce(exe),
         link2: config.link2.clone(),
+        sites: config.sites,
     };
     let path = settings_path(lab);
     let text = serde_json::to_string_pretty(&settings).unwrap_or_default();
@@ -188,15 +204,40 @@ pub fn start_link_emulator(
     specs: &LinkSpecs,
     exe: &Path,
 ) -> Result<(), UpError> {
-    lab.kill_recorded(link.daemon());
-    let counters = link_counters_path(lab, link);
-    let _ = std::fs::remove_file(&counters);
     let (edge_if, core_if) = link.interfaces();
+    let what = match link {
+        WanLink::One => "emulator",
+        WanLink::Two => "emulator of link 2",
+    };
+    start_emulator_on(
+        lab,
+        (link.daemon(), what),
+        (edge_if.to_string(), core_if.to_string()),
+        link_counters_path(lab, link),
+        specs,
+        exe,
+    )
+}
+
+/// (Re)starts an emulator recorded as `daemon` (called `what` in errors)
+/// in `wan` between the `interfaces` (facing the edge, facing the core),
+/// publishing its counters to `counters`, and waits until it does.
+pub(crate) fn start_emulator_on(
+    lab: &Lab,
+    (daemon, what): (&str, &str),
+    interfaces: (String, String),
+    counters: PathBuf,
+    specs: &LinkSpecs,
+    exe: &Path,
+) -> Result<(), UpError> {
+    lab.kill_recorded(daemon);
+    let _ = std::fs::remove_file(&counters);
+    let (edge_if, core_if) = interfaces;
     let config =
-        EmulatorConfig::new(specs, edge_if, core_if, counters.clone()).map_err(UpError::Link)?;
+        EmulatorConfig::new(specs, &edge_if, &core_if, counters.clone()).map_err(UpError::Link)?;
     lab.spawn_daemon(
         Node::Wan,
-        link.daemon(),
+        daemon,
         exe,
         &[
             "lab".to_string(),
@@ -205,14 +246,10 @@ pub fn start_link_emulator(
             config.to_json(),
         ],
     )?;
-    let name = match link {
-        WanLink::One => "emulator",
-        WanLink::Two => "emulator of link 2",
-    };
-    wait_for(lab, &counters, link.daemon(), name)
+    wait_for(lab, &counters, daemon, what)
 }
 
-fn wait_for(lab: &Lab, file: &Path, log: &str, name: &'static str) -> Result<(), UpError> {
+fn wait_for(lab: &Lab, file: &Path, log: &str, name: &str) -> Result<(), UpError> {
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
         if file.exists() {
@@ -221,7 +258,7 @@ fn wait_for(lab: &Lab, file: &Path, log: &str, name: &'static str) -> Result<(),
         thread::sleep(Duration::from_millis(10));
     }
     Err(UpError::Daemon {
-        name,
+        name: name.to_string(),
         log: lab.daemon_log(log),
     })
 }
@@ -249,15 +286,18 @@ mod tests {
             optimize: true,
             reduce: false,
             link2: Some(specs("rtt 50ms rate 20mbit loss 5%", 1003)),
+            sites: Sites::new(3).unwrap_or_default(),
         };
         let text = serde_json::to_string(&settings).unwrap_or_default();
         let back: Settings = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(back.link2, settings.link2);
+        assert_eq!(back.sites, settings.sites);
         assert_eq!(back.link, settings.link);
         let old = r#"{"link": {"up": "rtt 10ms", "down": "rtt 10ms", "seed": 1},
             "profile": "linux", "optimize": false, "reduce": false}"#;
         let old: Settings = serde_json::from_str(old).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(old.link2, None);
+        assert_eq!(old.sites, Sites::ONE);
     }
 
     #[test]

@@ -21,7 +21,7 @@ use crate::traffic::{self, Direction, Workload};
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum LabCommand {
-    /// Build the lab: namespaces client, edge, wan, core, server, the emulated WAN between edge and core.
+    /// Build the lab: namespaces client, edge, wan, core, server, the emulated WAN between edge and core (and with --sites N, clientK and edgeK with their own link for sites 2..N).
     Up(UpArgs),
     /// Remove every namespace and process of the lab (idempotent).
     Down,
@@ -29,7 +29,7 @@ pub enum LabCommand {
     Exec(ExecArgs),
     /// Print a node's address on the lab network.
     Addr {
-        /// client, edge, core or server.
+        /// client, edge, core or server (clientN, edgeN: site N of --sites).
         node: String,
     },
     /// Show the link settings and the emulator's counters per direction.
@@ -42,7 +42,7 @@ pub enum LabCommand {
         #[arg(value_enum)]
         state: LinkState,
     },
-    /// Run a scenario (`tcp-opt`, `waas-3g`, `lossy`, `realtime` or a TOML file) and write results, a report and plots.
+    /// Run a scenario (`tcp-opt`, `waas-3g`, `lossy`, `realtime`, `sites` or a TOML file) and write results, a report and plots.
     Run(crate::scenario::RunArgs),
     /// Measure the emulator's own ceiling (pps, Gbit/s of 1500-byte packets each way) with iperf3.
     BenchCeiling {
@@ -209,6 +209,12 @@ pub struct UpArgs {
     /// A second emulated WAN between edge and core.
     #[command(flatten)]
     pub link2: crate::link2::Link2Options,
+    /// Branch sites, 1 to 16: sites 2..N get namespaces clientN and edgeN
+    /// and their own emulated link (the same link options, their own
+    /// seed) to the one core; with --optimize each edge runs a wanopt
+    /// edge with its own key and the core accepts them all.
+    #[arg(long, value_name = "N", default_value = "1")]
+    pub sites: crate::sites::Sites,
 }
 
 /// The state `lab link` puts a link in.
@@ -223,7 +229,7 @@ pub enum LinkState {
 /// Options of `lab exec`.
 #[derive(Debug, Args)]
 pub struct ExecArgs {
-    /// client, edge, wan, core or server.
+    /// client, edge, wan, core or server (clientN, edgeN: site N of --sites).
     pub node: String,
     /// The command and its arguments (after `--`).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
@@ -348,12 +354,13 @@ fn up(lab: &Lab, args: &UpArgs) -> anyhow::Result<i32> {
         edge_args: args.edge_args.clone(),
         core_args: args.core_args.clone(),
         link2,
+        sites: args.sites,
     };
     let exe = bringup::current_exe()?;
     bringup::up(lab, &config, &exe)?;
     let reduce = config.optimize && config.reduce && crate::optimize::supports_reduce(&exe);
     println!(
-        "lab up: up [{}] down [{}] seed {} profile {}{}{}{}",
+        "lab up: up [{}] down [{}] seed {} profile {}{}{}{}{}",
         config.specs.up,
         config.specs.down,
         config.specs.seed,
@@ -371,6 +378,11 @@ fn up(lab: &Lab, args: &UpArgs) -> anyhow::Result<i32> {
         match &config.link2 {
             Some(l) => format!(" link2 up [{}] down [{}] seed {}", l.up, l.down, l.seed),
             None => String::new(),
+        },
+        if config.sites > crate::sites::Sites::ONE {
+            format!(" sites {}", config.sites)
+        } else {
+            String::new()
         }
     );
     Ok(0)
@@ -433,6 +445,15 @@ fn exec(lab: &Lab, args: &ExecArgs) -> anyhow::Result<i32> {
         return usage(crate::topology::TopologyError::NotUp(
             lab.prefix().to_string(),
         ));
+    }
+    if let Node::SiteClient(site) | Node::SiteEdge(site) = node {
+        if !lab.has_site(site) {
+            return usage(format!(
+                "the lab has no site {}: bring it up with `wanopt lab up --sites {}` or more",
+                site.number(),
+                site.number()
+            ));
+        }
     }
     let Some((program, rest)) = args.command.split_first() else {
         return usage("lab exec needs a command after --");
@@ -708,6 +729,35 @@ mod tests {
         // Per-direction link-2 specs need --link2; role arguments need --optimize.
         assert!(parse(&["up", "--link2-up", "rate 2mbit"]).is_err());
         assert!(parse(&["up", "--edge-arg=--forward-udp=a=b"]).is_err());
+    }
+
+    /// `--sites N` takes 1 to 16 (default 1); anything else is refused
+    /// before anything is built, in one line that says the range.
+    #[test]
+    fn up_takes_a_site_count() {
+        let command = parse(&["up", "--sites", "3", "--optimize", "--rtt", "10ms"]);
+        let Ok(LabCommand::Up(args)) = command else {
+            panic!("{command:?}")
+        };
+        assert_eq!(args.sites.count(), 3);
+        assert!(args.optimize);
+        let command = parse(&["up"]);
+        let Ok(LabCommand::Up(args)) = command else {
+            panic!("{command:?}")
+        };
+        assert_eq!(args.sites, crate::sites::Sites::ONE);
+        for bad in ["0", "17", "three", "-2", ""] {
+            let e = parse(&["up", &format!("--sites={bad}")])
+                .err()
+                .unwrap_or_else(|| panic!("--sites {bad:?} accepted"));
+            assert!(e.contains("a lab has 1 to 16 sites"), "{bad:?}: {e}");
+        }
+        // Site nodes are names for exec and addr (checked when they run).
+        let command = parse(&["exec", "client2", "--", "true"]);
+        assert!(
+            matches!(&command, Ok(LabCommand::Exec(a)) if a.node == "client2"),
+            "{command:?}"
+        );
     }
 
     #[test]

@@ -4,6 +4,10 @@
 //! that may connect only to the server LAN. Keys are made for the lab with
 //! `wanopt keygen` and kept in the lab's state directory.
 //!
+//! With `lab up --sites N` every site's edge runs its own `wanopt edge`
+//! with its own key (`wanopt-edgeK`, key `edgeK.key`, cache `cache-edgeK`)
+//! and the one core pins every edge's key.
+//!
 //! Data reduction (the `reduce` service: compression and the persistent
 //! byte cache) is on unless the caller asks for TCP optimization only; each
 //! node keeps its cache in the lab's state directory (`cache-edge`,
@@ -14,6 +18,7 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::sites::Sites;
 use crate::topology::{output, Lab, Node, TopologyError, CORE_WAN_ADDR, EDGE_LAN_IF};
 
 /// Errors starting the wanopt nodes of the lab.
@@ -55,7 +60,7 @@ pub enum OptimizeError {
     #[error("{daemon} exited: {log}")]
     Exited {
         /// The node's process name.
-        daemon: &'static str,
+        daemon: String,
         /// The end of its log.
         log: String,
     },
@@ -177,7 +182,15 @@ pub fn save_logs(lab: &Lab, dir: &Path, label: &str) -> Vec<std::path::PathBuf> 
     }
     let safe = file_safe(label);
     let mut written = Vec::new();
-    for (name, role) in [("wanopt-edge", "edge"), ("wanopt-core", "core")] {
+    let sites = crate::sites::Sites::new(crate::sites::MAX_SITES).unwrap_or_default();
+    let site_edges = sites
+        .extra()
+        .map(|site| (site.edge_daemon(), format!("edge{}", site.number())));
+    let nodes = [("wanopt-edge", "edge"), ("wanopt-core", "core")]
+        .map(|(name, role)| (name.to_string(), role.to_string()))
+        .into_iter()
+        .chain(site_edges);
+    for (name, role) in nodes {
         let from = lab.state_dir().join(format!("{name}.log"));
         let to = logs.join(format!("{safe}-{role}.log"));
         if std::fs::copy(&from, &to).is_ok() {
@@ -226,6 +239,9 @@ pub struct ExtraArgs<'a> {
     /// The lab has link 2: the edge gets a `--path` on each link (link 1
     /// first) and the core listens on every address.
     pub two_paths: bool,
+    /// How many sites: each gets an edge, the core pins every edge's key
+    /// (and listens on every address when there are several).
+    pub sites: Sites,
 }
 
 /// Starts the wanopt edge and core of `lab` and the interception rule;
@@ -240,61 +256,91 @@ pub fn start(lab: &Lab, exe: &Path, reduce: bool, extra: &ExtraArgs) -> Result<(
         source,
     })?;
     let core_key = dir.join("core.key");
-    let edge_key = dir.join("edge.key");
     let core_pub = keygen(exe, &core_key)?;
-    let edge_pub = keygen(exe, &edge_key)?;
+    // Site 1's edge first, then each extra site's: (node, process, key).
+    let mut edges = vec![(Node::Edge, "wanopt-edge".to_string(), dir.join("edge.key"))];
+    for site in extra.sites.extra() {
+        let key = dir.join(format!("edge{}.key", site.number()));
+        edges.push((site.edge(), site.edge_daemon(), key));
+    }
+    let mut edge_pubs = Vec::with_capacity(edges.len());
+    for (_, _, key) in &edges {
+        edge_pubs.push(keygen(exe, key)?);
+    }
     let s = |p: &Path| p.to_string_lossy().into_owned();
     let mut core_args: Vec<String> = vec![
         "core".into(),
         "--listen".into(),
-        if extra.two_paths {
+        if extra.two_paths || extra.sites > Sites::ONE {
             format!("0.0.0.0:{TUNNEL_PORT}")
         } else {
             format!("{CORE_WAN_ADDR}:{TUNNEL_PORT}")
         },
         "--key".into(),
         s(&core_key),
-        "--peer-key".into(),
-        edge_pub,
+    ];
+    for edge_pub in edge_pubs {
+        core_args.extend(["--peer-key".into(), edge_pub]);
+    }
+    core_args.extend([
         "--allow".into(),
         "198.18.3.0/24".into(),
         "--control".into(),
         CORE_CONTROL.into(),
-    ];
+    ]);
     core_args.extend(reduce_args(lab, Node::Core, reduce, supported));
     core_args.extend(node_extra(extra.both, extra.core));
     lab.spawn_daemon(Node::Core, "wanopt-core", exe, &core_args)
         .map_err(OptimizeError::Spawn)?;
-    let mut edge_args: Vec<String> = vec![
-        "edge".into(),
-        "--core".into(),
-        format!("{CORE_WAN_ADDR}:{TUNNEL_PORT}"),
-        "--key".into(),
-        s(&edge_key),
-        "--peer-key".into(),
-        core_pub,
-        "--transparent".into(),
-        format!("0.0.0.0:{TRANSPARENT_PORT}"),
-        // A flow that cannot use the tunnel is reset, never silently sent
-        // direct: a "wanopt" measurement is always through wanopt.
-        "--fail".into(),
-        "closed".into(),
-        "--control".into(),
-        EDGE_CONTROL.into(),
-    ];
-    if extra.two_paths {
-        for (local, remote) in [
-            (crate::topology::EDGE_WAN_ADDR, CORE_WAN_ADDR),
-            (crate::link2::EDGE_WAN2_ADDR, crate::link2::CORE_WAN2_ADDR),
-        ] {
-            edge_args.extend(["--path".into(), format!("{local}={remote}:{TUNNEL_PORT}")]);
+    let mut daemons = vec!["wanopt-core".to_string()];
+    for (node, daemon, key) in &edges {
+        let core_addr = match node {
+            Node::SiteEdge(site) => site.core_wan_addr(),
+            _ => CORE_WAN_ADDR.to_string(),
+        };
+        let mut edge_args: Vec<String> = vec![
+            "edge".into(),
+            "--core".into(),
+            format!("{core_addr}:{TUNNEL_PORT}"),
+            "--key".into(),
+            s(key),
+            "--peer-key".into(),
+            core_pub.clone(),
+            "--transparent".into(),
+            format!("0.0.0.0:{TRANSPARENT_PORT}"),
+            // A flow that cannot use the tunnel is reset, never silently sent
+            // direct: a "wanopt" measurement is always through wanopt.
+            "--fail".into(),
+            "closed".into(),
+            "--control".into(),
+            EDGE_CONTROL.into(),
+        ];
+        // Link 2 joins site 1's edge to the core.
+        if extra.two_paths && *node == Node::Edge {
+            for (local, remote) in [
+                (crate::topology::EDGE_WAN_ADDR, CORE_WAN_ADDR),
+                (crate::link2::EDGE_WAN2_ADDR, crate::link2::CORE_WAN2_ADDR),
+            ] {
+                edge_args.extend(["--path".into(), format!("{local}={remote}:{TUNNEL_PORT}")]);
+            }
         }
+        edge_args.extend(reduce_args(lab, *node, reduce, supported));
+        edge_args.extend(node_extra(extra.both, extra.edge));
+        lab.spawn_daemon(*node, daemon, exe, &edge_args)
+            .map_err(OptimizeError::Spawn)?;
+        intercept(lab, *node)?;
+        daemons.push(daemon.clone());
     }
-    edge_args.extend(reduce_args(lab, Node::Edge, reduce, supported));
-    edge_args.extend(node_extra(extra.both, extra.edge));
-    lab.spawn_daemon(Node::Edge, "wanopt-edge", exe, &edge_args)
-        .map_err(OptimizeError::Spawn)?;
-    let mut rule = lab.command(Node::Edge, "iptables");
+    for (node, daemon, _) in &edges {
+        wait_listening(lab, *node, TRANSPARENT_PORT, daemon, &daemons)?;
+    }
+    Ok(())
+}
+
+/// Sends the TCP that arrives on `edge`'s client-facing interface to its
+/// transparent listener.
+fn intercept(lab: &Lab, edge: Node) -> Result<(), OptimizeError> {
+    let mut rule = lab.command(edge, "iptables");
     rule.args([
         "-t",
         "nat",
@@ -310,7 +356,6 @@ pub fn start(lab: &Lab, exe: &Path, reduce: bool, extra: &ExtraArgs) -> Result<(
     ])
     .arg(TRANSPARENT_PORT.to_string());
     output(rule).map_err(OptimizeError::Interception)?;
-    wait_listening(lab, Node::Edge, TRANSPARENT_PORT, "wanopt-edge")?;
     Ok(())
 }
 
@@ -319,15 +364,22 @@ fn node_extra(both: &[String], own: &[String]) -> Vec<String> {
     both.iter().chain(own).cloned().collect()
 }
 
-/// Wait until `name` listens on `port`; fails at once if either node has
-/// exited (a rejected flag, a bad key), with the last lines of its log.
-fn wait_listening(lab: &Lab, node: Node, port: u16, name: &str) -> Result<(), OptimizeError> {
+/// Wait until `name` listens on `port`; fails at once if any of the
+/// `daemons` has exited (a rejected flag, a bad key), with the last lines
+/// of its log.
+fn wait_listening(
+    lab: &Lab,
+    node: Node,
+    port: u16,
+    name: &str,
+    daemons: &[String],
+) -> Result<(), OptimizeError> {
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
-        for daemon in ["wanopt-core", "wanopt-edge"] {
+        for daemon in daemons {
             if lab.daemon_exited(daemon) {
                 return Err(OptimizeError::Exited {
-                    daemon,
+                    daemon: daemon.clone(),
                     log: lab.daemon_log(daemon),
                 });
             }

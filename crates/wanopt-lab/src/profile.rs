@@ -135,30 +135,36 @@ impl Profile {
 
     /// Applies the profile to the client and the server of `lab`.
     pub fn apply(&self, lab: &Lab) -> Result<(), ProfileError> {
+        for (node, gateway) in [(Node::Client, EDGE_LAN_ADDR), (Node::Server, CORE_LAN_ADDR)] {
+            self.apply_to(lab, node, gateway)?;
+        }
+        Ok(())
+    }
+
+    /// Applies the profile to the endpoint `node` of `lab`, whose default
+    /// route goes via `gateway` (a site's client: `lab up --sites`).
+    pub fn apply_to(&self, lab: &Lab, node: Node, gateway: &str) -> Result<(), ProfileError> {
         let err = |source| ProfileError::Apply {
             profile: self.name,
             cause: source,
         };
-        for (node, gateway) in [(Node::Client, EDGE_LAN_ADDR), (Node::Server, CORE_LAN_ADDR)] {
-            for (key, value) in self.sysctls() {
-                lab.sysctl(node, key, &value).map_err(err)?;
-            }
-            if let Some(cc) = self.congestion_control {
-                // Best effort, see `congestion_control`.
-                let _ = lab.sysctl(node, "net.ipv4.tcp_congestion_control", cc);
-            }
-            let mut args = vec!["route", "replace", "default", "via", gateway];
-            let cwnd = self.initcwnd.map(|v| v.to_string());
-            let rwnd = self.initrwnd.map(|v| v.to_string());
-            if let Some(c) = &cwnd {
-                args.extend(["initcwnd", c.as_str()]);
-            }
-            if let Some(r) = &rwnd {
-                args.extend(["initrwnd", r.as_str()]);
-            }
-            lab.ip_in(node, &args).map_err(err)?;
+        for (key, value) in self.sysctls() {
+            lab.sysctl(node, key, &value).map_err(err)?;
         }
-        Ok(())
+        if let Some(cc) = self.congestion_control {
+            // Best effort, see `congestion_control`.
+            let _ = lab.sysctl(node, "net.ipv4.tcp_congestion_control", cc);
+        }
+        let mut args = vec!["route", "replace", "default", "via", gateway];
+        let cwnd = self.initcwnd.map(|v| v.to_string());
+        let rwnd = self.initrwnd.map(|v| v.to_string());
+        if let Some(c) = &cwnd {
+            args.extend(["initcwnd", c.as_str()]);
+        }
+        if let Some(r) = &rwnd {
+            args.extend(["initrwnd", r.as_str()]);
+        }
+        lab.ip_in(node, &args).map_err(err)
     }
 
     /// The effective TCP settings of `node` (read back after applying).

@@ -1,8 +1,10 @@
 //! `wanopt lab status`: link settings and emulator counters per direction,
-//! for link 1 and (with `lab up --link2`) link 2.
+//! for link 1, (with `lab up --link2`) link 2 and (with `lab up --sites`)
+//! each extra site's link.
 
 use crate::bringup::{link_counters_path, settings_path, Settings};
 use crate::link2::WanLink;
+use crate::sites::Sites;
 use crate::topology::{Lab, Node, TopologyError};
 
 /// Appends one formatted line to a `String`.
@@ -66,36 +68,60 @@ pub fn print(lab: &Lab) -> Result<(), StatusError> {
                 outln!(out, "link2 up   {}", or_perfect(&link2.up));
                 outln!(out, "link2 down {}", or_perfect(&link2.down));
             }
+            if s.sites > Sites::ONE {
+                outln!(
+                    out,
+                    "sites     {} (sites 2-{}: the same link, seeds {}-{})",
+                    s.sites,
+                    s.sites,
+                    s.sites.extra().next().map_or(0, |x| x.specs(&s.link).seed),
+                    s.sites.extra().last().map_or(0, |x| x.specs(&s.link).seed)
+                );
+            }
         }
         None => outln!(
             out,
             "settings  (unknown: the lab is still starting or was built by another version)"
         ),
     }
-    let mut links = vec![WanLink::One];
+    // (state line's label, section prefix, counters file).
+    let mut links = vec![(
+        "link 1".to_string(),
+        String::new(),
+        link_counters_path(lab, WanLink::One),
+    )];
     if settings.as_ref().is_some_and(|s| s.link2.is_some()) {
-        links.push(WanLink::Two);
+        links.push((
+            "link 2".into(),
+            "link2 ".into(),
+            link_counters_path(lab, WanLink::Two),
+        ));
     }
-    let counters: Vec<(WanLink, serde_json::Value)> = links
+    let sites = settings.as_ref().map_or(Sites::ONE, |s| s.sites);
+    for site in sites.extra() {
+        links.push((
+            format!("site {}", site.number()),
+            format!("site{} ", site.number()),
+            lab.state_dir().join(site.counters_file()),
+        ));
+    }
+    let counters: Vec<(String, String, serde_json::Value)> = links
         .into_iter()
-        .map(|link| {
-            let doc = std::fs::read_to_string(link_counters_path(lab, link))
+        .map(|(label, section, path)| {
+            let doc = std::fs::read_to_string(path)
                 .ok()
                 .and_then(|t| serde_json::from_str(&t).ok())
                 .unwrap_or(serde_json::Value::Null);
-            (link, doc)
+            (label, section, doc)
         })
         .collect();
-    for (link, doc) in &counters {
-        outln!(out, "link {}    {}", link.number(), cut_state(&doc["cut"]));
+    for (label, _, doc) in &counters {
+        outln!(out, "{label}    {}", cut_state(&doc["cut"]));
     }
-    for (link, doc) in &counters {
+    for (_, section, doc) in &counters {
         for direction in ["up", "down"] {
             // Link 1's sections keep their names (`[up]`, `[down]`).
-            match link {
-                WanLink::One => outln!(out, "\n[{direction}]"),
-                WanLink::Two => outln!(out, "\n[link2 {direction}]"),
-            }
+            outln!(out, "\n[{section}{direction}]");
             let d = &doc[direction];
             if d.is_null() {
                 outln!(out, "  (no counters: is the emulator running?)");

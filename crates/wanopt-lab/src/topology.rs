@@ -11,6 +11,9 @@
 //! namespace name carries the lab's prefix so that several labs (tests) can
 //! exist side by side; the default prefix is empty.
 //!
+//! `lab up --sites N` adds a client and an edge namespace per extra site,
+//! each with its own link into `wan` and on to `core` ([`crate::sites`]).
+//!
 //! The lab records each namespace it creates (name and namespace inode, in
 //! `created` in its state directory) and tears down only those: a
 //! namespace that merely has a lab's name is left alone (and `create`
@@ -22,6 +25,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
+
+pub use crate::node::Node;
 
 /// Errors from building, inspecting or tearing down the lab.
 #[derive(Debug, thiserror::Error)]
@@ -45,7 +50,7 @@ pub enum TopologyError {
         stderr: String,
     },
     /// The node name is not one of the lab's namespaces.
-    #[error("unknown lab node `{0}`: expected one of client, edge, wan, core, server")]
+    #[error("unknown lab node `{0}`: expected one of client, edge, wan, core, server, or clientN, edgeN for site N of `lab up --sites` (N from 1 to {max})", max = crate::sites::MAX_SITES)]
     UnknownNode(String),
     /// The lab state directory could not be read or written.
     #[error("lab state {path}: {cause}")]
@@ -88,67 +93,6 @@ fn netns_inode(name: &str) -> Option<u64> {
     fs::metadata(Path::new("/run/netns").join(name))
         .ok()
         .map(|m| m.ino())
-}
-
-/// One namespace of the lab.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Node {
-    /// The client host.
-    Client,
-    /// The edge router, where the wanopt edge node runs with `--optimize`.
-    Edge,
-    /// The emulated WAN: a bump in the wire with no IP address.
-    Wan,
-    /// The core router, where the wanopt core node runs with `--optimize`.
-    Core,
-    /// The server host.
-    Server,
-}
-
-impl Node {
-    /// Every node, from the client to the server.
-    pub const ALL: [Node; 5] = [
-        Node::Client,
-        Node::Edge,
-        Node::Wan,
-        Node::Core,
-        Node::Server,
-    ];
-
-    /// The node's short name (`client`, `edge`, ...).
-    pub fn name(self) -> &'static str {
-        match self {
-            Node::Client => "client",
-            Node::Edge => "edge",
-            Node::Wan => "wan",
-            Node::Core => "core",
-            Node::Server => "server",
-        }
-    }
-
-    /// The node's main address on the lab network (`None` for `wan`).
-    ///
-    /// For the routers this is the address that faces the WAN.
-    pub fn address(self) -> Option<&'static str> {
-        match self {
-            Node::Client => Some(CLIENT_ADDR),
-            Node::Edge => Some(EDGE_WAN_ADDR),
-            Node::Wan => None,
-            Node::Core => Some(CORE_WAN_ADDR),
-            Node::Server => Some(SERVER_ADDR),
-        }
-    }
-}
-
-impl std::str::FromStr for Node {
-    type Err = TopologyError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Node::ALL
-            .into_iter()
-            .find(|n| n.name() == s)
-            .ok_or_else(|| TopologyError::UnknownNode(s.to_string()))
-    }
 }
 
 /// The client's address.
@@ -238,13 +182,7 @@ impl Lab {
             cause: source,
         })?;
         for node in Node::ALL {
-            let ns = self.netns(node);
-            ip(&["netns", "add", &ns])?;
-            self.record_created(&ns)?;
-            self.ip_in(node, &["link", "set", "lo", "up"])?;
-            // No IPv6: no router solicitations or DAD noise through the emulator.
-            self.sysctl(node, "net.ipv6.conf.all.disable_ipv6", "1")?;
-            self.sysctl(node, "net.ipv6.conf.default.disable_ipv6", "1")?;
+            self.add_netns(node)?;
         }
         self.veth(Node::Client, "eth0", Node::Edge, EDGE_LAN_IF)?;
         self.veth(Node::Edge, "wan0", Node::Wan, WAN_EDGE_IF)?;
@@ -336,6 +274,21 @@ impl Lab {
         Ok(())
     }
 
+    /// Creates the namespace of `node` (refusing one of its name that
+    /// exists), records it as the lab's, brings `lo` up and turns IPv6 off.
+    pub(crate) fn add_netns(&self, node: Node) -> Result<(), TopologyError> {
+        let ns = self.netns(node);
+        if netns_inode(&ns).is_some() {
+            return Err(TopologyError::Foreign(ns));
+        }
+        ip(&["netns", "add", &ns])?;
+        self.record_created(&ns)?;
+        self.ip_in(node, &["link", "set", "lo", "up"])?;
+        // No IPv6: no router solicitations or DAD noise through the emulator.
+        self.sysctl(node, "net.ipv6.conf.all.disable_ipv6", "1")?;
+        self.sysctl(node, "net.ipv6.conf.default.disable_ipv6", "1")
+    }
+
     /// The file listing the namespaces this lab created.
     fn created_path(&self) -> PathBuf {
         self.state_dir().join("created")
@@ -383,7 +336,7 @@ impl Lab {
             ..Teardown::default()
         };
         let created = self.created();
-        for node in Node::ALL {
+        for node in Node::every_possible() {
             let ns = self.netns(node);
             let Some(inode) = netns_inode(&ns) else {
                 continue;
@@ -715,14 +668,6 @@ mod tests {
         running.wait().unwrap();
         done.wait().unwrap();
         assert!(process_ended(running.id()));
-    }
-
-    #[test]
-    fn node_names_round_trip() {
-        for node in Node::ALL {
-            assert_eq!(node.name().parse::<Node>().ok(), Some(node));
-        }
-        assert!("router".parse::<Node>().is_err());
     }
 
     #[test]

@@ -74,6 +74,7 @@ fn up(options: LinkOptions) -> Result<Guard, String> {
         edge_args: Vec::new(),
         core_args: Vec::new(),
         link2: None,
+        sites: wanopt_lab::sites::Sites::ONE,
     };
     bringup::up(&lab, &config, &exe).map_err(|e| e.to_string())?;
     Ok(Guard(lab))

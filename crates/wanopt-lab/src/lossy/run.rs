@@ -28,7 +28,7 @@ static CUBIC: Profile = Profile {
 };
 
 /// The endpoints of the `bbr` mode: this kernel's defaults, BBR.
-static BBR: Profile = Profile {
+pub(crate) static BBR: Profile = Profile {
     name: "linux-bbr",
     description: "this kernel's defaults with BBR",
     congestion_control: Some("bbr"),
@@ -128,6 +128,7 @@ impl Lossy {
             edge_args: Vec::new(),
             core_args: Vec::new(),
             link2: None,
+            sites: crate::sites::Sites::ONE,
         };
         bringup::up(env.lab, &config, env.exe).map_err(|e| format!("lab up failed: {e}"))
     }

@@ -7,7 +7,7 @@ use clap::Args;
 /// Options of `lab run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// `tcp-opt`, `waas-3g`, `lossy`, `realtime` or a path to a scenario TOML file.
+    /// `tcp-opt`, `waas-3g`, `lossy`, `realtime`, `sites` or a path to a scenario TOML file.
     pub scenario: String,
     /// Output directory.
     #[arg(long, default_value = "lab-results")]
@@ -15,7 +15,7 @@ pub struct RunArgs {
     /// Runs per grid point (default: the scenario's).
     #[arg(long)]
     pub runs: Option<usize>,
-    /// A reduced grid for a fast look (tcp-opt: RTT 0/100/250 ms, 4 x 10 MB, 1 run; waas-3g: 3 files, 1 run;
+    /// A reduced grid for a fast look (tcp-opt: RTT 0/100/250 ms, 4 x 10 MB, 1 run; waas-3g: 3 files, 1 run; sites: 1 and 3 sites, 8 s;
     /// lossy: RTT 150 ms, loss 1% and 5%, bulk, 1 MB and rpc; realtime: link 1 at 5% loss, 20 s cells).
     #[arg(long)]
     pub quick: bool,

@@ -24,6 +24,9 @@ pub enum RunError {
     /// `--runs` was given to the realtime scenario (one run per cell).
     #[error("--runs is not an option of the realtime scenario (one run per cell)")]
     RealtimeRuns,
+    /// `--runs` was given to the sites scenario (one run per cell).
+    #[error("--runs is not an option of the sites scenario (one run per cell)")]
+    SitesRuns,
     /// `--smoke` was given to another scenario than realtime.
     #[error("--smoke is an option of the realtime scenario")]
     SmokeOption,
@@ -81,6 +84,7 @@ impl RunError {
                 | RunError::WaasOptions
                 | RunError::LossyRuns
                 | RunError::RealtimeRuns
+                | RunError::SitesRuns
                 | RunError::SmokeOption
                 | RunError::Spec(_)
                 | RunError::Size(_)

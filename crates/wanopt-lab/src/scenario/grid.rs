@@ -131,6 +131,7 @@ impl Grid {
             edge_args: Vec::new(),
             core_args: Vec::new(),
             link2: None,
+            sites: crate::sites::Sites::ONE,
         };
         if let Err(e) = bringup::up(env.lab, &config, env.exe) {
             env.bar.inc(runs as u64);

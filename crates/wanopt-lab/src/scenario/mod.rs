@@ -5,7 +5,8 @@
 //! [`grid::Grid`] for `tcp-opt` and scenario TOML files (grids of link
 //! settings, endpoint profiles and paths, [`spec`]), and
 //! [`crate::waas::Waas3g`] for `waas-3g`, [`crate::lossy::Lossy`] for
-//! `lossy` and [`crate::realtime::Realtime`] for `realtime`.
+//! `lossy`, [`crate::realtime::Realtime`] for `realtime` and
+//! [`crate::multisite::SitesScenario`] for `sites`.
 
 mod args;
 mod error;
@@ -54,6 +55,16 @@ pub fn run(lab: &Lab, args: &RunArgs) -> Result<Verdict, RunError> {
             return Err(RunError::LossyRuns);
         }
         let mut scenario = crate::lossy::Lossy::new(args.quick);
+        return runner::run(lab, &mut scenario, &args.out).map(|r| r.verdict);
+    }
+    if args.scenario == crate::multisite::SCENARIO {
+        if !args.tests.is_empty() || args.smb_encrypt.is_some() {
+            return Err(RunError::WaasOptions);
+        }
+        if args.runs.is_some() {
+            return Err(RunError::SitesRuns);
+        }
+        let mut scenario = crate::multisite::SitesScenario::new(args.quick);
         return runner::run(lab, &mut scenario, &args.out).map(|r| r.verdict);
     }
     let mut scenario = grid::Grid::from_args(args)?;

@@ -32,6 +32,7 @@ pub(super) fn bring_up(ctx: &mut Context<'_>, optimize: bool) -> Result<(), Stri
         edge_args: Vec::new(),
         core_args: Vec::new(),
         link2: None,
+        sites: crate::sites::Sites::ONE,
     };
     bringup::up(ctx.lab, &config, ctx.exe).map_err(|e| format!("lab up failed: {e}"))?;
     if ctx.endpoints.is_null() {
@@ -129,7 +130,7 @@ pub(super) fn optimized_pass(ctx: &mut Context<'_>, run: usize) -> Result<(), St
     let mut stats = serde_json::Map::new();
     stats.insert("run".into(), (run + 1).into());
     for (node, control) in [(Node::Edge, EDGE_CONTROL), (Node::Core, CORE_CONTROL)] {
-        stats.insert(node.name().into(), cache_stats(ctx, node, control));
+        stats.insert(node.name(), cache_stats(ctx, node, control));
     }
     ctx.cache_stats.push(serde_json::Value::Object(stats));
     servers::stop(ctx.lab);
