@@ -144,7 +144,7 @@ fn start_processes(lab: &Lab, config: &UpConfig, exe: &Path) -> Result<(), UpErr
     if let Some(specs) = &config.link2 {
         start_link_emulator(lab, WanLink::Two, specs, exe)?;
     }
-    crate::sites::start_emulators(lab, config.sites, &config.specs, exe)?;
+    start_emulators(lab, config.sites, &config.specs, exe)?;
     let ready = lab.state_dir().join("gen-server.ready");
     let mut args: Vec<String> = vec![
         "lab".into(),
@@ -261,6 +261,31 @@ fn wait_for(lab: &Lab, file: &Path, log: &str, name: &str) -> Result<(), UpError
         name: name.to_string(),
         log: lab.daemon_log(log),
     })
+}
+
+/// Starts the emulator of every extra site's link, with the lab's link
+/// options and each site's own seed.
+pub fn start_emulators(
+    lab: &Lab,
+    sites: Sites,
+    link: &LinkSpecs,
+    exe: &Path,
+) -> Result<(), UpError> {
+    for site in sites.extra() {
+        let counters = lab.state_dir().join(site.counters_file());
+        start_emulator_on(
+            lab,
+            (
+                &site.emulator(),
+                &format!("emulator of site {}", site.number()),
+            ),
+            site.wan_interfaces(),
+            counters,
+            &site.specs(link),
+            exe,
+        )?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,8 +1,31 @@
 //! The lab's nodes: the five namespaces of every lab and each extra
 //! site's client and edge (`lab up --sites`), by name and address.
 
-use crate::sites::Site;
-use crate::topology::{TopologyError, CLIENT_ADDR, CORE_WAN_ADDR, EDGE_WAN_ADDR, SERVER_ADDR};
+use crate::link::LinkSpecs;
+
+/// The client's address.
+pub const CLIENT_ADDR: &str = "198.18.1.2";
+/// The edge's address on the client LAN.
+pub const EDGE_LAN_ADDR: &str = "198.18.1.1";
+/// The edge's address on the WAN segment.
+pub const EDGE_WAN_ADDR: &str = "198.18.2.1";
+/// The core's address on the WAN segment.
+pub const CORE_WAN_ADDR: &str = "198.18.2.2";
+/// The core's address on the server LAN.
+pub const CORE_LAN_ADDR: &str = "198.18.3.1";
+/// The server's address.
+pub const SERVER_ADDR: &str = "198.18.3.2";
+/// The edge's interface towards the client.
+pub const EDGE_LAN_IF: &str = "lan0";
+/// The `wan` interface that faces the edge (frames in from it go "up").
+pub const WAN_EDGE_IF: &str = "e0";
+/// The `wan` interface that faces the core (frames in from it go "down").
+pub const WAN_CORE_IF: &str = "c0";
+
+/// A name that is no lab node's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown lab node `{0}`: expected one of client, edge, wan, core, server, or clientN, edgeN for site N of `lab up --sites` (N from 1 to {MAX_SITES})")]
+pub struct UnknownNode(pub String);
 
 /// One namespace of the lab.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -62,10 +85,10 @@ impl Node {
         }
     }
 
-    /// Every node a lab of up to [`crate::sites::MAX_SITES`] sites can
+    /// Every node a lab of up to [`MAX_SITES`] sites can
     /// have: [`Node::ALL`], then each extra site's client and edge.
     pub fn every_possible() -> impl Iterator<Item = Node> {
-        let extra = (2..=crate::sites::MAX_SITES)
+        let extra = (2..=MAX_SITES)
             .filter_map(Site::new)
             .flat_map(|site| [site.client(), site.edge()]);
         Node::ALL.into_iter().chain(extra)
@@ -73,12 +96,12 @@ impl Node {
 }
 
 impl std::str::FromStr for Node {
-    type Err = TopologyError;
+    type Err = UnknownNode;
 
     /// `client`, `edge`, `wan`, `core`, `server`, or `clientN` / `edgeN`
     /// (site N; `client1` and `edge1` are `client` and `edge`).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let unknown = || TopologyError::UnknownNode(s.to_string());
+        let unknown = || UnknownNode(s.to_string());
         if let Some(node) = Node::ALL.into_iter().find(|n| n.name() == s) {
             return Ok(node);
         }
@@ -97,6 +120,192 @@ impl std::str::FromStr for Node {
             ("client", _, Some(site)) => Ok(site.client()),
             ("edge", _, Some(site)) => Ok(site.edge()),
             _ => Err(unknown()),
+        }
+    }
+}
+
+/// The most sites a lab builds.
+pub const MAX_SITES: u8 = 16;
+
+/// How far the first extra site's seed is from the lab's (link 1 uses the
+/// seed and the seed + 1, link 2 the seed + 1000 and + 1001); site K's is
+/// the lab's + this + 2K.
+pub const SEED_OFFSET: u64 = 2000;
+
+/// How many sites a lab has: 1 (the default, `client` and `edge`) to
+/// [`MAX_SITES`].
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(try_from = "u8", into = "u8")]
+pub struct Sites(u8);
+
+/// A site count out of range.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` sites: a lab has 1 to {MAX_SITES} sites (e.g. --sites 3)")]
+pub struct SitesError(String);
+
+impl Sites {
+    /// One site: the lab as it is without `--sites`.
+    pub const ONE: Sites = Sites(1);
+
+    /// `count` sites, if 1 to [`MAX_SITES`].
+    pub fn new(count: u8) -> Option<Sites> {
+        (1..=MAX_SITES).contains(&count).then_some(Sites(count))
+    }
+
+    /// How many sites.
+    pub fn count(self) -> u8 {
+        self.0
+    }
+
+    /// The sites beyond site 1, in order (none for one site).
+    pub fn extra(self) -> impl Iterator<Item = Site> {
+        (2..=self.0).map(Site)
+    }
+}
+
+impl Default for Sites {
+    fn default() -> Sites {
+        Sites::ONE
+    }
+}
+
+impl TryFrom<u8> for Sites {
+    type Error = SitesError;
+
+    fn try_from(count: u8) -> Result<Sites, SitesError> {
+        Sites::new(count).ok_or_else(|| SitesError(count.to_string()))
+    }
+}
+
+impl From<Sites> for u8 {
+    fn from(sites: Sites) -> u8 {
+        sites.0
+    }
+}
+
+impl std::str::FromStr for Sites {
+    type Err = SitesError;
+
+    fn from_str(s: &str) -> Result<Sites, SitesError> {
+        s.trim()
+            .parse::<u8>()
+            .ok()
+            .and_then(Sites::new)
+            .ok_or_else(|| SitesError(s.to_string()))
+    }
+}
+
+impl std::fmt::Display for Sites {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// One of the sites beyond site 1: its number is 2 to [`MAX_SITES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Site(u8);
+
+impl Site {
+    /// Site `number`, if it is one of the extra sites (2 to [`MAX_SITES`]).
+    pub fn new(number: u8) -> Option<Site> {
+        (2..=MAX_SITES).contains(&number).then_some(Site(number))
+    }
+
+    /// The site's number.
+    pub fn number(self) -> u8 {
+        self.0
+    }
+
+    /// The third octet of the site's LAN (198.18.X.0/24).
+    fn lan_octet(self) -> u8 {
+        10 * self.0 + 1
+    }
+
+    /// The third octet of the site's WAN segment (198.18.X.0/24).
+    fn wan_octet(self) -> u8 {
+        10 * self.0 + 2
+    }
+
+    /// The site's client namespace.
+    pub fn client(self) -> Node {
+        Node::SiteClient(self)
+    }
+
+    /// The site's edge namespace.
+    pub fn edge(self) -> Node {
+        Node::SiteEdge(self)
+    }
+
+    /// The site's LAN, as a prefix.
+    pub fn lan(self) -> String {
+        format!("198.18.{}.0/24", self.lan_octet())
+    }
+
+    /// The client's address.
+    pub fn client_addr(self) -> String {
+        format!("198.18.{}.2", self.lan_octet())
+    }
+
+    /// The edge's address on the site's LAN.
+    pub fn edge_lan_addr(self) -> String {
+        format!("198.18.{}.1", self.lan_octet())
+    }
+
+    /// The edge's address on the site's WAN segment.
+    pub fn edge_wan_addr(self) -> String {
+        format!("198.18.{}.1", self.wan_octet())
+    }
+
+    /// The core's address on the site's WAN segment.
+    pub fn core_wan_addr(self) -> String {
+        format!("198.18.{}.2", self.wan_octet())
+    }
+
+    /// Fixed MAC of the edge's WAN interface.
+    pub(crate) fn edge_wan_mac(self) -> String {
+        format!("02:00:c6:12:{:02x}:01", self.wan_octet())
+    }
+
+    /// Fixed MAC of the core's interface on the site's segment.
+    pub(crate) fn core_wan_mac(self) -> String {
+        format!("02:00:c6:12:{:02x}:02", self.wan_octet())
+    }
+
+    /// The core's interface towards the site.
+    pub fn core_if(self) -> String {
+        format!("site{}", self.0)
+    }
+
+    /// The site link's `wan` interfaces: (facing the edge, facing the core).
+    pub fn wan_interfaces(self) -> (String, String) {
+        (format!("s{}e", self.0), format!("s{}c", self.0))
+    }
+
+    /// The name the site link's emulator is recorded under.
+    pub fn emulator(self) -> String {
+        format!("emulator-site{}", self.0)
+    }
+
+    /// The file (in the lab's state directory) the site link's emulator
+    /// writes its counters to.
+    pub fn counters_file(self) -> String {
+        format!("counters-site{}.json", self.0)
+    }
+
+    /// The name the site's wanopt edge is recorded under.
+    pub fn edge_daemon(self) -> String {
+        format!("wanopt-edge{}", self.0)
+    }
+
+    /// The site link's specs: the lab's link with the site's own seed.
+    pub fn specs(self, lab_link: &LinkSpecs) -> LinkSpecs {
+        LinkSpecs {
+            seed: lab_link
+                .seed
+                .wrapping_add(SEED_OFFSET + 2 * u64::from(self.0)),
+            ..lab_link.clone()
         }
     }
 }

@@ -12,7 +12,7 @@
 //! exist side by side; the default prefix is empty.
 //!
 //! `lab up --sites N` adds a client and an edge namespace per extra site,
-//! each with its own link into `wan` and on to `core` ([`crate::sites`]).
+//! each with its own link into `wan` and on to `core` (the `sites` module).
 //!
 //! The lab records each namespace it creates (name and namespace inode, in
 //! `created` in its state directory) and tears down only those: a
@@ -50,7 +50,7 @@ pub enum TopologyError {
         stderr: String,
     },
     /// The node name is not one of the lab's namespaces.
-    #[error("unknown lab node `{0}`: expected one of client, edge, wan, core, server, or clientN, edgeN for site N of `lab up --sites` (N from 1 to {max})", max = crate::sites::MAX_SITES)]
+    #[error("unknown lab node `{0}`: expected one of client, edge, wan, core, server, or clientN, edgeN for site N of `lab up --sites` (N from 1 to {max})", max = crate::node::MAX_SITES)]
     UnknownNode(String),
     /// The lab state directory could not be read or written.
     #[error("lab state {path}: {cause}")]
@@ -95,24 +95,10 @@ fn netns_inode(name: &str) -> Option<u64> {
         .map(|m| m.ino())
 }
 
-/// The client's address.
-pub const CLIENT_ADDR: &str = "198.18.1.2";
-/// The edge's address on the client LAN.
-pub const EDGE_LAN_ADDR: &str = "198.18.1.1";
-/// The edge's address on the WAN segment.
-pub const EDGE_WAN_ADDR: &str = "198.18.2.1";
-/// The core's address on the WAN segment.
-pub const CORE_WAN_ADDR: &str = "198.18.2.2";
-/// The core's address on the server LAN.
-pub const CORE_LAN_ADDR: &str = "198.18.3.1";
-/// The server's address.
-pub const SERVER_ADDR: &str = "198.18.3.2";
-/// The edge's interface towards the client.
-pub const EDGE_LAN_IF: &str = "lan0";
-/// The `wan` interface that faces the edge (frames in from it go "up").
-pub const WAN_EDGE_IF: &str = "e0";
-/// The `wan` interface that faces the core (frames in from it go "down").
-pub const WAN_CORE_IF: &str = "c0";
+pub use crate::node::{
+    CLIENT_ADDR, CORE_LAN_ADDR, CORE_WAN_ADDR, EDGE_LAN_ADDR, EDGE_LAN_IF, EDGE_WAN_ADDR,
+    SERVER_ADDR, WAN_CORE_IF, WAN_EDGE_IF,
+};
 /// Fixed MAC of the edge's WAN interface (so neighbours are static).
 const EDGE_WAN_MAC: &str = "02:00:c6:12:02:01";
 /// Fixed MAC of the core's WAN interface.
@@ -624,6 +610,12 @@ fn process_ended(pid: u32) -> bool {
             .rsplit_once(')')
             .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
         Err(_) => true,
+    }
+}
+
+impl From<crate::node::UnknownNode> for TopologyError {
+    fn from(e: crate::node::UnknownNode) -> TopologyError {
+        TopologyError::UnknownNode(e.0)
     }
 }
 
