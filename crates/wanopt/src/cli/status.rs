@@ -528,15 +528,16 @@ pub fn flows(args: &QueryArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let f: Flows = serde_json::from_str(&body).context("the control API sent malformed flows")?;
+    let (up, down) = lan_columns(f.role);
     writeln!(
                 out,
-        "{:>6}  {:<22} {:<24} {:<12} {:>10} {:>10} {:>10} {:>10} {:>6} {:>13} {:>13} {:>7}  SERVICES",
+        "{:>6}  {:<22} {:<24} {:<12} {:>11} {:>11} {:>10} {:>10} {:>6} {:>13} {:>13} {:>7}  SERVICES",
         "ID",
         "SOURCE",
         "DESTINATION",
         "STATE",
-        "TO-SERVER",
-        "TO-CLIENT",
+        up,
+        down,
         "WAN-UP",
         "WAN-DOWN",
         "SAVED",
@@ -548,7 +549,7 @@ pub fn flows(args: &QueryArgs) -> anyhow::Result<()> {
         let state = serde_json::to_value(flow.state)?;
         writeln!(
                 out,
-            "{:>6}  {:<22} {:<24} {:<12} {:>10} {:>10} {:>10} {:>10} {:>5.0}% {:>13} {:>13} {:>7}  {}",
+            "{:>6}  {:<22} {:<24} {:<12} {:>11} {:>11} {:>10} {:>10} {:>5.0}% {:>13} {:>13} {:>7}  {}",
             flow.id,
             flow.source,
             flow.destination,
@@ -566,6 +567,11 @@ pub fn flows(args: &QueryArgs) -> anyhow::Result<()> {
     }
     if f.flows.is_empty() {
         writeln!(out, "(no live flows)")?;
+    } else if f.role == Role::Edge {
+        writeln!(
+            out,
+            "(FROM-CLIENT: taken from the client into the tunnel; an upload has reached the server once the core's TO-SERVER shows it)"
+        )?;
     }
     for path in &f.paths {
         if let Some(fec) = &path.fec {
@@ -575,6 +581,17 @@ pub fn flows(args: &QueryArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The flow table's LAN byte columns as this node counts them: an edge
+/// takes the client's bytes in and delivers the server's, a core
+/// delivers the client's and takes the server's in.
+fn lan_columns(role: Role) -> (&'static str, &'static str) {
+    match role {
+        Role::Edge => ("FROM-CLIENT", "TO-CLIENT"),
+        Role::Core => ("TO-SERVER", "FROM-SERVER"),
+        Role::EdgeCore => ("TO-SERVER", "TO-CLIENT"),
+    }
 }
 
 /// `status`'s resets line: the total, then each reason that occurred;
