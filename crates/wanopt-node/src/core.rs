@@ -182,6 +182,7 @@ pub(crate) fn start(
         state: state.clone(),
         host: HostAddrs::default(),
         endpoint: endpoint.clone(),
+        reloads: tokio::sync::watch::channel(0).0,
     });
     {
         let endpoint = endpoint.clone();
@@ -218,15 +219,50 @@ pub(crate) struct Core {
     limits: Arc<FlowLimits>,
     host: HostAddrs,
     endpoint: quinn::Endpoint,
+    /// Bumped by each reload of the accepted peers: live flows check
+    /// that they are still permitted.
+    reloads: tokio::sync::watch::Sender<u64>,
 }
 
 impl Core {
     /// The rules of the peer `conn` authenticated as; `None` once a reload
     /// removed it.
     fn rules_of(&self, conn: &quinn::Connection) -> Option<AcceptedPeer> {
-        let key = peer_key(conn)?;
+        self.rules_of_key(peer_key(conn)?)
+    }
+
+    fn rules_of_key(&self, key: PublicKey) -> Option<AcceptedPeer> {
         let peers = self.peers.read().unwrap_or_else(|e| e.into_inner()).clone();
         peers.iter().find(|p| p.key == key).cloned()
+    }
+
+    /// Waits for a reload that no longer permits `peer`'s flow to `addr`
+    /// (`udp`: by its `allow-udp`), then ends the flow; never returns.
+    async fn revoke_when_not_permitted(
+        &self,
+        peer: Option<PublicKey>,
+        addr: SocketAddr,
+        udp: bool,
+        flow: &crate::flow::Flow,
+    ) {
+        let mut reloads = self.reloads.subscribe();
+        while reloads.changed().await.is_ok() {
+            let permitted = peer
+                .and_then(|key| self.rules_of_key(key))
+                .is_some_and(|rules| {
+                    let list = if udp { &rules.allow_udp } else { &rules.allow };
+                    list.permits(addr, &self.host.current()) == Permit::Allowed
+                });
+            if !permitted {
+                info!(
+                    "flow {} {} -> {addr}: no longer permitted after a reload: resetting it",
+                    flow.id, flow.source
+                );
+                flow.revoke();
+                break;
+            }
+        }
+        std::future::pending().await
     }
 
     /// Whether `new` can be taken by [`Core::reload`].
@@ -261,6 +297,7 @@ impl Core {
             Arc::new(new.peers.clone()),
         );
         self.endpoint.set_server_config(Some(server_config));
+        self.reloads.send_modify(|n| *n += 1);
         let removed: Vec<PublicKey> = old
             .iter()
             .map(|p| p.key)
@@ -460,17 +497,31 @@ impl Core {
         flow.set_state(FlowState::Open);
         let start = header.buffer_len() as u64;
         let ends = self.state.duplication.stream_ends(peer);
-        let spliced = carry(
-            tcp,
-            send,
-            recv,
-            flow,
-            Facing::Server,
-            start,
-            ends,
-            reduction,
-        )
-        .await;
+        let server = tcp.peer_addr();
+        let revoked = async {
+            match server {
+                Ok(addr) => {
+                    self.revoke_when_not_permitted(peer_key(&conn), addr, false, flow)
+                        .await
+                }
+                Err(_) => std::future::pending().await,
+            }
+        };
+        // The watch never ends: the flow ends through its pumps, which a
+        // revocation resets.
+        let spliced = tokio::select! {
+            spliced = carry(
+                tcp,
+                send,
+                recv,
+                flow,
+                Facing::Server,
+                start,
+                ends,
+                reduction,
+            ) => spliced,
+            () = revoked => Ok(()),
+        };
         match spliced {
             Ok(()) => debug!("flow {} done", flow.id),
             Err(abort) => report(&self.state.flows.totals.resets, flow, "server", &abort),
@@ -546,15 +597,28 @@ impl Core {
             names,
             Some(peer),
         );
-        CoreFlow {
+        let server = socket.peer_addr();
+        let key = peer_key(&conn);
+        let flow = guard.flow.clone();
+        let revoked = async {
+            match server {
+                Ok(addr) => self.revoke_when_not_permitted(key, addr, true, &flow).await,
+                Err(_) => std::future::pending().await,
+            }
+        };
+        let carried = CoreFlow {
             conn,
             flows: udp_flows,
             totals: self.state.udp.clone(),
             idle_timeout: self.config.udp_idle_timeout,
             marked: header.services.contains(Services::REALTIME),
         }
-        .carry(send, recv, socket, guard.flow.clone())
-        .await;
+        .carry(send, recv, socket, guard.flow.clone());
+        // The watch never ends: a revocation ends the flow's own loop.
+        tokio::select! {
+            () = carried => {}
+            () = revoked => {}
+        }
     }
 
     /// Resolves the destination and keeps the addresses `rules` permit;

@@ -416,6 +416,14 @@ fn reload_changes_peers_and_allowlists_while_a_transfer_goes_on() {
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert!(echoes(two_second), "{}", core.log_text());
 
+    // A flow to the third server, open while its permission goes.
+    let mut held = TcpStream::connect(one_third).unwrap();
+    held.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    held.write_all(b"ping").unwrap();
+    let mut pong = [0u8; 4];
+    held.read_exact(&mut pong).unwrap();
+
     // `wanopt reload`: peer two removed, one back to its first server.
     write_config(
         &path,
@@ -438,6 +446,21 @@ fn reload_changes_peers_and_allowlists_while_a_transfer_goes_on() {
         !echoes(one_third),
         "one still reaches the server taken from it"
     );
+    // The open flow to it was reset by the core, not left running.
+    let mut rest = Vec::new();
+    let ended = held.read_to_end(&mut rest);
+    let timed_out = ended.as_ref().is_err_and(|e| {
+        matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        )
+    });
+    assert!(
+        !timed_out && rest.is_empty(),
+        "the flow to a server no longer allowed went on: {ended:?}"
+    );
+    let status = core.status().unwrap();
+    assert_eq!(status["flow_resets"]["policy"], 1, "{status}");
     let log = core.log_text();
     assert!(log.contains("configuration reloaded"), "{log}");
     assert!(

@@ -33,6 +33,9 @@ pub enum Abort {
     /// `--flow-idle-timeout`.
     #[error("idle for --flow-idle-timeout")]
     Idle,
+    /// A reload removed what permitted the flow (its peer's allowlist).
+    #[error("no longer permitted after a configuration reload")]
+    Revoked,
 }
 
 /// What failed on a flow's LAN side.
@@ -161,6 +164,7 @@ impl Abort {
             Abort::Codec(_) => Some(ResetReason::Codec),
             Abort::PeerCodec => Some(ResetReason::PeerCodec),
             Abort::Idle => Some(ResetReason::Idle),
+            Abort::Revoked => Some(ResetReason::Policy),
         }
     }
 }
@@ -180,16 +184,19 @@ pub enum ResetReason {
     PeerCodec,
     /// The flow carried no byte for the node's `--flow-idle-timeout`.
     Idle,
+    /// A reload no longer permitted the flow.
+    Policy,
 }
 
 impl ResetReason {
     /// Every reason, in the order of [`ResetCounters`].
-    pub const ALL: [ResetReason; 5] = [
+    pub const ALL: [ResetReason; 6] = [
         ResetReason::Lan,
         ResetReason::Tunnel,
         ResetReason::Codec,
         ResetReason::PeerCodec,
         ResetReason::Idle,
+        ResetReason::Policy,
     ];
 
     /// The name in `status` and the `reason` label in `/metrics`.
@@ -200,6 +207,7 @@ impl ResetReason {
             ResetReason::Codec => "codec",
             ResetReason::PeerCodec => "peer_codec",
             ResetReason::Idle => "idle",
+            ResetReason::Policy => "policy",
         }
     }
 
@@ -283,7 +291,8 @@ mod tests {
                 ("tunnel", 0),
                 ("codec", 2),
                 ("peer_codec", 0),
-                ("idle", 0)
+                ("idle", 0),
+                ("policy", 0)
             ]
         );
     }

@@ -107,6 +107,7 @@ pub(crate) async fn until_idle(
         biased;
         result = pumps => result,
         idle = flow.idle_out() => idle,
+        revoked = flow.revoked_out() => revoked,
     }
 }
 

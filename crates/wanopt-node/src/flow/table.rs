@@ -95,6 +95,9 @@ pub struct Flow {
     /// Told when the flow has carried no byte either way for the node's
     /// `--flow-idle-timeout`: its pumps end it with [`Abort::Idle`].
     idle: tokio::sync::Notify,
+    /// Told when a reload no longer permits the flow: its pumps end it
+    /// with [`Abort::Revoked`].
+    revoked: tokio::sync::Notify,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -168,6 +171,23 @@ impl Flow {
     pub(super) async fn idle_out(&self) -> Result<(), Abort> {
         self.idle.notified().await;
         Err(Abort::Idle)
+    }
+
+    /// Ends the flow: a reload no longer permits it (the permit is kept
+    /// until its pumps or loop take it).
+    pub fn revoke(&self) {
+        self.revoked.notify_one();
+    }
+
+    /// Resolves once [`Flow::revoke`] was called.
+    pub(crate) async fn revoked(&self) {
+        self.revoked.notified().await;
+    }
+
+    /// Resolves to [`Abort::Revoked`] once [`Flow::revoke`] was called.
+    pub(super) async fn revoked_out(&self) -> Result<(), Abort> {
+        self.revoked().await;
+        Err(Abort::Revoked)
     }
 
     /// A serializable snapshot.
@@ -410,6 +430,7 @@ impl FlowTable {
             started: Instant::now(),
             rate: Mutex::new(RateSample::default()),
             idle: tokio::sync::Notify::new(),
+            revoked: tokio::sync::Notify::new(),
         });
         flows.insert(key, flow.clone());
         drop(flows);

@@ -129,6 +129,10 @@ impl CoreFlow {
                     }
                 }
                 _ = self.conn.closed() => break,
+                () = flow.revoked() => {
+                    debug!("udp flow {}: no longer permitted after a reload: ending it", flow.id);
+                    break;
+                }
             }
         }
         let _ = send.finish();
