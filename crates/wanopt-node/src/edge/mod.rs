@@ -2,7 +2,7 @@
 //! transparently redirected flows), picks by policy which go through the
 //! tunnel, and carries each optimized flow on its own QUIC stream to the core.
 
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,160 +13,25 @@ use tracing::{debug, info, warn};
 
 use wanopt_proto::{OpenRepr, Services, Target};
 
+mod config;
 mod dial;
+mod listen;
 mod upstreams;
 
-use crate::class::{service_names, Classes, EdgePolicy, LivePolicy, Proto};
+use crate::class::{service_names, LivePolicy, Proto};
 use crate::error::{NodeError, UsageError};
-use crate::flow::limits::{FlowLimits, FlowLimitsConfig, FlowPermit};
-use crate::flow::udp::edge::{UdpEdge, UdpForward};
+use crate::flow::limits::{FlowLimits, FlowPermit};
+use crate::flow::udp::edge::UdpEdge;
 use crate::flow::{carry, report, reset_tcp, splice_tcp, Abort, Facing, FlowState};
 pub use crate::forward::{parse_target, Forward, WanPath, MAX_PATHS};
-use crate::intercept::{self, listen_tcp, original_destination, LogLimit};
-use crate::policy::RuleSet;
-use crate::reduce::ReduceConfig;
+use crate::intercept::{self, original_destination, LogLimit};
 use crate::state::NodeState;
-use crate::transport::identity::PrivateKey;
-use crate::transport::tunnel::{self, TunnelTuning};
-use dial::{is_local, maintain_tunnel, resolve, Core, Published, Tunnel};
+use crate::transport::tunnel;
+pub use config::{EdgeConfig, FailMode, PathUse};
+use dial::{is_local, maintain_tunnel, Core, Published, Tunnel};
+pub(crate) use listen::{bind, tunnel_bind, Listeners};
 pub use upstreams::UpstreamConfig;
 use upstreams::{Upstream, Upstreams};
-
-/// What to do with a transparent flow when the tunnel is down.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FailMode {
-    /// Leave the flow to the kernel: the transparent listener is closed
-    /// while the tunnel is down, so TPROXY rules no longer match and the
-    /// kernel routes new flows under its FORWARD policy (NAT REDIRECT
-    /// refuses them). The edge never connects a flow from its own address.
-    Open,
-    /// Reset the flow (after waiting `tunnel_wait` for the tunnel).
-    Closed,
-}
-
-impl std::str::FromStr for FailMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "open" => Ok(FailMode::Open),
-            "closed" => Ok(FailMode::Closed),
-            other => Err(format!(
-                "unknown fail mode {other:?} (expected open or closed)"
-            )),
-        }
-    }
-}
-
-/// How an edge uses its WAN paths (`--path-mode`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PathUse {
-    /// One path carries everything; the next takes over when it fails.
-    #[default]
-    Failover,
-    /// As failover, and every datagram that carries a UDP flow is also
-    /// sent on every other path that is not down; the receiver keeps the
-    /// first copy. TCP flows stay on the data path.
-    Duplicate,
-    /// As failover, and the FEC repairs go on another path that is up
-    /// (the least lossy): a loss on the data path is repaired from a path
-    /// that did not lose it, and the repairs take none of its room.
-    SpreadFec,
-}
-
-impl PathUse {
-    /// The mode the paths' probes carry.
-    pub fn mode(self) -> wanopt_proto::path::PathMode {
-        match self {
-            PathUse::Failover => wanopt_proto::path::PathMode::Failover,
-            PathUse::Duplicate => wanopt_proto::path::PathMode::Duplicate,
-            PathUse::SpreadFec => wanopt_proto::path::PathMode::SpreadFec,
-        }
-    }
-}
-
-impl std::str::FromStr for PathUse {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "failover" => Ok(PathUse::Failover),
-            "duplicate" => Ok(PathUse::Duplicate),
-            "spread-fec" => Ok(PathUse::SpreadFec),
-            other => Err(format!(
-                "unknown path mode {other:?} (expected failover, duplicate or spread-fec)"
-            )),
-        }
-    }
-}
-
-/// A validated edge configuration.
-#[derive(Debug)]
-pub struct EdgeConfig {
-    /// The peers it dials (`--core` and `--peer-key`, or `[[peer]]`
-    /// sections with an endpoint), each with the routes sent to it.
-    pub upstreams: Vec<UpstreamConfig>,
-    /// This node's key.
-    pub key: PrivateKey,
-    /// Explicit forwards.
-    pub forwards: Vec<Forward>,
-    /// UDP forwards (`--forward-udp`).
-    pub udp_forwards: Vec<UdpForward>,
-    /// A UDP flow that carries no datagram either way this long ends.
-    pub udp_idle_timeout: Duration,
-    /// Address for transparently redirected connections.
-    pub transparent: Option<SocketAddr>,
-    /// Address for TPROXY'd UDP datagrams (`--transparent-udp`).
-    pub transparent_udp: Option<SocketAddr>,
-    /// Flows to optimize; empty means all.
-    pub optimize: RuleSet,
-    /// Connect a transparent flow that matches no `optimize` rule to its
-    /// destination from the edge's own address (`--pass-unmatched`; such a
-    /// connection escapes the gateway's FORWARD policy). Without it such a
-    /// flow is refused.
-    pub pass_unmatched: bool,
-    /// Data reduction; `None` disables it (`--no-reduce`).
-    pub reduce: Option<ReduceConfig>,
-    /// Optimized flows to these destinations skip data reduction (e.g.
-    /// already-encrypted traffic that cannot be reduced).
-    pub no_reduce_to: RuleSet,
-    /// Behaviour of transparent flows while the tunnel is down.
-    pub fail: FailMode,
-    /// Control API address.
-    pub control: Option<SocketAddr>,
-    /// The control token's file; `None` is [`crate::control::token::default_path`].
-    pub control_token: Option<std::path::PathBuf>,
-    /// How long a flow waits for the tunnel before it is reset.
-    pub tunnel_wait: Duration,
-    /// Timeout of direct (pass-through) connections.
-    pub connect_timeout: Duration,
-    /// How long flows may drain at shutdown.
-    pub drain: Duration,
-    /// Local UDP address of the tunnel; default picks any port.
-    pub bind: Option<SocketAddr>,
-    /// WAN paths to the core (`--path`), in preference order; empty: the
-    /// one path the routing table picks. With paths the tunnel's socket
-    /// binds the wildcard address (the port of `bind`).
-    pub paths: Vec<WanPath>,
-    /// How the paths are used.
-    pub path_use: PathUse,
-    /// Traffic classes (`--class`): which UDP flows are real-time, which
-    /// flows go ahead of or behind the others.
-    pub classes: Classes,
-    /// Transport tuning.
-    pub tuning: TunnelTuning,
-    /// Bounds on the flows carried at once.
-    pub limits: FlowLimitsConfig,
-    /// Flows that carry no byte either way this long are reset; `None`:
-    /// never.
-    pub flow_idle_timeout: Option<Duration>,
-}
-
-impl std::fmt::Debug for PrivateKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "PrivateKey({})", self.public_key())
-    }
-}
 
 /// A running edge.
 pub(crate) struct Edge {
@@ -189,138 +54,6 @@ pub(crate) struct Edge {
 
 /// At most one log line per this interval for flows refused by policy.
 const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
-
-/// The UDP sockets of `--forward-udp` (each with its destination) and
-/// `--transparent-udp`, bound.
-async fn bind_udp(
-    config: &EdgeConfig,
-) -> Result<
-    (
-        Vec<(tokio::net::UdpSocket, wanopt_proto::Target)>,
-        Option<std::net::UdpSocket>,
-    ),
-    NodeError,
-> {
-    let mut forwards = Vec::new();
-    for forward in &config.udp_forwards {
-        let socket = tokio::net::UdpSocket::bind(forward.listen)
-            .await
-            .map_err(|source| NodeError::Bind {
-                what: "udp forward",
-                addr: forward.listen,
-                source,
-            })?;
-        forwards.push((socket, forward.destination.clone()));
-    }
-    let transparent = match config.transparent_udp {
-        Some(addr) => Some(crate::flow::udp::transparent::bind(addr)?),
-        None => None,
-    };
-    Ok((forwards, transparent))
-}
-
-impl EdgeConfig {
-    /// Its policy: what the edge optimizes and how.
-    fn policy(&self) -> EdgePolicy {
-        EdgePolicy {
-            optimize: self.optimize.clone(),
-            pass_unmatched: self.pass_unmatched,
-            no_reduce_to: self.no_reduce_to.clone(),
-            classes: self.classes.clone(),
-        }
-    }
-
-    /// Whether no forward and no transparent socket is configured.
-    fn accepts_nothing(&self) -> bool {
-        self.forwards.is_empty()
-            && self.transparent.is_none()
-            && self.udp_forwards.is_empty()
-            && self.transparent_udp.is_none()
-    }
-}
-
-/// The tunnel's local address: `--bind` (any port by default; the family
-/// of the first peer's endpoint when it names an address, else IPv4) or,
-/// with `--path`s, the wildcard of its port, each datagram naming its
-/// local address; the paths are checked and handed to the path layer,
-/// for the one peer's address they name.
-pub(crate) async fn tunnel_bind(
-    config: &EdgeConfig,
-    state: &NodeState,
-) -> Result<(SocketAddr, Option<SocketAddr>), NodeError> {
-    let v6 = config.upstreams.first().is_some_and(|u| {
-        u.endpoint.starts_with('[') || u.endpoint.parse::<SocketAddr>().is_ok_and(|a| a.is_ipv6())
-    });
-    let wildcard = |port, v6: bool| match v6 {
-        false => SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), port),
-        true => SocketAddr::new(Ipv6Addr::UNSPECIFIED.into(), port),
-    };
-    if config.paths.is_empty() {
-        return Ok((config.bind.unwrap_or(wildcard(0, v6)), None));
-    }
-    let [upstream] = config.upstreams.as_slice() else {
-        return Err(UsageError::PathsNeedOnePeer(config.upstreams.len()).into());
-    };
-    // The paths are set up for one address of the core: resolved now.
-    let core_addr = resolve(&upstream.endpoint).await?;
-    for path in &config.paths {
-        if path.remote.is_ipv4() != core_addr.is_ipv4() {
-            return Err(UsageError::PathFamily(path.to_string(), core_addr).into());
-        }
-        if !is_local(path.local) {
-            return Err(UsageError::PathNotLocal(path.to_string(), path.local).into());
-        }
-    }
-    let paths: Vec<_> = config.paths.iter().map(|p| (p.local, p.remote)).collect();
-    state
-        .duplication
-        .set_paths(core_addr, &paths, config.path_use.mode());
-    // Each datagram names its local address: the socket takes any.
-    let port = config.bind.map_or(0, |b| b.port());
-    Ok((wildcard(port, core_addr.is_ipv6()), Some(core_addr)))
-}
-
-/// An edge's sockets, bound before the node starts (a port in use is an
-/// error at start, not later).
-pub(crate) struct Listeners {
-    tcp: Vec<(TcpListener, Target)>,
-    udp: Vec<(tokio::net::UdpSocket, Target)>,
-    transparent: Option<(TcpListener, SocketAddr)>,
-    transparent_udp: Option<std::net::UdpSocket>,
-}
-
-/// Binds every listener `config` asks for.
-pub(crate) async fn bind(config: &EdgeConfig) -> Result<Listeners, NodeError> {
-    if config.accepts_nothing() {
-        return Err(UsageError::NothingToAccept.into());
-    }
-    if config.upstreams.is_empty() {
-        return Err(UsageError::NoUpstream.into());
-    }
-    let mut tcp = Vec::new();
-    for forward in &config.forwards {
-        tcp.push((
-            listen_tcp(forward.listen, false)?,
-            forward.destination.clone(),
-        ));
-    }
-    let (udp, transparent_udp) = bind_udp(config).await?;
-    let transparent = match config.transparent {
-        Some(addr) => {
-            let listener = listen_tcp(addr, true)?;
-            // Port 0 took a port: reopen that one.
-            let addr = listener.local_addr().unwrap_or(addr);
-            Some((listener, addr))
-        }
-        None => None,
-    };
-    Ok(Listeners {
-        tcp,
-        udp,
-        transparent,
-        transparent_udp,
-    })
-}
 
 /// Starts the edge's work on `state`: a task per dialed peer keeping its
 /// tunnel up on `endpoint`, and the listeners' tasks in `tasks`.
