@@ -127,10 +127,11 @@ fn host_addresses() -> Vec<std::net::IpAddr> {
     }
 }
 
-/// Warns of peers that may reach nothing.
-fn warn_empty_allowlists(peers: &[AcceptedPeer]) {
+/// Warns of peers that may reach nothing (but the dialed ones, which
+/// need not reach anything through this node).
+fn warn_empty_allowlists(peers: &[AcceptedPeer], dialed: &[PublicKey]) {
     for peer in peers {
-        if peer.allow.is_empty() && peer.allow_udp.is_empty() {
+        if peer.allow.is_empty() && peer.allow_udp.is_empty() && !dialed.contains(&peer.key) {
             warn!("peer {}: no allow rule: every destination it asks for will be refused (a node is never an open relay)", peer.key);
         }
     }
@@ -147,7 +148,7 @@ pub(crate) fn start(
     if config.peers.is_empty() {
         return Err(UsageError::NoPeerKey.into());
     }
-    warn_empty_allowlists(&config.peers);
+    warn_empty_allowlists(&config.peers, dialed);
     let server_config =
         tunnel::server_config(&config.key, &pinned(&config.peers, dialed), &config.tuning)?;
     let endpoint = tunnel::endpoint(
@@ -286,7 +287,7 @@ impl Core {
         dialed: &[PublicKey],
     ) -> Result<String, NodeError> {
         self.check_reload(new)?;
-        warn_empty_allowlists(&new.peers);
+        warn_empty_allowlists(&new.peers, dialed);
         let server_config = tunnel::server_config(
             &self.config.key,
             &pinned(&new.peers, dialed),

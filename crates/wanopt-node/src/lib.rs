@@ -43,7 +43,7 @@ pub mod transport;
 pub use error::NodeError;
 pub use intercept::{listen_tcp, original_destination};
 pub use lifecycle::{ignore_hangups, shutdown_signal, Shutdown};
-pub use process::{raise_fd_limit, release_free_memory};
+pub use process::{hold_hangups, raise_fd_limit, release_free_memory};
 
 // The paths the binary, the lab and the tests name.
 pub use flow::{abort, limits};

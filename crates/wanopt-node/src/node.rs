@@ -250,7 +250,8 @@ impl Parts {
         match (&self.edge, &new.edge) {
             (Some(_), None) | (None, Some(_)) => {
                 return Err(fail(
-                    UsageError::NeedsRestart("whether the node dials peers").into(),
+                    UsageError::NeedsRestart("whether the node intercepts flows and dials peers")
+                        .into(),
                 ))
             }
             _ => {}
@@ -262,12 +263,14 @@ impl Parts {
         if let (Some(core), Some(config)) = (&self.core, &new.core) {
             core.check_reload(config).map_err(fail)?;
         }
+        // The dialed peers first: a removed one stops redialing before the
+        // core part closes its tunnel.
         let mut changes = Vec::new();
-        if let (Some(core), Some(config)) = (&self.core, new.core) {
-            changes.push(core.reload(&config, &dialed).map_err(fail)?);
-        }
         if let (Some(edge), Some(config)) = (&self.edge, new.edge) {
             changes.push(edge.reload(config).map_err(fail)?);
+        }
+        if let (Some(core), Some(config)) = (&self.core, new.core) {
+            changes.push(core.reload(&config, &dialed).map_err(fail)?);
         }
         Ok(changes.join("; "))
     }

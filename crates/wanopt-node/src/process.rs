@@ -14,6 +14,19 @@ pub fn raise_fd_limit() -> Option<(u64, u64)> {
     Some((soft, hard))
 }
 
+/// Ignores SIGHUP until the node installs its own handler (its reload):
+/// by default a SIGHUP kills the process, and one sent while the node
+/// starts (`systemctl reload` right after `start`) must not.
+pub fn hold_hangups() {
+    use nix::sys::signal::{signal, SigHandler, Signal};
+    // SAFETY: SIG_IGN installs no handler code; nothing else of the
+    // process has set one for SIGHUP yet (tokio's, installed later,
+    // replaces it).
+    if let Err(e) = unsafe { signal(Signal::SIGHUP, SigHandler::SigIgn) } {
+        tracing::debug!("cannot ignore SIGHUP while starting: {e}");
+    }
+}
+
 /// Returns the allocator's free memory to the system (glibc's
 /// `malloc_trim`, which unmaps the free pages of every arena).
 pub fn release_free_memory() {

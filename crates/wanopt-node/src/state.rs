@@ -372,6 +372,15 @@ impl NodeState {
         conns.len()
     }
 
+    /// Forgets the peer at `address` if its tunnel is not up (a reload
+    /// removed it while it was down).
+    pub fn forget_down_peer(&self, address: SocketAddr) {
+        let mut peers = self.peers();
+        if peers.get(&address).is_some_and(|e| e.connection.is_none()) {
+            peers.remove(&address);
+        }
+    }
+
     /// Forgets a core-side peer whose connection ended.
     pub fn peer_gone(&self, connection: &quinn::Connection) {
         let mut peers = self.peers();

@@ -168,6 +168,12 @@ fn clap_line(text: &str) -> String {
 }
 
 fn main() -> ExitCode {
+    if std::env::args()
+        .nth(1)
+        .is_some_and(|c| matches!(c.as_str(), "edge" | "core" | "run"))
+    {
+        wanopt_node::hold_hangups();
+    }
     let cli = match parse_args() {
         Ok(cli) => cli,
         Err(code) => return code,

@@ -306,6 +306,75 @@ fn a_node_dials_one_peer_and_accepts_another() {
     assert!(echoes(via_branch), "{}", hub.log_text());
     assert!(echoes(via_hub), "{}", hub.log_text());
     assert!(eventually(Duration::from_secs(5), || flows_total(&core) == 1));
+
+    // The core removed from the hub's file: its tunnel closes and stays
+    // closed (the hub's accepting side does not take it back), and the
+    // hub lists only the branch.
+    write_config(
+        &path,
+        "hub",
+        control,
+        &format!(
+            "listen = \"{hub_listen}\"\nno-reduce = true\nforward = [\"{via_hub}={server_up}\"]\n{}",
+            peer(&keys, "branch", &format!("allow = [\"{server_here}\"]")),
+        ),
+    );
+    hub.signal("HUP");
+    assert!(
+        eventually(Duration::from_secs(10), || peers_up(&core) == 0),
+        "{}",
+        hub.log_text()
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(peers_up(&core), 0, "{}", core.log_text());
+    let status = hub.status().unwrap();
+    let peers = status["peers"].as_array().unwrap();
+    assert_eq!(peers.len(), 1, "{status}");
+    assert_eq!(peers[0]["state"], "up", "{status}");
+    assert!(echoes(via_branch), "{}", hub.log_text());
+    assert!(!echoes(via_hub));
+}
+
+#[test]
+fn bad_peers_are_one_line_and_exit_2() {
+    let keys = Keys::new();
+    let (_, own) = keys.key("node");
+    let cases = [
+        (
+            format!(
+                "listen = \"{}\"\n[[peer]]\npublic-key = \"{own}\"\n",
+                free_udp()
+            ),
+            "this node's own key",
+        ),
+        (
+            format!(
+                "forward = [\"{}=127.0.0.1:9\"]\n{}",
+                free_tcp(),
+                peer(&keys, "core", "endpoint = \"127.0.0.1\"")
+            ),
+            "expected HOST:PORT",
+        ),
+        (
+            format!(
+                "listen = \"{}\"\n{}",
+                free_udp(),
+                peer(&keys, "core", "routes = [\"10.0.0.0/8\"]")
+            ),
+            "routes but no endpoint",
+        ),
+    ];
+    for (body, needle) in cases {
+        let (path, _) = config(&keys, "node", &body);
+        let out = Command::new(BIN)
+            .args(["run", "--config", path.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{body}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(needle), "{needle:?} not in {stderr}");
+    }
 }
 
 /// A transfer through `listen` to an echo server: `total` bytes sent in

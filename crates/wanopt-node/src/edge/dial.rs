@@ -85,12 +85,14 @@ pub(super) async fn maintain_tunnel(
     core: Core,
     state: Arc<NodeState>,
     published: Published,
-    shutdown: Shutdown,
+    (shutdown, removed): (Shutdown, Shutdown),
 ) {
     const MIN_BACKOFF: Duration = Duration::from_millis(100);
     const MAX_BACKOFF: Duration = Duration::from_secs(5);
     let mut backoff = MIN_BACKOFF;
     let mut last_error = String::new();
+    // The address last tried, whose status entry a removal forgets.
+    let mut last_addr: Option<SocketAddr> = None;
     while !shutdown.is_triggered() {
         let attempt = async {
             let addr = match &core {
@@ -122,9 +124,21 @@ pub(super) async fn maintain_tunnel(
                 (cache, accepts) = control_exchange(&conn, &state) => Ok((conn, cache, accepts)),
             }
         };
-        match attempt.await {
+        let attempt = tokio::select! {
+            attempt = attempt => attempt,
+            () = removed.triggered() => break,
+        };
+        match attempt {
             Ok((conn, cache, accepts)) => {
                 let addr = conn.remote_address();
+                last_addr = Some(addr);
+                if removed.is_triggered() {
+                    conn.close(
+                        quinn::VarInt::from_u32(wanopt_proto::codes::SHUTDOWN),
+                        b"peer removed from the configuration",
+                    );
+                    break;
+                }
                 info!("tunnel up to core {addr} (rtt {:?})", conn.rtt());
                 state.peer_up(&conn);
                 let flows = TunnelFlows::new(false);
@@ -148,11 +162,26 @@ pub(super) async fn maintain_tunnel(
                 (published.changed)();
                 backoff = MIN_BACKOFF;
                 last_error.clear();
-                let reason = conn.closed().await;
+                // A removal closes the tunnel at once; a shutdown leaves
+                // it to the drain.
+                let reason = tokio::select! {
+                    reason = conn.closed() => reason,
+                    () = removed.triggered() => {
+                        conn.close(
+                            quinn::VarInt::from_u32(wanopt_proto::codes::SHUTDOWN),
+                            b"peer removed from the configuration",
+                        );
+                        conn.closed().await
+                    }
+                };
                 published.tunnel.send_replace(None);
                 published.udp.send_replace(None);
                 (published.changed)();
                 state.duplication.unbind_paths(addr);
+                if removed.is_triggered() {
+                    state.peer_gone(&conn);
+                    break;
+                }
                 if shutdown.is_triggered() {
                     return;
                 }
@@ -169,6 +198,7 @@ pub(super) async fn maintain_tunnel(
                     debug!("cannot reach core {core}: {error}");
                 }
                 if let Some(addr) = addr {
+                    last_addr = Some(addr);
                     state.peer_down(addr, Some(error));
                     state.duplication.unbind_paths(addr);
                     state.duplication.handshake_failed(addr);
@@ -177,9 +207,15 @@ pub(super) async fn maintain_tunnel(
         }
         tokio::select! {
             () = tokio::time::sleep(backoff) => {}
-            () = shutdown.triggered() => return,
+            () = shutdown.triggered() => break,
         }
         backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+    // A removed peer leaves no entry in `status` and `/metrics`.
+    if removed.is_triggered() {
+        if let Some(addr) = last_addr {
+            state.forget_down_peer(addr);
+        }
     }
 }
 

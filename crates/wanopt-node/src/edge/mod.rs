@@ -186,7 +186,7 @@ impl Edge {
                     Arc::new(move || upstreams.refresh())
                 },
             },
-            upstream.stop.clone(),
+            (upstream.stop.clone(), upstream.removed.clone()),
         ));
         Ok(upstream)
     }
@@ -204,11 +204,13 @@ impl Edge {
         let new = new.upstreams;
         let old = self.upstreams.list();
         let mut list = Vec::new();
-        let (mut kept, mut added) = (0, 0);
+        let (mut kept, mut added, mut rerouted) = (0, 0, 0);
         for config in new {
             match old.iter().find(|u| u.config.same_peer(&config)) {
                 Some(upstream) => {
-                    upstream.set_routes(config.routes.clone());
+                    if upstream.set_routes(config.routes.clone()) {
+                        rerouted += 1;
+                    }
                     list.push(upstream.clone());
                     kept += 1;
                 }
@@ -223,21 +225,21 @@ impl Edge {
             .filter(|u| !list.iter().any(|n| Arc::ptr_eq(n, u)))
             .cloned()
             .collect();
+        if list.is_empty() {
+            warn!("the edge dials no peer now: its flows are refused until a reload gives it one");
+        }
         self.upstreams.set(list);
         for upstream in &removed {
             upstream.close();
         }
         Ok(format!(
-            "dialed peers: {kept} kept, {added} added, {} removed; {policy}",
+            "dialed peers: {kept} kept ({rerouted} with new routes), {added} added, {} removed; {policy}",
             removed.len()
         ))
     }
 
     /// Whether `new` can be taken by [`Edge::reload`].
     pub(crate) fn check_reload(&self, new: &EdgeConfig) -> Result<(), NodeError> {
-        if new.upstreams.is_empty() {
-            return Err(UsageError::NoUpstream.into());
-        }
         if !self.config.paths.is_empty() && new.upstreams.len() != 1 {
             return Err(UsageError::PathsNeedOnePeer(new.upstreams.len()).into());
         }

@@ -43,7 +43,11 @@ pub(crate) struct Upstream {
     routes: RwLock<RuleSet>,
     pub(crate) tunnel: watch::Receiver<Option<Tunnel>>,
     pub(crate) udp: watch::Receiver<Option<UdpTunnel>>,
+    /// No more connection attempts (the node stops, or the peer was
+    /// removed).
     pub(crate) stop: Shutdown,
+    /// A reload removed the peer: its tunnel closes at once.
+    pub(crate) removed: Shutdown,
 }
 
 impl Upstream {
@@ -58,6 +62,7 @@ impl Upstream {
             tunnel,
             udp,
             stop: Shutdown::new(),
+            removed: Shutdown::new(),
         }
     }
 
@@ -68,13 +73,18 @@ impl Upstream {
             .clone()
     }
 
-    /// Gives the peer new routes (a reload that keeps its tunnel).
-    pub(crate) fn set_routes(&self, routes: RuleSet) {
-        *self.routes.write().unwrap_or_else(|e| e.into_inner()) = routes;
+    /// Gives the peer new routes (a reload that keeps its tunnel);
+    /// whether they differ from its old ones.
+    pub(crate) fn set_routes(&self, routes: RuleSet) -> bool {
+        let mut current = self.routes.write().unwrap_or_else(|e| e.into_inner());
+        let changed = *current != routes;
+        *current = routes;
+        changed
     }
 
     /// Stops its task and closes its tunnel (a reload removed it).
     pub(crate) fn close(&self) {
+        self.removed.trigger();
         self.stop.trigger();
         if let Some(tunnel) = self.tunnel.borrow().as_ref() {
             tunnel.conn.close(

@@ -591,7 +591,7 @@ pub(super) fn edge_config_in(args: &EdgeArgs, mode: Mode) -> anyhow::Result<Edge
     }
     let common = common(&args.common, &mut file, mode)?;
     let core = args.core.clone().or(file.core.take());
-    if core.is_none() && !Peers::any_endpoint(&file.peer) {
+    if core.is_none() && !Peers::any_endpoint(&file.peer) && mode != Mode::Run {
         bail!("no core: give --core HOST:PORT, or [[peer]] sections with an endpoint in the config file");
     }
     let upstreams = common

@@ -63,7 +63,11 @@ impl Peers {
             bail!("no peer key: give --peer-key PUB (the peer's `wanopt pubkey` output), or [[peer]] sections in the config file");
         }
         let mut seen: Vec<PublicKey> = Vec::new();
+        let own = key.public_key();
         for k in flag_keys.iter().chain(sections.iter().map(|s| &s.key)) {
+            if *k == own {
+                bail!("peer {k} is this node's own key ({}): a node is never its own peer; give the other node's public key", key_path.display());
+            }
             if key.is_bytes_of(k) {
                 bail!(
                     "key file {} holds the public key {k}, which this node lists as a peer's: give --key this node's private key file (from `wanopt keygen --out`)",
@@ -103,7 +107,10 @@ impl Peers {
         let mut upstreams = Vec::new();
         match (core, self.flag_keys.is_empty()) {
             (Some(endpoint), false) => upstreams.push(UpstreamConfig {
-                endpoint,
+                endpoint: {
+                    check_endpoint(&endpoint).context("--core")?;
+                    endpoint
+                },
                 keys: self.flag_keys.clone(),
                 routes: RuleSet::default(),
             }),
@@ -124,6 +131,19 @@ impl Peers {
                 });
             }
         }
+        let routeless: Vec<&str> = upstreams
+            .iter()
+            .filter(|u| u.routes.is_empty())
+            .map(|u| u.endpoint.as_str())
+            .collect();
+        if let [first, rest @ ..] = routeless.as_slice() {
+            if !rest.is_empty() {
+                tracing::warn!(
+                    "dialed peers {} have no routes: only the first, {first}, takes the flows no route holds; give the others routes",
+                    routeless.join(", ")
+                );
+            }
+        }
         Ok(upstreams)
     }
 
@@ -140,6 +160,9 @@ fn section(n: usize, s: &PeerSection, mode: Mode) -> anyhow::Result<Section> {
     let parsed = |texts: &[String], what: &str| {
         rules(texts).with_context(|| format!("[[peer]] #{n} ({key}): {what}"))
     };
+    if let Some(endpoint) = &s.endpoint {
+        check_endpoint(endpoint).with_context(|| format!("[[peer]] #{n} ({key})"))?;
+    }
     let section = Section {
         key,
         endpoint: s.endpoint.clone(),
@@ -176,4 +199,58 @@ pub(super) fn rules(texts: &[String]) -> anyhow::Result<RuleSet> {
             .map(|t| t.parse::<AddrRule>())
             .collect::<Result<_, _>>()?,
     ))
+}
+
+/// Checks that `endpoint` reads `HOST:PORT` (a name or an address, IPv6
+/// in brackets, and a port from 1): a typo is a usage error, while a name
+/// that does not resolve yet is retried by the node.
+fn check_endpoint(endpoint: &str) -> anyhow::Result<()> {
+    let bad = |why: &str| {
+        anyhow::anyhow!(
+            "endpoint {endpoint:?}: {why} (expected HOST:PORT, e.g. core.example.net:4433 or [2001:db8::1]:4433)"
+        )
+    };
+    let (host, port) = endpoint.rsplit_once(':').ok_or_else(|| bad("no port"))?;
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 => {}
+        _ => return Err(bad("bad port")),
+    }
+    let bare = host.strip_prefix('[').and_then(|h| h.strip_suffix(']'));
+    match bare {
+        Some(v6) if v6.parse::<std::net::Ipv6Addr>().is_err() => Err(bad("bad IPv6 address")),
+        Some(_) => Ok(()),
+        None if host.is_empty() || host.contains(':') || host.contains(char::is_whitespace) => {
+            Err(bad("bad host"))
+        }
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_endpoint;
+
+    #[test]
+    fn endpoints_read_host_and_port() {
+        for good in [
+            "core.example.net:4433",
+            "127.0.0.1:4433",
+            "[2001:db8::1]:4433",
+            "localhost:1",
+        ] {
+            assert!(check_endpoint(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "127.0.0.1",
+            "",
+            "127.0.0.1:0",
+            ":4433",
+            "host:port",
+            "2001:db8::1:4433",
+            "[nope]:4433",
+            "a b:1",
+        ] {
+            assert!(check_endpoint(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -47,6 +47,10 @@ pub fn run_config(args: &RunArgs) -> anyhow::Result<NodeConfig> {
     let file = read_file(Some(&args.config))?;
     let accepts = file.listen.is_some();
     let dials = file.core.is_some() || Peers::any_endpoint(&file.peer);
+    let intercepts = !file.forward.is_empty()
+        || !file.forward_udp.is_empty()
+        || file.transparent.is_some()
+        || file.transparent_udp.is_some();
     if !accepts && !dials {
         bail!(
             "config file {}: nothing to run: give `listen` to accept tunnels, or a [[peer]] with an endpoint to dial",
@@ -67,7 +71,9 @@ pub fn run_config(args: &RunArgs) -> anyhow::Result<NodeConfig> {
         )?),
         false => None,
     };
-    let mut edge = match dials {
+    // An edge part when the node dials or intercepts (at start it must
+    // dial a peer; a reload may leave it none for a while).
+    let mut edge = match dials || intercepts {
         true => Some(edge_config_in(
             &EdgeArgs {
                 common: common(),
@@ -87,7 +93,7 @@ pub fn run_config(args: &RunArgs) -> anyhow::Result<NodeConfig> {
 /// How a node command reads its configuration again on reload: the same
 /// flags over the file as it is now.
 pub fn reloader(read: impl Fn() -> anyhow::Result<NodeConfig> + Send + Sync + 'static) -> Reload {
-    Arc::new(move || read().map_err(|e| format!("{e:#}")))
+    Arc::new(move || read().map_err(|e| super::outcome::one_line(&e)))
 }
 
 /// `wanopt reload`: asks a running node to re-read its configuration.

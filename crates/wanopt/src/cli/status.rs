@@ -118,7 +118,7 @@ fn call(
 /// node's control API and is not worth printing.
 fn refusal(body: &str, plain_text: bool) -> Option<&str> {
     let message = body.trim();
-    (plain_text && !message.is_empty() && message.len() <= 500 && !message.contains('\n'))
+    (plain_text && !message.is_empty() && message.len() <= 4096 && !message.contains('\n'))
         .then_some(message)
 }
 
@@ -729,7 +729,7 @@ mod tests {
         assert_eq!(refusal("<html><h1>404</h1></html>", false), None);
         assert_eq!(refusal("", true), None);
         assert_eq!(refusal("one\ntwo", true), None);
-        assert_eq!(refusal(&"x".repeat(501), true), None);
+        assert_eq!(refusal(&"x".repeat(4097), true), None);
     }
 
     #[test]
