@@ -49,7 +49,9 @@ fn keygen_and_pubkey_agree_and_keys_are_never_overwritten() {
 #[test]
 fn bad_input_gets_one_clear_line_and_exit_code_2() {
     let keys = Keys::new();
-    let (key, public) = keys.key("a");
+    let (key, _) = keys.key("a");
+    // The peer's key: never this node's own.
+    let (_, public) = keys.key("b");
     let key = key.to_str().unwrap();
     // A config file with the other role's keys.
     let edge_toml = keys.dir.path().join("edge-with-allow.toml");
