@@ -235,6 +235,13 @@ pub(crate) fn start_emulator_on(
     let (edge_if, core_if) = interfaces;
     let config =
         EmulatorConfig::new(specs, &edge_if, &core_if, counters.clone()).map_err(UpError::Link)?;
+    let config_file = lab.state_dir().join(format!("{daemon}.config.json"));
+    std::fs::write(&config_file, config.to_json()).map_err(|cause| {
+        UpError::Topology(crate::topology::TopologyError::State {
+            path: config_file.clone(),
+            cause,
+        })
+    })?;
     lab.spawn_daemon(
         Node::Wan,
         daemon,
@@ -243,7 +250,7 @@ pub(crate) fn start_emulator_on(
             "lab".to_string(),
             "emulate".into(),
             "--config".into(),
-            config.to_json(),
+            config_file.to_string_lossy().into_owned(),
         ],
     )?;
     wait_for(lab, &counters, daemon, what)

@@ -239,9 +239,10 @@ pub struct ExecArgs {
 /// Options of the internal `lab emulate`.
 #[derive(Debug, Args)]
 pub struct EmulateArgs {
-    /// The emulator's configuration as JSON ([`crate::emulator::EmulatorConfig`]).
+    /// The file that holds the emulator's configuration as JSON
+    /// ([`crate::emulator::EmulatorConfig`]).
     #[arg(long)]
-    pub config: String,
+    pub config: std::path::PathBuf,
 }
 
 /// Options of the internal `lab gen-client`.
@@ -666,7 +667,7 @@ pub(crate) fn exit_code(status: std::process::ExitStatus) -> i32 {
 }
 
 fn emulate(args: EmulateArgs) -> anyhow::Result<i32> {
-    let config = match crate::emulator::EmulatorConfig::from_json(&args.config) {
+    let config = match crate::emulator::EmulatorConfig::read(&args.config) {
         Ok(c) => c,
         Err(e) => return usage(e),
     };

@@ -3,9 +3,11 @@
 //!
 //! The process that starts the emulator turns the link specs into an
 //! [`EmulatorConfig`] once ([`EmulatorConfig::new`]: every spec string
-//! parsed into a [`LinkConfig`], the middlebox rules into [`Rule`]s) and
-//! hands it over as JSON on the command line (`lab emulate --config`);
-//! the emulator deserializes it and runs it, parsing no spec again.
+//! parsed into a [`LinkConfig`], trace files read, the middlebox rules
+//! parsed into [`Rule`]s) and hands it over as a JSON file in the lab's
+//! state directory (`lab emulate --config FILE`: a recorded trace is too
+//! long for a command line); the emulator deserializes it and runs it,
+//! reading no spec or trace again.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -83,14 +85,23 @@ impl EmulatorConfig {
         })
     }
 
-    /// The JSON that `lab emulate --config` reads.
+    /// The JSON of the file `lab emulate --config` reads.
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).unwrap_or_default()
     }
 
-    /// Reads the JSON of `lab emulate --config`.
+    /// Reads the JSON of the file of `lab emulate --config`.
     pub fn from_json(text: &str) -> Result<EmulatorConfig, EmulateError> {
         serde_json::from_str(text).map_err(EmulateError::Config)
+    }
+
+    /// Reads the file of `lab emulate --config`.
+    pub fn read(path: &std::path::Path) -> Result<EmulatorConfig, EmulateError> {
+        let text = std::fs::read_to_string(path).map_err(|cause| EmulateError::ConfigFile {
+            path: path.to_path_buf(),
+            cause,
+        })?;
+        EmulatorConfig::from_json(&text)
     }
 }
 
@@ -106,9 +117,17 @@ fn parse_direction(direction: &'static str, spec: &str) -> Result<LinkConfig, Li
 /// Errors of the emulator process.
 #[derive(Debug, thiserror::Error)]
 pub enum EmulateError {
-    /// The configuration on the command line does not read.
+    /// The configuration does not read.
     #[error("bad emulator configuration: {0}")]
     Config(serde_json::Error),
+    /// The configuration file could not be read.
+    #[error("cannot read the emulator configuration {path}: {cause}")]
+    ConfigFile {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        cause: std::io::Error,
+    },
     /// The SIGTERM/SIGINT handler could not be installed.
     #[error("cannot install the signal handler: {0}")]
     Signal(nix::Error),

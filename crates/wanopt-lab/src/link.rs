@@ -85,6 +85,16 @@ pub struct LinkOptions {
     /// Active queue management: `red` marks CE on ECN-capable packets instead of dropping.
     #[arg(long)]
     pub ecn: Option<String>,
+    /// The server-to-client capacity follows this recorded trace of
+    /// delivery opportunities (Mahimahi's format: one line per 1500-byte
+    /// opportunity, in milliseconds, repeating) instead of `--rate`.
+    #[arg(long = "trace-down", value_name = "FILE")]
+    #[serde(rename = "trace-down", alias = "trace_down")]
+    pub trace_down: Option<String>,
+    /// The client-to-server capacity follows this trace (as `--trace-down`).
+    #[arg(long = "trace-up", value_name = "FILE")]
+    #[serde(rename = "trace-up", alias = "trace_up")]
+    pub trace_up: Option<String>,
     /// Seed of every random draw (same seed, same drops).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -151,9 +161,15 @@ impl LinkOptions {
             Some(e) => e.trim().to_string(),
             None => base.clone(),
         };
+        let with_trace = |spec: String, option: &'static str, trace: &Option<String>| match trace {
+            Some(file) => Ok(format!("{spec} trace {}", trace_path(option, file)?)
+                .trim()
+                .to_string()),
+            None => Ok(spec),
+        };
         let specs = LinkSpecs {
-            up: join(&self.up),
-            down: join(&self.down),
+            up: with_trace(join(&self.up), "trace-up", &self.trace_up)?,
+            down: with_trace(join(&self.down), "trace-down", &self.trace_down)?,
             seed: self.seed.unwrap_or(DEFAULT_SEED),
             middlebox: self.middlebox.as_deref().unwrap_or("").trim().to_string(),
         };
@@ -175,6 +191,23 @@ impl LinkOptions {
         })?;
         Ok(specs)
     }
+}
+
+/// The absolute path of the trace `file` given to `option`, checked by
+/// reading it (a path with whitespace cannot go in a spec).
+fn trace_path(option: &'static str, file: &str) -> Result<String, LinkOptionError> {
+    let error = |message: String| LinkOptionError::Value { option, message };
+    let path = std::path::absolute(file.trim())
+        .map_err(|e| error(format!("`{file}`: {e}")))?
+        .to_string_lossy()
+        .into_owned();
+    if path.chars().any(char::is_whitespace) {
+        return Err(error(format!(
+            "`{path}`: a trace's path cannot hold whitespace; rename or link the file"
+        )));
+    }
+    crate::model::read_trace(&path).map_err(error)?;
+    Ok(path)
 }
 
 fn option_name(key: &str) -> &'static str {

@@ -4,16 +4,24 @@ use std::time::Instant;
 
 use wanopt_netem::middlebox::{Middlebox, Rule, Verdict};
 use wanopt_netem::units::{self, ParseSpecError};
-use wanopt_netem::{Link, LinkConfig};
+use wanopt_netem::{DeliveryTrace, Link, LinkConfig};
 
 use crate::frame_link::FrameLink;
 
 /// Parses a one-direction link spec (`"rtt 100ms rate 250mbit queue 2bdp"`)
-/// on top of a perfect link.
+/// on top of a perfect link; `trace FILE` reads a trace of delivery
+/// opportunities in Mahimahi's format from the file.
 pub fn config(spec: &str) -> Result<LinkConfig, ParseSpecError> {
     let mut config = LinkConfig::default();
-    units::apply_spec(&mut config, spec)?;
+    units::apply_spec_with(&mut config, spec, &read_trace)?;
     Ok(config)
+}
+
+/// Reads the trace file `path` (Mahimahi's format), in one line on error.
+pub fn read_trace(path: &str) -> Result<DeliveryTrace, String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("cannot read trace `{path}`: {e}"))?;
+    DeliveryTrace::parse(&text).map_err(|e| format!("trace `{path}`: {e}"))
 }
 
 /// Checks that `spec` is a valid one-direction link spec.

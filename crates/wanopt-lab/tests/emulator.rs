@@ -389,6 +389,90 @@ fn rate_matches_setting() -> TestResult {
     Ok(())
 }
 
+/// A capacity that follows a trace: a square wave of 500 ms at 24 Mbit/s
+/// (two 1500-byte opportunities a millisecond) and 500 ms at 6 Mbit/s (one
+/// every other millisecond), 15 Mbit/s on average, under an iperf3 UDP
+/// overload of 30 Mbit/s. The server's kernel receive counters, read every
+/// 100 ms for 4 s, give the mean within 2% and each phase's rate: the
+/// highest 100 ms windows within 10% of 24 Mbit/s and the lowest within 10%
+/// of 6 (windows across a change of phase fall between).
+fn trace_follows_the_recorded_capacity() -> TestResult {
+    let dir = std::env::temp_dir().join(format!("wlt-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let file = dir.join("square.up");
+    let mut text = String::new();
+    for ms in 1..=1000 {
+        let count = if ms <= 500 {
+            2
+        } else {
+            usize::from(ms % 2 == 0)
+        };
+        for _ in 0..count {
+            text.push_str(&format!("{ms}\n"));
+        }
+    }
+    std::fs::write(&file, text).map_err(|e| e.to_string())?;
+    let guard = up(LinkOptions {
+        rtt: Some("20ms".into()),
+        queue: Some("400p".into()),
+        trace_up: Some(file.to_string_lossy().into_owned()),
+        ..LinkOptions::default()
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    let guard = guard?;
+    let lab = &guard.0;
+    iperf_server(lab)?;
+    let source = lab
+        .command(Node::Client, "iperf3")
+        .args(["-c", SERVER_ADDR, "-p", "5201", "-u", "-l", "1472"])
+        .args(["-b", "30M", "-t", "7"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    std::thread::sleep(Duration::from_millis(2000));
+    let mut samples = vec![rx_now(lab, Node::Server, "eth0")?];
+    let start = samples[0].2;
+    for i in 1..=40u32 {
+        let due = start + Duration::from_millis(100) * i;
+        std::thread::sleep(due.saturating_duration_since(Instant::now()));
+        samples.push(rx_now(lab, Node::Server, "eth0")?);
+    }
+    let _ = source.wait_with_output();
+    let mbit = |a: &(u64, u64, Instant), b: &(u64, u64, Instant)| {
+        let ip_bytes = (b.0 - a.0).saturating_sub(14 * (b.1 - a.1));
+        ip_bytes as f64 * 8.0 / (b.2 - a.2).as_secs_f64() / 1e6
+    };
+    let mean = mbit(&samples[0], &samples[40]);
+    let mut windows: Vec<f64> = samples.windows(2).map(|w| mbit(&w[0], &w[1])).collect();
+    windows.sort_by(f64::total_cmp);
+    let low = windows[..12].iter().sum::<f64>() / 12.0;
+    let high = windows[28..].iter().sum::<f64>() / 12.0;
+    println!(
+        "  trace: mean {mean:.2} Mbit/s of 15; lowest 100 ms windows {low:.2} of 6, highest {high:.2} of 24"
+    );
+    if (mean - 15.0).abs() > 0.3 {
+        return Err(format!("mean {mean:.2} Mbit/s, not within 2% of 15"));
+    }
+    if (low - 6.0).abs() > 0.6 || (high - 24.0).abs() > 2.4 {
+        return Err(format!(
+            "phases {low:.2} and {high:.2} Mbit/s, not within 10% of 6 and 24"
+        ));
+    }
+    let doc = counters(lab);
+    let up = &doc["up"]["link"];
+    let held: wanopt_netem::LogHistogram =
+        serde_json::from_value(up["queue_bytes_time"].clone()).map_err(|e| e.to_string())?;
+    // Overloaded, the queue stays near its limit of 400 packets.
+    let median = held.quantile(0.5).unwrap_or(0);
+    if !(400 * 1500 * 3 / 4..=400 * 1500).contains(&median) {
+        return Err(format!(
+            "the queue held {median} bytes at the median, not near 400 packets"
+        ));
+    }
+    Ok(())
+}
+
 /// 1% random loss: iperf3's count of lost datagrams within 5 standard
 /// deviations of the binomial expectation.
 fn loss_within_bounds() -> TestResult {
@@ -828,9 +912,13 @@ fn main() {
         .skip(1)
         .filter(|a| !a.starts_with('-'))
         .collect();
-    let tests: [Test; 6] = [
+    let tests: [Test; 7] = [
         ("rtt_matches_setting", rtt_matches_setting),
         ("rate_matches_setting", rate_matches_setting),
+        (
+            "trace_follows_the_recorded_capacity",
+            trace_follows_the_recorded_capacity,
+        ),
         ("loss_within_bounds", loss_within_bounds),
         ("same_seed_same_drops", same_seed_same_drops),
         (

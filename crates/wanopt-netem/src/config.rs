@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::trace::DeliveryTrace;
 use crate::units::{BitsPerSecond, Probability};
 pub use crate::units::{GilbertElliott, QueueLimit};
 
@@ -111,6 +112,11 @@ pub struct LinkConfig {
     /// Probability that an IP frame is duplicated; the copy takes the same
     /// path (queue, shaper, delay line) right behind the original.
     pub duplicate: Probability,
+    /// A capacity that follows a recorded trace of delivery opportunities
+    /// ([`crate::trace`]) instead of a fixed `rate`: when set, `rate` is not
+    /// used, and a [`QueueLimit::Bdp`] counts the trace's mean rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<DeliveryTrace>,
 }
 
 impl Default for LinkConfig {
@@ -127,6 +133,7 @@ impl Default for LinkConfig {
             reorder: Probability::ZERO,
             reorder_gap: Duration::from_millis(1),
             duplicate: Probability::ZERO,
+            trace: None,
         }
     }
 }
@@ -148,15 +155,25 @@ impl LinkConfig {
         self.rtt_for_bdp.unwrap_or(self.delay * 2)
     }
 
-    /// The bandwidth-delay product `rate × RTT` in bytes, if there is a rate.
+    /// The bottleneck's rate: the trace's mean rate when the capacity
+    /// follows a trace, else `rate`; `None` without a bottleneck.
+    pub fn capacity(&self) -> Option<BitsPerSecond> {
+        match &self.trace {
+            Some(trace) => Some(trace.mean_rate()),
+            None => self.rate.filter(|rate| rate.0 > 0),
+        }
+    }
+
+    /// The bandwidth-delay product `capacity × RTT` in bytes, if there is a
+    /// bottleneck.
     pub fn bdp_bytes(&self) -> Option<u64> {
-        let rate = self.rate?;
+        let rate = self.capacity()?;
         let bits = u128::from(rate.0) * self.bdp_rtt().as_nanos() / 1_000_000_000;
         Some(u64::try_from(bits / 8).unwrap_or(u64::MAX))
     }
 
-    /// The queue limit in bytes or packets, or `None` when there is no rate
-    /// (frames are then never queued). `Bdp(k)` becomes
+    /// The queue limit in bytes or packets, or `None` when there is no
+    /// bottleneck (frames are then never queued). `Bdp(k)` becomes
     /// `max(k × bdp_bytes, MIN_BDP_QUEUE_BYTES)` bytes. [`crate::Link::new`]
     /// resolves the limit this way, once.
     pub fn resolve_queue(&self) -> Option<ResolvedQueueLimit> {

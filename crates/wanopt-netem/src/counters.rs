@@ -2,6 +2,8 @@
 
 use serde::Serialize;
 
+use crate::histogram::LogHistogram;
+
 /// Counters of one link direction. Frame and byte counts of traffic in and out
 /// count whole Ethernet frames; the queue figures count in the shaper's unit,
 /// IP bytes (frame length minus the Ethernet header), like the queue limit.
@@ -42,6 +44,13 @@ pub struct Counters {
     pub queue_frames: u64,
     /// Largest `queue_bytes` seen.
     pub max_queue_bytes: u64,
+    /// Nanoseconds the queue spent at each `queue_bytes` level, up to the
+    /// last call that passed a `now`: its quantiles are the queue the link
+    /// held, weighted by time.
+    pub queue_bytes_time: LogHistogram,
+    /// Frames by the nanoseconds each waited in the queue and in
+    /// serialization (the bottleneck's own delay, without the delay line).
+    pub queue_delay_ns: LogHistogram,
 }
 
 impl Counters {

@@ -47,7 +47,12 @@
 //!    holds only frames waiting for or in serialization, never the delay
 //!    line; a frame that would push it beyond [`LinkConfig::queue`] (bytes or
 //!    packets; a BDP multiple is resolved by [`LinkConfig::resolve_queue`])
-//!    is dropped as `dropped_queue`.
+//!    is dropped as `dropped_queue`. With a [`LinkConfig::trace`] instead
+//!    of a rate, the queue drains at the trace's delivery opportunities,
+//!    1500 bytes each, as Mahimahi's `mm-link` drains it ([`trace`]): a
+//!    cellular link whose capacity moves every few milliseconds. The time
+//!    the queue spent at each level and the wait of each frame are kept as
+//!    histograms ([`Counters::queue_bytes_time`], [`Counters::queue_delay_ns`]).
 //! 4. **RED/ECN** ([`QueueDiscipline::Red`]): on the instantaneous backlog,
 //!    between thresholds derived from the queue limit, ECN-capable frames
 //!    are marked CE (IPv4 TOS byte with an RFC 1624 checksum update, IPv6
@@ -94,10 +99,12 @@
 
 pub mod config;
 pub mod counters;
+pub mod histogram;
 pub mod link;
 mod loss;
 pub mod middlebox;
 mod red;
+pub mod trace;
 pub mod units;
 pub mod wire;
 
@@ -105,5 +112,7 @@ pub use config::{
     GilbertElliott, LinkConfig, QueueDiscipline, QueueLimit, RedParams, ResolvedQueueLimit,
 };
 pub use counters::Counters;
+pub use histogram::LogHistogram;
 pub use link::Link;
+pub use trace::DeliveryTrace;
 pub use units::{BitsPerSecond, Probability};

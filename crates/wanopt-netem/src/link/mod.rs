@@ -13,7 +13,9 @@ use crate::loss::LossModel;
 use crate::red::Red;
 use crate::wire::{frame_ecn, set_frame_ecn, Ecn, FrameKind};
 
-const NANOS_PER_SECOND: u128 = 1_000_000_000;
+mod shaper;
+
+use shaper::Shaper;
 
 /// One direction of an emulated link, sans-IO: frames go in with
 /// [`Link::handle_frame`] and come out, at their departure times, from
@@ -21,7 +23,7 @@ const NANOS_PER_SECOND: u128 = 1_000_000_000;
 #[derive(Debug)]
 pub struct Link {
     config: LinkConfig,
-    rate: Option<u64>,
+    shaper: Shaper,
     queue_limit: Option<ResolvedQueueLimit>,
     red: Option<Red>,
     delay_ns: u64,
@@ -33,11 +35,9 @@ pub struct Link {
     rng: ChaCha8Rng,
     /// The first `now` seen; all times are nanoseconds since then.
     epoch: Option<Instant>,
-    /// When the shaper finishes serializing what it has accepted.
-    shaper_free_ns: u64,
-    /// Sub-nanosecond remainder of the serialization times of the current
-    /// busy period, in units of 1 / rate nanoseconds (no rounding drift).
-    shaper_remainder: u128,
+    /// When the queue last changed: the time-weighted occupancy is
+    /// counted up to here.
+    queue_changed_ns: u64,
     /// Frames in the shaper (waiting or in serialization), oldest first.
     backlog: VecDeque<Backlogged>,
     /// The delay line of in-order frames; departures never decrease.
@@ -98,8 +98,8 @@ impl Link {
     /// generator seeded with `seed`. A [`crate::QueueLimit::Bdp`] limit is
     /// resolved here, once, by [`LinkConfig::resolve_queue`].
     pub fn new(config: LinkConfig, seed: u64) -> Link {
-        let rate = config.rate.map(|rate| rate.0).filter(|&bits| bits > 0);
-        let queue_limit = if rate.is_some() {
+        let shaper = Shaper::new(config.rate.map(|rate| rate.0), config.trace.as_ref());
+        let queue_limit = if shaper.is_limited() {
             config.resolve_queue()
         } else {
             None
@@ -109,7 +109,7 @@ impl Link {
             _ => None,
         };
         Link {
-            rate,
+            shaper,
             queue_limit,
             red,
             delay_ns: duration_ns(config.delay),
@@ -120,8 +120,7 @@ impl Link {
             loss: LossModel::new(config.loss.value(), config.loss_burst),
             rng: ChaCha8Rng::seed_from_u64(seed),
             epoch: None,
-            shaper_free_ns: 0,
-            shaper_remainder: 0,
+            queue_changed_ns: 0,
             backlog: VecDeque::new(),
             in_order: VecDeque::new(),
             order_barrier_ns: 0,
@@ -235,62 +234,78 @@ impl Link {
         nanos_between(epoch, now)
     }
 
-    /// Forgets the frames the shaper has finished serializing by `now_ns`.
+    /// Forgets the frames the shaper has finished serializing by `now_ns`,
+    /// each at its own departure time.
     fn release_backlog(&mut self, now_ns: u64) {
-        while let Some(front) = self.backlog.front() {
+        while let Some(&front) = self.backlog.front() {
             if front.departure_ns > now_ns {
                 break;
             }
+            self.queue_changes_at(front.departure_ns);
             self.counters.queue_bytes -= front.bytes;
             self.counters.queue_frames -= 1;
             self.backlog.pop_front();
         }
+        self.queue_changes_at(now_ns);
+    }
+
+    /// The queue is about to change at `at_ns`: the time since its last
+    /// change is counted at its level until now.
+    fn queue_changes_at(&mut self, at_ns: u64) {
+        let held = at_ns.saturating_sub(self.queue_changed_ns);
+        self.counters
+            .queue_bytes_time
+            .record(self.counters.queue_bytes, held);
+        self.queue_changed_ns = self.queue_changed_ns.max(at_ns);
     }
 
     /// Queue, shaper and delay line for an IP frame that survived loss.
     fn enqueue(&mut self, now_ns: u64, mut frame: Vec<u8>, kind: FrameKind) {
         let ip_offset = kind.ip_offset().unwrap_or(0);
         let ip_bytes = frame.len().saturating_sub(ip_offset) as u64;
-        let shaped_ns = match self.rate {
-            None => now_ns,
-            Some(rate) => {
-                if let Some(limit) = self.queue_limit {
-                    let (backlog, size) = match limit {
-                        ResolvedQueueLimit::Bytes(_) => (self.counters.queue_bytes, ip_bytes),
-                        ResolvedQueueLimit::Packets(_) => (self.counters.queue_frames, 1),
-                    };
-                    if backlog.saturating_add(size) > limit.amount() {
-                        self.counters.dropped_queue += 1;
-                        return;
-                    }
-                    if let Some(red) = &self.red {
-                        if red.congested(backlog, &mut self.rng) {
-                            match frame_ecn(&frame, kind) {
-                                Some(ecn) if ecn.is_capable() => {
-                                    if ecn != Ecn::Ce {
-                                        set_frame_ecn(&mut frame, kind, Ecn::Ce);
-                                    }
-                                    self.counters.ce_marked += 1;
+        let shaped_ns = if !self.shaper.is_limited() {
+            now_ns
+        } else {
+            if let Some(limit) = self.queue_limit {
+                let (backlog, size) = match limit {
+                    ResolvedQueueLimit::Bytes(_) => (self.counters.queue_bytes, ip_bytes),
+                    ResolvedQueueLimit::Packets(_) => (self.counters.queue_frames, 1),
+                };
+                if backlog.saturating_add(size) > limit.amount() {
+                    self.counters.dropped_queue += 1;
+                    return;
+                }
+                if let Some(red) = &self.red {
+                    if red.congested(backlog, &mut self.rng) {
+                        match frame_ecn(&frame, kind) {
+                            Some(ecn) if ecn.is_capable() => {
+                                if ecn != Ecn::Ce {
+                                    set_frame_ecn(&mut frame, kind, Ecn::Ce);
                                 }
-                                _ => {
-                                    self.counters.dropped_red += 1;
-                                    return;
-                                }
+                                self.counters.ce_marked += 1;
+                            }
+                            _ => {
+                                self.counters.dropped_red += 1;
+                                return;
                             }
                         }
                     }
                 }
-                let departure_ns = self.serialize(now_ns, ip_bytes, rate);
-                self.backlog.push_back(Backlogged {
-                    departure_ns,
-                    bytes: ip_bytes,
-                });
-                self.counters.queue_bytes += ip_bytes;
-                self.counters.queue_frames += 1;
-                self.counters.max_queue_bytes =
-                    self.counters.max_queue_bytes.max(self.counters.queue_bytes);
-                departure_ns
             }
+            let departure_ns = self.shaper.depart(now_ns, ip_bytes);
+            self.counters
+                .queue_delay_ns
+                .record(departure_ns.saturating_sub(now_ns), 1);
+            self.queue_changes_at(now_ns);
+            self.backlog.push_back(Backlogged {
+                departure_ns,
+                bytes: ip_bytes,
+            });
+            self.counters.queue_bytes += ip_bytes;
+            self.counters.queue_frames += 1;
+            self.counters.max_queue_bytes =
+                self.counters.max_queue_bytes.max(self.counters.queue_bytes);
+            departure_ns
         };
         self.counters.frames_in_flight += 1;
         let mut departure_ns = shaped_ns.saturating_add(self.delay_ns);
@@ -310,24 +325,6 @@ impl Link {
                 frame,
             });
         }
-    }
-
-    /// Serialization by the shaper: the frame leaves at
-    /// `max(arrival, shaper free) + bytes × 8 / rate`, computed from the
-    /// exact remainder so N frames take exactly `floor(N × bits / rate)`.
-    fn serialize(&mut self, now_ns: u64, bytes: u64, rate: u64) -> u64 {
-        let start_ns = if now_ns > self.shaper_free_ns {
-            self.shaper_remainder = 0;
-            now_ns
-        } else {
-            self.shaper_free_ns
-        };
-        let numerator = u128::from(bytes) * 8 * NANOS_PER_SECOND + self.shaper_remainder;
-        let rate = u128::from(rate);
-        let nanos = u64::try_from(numerator / rate).unwrap_or(u64::MAX);
-        self.shaper_remainder = numerator % rate;
-        self.shaper_free_ns = start_ns.saturating_add(nanos);
-        self.shaper_free_ns
     }
 
     fn push_out_of_order(&mut self, departure_ns: u64, frame: Vec<u8>) {
@@ -356,3 +353,6 @@ mod statistics_tests;
 
 #[cfg(test)]
 mod property_tests;
+
+#[cfg(test)]
+mod trace_tests;

@@ -26,7 +26,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-pub use spec::{apply_spec, ParseSpecError};
+pub use spec::{apply_spec, apply_spec_with, ParseSpecError, TraceLoader};
 
 /// The limit of the bottleneck queue in front of the shaper.
 ///

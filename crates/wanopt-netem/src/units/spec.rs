@@ -7,7 +7,8 @@
 //!
 //! | key | value | sets |
 //! | --- | --- | --- |
-//! | `rate` | a rate (`2mbit`) or `unlimited` | [`LinkConfig::rate`] |
+//! | `rate` | a rate (`2mbit`) or `unlimited` | [`LinkConfig::rate`] (and no trace) |
+//! | `trace` | a trace of delivery opportunities, by name (a file, for the lab) | [`LinkConfig::trace`] |
 //! | `delay` | a duration (`75ms`) | [`LinkConfig::delay`] |
 //! | `rtt` | a duration: delay = rtt/2, BDP from rtt | [`LinkConfig::delay`], [`LinkConfig::rtt_for_bdp`] |
 //! | `jitter` | a duration | [`LinkConfig::jitter`] |
@@ -19,12 +20,23 @@
 //! | `duplicate` | a percentage | [`LinkConfig::duplicate`] |
 //! | `ecn` | `red` or `off` | [`LinkConfig::discipline`] |
 //!
+//! `rate` and `trace` set the bottleneck's capacity: the later one wins.
+//! This crate reads no files, so a `trace` is loaded by the caller's
+//! [`TraceLoader`] ([`apply_spec_with`]); [`apply_spec`] refuses it.
+//!
 //! ```
-//! use wanopt_netem::{units, LinkConfig};
+//! use wanopt_netem::{units, DeliveryTrace, LinkConfig};
 //!
 //! let mut config = LinkConfig::default();
 //! units::apply_spec(&mut config, "rate 2mbit delay 75ms loss 1% ecn red").unwrap();
 //! assert_eq!(config.delay, std::time::Duration::from_millis(75));
+//!
+//! let load = |name: &str| match name {
+//!     "steady" => DeliveryTrace::parse("1").map_err(|e| e.to_string()),
+//!     _ => Err("no such trace".to_string()),
+//! };
+//! units::apply_spec_with(&mut config, "trace steady queue 500kb", &load).unwrap();
+//! assert_eq!(config.capacity().map(|rate| rate.0), Some(12_000_000));
 //! ```
 
 use std::str::FromStr;
@@ -32,6 +44,7 @@ use std::str::FromStr;
 use thiserror::Error;
 
 use crate::config::{LinkConfig, QueueDiscipline, RedParams};
+use crate::trace::DeliveryTrace;
 use crate::units::{
     parse_duration, parse_gilbert_elliott, parse_percent, parse_queue_limit, parse_rate,
     ParseDurationError, ParseGilbertElliottError, ParsePercentError, ParseQueueLimitError,
@@ -41,6 +54,7 @@ use crate::units::{
 /// The keys [`apply_spec`] understands, in the order the docs list them.
 pub const SPEC_KEYS: &[&str] = &[
     "rate",
+    "trace",
     "delay",
     "rtt",
     "jitter",
@@ -57,7 +71,7 @@ pub const SPEC_KEYS: &[&str] = &[
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ParseSpecError {
     /// A key that is not in [`SPEC_KEYS`].
-    #[error("unknown link option `{key}`: expected one of rate, delay, rtt, jitter, loss, loss-burst, queue, reorder, reorder-gap, duplicate, ecn")]
+    #[error("unknown link option `{key}`: expected one of rate, trace, delay, rtt, jitter, loss, loss-burst, queue, reorder, reorder-gap, duplicate, ecn")]
     UnknownKey {
         /// The key as written.
         key: String,
@@ -110,6 +124,14 @@ pub enum ParseSpecError {
         /// What is wrong with the value.
         source: ParseGilbertElliottError,
     },
+    /// A trace could not be loaded.
+    #[error("link option `trace`: {message}")]
+    Trace {
+        /// The trace's name as written.
+        name: String,
+        /// Why it could not be loaded (one line).
+        message: String,
+    },
     /// `ecn` with something other than `red` or `off`.
     #[error("link option `ecn`: `{value}` is not a queue discipline: write `ecn red` (mark CE instead of dropping) or `ecn off`")]
     Ecn {
@@ -130,14 +152,29 @@ fn example(key: &str) -> &'static str {
         "reorder" => "1%",
         "duplicate" => "0.1%",
         "ecn" => "red",
+        "trace" => "lte.down",
         _ => "VALUE",
     }
 }
 
+/// Loads the trace a spec's `trace NAME` names; its error is one line.
+pub type TraceLoader<'a> = dyn Fn(&str) -> Result<DeliveryTrace, String> + 'a;
+
 /// Applies the `key value` pairs of `spec` to `config`, in order. On error
 /// `config` may hold the pairs before the faulty one; parse into a copy if
-/// that matters.
+/// that matters. A `trace` is refused: see [`apply_spec_with`].
 pub fn apply_spec(config: &mut LinkConfig, spec: &str) -> Result<(), ParseSpecError> {
+    apply_spec_with(config, spec, &|_| {
+        Err("traces are read from files, which this parser does not read".to_string())
+    })
+}
+
+/// [`apply_spec`], with `load` to read the traces `trace NAME` names.
+pub fn apply_spec_with(
+    config: &mut LinkConfig,
+    spec: &str,
+    load: &TraceLoader<'_>,
+) -> Result<(), ParseSpecError> {
     let mut tokens = spec.split_whitespace();
     while let Some(key) = tokens.next() {
         let key_lower = key.to_ascii_lowercase();
@@ -150,6 +187,14 @@ pub fn apply_spec(config: &mut LinkConfig, spec: &str) -> Result<(), ParseSpecEr
             key: key.to_owned(),
             example: example(&key_lower),
         })?;
+        if key_lower == "trace" {
+            let trace = load(value).map_err(|message| ParseSpecError::Trace {
+                name: value.to_owned(),
+                message,
+            })?;
+            config.trace = Some(trace);
+            continue;
+        }
         apply_one(config, &key_lower, value)?;
     }
     Ok(())
@@ -169,12 +214,16 @@ fn apply_one(config: &mut LinkConfig, key: &str, value: &str) -> Result<(), Pars
         })
     };
     match key {
-        "rate" if value.eq_ignore_ascii_case("unlimited") => config.rate = None,
+        "rate" if value.eq_ignore_ascii_case("unlimited") => {
+            config.rate = None;
+            config.trace = None;
+        }
         "rate" => {
             config.rate = Some(parse_rate(value).map_err(|source| ParseSpecError::Rate {
                 key: key.to_owned(),
                 source,
             })?);
+            config.trace = None;
         }
         "delay" => config.delay = duration(value)?,
         "rtt" => {
@@ -281,11 +330,40 @@ mod tests {
     }
 
     #[test]
+    fn rate_and_trace_the_later_wins() {
+        let load = |name: &str| {
+            if name == "two" {
+                DeliveryTrace::parse("1\n1").map_err(|e| e.to_string())
+            } else {
+                Err(format!("cannot read `{name}`: no such file"))
+            }
+        };
+        let mut config = LinkConfig::default();
+        apply_spec_with(&mut config, "rate 5mbit trace two", &load).unwrap();
+        assert_eq!(config.capacity(), Some(BitsPerSecond(24_000_000)));
+        apply_spec_with(&mut config, "rate 5mbit", &load).unwrap();
+        assert_eq!(config.trace, None);
+        assert_eq!(config.capacity(), Some(BitsPerSecond(5_000_000)));
+        apply_spec_with(&mut config, "trace two rate unlimited", &load).unwrap();
+        assert_eq!(config.capacity(), None);
+        assert_eq!(
+            apply_spec_with(&mut config, "trace nope", &load)
+                .unwrap_err()
+                .to_string(),
+            "link option `trace`: cannot read `nope`: no such file"
+        );
+        assert!(matches!(
+            apply_spec(&mut config, "trace two"),
+            Err(ParseSpecError::Trace { .. })
+        ));
+    }
+
+    #[test]
     fn bad_specs_say_which_option_is_wrong() {
         let mut config = LinkConfig::default();
         assert_eq!(
             apply_spec(&mut config, "speed 2mbit").unwrap_err().to_string(),
-            "unknown link option `speed`: expected one of rate, delay, rtt, jitter, loss, loss-burst, queue, reorder, reorder-gap, duplicate, ecn"
+            "unknown link option `speed`: expected one of rate, trace, delay, rtt, jitter, loss, loss-burst, queue, reorder, reorder-gap, duplicate, ecn"
         );
         assert_eq!(
             apply_spec(&mut config, "delay 5ms loss")
