@@ -3,7 +3,6 @@
 //! Exit codes: 0 success, 1 a runtime failure, 2 a usage error (bad option
 //! value, unknown node or profile). `lab exec` returns the command's own code.
 
-use anyhow::Context as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -15,6 +14,7 @@ use crate::link::LinkOptions;
 use crate::profile::Profile;
 use crate::topology::{Lab, Node};
 use crate::traffic::{self, Direction, Workload};
+use crate::waas::commands;
 
 /// The `wanopt lab` subcommands.
 // Parsed once per process: the size of `lab up`'s options does not matter.
@@ -42,7 +42,7 @@ pub enum LabCommand {
         #[arg(value_enum)]
         state: LinkState,
     },
-    /// Run a scenario (`tcp-opt`, `waas-3g`, `lossy`, `realtime`, `sites` or a TOML file) and write results, a report and plots.
+    /// Run a scenario (`tcp-opt`, `waas-3g`, `lossy`, `realtime`, `sites`, `cellular` or a TOML file) and write results, a report and plots.
     Run(crate::scenario::RunArgs),
     /// Measure the emulator's own ceiling (pps, Gbit/s of 1500-byte packets each way) with iperf3.
     BenchCeiling {
@@ -88,6 +88,9 @@ pub enum LabCommand {
     /// Internal: a workload of the lossy scenario (runs inside `client`); prints a JSON report.
     #[command(hide = true)]
     LossyClient(crate::lossy::client::ClientArgs),
+    /// Internal: the cellular scenario's download and ping (runs inside `client`); prints a JSON report.
+    #[command(hide = true)]
+    CellularClient(crate::cellular::client::ClientArgs),
     /// Internal: an end of the realtime scenario's voice and video streams (runs inside `client` or `server`).
     #[command(hide = true)]
     RtPeer(crate::realtime::peer::PeerArgs),
@@ -107,59 +110,10 @@ pub enum LabCommand {
     },
     /// Internal: the waas-3g file server (runs inside `server`).
     #[command(hide = true)]
-    WaasServer(WaasServerArgs),
+    WaasServer(commands::ServerArgs),
     /// Internal: one waas-3g transfer (runs inside `client`); prints a JSON report.
     #[command(hide = true)]
-    WaasClient(WaasClientArgs),
-}
-
-/// Options of the internal `lab waas-server`.
-#[derive(Debug, Args)]
-pub struct WaasServerArgs {
-    /// HTTP listen address.
-    #[arg(long)]
-    pub http: SocketAddr,
-    /// File service listen address.
-    #[arg(long)]
-    pub file: SocketAddr,
-    /// Seed of the file set.
-    #[arg(long, default_value_t = crate::waas::files::DEFAULT_SEED)]
-    pub seed: u64,
-    /// Congestion control of every connection.
-    #[arg(long)]
-    pub congestion: Option<String>,
-    /// Give up on a connection that makes no progress for this many seconds.
-    #[arg(long, default_value_t = 90)]
-    pub stall_seconds: u64,
-    /// File to create once listening.
-    #[arg(long)]
-    pub ready: Option<PathBuf>,
-}
-
-/// Options of the internal `lab waas-client`.
-#[derive(Debug, Args)]
-pub struct WaasClientArgs {
-    /// The server's address.
-    #[arg(long)]
-    pub server: std::net::IpAddr,
-    /// The test.
-    #[arg(long, value_enum)]
-    pub test: crate::waas::transfer::Test,
-    /// The file (e.g. 2M.xls).
-    #[arg(long)]
-    pub file: String,
-    /// Seed of the file set.
-    #[arg(long, default_value_t = crate::waas::files::DEFAULT_SEED)]
-    pub seed: u64,
-    /// Edit generation of edit-save's upload.
-    #[arg(long, default_value_t = 1)]
-    pub generation: u64,
-    /// Congestion control of the client's sockets.
-    #[arg(long)]
-    pub congestion: Option<String>,
-    /// Give up when a connection makes no progress for this many seconds.
-    #[arg(long, default_value_t = 90)]
-    pub stall_seconds: u64,
+    WaasClient(commands::ClientArgs),
 }
 
 /// Options of `lab up`.
@@ -269,7 +223,8 @@ pub struct GenClientArgs {
 }
 
 /// A usage error: printed as one line, exit code 2.
-fn usage(message: impl std::fmt::Display) -> anyhow::Result<i32> {
+/// A usage error: one line on stderr, exit code 2.
+pub(crate) fn usage(message: impl std::fmt::Display) -> anyhow::Result<i32> {
     eprintln!("wanopt lab: {message}");
     Ok(2)
 }
@@ -320,15 +275,23 @@ pub fn run(command: LabCommand) -> anyhow::Result<i32> {
             Err(e @ crate::lossy::client::ClientError::Usage(_)) => usage(e),
             Err(e) => Err(e.into()),
         },
+        LabCommand::CellularClient(args) => match crate::cellular::client::run(&args) {
+            Ok(report) => {
+                println!("{}", serde_json::to_string(&report)?);
+                Ok(0)
+            }
+            Err(e @ crate::lossy::client::ClientError::Usage(_)) => usage(e),
+            Err(e) => Err(e.into()),
+        },
         LabCommand::RtPeer(args) => {
             let (sent, received) = crate::realtime::peer::run(&args)?;
             println!("sent {sent} received {received}");
             Ok(0)
         }
-        LabCommand::WaasFiles { out, seed } => waas_files(&out, seed),
-        LabCommand::WaasReport { dir } => waas_report(&dir),
-        LabCommand::WaasServer(args) => waas_server(args),
-        LabCommand::WaasClient(args) => waas_client(args),
+        LabCommand::WaasFiles { out, seed } => commands::files(&out, seed),
+        LabCommand::WaasReport { dir } => commands::report(&dir),
+        LabCommand::WaasServer(args) => commands::server(args),
+        LabCommand::WaasClient(args) => commands::client(args),
     }
 }
 
@@ -568,91 +531,6 @@ fn gen_client(args: &GenClientArgs) -> anyhow::Result<i32> {
         args.congestion.as_deref(),
     )?;
     println!("{}", serde_json::to_string(&report)?);
-    Ok(0)
-}
-
-/// `lab waas-report`.
-fn waas_report(dir: &std::path::Path) -> anyhow::Result<i32> {
-    let path = dir.join("results.json");
-    let results: crate::waas::results::Results = match std::fs::read_to_string(&path)
-        .map_err(|e| e.to_string())
-        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
-    {
-        Ok(r) => r,
-        Err(e) => return usage(format!("{}: {e}", path.display())),
-    };
-    crate::waas::run::write_outputs(&results, dir)?;
-    eprintln!("wrote {}/report.md and the plots", dir.display());
-    Ok(0)
-}
-
-/// The internal `lab waas-server`.
-fn waas_server(args: WaasServerArgs) -> anyhow::Result<i32> {
-    let config = crate::waas::transfer::ServerConfig {
-        http: args.http,
-        file: args.file,
-        seed: args.seed,
-        congestion: args.congestion,
-        stall: Duration::from_secs(args.stall_seconds.clamp(1, 3600)),
-    };
-    crate::waas::transfer::serve(config, args.ready.as_deref())?;
-    Ok(0)
-}
-
-/// The internal `lab waas-client`: [`crate::waas::transfer::EXIT_MISMATCH`]
-/// when a byte arrived wrong.
-fn waas_client(args: WaasClientArgs) -> anyhow::Result<i32> {
-    use crate::waas::transfer::{self, TransferError};
-    if crate::waas::files::find(&args.file).is_none() {
-        return usage(TransferError::UnknownFile(args.file));
-    }
-    let config = transfer::ClientConfig {
-        server: args.server,
-        http_port: transfer::HTTP_PORT,
-        file_port: transfer::FILE_PORT,
-        test: args.test,
-        file: args.file,
-        seed: args.seed,
-        generation: args.generation,
-        congestion: args.congestion,
-        stall: Duration::from_secs(args.stall_seconds.clamp(1, 3600)),
-    };
-    match transfer::run_client(&config) {
-        Ok(report) => {
-            println!("{}", serde_json::to_string(&report)?);
-            Ok(0)
-        }
-        Err(e @ TransferError::Mismatch { .. }) => {
-            eprintln!("{e}");
-            Ok(transfer::EXIT_MISMATCH)
-        }
-        Err(e) => {
-            eprintln!("{e}");
-            Ok(1)
-        }
-    }
-}
-
-/// `lab waas-files`: writes the file set and prints name, size, estimated
-/// LZ ratio.
-fn waas_files(out: &std::path::Path, seed: u64) -> anyhow::Result<i32> {
-    use crate::waas::files;
-    std::fs::create_dir_all(out)
-        .with_context(|| format!("cannot create output directory {}", out.display()))?;
-    let mut text = String::new();
-    for spec in files::FILE_SET {
-        let data = files::generate(&spec, seed);
-        let path = out.join(spec.name);
-        std::fs::write(&path, &data).with_context(|| format!("cannot write {}", path.display()))?;
-        let ratio = data.len() as f64 / files::lz_estimate(&data).max(1) as f64;
-        text.push_str(&format!(
-            "{:<9} {:>9} {:<10} LZ ratio {ratio:.2}\n",
-            spec.name,
-            data.len(),
-            spec.kind.label()
-        ));
-    }
-    let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());
     Ok(0)
 }
 

@@ -7,6 +7,7 @@
 
 pub mod bench;
 pub mod bringup;
+pub mod cellular;
 pub mod cli;
 pub mod clock;
 pub mod cut;

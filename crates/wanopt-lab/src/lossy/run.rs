@@ -20,7 +20,7 @@ use crate::topology::{Lab, Node, SERVER_ADDR};
 use crate::traffic::GENERATOR_PORT;
 
 /// The endpoints of the `cubic` mode: this kernel's defaults, CUBIC.
-static CUBIC: Profile = Profile {
+pub(crate) static CUBIC: Profile = Profile {
     name: "linux-cubic",
     description: "this kernel's defaults with CUBIC",
     congestion_control: Some("cubic"),
@@ -474,6 +474,7 @@ mod tests {
             },
             smb_encrypt: None,
             smoke: false,
+            traces: None,
         };
         let lab = Lab::new("t8-");
         for (args, message) in [

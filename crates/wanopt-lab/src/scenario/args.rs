@@ -7,7 +7,7 @@ use clap::Args;
 /// Options of `lab run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// `tcp-opt`, `waas-3g`, `lossy`, `realtime`, `sites` or a path to a scenario TOML file.
+    /// `tcp-opt`, `waas-3g`, `lossy`, `realtime`, `sites`, `cellular` or a path to a scenario TOML file.
     pub scenario: String,
     /// Output directory.
     #[arg(long, default_value = "lab-results")]
@@ -16,12 +16,17 @@ pub struct RunArgs {
     #[arg(long)]
     pub runs: Option<usize>,
     /// A reduced grid for a fast look (tcp-opt: RTT 0/100/250 ms, 4 x 10 MB, 1 run; waas-3g: 3 files, 1 run; sites: 1 and 3 sites, 8 s;
-    /// lossy: RTT 150 ms, loss 1% and 5%, bulk, 1 MB and rpc; realtime: link 1 at 5% loss, 20 s cells).
+    /// lossy: RTT 150 ms, loss 1% and 5%, bulk, 1 MB and rpc; realtime: link 1 at 5% loss, 20 s cells;
+    /// cellular: one recorded trace and the synthetic one, the deep buffer, 20 s cells).
     #[arg(long)]
     pub quick: bool,
     /// realtime: one direct cell of 5 s (a check that the scenario runs).
     #[arg(long, hide = true)]
     pub smoke: bool,
+    /// cellular: the directory of recorded traces in Mahimahi's format (its `traces/`: `NAME.down`,
+    /// `NAME.up`); default: a Mahimahi installation's, if any.
+    #[arg(long, value_name = "DIR")]
+    pub traces: Option<PathBuf>,
     /// waas-3g: only these tests (comma-separated: http-download, download, upload, edit-save,
     /// cifs-copy-down, cifs-copy-up, cifs-open, cifs-save).
     #[arg(long, value_delimiter = ',', value_name = "TEST,...")]

@@ -27,6 +27,12 @@ pub enum RunError {
     /// `--runs` was given to the sites scenario (one run per cell).
     #[error("--runs is not an option of the sites scenario (one run per cell)")]
     SitesRuns,
+    /// The cellular scenario's traces cannot be had.
+    #[error("{0}")]
+    Traces(String),
+    /// `--traces` was given to another scenario than cellular.
+    #[error("--traces is an option of the cellular scenario")]
+    TracesOption,
     /// `--smoke` was given to another scenario than realtime.
     #[error("--smoke is an option of the realtime scenario")]
     SmokeOption,
@@ -85,6 +91,8 @@ impl RunError {
                 | RunError::LossyRuns
                 | RunError::RealtimeRuns
                 | RunError::SitesRuns
+                | RunError::Traces(_)
+                | RunError::TracesOption
                 | RunError::SmokeOption
                 | RunError::Spec(_)
                 | RunError::Size(_)

@@ -620,6 +620,7 @@ mod tests {
             },
             smb_encrypt: None,
             smoke: false,
+            traces: None,
         };
         for (args, message) in [
             (

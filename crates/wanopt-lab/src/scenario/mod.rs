@@ -6,7 +6,8 @@
 //! settings, endpoint profiles and paths, [`spec`]), and
 //! [`crate::waas::Waas3g`] for `waas-3g`, [`crate::lossy::Lossy`] for
 //! `lossy`, [`crate::realtime::Realtime`] for `realtime` and
-//! [`crate::multisite::SitesScenario`] for `sites`.
+//! [`crate::multisite::SitesScenario`] for `sites` and
+//! [`crate::cellular::Cellular`] for `cellular`.
 
 mod args;
 mod error;
@@ -26,6 +27,18 @@ use crate::topology::Lab;
 pub fn run(lab: &Lab, args: &RunArgs) -> Result<Verdict, RunError> {
     if args.smoke && args.scenario != crate::realtime::SCENARIO {
         return Err(RunError::SmokeOption);
+    }
+    if args.traces.is_some() && args.scenario != crate::cellular::SCENARIO {
+        return Err(RunError::TracesOption);
+    }
+    if args.scenario == crate::cellular::SCENARIO {
+        if !args.tests.is_empty() || args.smb_encrypt.is_some() {
+            return Err(RunError::WaasOptions);
+        }
+        let runs = args.runs()?.unwrap_or(1);
+        let mut scenario =
+            crate::cellular::Cellular::new(args.quick, args.traces.as_deref(), &args.out, runs)?;
+        return runner::run(lab, &mut scenario, &args.out).map(|r| r.verdict);
     }
     if args.scenario == crate::realtime::SCENARIO {
         if !args.tests.is_empty() || args.smb_encrypt.is_some() {

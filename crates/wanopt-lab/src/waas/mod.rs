@@ -24,6 +24,7 @@
 //!   one plot per test (`waas-3g-<test>.svg`/`.png`), node logs per pass.
 
 pub mod clients;
+pub mod commands;
 pub mod compound;
 pub mod files;
 pub mod office;
