@@ -75,7 +75,7 @@ pub fn run(args: &ClientArgs) -> Result<ClientReport, ClientError> {
     let bulk = lossy::bulk(args.connect, 1, length, args.congestion.as_deref());
     let pings = ping
         .join()
-        .unwrap_or_else(|_| Err(ClientError::Usage("the ping thread panicked")))?;
+        .unwrap_or(Err(ClientError::Usage("the ping thread panicked")))?;
     match bulk? {
         lossy::ClientReport::Bulk {
             seconds,
