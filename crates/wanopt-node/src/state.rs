@@ -151,6 +151,10 @@ pub struct BbrStatus {
     pub pacing_mbps: Option<f64>,
     /// Propagation delay estimate (the windowed min RTT), milliseconds.
     pub min_rtt_ms: Option<f64>,
+    /// Whether the path's rate is judged to move (a cellular link): the
+    /// window is then bounded to the recent rate plus a short queue.
+    #[serde(default)]
+    pub moving: bool,
 }
 
 impl BbrStatus {
@@ -163,6 +167,7 @@ impl BbrStatus {
             bandwidth_mbps: mbps(bbr.bandwidth),
             pacing_mbps: bbr.pacing_rate.map(mbps),
             min_rtt_ms: bbr.min_rtt.map(|r| r.as_secs_f64() * 1e3),
+            moving: bbr.moving,
         })
     }
 }

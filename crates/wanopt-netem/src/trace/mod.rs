@@ -35,7 +35,7 @@ use crate::units::BitsPerSecond;
 mod server;
 pub mod synthetic;
 
-pub(crate) use server::TraceServer;
+pub use server::TraceServer;
 
 /// Bytes one delivery opportunity carries (Mahimahi's `PACKET_SIZE`).
 pub const OPPORTUNITY_BYTES: u32 = 1500;

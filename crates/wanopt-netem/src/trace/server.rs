@@ -5,9 +5,10 @@ use super::{DeliveryTrace, OPPORTUNITY_BYTES};
 /// A FIFO server that delivers its queue at a trace's opportunities, the
 /// way `mm-link` does: the state of the one opportunity being used (its
 /// index and the bytes it has left) and when the last accepted packet
-/// leaves.
+/// leaves. The link's shaper, and a bottleneck for simulations of senders
+/// on a virtual clock (times are nanoseconds from the trace's start).
 #[derive(Debug, Clone)]
-pub(crate) struct TraceServer {
+pub struct TraceServer {
     trace: DeliveryTrace,
     /// The opportunity the next byte can use.
     index: u64,
@@ -20,7 +21,8 @@ pub(crate) struct TraceServer {
 }
 
 impl TraceServer {
-    pub(crate) fn new(trace: DeliveryTrace) -> TraceServer {
+    /// A server that starts its trace at time 0.
+    pub fn new(trace: DeliveryTrace) -> TraceServer {
         TraceServer {
             trace,
             index: 0,
@@ -33,7 +35,7 @@ impl TraceServer {
     /// A packet of `bytes` joins the queue at `now_ns`: the time the
     /// opportunity carrying its last byte comes. Opportunities that came
     /// while the queue was empty are lost.
-    pub(crate) fn depart(&mut self, now_ns: u64, bytes: u64) -> u64 {
+    pub fn depart(&mut self, now_ns: u64, bytes: u64) -> u64 {
         if !self.started || now_ns >= self.free_ns {
             // The queue is empty: what was left of earlier opportunities
             // went unused.

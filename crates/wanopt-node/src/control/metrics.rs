@@ -134,6 +134,12 @@ fn tunnel_metrics(m: &mut Exposition, s: &Status) {
         &per_peer(s, |p| Some(p.bbr.as_ref()?.min_rtt_ms? / 1e3)),
     );
     m.metric(
+        "tunnel_rate_moving",
+        "gauge",
+        "1 while BBR judges the path's rate to move (a cellular link) and bounds its window to the recent rate plus a short queue, else 0.",
+        &per_peer(s, |p| Some(f64::from(u8::from(p.bbr.as_ref()?.moving)))),
+    );
+    m.metric(
         "tunnel_lost_packets_total",
         "counter",
         "Packets the tunnel declared lost.",

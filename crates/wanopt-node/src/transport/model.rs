@@ -30,6 +30,9 @@ pub struct BbrModel {
     pub filled_rounds: u64,
     /// The random loss rate the controller learned (0..1).
     pub random_loss: f64,
+    /// Whether the path's rate is judged to move (a cellular link), the
+    /// window then bounded to the recent rate plus a short queue.
+    pub moving: bool,
     /// The counter the datagram layer tells the controller of packets
     /// the peer's FEC rebuilt by ([`Bbr::repaired`]; live).
     pub repaired: Arc<AtomicU64>,
@@ -51,6 +54,7 @@ pub fn bbr(connection: &quinn::Connection) -> Option<BbrModel> {
         congested_rounds: bbr.congested_rounds(),
         filled_rounds: bbr.filled_rounds(),
         random_loss: bbr.random_loss(),
+        moving: bbr.moving(),
         repaired: bbr.repaired(),
     })
 }

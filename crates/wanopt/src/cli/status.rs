@@ -235,9 +235,14 @@ pub fn status(args: &QueryArgs) -> anyhow::Result<()> {
                     .map_or_else(|| "-".to_owned(), |r| format!("{r:.2} ms"));
                 writeln!(
                     out,
-                    "  bbr       {}, bottleneck {}, pacing {pacing}, min rtt {min_rtt}",
+                    "  bbr       {}, bottleneck {}, pacing {pacing}, min rtt {min_rtt}{}",
                     bbr.mode,
-                    rate_text(bbr.bandwidth_mbps * 1e6)
+                    rate_text(bbr.bandwidth_mbps * 1e6),
+                    if bbr.moving {
+                        ", rate moving (window bounded to the recent rate)"
+                    } else {
+                        ""
+                    }
                 )?;
             }
             (None, Some(cwnd), Some(bw)) => writeln!(

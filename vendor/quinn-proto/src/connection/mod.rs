@@ -640,6 +640,8 @@ impl Connection {
                     if self.path.in_flight.bytes + bytes_to_send >= self.path.congestion.window() {
                         space_idx += 1;
                         congestion_blocked = true;
+                        // wanopt patch: time held by the window banks no pacing tokens.
+                        self.path.pacing.window_blocked(now);
                         // We continue instead of breaking here in order to avoid
                         // blocking loss probes queued for higher spaces.
                         trace!("blocked by congestion control");

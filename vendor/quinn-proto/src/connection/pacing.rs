@@ -121,6 +121,20 @@ impl Pacer {
         Some(self.prev + (unscaled_delay / 5) * 4)
     }
 
+    /// The congestion window, not the pacer, holds the sender back at
+    /// `now`: of the time it stays held, no more than one burst
+    /// (`RATE_BURST_NANOS`) earns tokens (wanopt patch). Banked time is for
+    /// a sender that fell behind its rate (a late timer, a busy CPU, acks
+    /// that came late and together); a long window-limited spell (BBR's
+    /// ProbeRTT, a window bounded to a moving bottleneck's queue) is not,
+    /// and a round trip's worth of tokens banked through it went out as one
+    /// burst when the window opened.
+    pub(super) fn window_blocked(&mut self, now: Instant) {
+        if let Some(start) = now.checked_sub(Duration::from_nanos(RATE_BURST_NANOS as u64)) {
+            self.prev = self.prev.max(start);
+        }
+    }
+
     /// The sender went idle: nothing in flight and nothing to send. Rate
     /// pacing banks no more than one burst until it paces again (wanopt
     /// patch).

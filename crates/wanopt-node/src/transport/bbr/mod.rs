@@ -16,7 +16,11 @@
 //! Departures from Linux, each for the tunnel's sake:
 //! - ProbeRTT keeps 3/4 of the estimated BDP in flight instead of 4 packets
 //!   (as quinn's BBR does): a drained pipe every 10 s would cost a 250 ms path
-//!   ~4% of its throughput. 3/4 still empties a queue the model did not cause.
+//!   ~4% of its throughput. 3/4 still empties a queue the model did not cause,
+//!   so the expired minimum stays until ProbeRTT has measured a new one
+//!   (Linux takes the sample at hand, then drains to 4 packets; at 3/4 of a
+//!   BDP sized from that sample a cellular link's queue stayed in the
+//!   minimum, `probe_rtt.rs`).
 //! - An RTT sample within 1/64 of the minimum refreshes the minimum's
 //!   timestamp, so that ack-delay noise alone does not force a ProbeRTT when
 //!   the pipe is already drained every gain cycle.
@@ -34,32 +38,40 @@
 //!   simulated 100 Mbit/s, 100 ms path with 3% random loss this took the
 //!   time to 90% of the rate from 15 s to 1.8 s, and the goodput at 5% from
 //!   80-85% of the link to 92%.
+//! - On a path whose rate moves (a cellular link), the window is bounded to
+//!   the recent delivery rate plus a short queue (`moving.rs`).
+//!
+//! The phases are in their own files: `startup.rs` (STARTUP and DRAIN),
+//! `probe_bw.rs`, `probe_rtt.rs` (with the min RTT filter), and beside them
+//! the estimators: `rate.rs` (delivery rate), `filter.rs` (windowed max),
+//! `loss.rs` (random loss or congestion), `aggregation.rs` (ack
+//! aggregation), `moving.rs` (a moving bottleneck).
 
+mod aggregation;
 mod controller;
 mod filter;
 mod loss;
+mod moving;
+mod probe_bw;
+mod probe_rtt;
 mod rate;
+mod startup;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use aggregation::AckAggregation;
 use filter::WindowedMax;
 use loss::{LossRate, RoundLoss};
+use moving::MovingBottleneck;
+pub use moving::MovingPolicy;
 use rate::{RateSample, RateSampler};
 
 /// The target of BBR's trace lines (`WANOPT_LOG=info,wanopt_node::bbr=trace`),
 /// kept from before the controller moved into the transport wing.
 const LOG_TARGET: &str = "wanopt_node::bbr";
 
-/// STARTUP's gain, 2/ln(2): doubles the sending rate every round (§4.3.1.1).
-const HIGH_GAIN: f64 = 2.885;
-/// DRAIN's pacing gain: the inverse of STARTUP's.
-const DRAIN_GAIN: f64 = 1.0 / HIGH_GAIN;
-/// PROBE_BW's cwnd gain (§4.2.3.2).
-const CWND_GAIN: f64 = 2.0;
-/// PROBE_BW's pacing gain cycle, one phase per min RTT (§4.3.4.3).
-const PACING_GAIN_CYCLE: [f64; 8] = [1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
 /// Linux paces 1% below the estimate (`bbr_pacing_margin_percent`) to keep
 /// the bottleneck queue empty. Ours is a round's median of user-space
 /// samples, already slightly low, and a 1% margin cost 1-2% of goodput in the
@@ -67,25 +79,29 @@ const PACING_GAIN_CYCLE: [f64; 8] = [1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
 const PACING_MARGIN: f64 = 1.0;
 /// Rounds of the bandwidth filter window (§4.1.1.3).
 const BANDWIDTH_WINDOW_ROUNDS: u64 = 10;
+/// The share of the usual loss rate the sending rate makes up for, and the
+/// most it makes up for (see `Bbr::sending_bandwidth`).
+const COMPENSATED_SHARE: f64 = 0.5;
+const MAX_COMPENSATED_LOSS: f64 = 0.1;
+/// Samples kept per round for the round's median.
+const MAX_ROUND_SAMPLES: usize = 16_384;
+/// STARTUP's gain, 2/ln(2): doubles the sending rate every round (§4.3.1.1).
+const HIGH_GAIN: f64 = 2.885;
+/// DRAIN's pacing gain: the inverse of STARTUP's.
+const DRAIN_GAIN: f64 = 1.0 / HIGH_GAIN;
+/// STARTUP ends when three rounds grow the bandwidth by less than 25%.
+const FULL_BANDWIDTH_GROWTH: f64 = 1.25;
+const FULL_BANDWIDTH_ROUNDS: u32 = 3;
+/// PROBE_BW's cwnd gain (§4.2.3.2).
+const CWND_GAIN: f64 = 2.0;
+/// PROBE_BW's pacing gain cycle, one phase per min RTT (§4.3.4.3).
+const PACING_GAIN_CYCLE: [f64; 8] = [1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
 /// Lifetime of a min RTT measurement before ProbeRTT re-measures it (§4.1.2.3).
 const MIN_RTT_WINDOW: Duration = Duration::from_secs(10);
 /// Time spent in ProbeRTT at the low window (§4.3.5).
 const PROBE_RTT_DURATION: Duration = Duration::from_millis(200);
 /// ProbeRTT's window, as a fraction of the estimated BDP (see module docs).
 const PROBE_RTT_BDP_GAIN: f64 = 0.75;
-/// STARTUP ends when three rounds grow the bandwidth by less than 25%.
-const FULL_BANDWIDTH_GROWTH: f64 = 1.25;
-const FULL_BANDWIDTH_ROUNDS: u32 = 3;
-/// The share of the usual loss rate the sending rate makes up for, and the
-/// most it makes up for (see `Bbr::sending_bandwidth`).
-const COMPENSATED_SHARE: f64 = 0.5;
-const MAX_COMPENSATED_LOSS: f64 = 0.1;
-/// Rounds of the ack aggregation filter (Linux `bbr_extra_acked_win_rtts`).
-const EXTRA_ACKED_WINDOW_ROUNDS: u32 = 5;
-/// Cap of the aggregation allowance, as time at the estimated bandwidth.
-const EXTRA_ACKED_MAX: Duration = Duration::from_millis(100);
-/// Samples kept per round for the round's median.
-const MAX_ROUND_SAMPLES: usize = 16_384;
 /// Burst of the rate pacer (the vendored quinn-proto's `RATE_BURST_NANOS`).
 const PACER_BURST: Duration = Duration::from_millis(16);
 
@@ -123,6 +139,9 @@ pub struct BbrConfig {
     /// per connection (so that tunnels sharing a bottleneck do not probe in
     /// lockstep).
     pub seed: Option<u64>,
+    /// When the window is bounded to a moving bottleneck's recent rate
+    /// (`moving.rs`).
+    pub moving: MovingPolicy,
 }
 
 impl Default for BbrConfig {
@@ -130,6 +149,7 @@ impl Default for BbrConfig {
         Self {
             initial_window: 14_720,
             seed: None,
+            moving: MovingPolicy::Auto,
         }
     }
 }
@@ -148,18 +168,6 @@ struct Recovery {
     exiting: bool,
 }
 
-/// The ack aggregation estimator (Linux `bbr_update_ack_aggregation`): how
-/// much more the receiver acknowledged in a burst than the bandwidth
-/// explains, kept as a window allowance.
-#[derive(Clone, Copy, Debug, Default)]
-struct AckAggregation {
-    extra_acked: [u64; 2],
-    index: usize,
-    rounds: u32,
-    epoch_start: Option<Instant>,
-    epoch_acked: u64,
-}
-
 /// A BBR v1 controller (see the module documentation).
 #[derive(Clone, Debug)]
 pub struct Bbr {
@@ -168,6 +176,10 @@ pub struct Bbr {
     rng: u64,
     mode: Mode,
     bandwidth: WindowedMax,
+    /// Whether the bottleneck's rate moves, and the window bound then.
+    moving: MovingBottleneck,
+    /// The most in flight in this round so far (before acks and losses).
+    round_max_in_flight: u64,
     min_rtt: Option<Duration>,
     min_rtt_stamp: Option<Instant>,
     round_count: u64,
@@ -205,6 +217,9 @@ pub struct Bbr {
     cycle_stamp: Option<Instant>,
     probe_rtt_done: Option<Instant>,
     probe_rtt_round_done: bool,
+    /// The least RTT seen since the minimum expired: the new minimum when
+    /// ProbeRTT ends.
+    probe_rtt_min: Option<Duration>,
     idle_restart: bool,
     recovery: Recovery,
     aggregation: AckAggregation,
@@ -237,6 +252,8 @@ impl Bbr {
             rng: seed | 1,
             mode: Mode::Startup,
             bandwidth: WindowedMax::new(BANDWIDTH_WINDOW_ROUNDS),
+            moving: MovingBottleneck::new(config.moving),
+            round_max_in_flight: 0,
             min_rtt: None,
             min_rtt_stamp: None,
             round_count: 0,
@@ -261,6 +278,7 @@ impl Bbr {
             cycle_stamp: None,
             probe_rtt_done: None,
             probe_rtt_round_done: false,
+            probe_rtt_min: None,
             idle_restart: false,
             recovery: Recovery::default(),
             aggregation: AckAggregation::default(),
@@ -299,6 +317,12 @@ impl Bbr {
     /// from rounds without a queue (0..1).
     pub fn random_loss(&self) -> f64 {
         self.loss.usual()
+    }
+
+    /// Whether the path's rate is judged to move, and the window bounded to
+    /// the recent rate plus a short queue (`moving.rs`).
+    pub fn moving(&self) -> bool {
+        self.moving.active()
     }
 
     /// Rounds that ended congested (lost more than random loss explains).
@@ -348,8 +372,7 @@ impl Bbr {
         if self.rate.in_flight() == 0 && self.app_limited {
             // Restarting from idle (Linux CA_EVENT_TX_START).
             self.idle_restart = true;
-            self.aggregation.epoch_start = Some(now);
-            self.aggregation.epoch_acked = 0;
+            self.aggregation.restart(now);
             if self.mode == Mode::ProbeBw {
                 self.set_pacing_rate(1.0);
             } else if self.mode == Mode::ProbeRtt {
@@ -439,9 +462,16 @@ impl Bbr {
         if acked == 0 {
             return;
         }
-        self.update_bandwidth(sample);
+        self.update_bandwidth(now, sample);
+        self.round_max_in_flight = self.round_max_in_flight.max(prior_in_flight);
         let round_loss = self.update_loss(acked, lost + repaired, rtt);
-        self.update_ack_aggregation(now, acked);
+        self.aggregation.on_ack(
+            now,
+            acked,
+            self.bandwidth.get(),
+            self.cwnd,
+            self.round_start,
+        );
         self.update_cycle_phase(now, prior_in_flight, lost);
         self.check_full_bandwidth_reached(sample, round_loss);
         self.check_drain(now, in_flight);
@@ -473,7 +503,7 @@ impl Bbr {
     }
 
     /// Round counting and the bandwidth filter (§4.1.1).
-    fn update_bandwidth(&mut self, sample: Option<RateSample>) {
+    fn update_bandwidth(&mut self, now: Instant, sample: Option<RateSample>) {
         self.round_start = false;
         let Some(sample) = sample else {
             return;
@@ -484,7 +514,16 @@ impl Bbr {
             self.round_start = true;
             self.filled_rounds += u64::from(!sample.app_limited);
             self.recovery.conservation = false;
-            if let Some(median) = median(&mut self.round_samples) {
+            let high = percentile(&mut self.round_samples, 0.9);
+            self.moving.on_round(
+                now,
+                self.round_count - 1,
+                self.rate.delivered(),
+                high,
+                sample.app_limited,
+                self.mode == Mode::ProbeBw,
+            );
+            if let Some(median) = percentile(&mut self.round_samples, 0.5) {
                 self.bandwidth.update(self.round_count - 1, median);
             }
             self.round_samples.clear();
@@ -505,205 +544,12 @@ impl Bbr {
         if self.round_start {
             self.congested = self.loss.end_round(self.mtu, self.min_rtt).congestive();
             self.congested_rounds += u64::from(self.congested);
+            let max_in_flight = std::mem::take(&mut self.round_max_in_flight);
+            self.moving
+                .on_round_end(self.congested, max_in_flight, self.mtu);
         }
         self.loss.on_batch(acked, lost, rtt);
         self.loss.so_far(self.mtu, self.min_rtt)
-    }
-
-    /// Tracks acks in excess of the bandwidth estimate (ack aggregation).
-    fn update_ack_aggregation(&mut self, now: Instant, acked: u64) {
-        let agg = &mut self.aggregation;
-        if self.round_start {
-            agg.rounds = (agg.rounds + 1).min(31);
-            if agg.rounds >= EXTRA_ACKED_WINDOW_ROUNDS {
-                agg.rounds = 0;
-                agg.index ^= 1;
-                agg.extra_acked[agg.index] = 0;
-            }
-        }
-        let bandwidth = self.bandwidth.get();
-        let epoch = agg
-            .epoch_start
-            .map_or(Duration::ZERO, |start| now.saturating_duration_since(start));
-        let mut expected = mul_rate(bandwidth, epoch);
-        if agg.epoch_start.is_none()
-            || agg.epoch_acked <= expected
-            || agg.epoch_acked + acked >= 1 << 30
-        {
-            // Acks arrive no faster than the bandwidth: a new epoch.
-            agg.epoch_acked = 0;
-            agg.epoch_start = Some(now);
-            expected = 0;
-        }
-        agg.epoch_acked += acked;
-        let extra = (agg.epoch_acked - expected.min(agg.epoch_acked)).min(self.cwnd);
-        if extra > agg.extra_acked[agg.index] {
-            agg.extra_acked[agg.index] = extra;
-        }
-    }
-
-    /// The window allowance for ack aggregation, once STARTUP is over.
-    fn ack_aggregation_cwnd(&self) -> u64 {
-        if !self.full_bandwidth_reached {
-            return 0;
-        }
-        let extra = self.aggregation.extra_acked[0].max(self.aggregation.extra_acked[1]);
-        extra.min(mul_rate(self.bandwidth.get(), EXTRA_ACKED_MAX))
-    }
-
-    /// PROBE_BW's gain cycle (§4.3.4.4, Linux `bbr_is_next_cycle_phase`).
-    fn update_cycle_phase(&mut self, now: Instant, prior_in_flight: u64, lost: u64) {
-        if self.mode != Mode::ProbeBw {
-            return;
-        }
-        let full_length = match (self.cycle_stamp, self.min_rtt) {
-            (Some(stamp), Some(min_rtt)) => now.saturating_duration_since(stamp) > min_rtt,
-            _ => true,
-        };
-        let gain = PACING_GAIN_CYCLE[self.cycle_index];
-        let next = if gain > 1.0 {
-            // Probe until the extra data is in flight, or losses say the
-            // pipe is full.
-            full_length && (lost > 0 || prior_in_flight >= self.bdp(gain))
-        } else if gain < 1.0 {
-            // Drain until the queue is gone, at most one min RTT.
-            full_length || prior_in_flight <= self.bdp(1.0)
-        } else {
-            full_length
-        };
-        if next {
-            self.cycle_index = (self.cycle_index + 1) % PACING_GAIN_CYCLE.len();
-            self.cycle_stamp = Some(now);
-            tracing::trace!(
-                target: LOG_TARGET,
-                gain = PACING_GAIN_CYCLE[self.cycle_index],
-                prior_in_flight,
-                bdp = self.bdp(1.0),
-                "bbr phase {}",
-                self.cycle_index
-            );
-        }
-    }
-
-    /// STARTUP's exit tests: three rounds without 25% growth (§4.3.2.2), or
-    /// a round that lost more than random loss explains, checked on every
-    /// batch (a loss is seen an RTT after the queue overflowed, and every
-    /// RTT more at 2.885x loses more). BBR v2 leaves on 2% loss in a round
-    /// (draft-cardwell-iccrg-bbr-congestion-control-02 §4.3.1.3); on a path
-    /// with 3% random loss that ended STARTUP at once and left the estimate
-    /// a tenth of the link (see `loss.rs`).
-    fn check_full_bandwidth_reached(&mut self, sample: Option<RateSample>, loss: RoundLoss) {
-        if self.full_bandwidth_reached {
-            return;
-        }
-        // Loss with a queue ends STARTUP once the bandwidth has stopped
-        // growing for a round: a queue at the bottleneck means the delivery
-        // rate has reached it, while delay that comes with the rate itself
-        // (jitter that keeps packets in order: 20 ms more at 50 ms once
-        // packets are closer than the jitter) came with 3% random loss and
-        // ended STARTUP at 10-40% of a 100 Mbit/s link. Loss that is
-        // only above the usual rate does not end it: in the first, short
-        // rounds the usual rate is learned from a few dozen packets, and at
-        // 10% random loss that misjudged 8 of 20 simulated starts, leaving
-        // the estimate a fifth of the link (a policer, which drops without
-        // a queue, ends STARTUP by the plateau).
-        if loss.with_queue && self.full_bandwidth_rounds >= 1 {
-            self.full_bandwidth_reached = true;
-            return;
-        }
-        if !self.round_start || sample.is_none_or(|s| s.app_limited) {
-            return;
-        }
-        let bandwidth = self.bandwidth.get();
-        if bandwidth as f64 >= self.full_bandwidth as f64 * FULL_BANDWIDTH_GROWTH {
-            self.full_bandwidth = bandwidth;
-            self.full_bandwidth_rounds = 0;
-            return;
-        }
-        self.full_bandwidth_rounds += 1;
-        self.full_bandwidth_reached = self.full_bandwidth_rounds >= FULL_BANDWIDTH_ROUNDS;
-    }
-
-    /// STARTUP -> DRAIN -> PROBE_BW (§4.3.3).
-    fn check_drain(&mut self, now: Instant, in_flight: u64) {
-        if self.mode == Mode::Startup && self.full_bandwidth_reached {
-            self.mode = Mode::Drain;
-        }
-        if self.mode == Mode::Drain && in_flight <= self.bdp(1.0) {
-            self.enter_probe_bw(now);
-        }
-    }
-
-    fn enter_probe_bw(&mut self, now: Instant) {
-        self.mode = Mode::ProbeBw;
-        // A random phase other than the 3/4 one (Linux: CYCLE_LEN - 1 -
-        // random(7), then advance).
-        self.rng ^= self.rng << 13;
-        self.rng ^= self.rng >> 7;
-        self.rng ^= self.rng << 17;
-        let start = PACING_GAIN_CYCLE.len() - 1 - (self.rng % 7) as usize;
-        self.cycle_index = (start + 1) % PACING_GAIN_CYCLE.len();
-        self.cycle_stamp = Some(now);
-    }
-
-    /// The min RTT filter and ProbeRTT (§4.1.2, §4.3.5).
-    fn update_min_rtt(&mut self, now: Instant, rtt: Option<Duration>, in_flight: u64) {
-        let expired = self
-            .min_rtt_stamp
-            .is_some_and(|stamp| now.saturating_duration_since(stamp) > MIN_RTT_WINDOW);
-        if let Some(rtt) = rtt {
-            match self.min_rtt {
-                Some(min) if rtt < min || expired => {
-                    self.min_rtt = Some(rtt);
-                    self.min_rtt_stamp = Some(now);
-                }
-                Some(min) if rtt <= min + min / 64 => self.min_rtt_stamp = Some(now),
-                Some(_) => {}
-                None => {
-                    self.min_rtt = Some(rtt);
-                    self.min_rtt_stamp = Some(now);
-                }
-            }
-        }
-        if expired && !self.idle_restart && self.mode != Mode::ProbeRtt && self.min_rtt.is_some() {
-            self.mode = Mode::ProbeRtt;
-            self.save_cwnd();
-            self.probe_rtt_done = None;
-        }
-        if self.mode == Mode::ProbeRtt {
-            match self.probe_rtt_done {
-                None if in_flight <= self.probe_rtt_cwnd() => {
-                    self.probe_rtt_done = Some(now + PROBE_RTT_DURATION);
-                    self.probe_rtt_round_done = false;
-                    self.next_round_delivered = self.rate.delivered();
-                }
-                None => {}
-                Some(_) => {
-                    if self.round_start {
-                        self.probe_rtt_round_done = true;
-                    }
-                    if self.probe_rtt_round_done {
-                        self.check_probe_rtt_done(now);
-                    }
-                }
-            }
-        }
-        if rtt.is_some() {
-            self.idle_restart = false;
-        }
-    }
-
-    fn check_probe_rtt_done(&mut self, now: Instant) {
-        if self.probe_rtt_done.is_some_and(|done| now >= done) {
-            self.min_rtt_stamp = Some(now);
-            self.cwnd = self.cwnd.max(self.prior_cwnd);
-            self.probe_rtt_done = None;
-            if self.full_bandwidth_reached {
-                self.enter_probe_bw(now);
-            } else {
-                self.mode = Mode::Startup;
-            }
-        }
     }
 
     fn update_gains(&mut self) {
@@ -770,8 +616,13 @@ impl Bbr {
         if recovery.conservation && conserve {
             cwnd = cwnd.max(in_flight + acked);
         } else {
-            let target =
+            let mut target =
                 self.bdp(self.cwnd_gain) + self.ack_aggregation_cwnd() + 2 * self.quantum();
+            if self.full_bandwidth_reached {
+                if let Some(bound) = self.moving.window_bound(self.min_rtt, self.pacing_gain) {
+                    target = target.min(bound.max(self.min_cwnd()));
+                }
+            }
             if self.full_bandwidth_reached {
                 cwnd = (cwnd + acked).min(target);
             } else if cwnd < target || self.rate.delivered() < self.initial_window {
@@ -796,7 +647,12 @@ impl Bbr {
     fn sending_bandwidth(&self) -> u64 {
         let resent = self.loss.usual() * (1.0 - self.repaired_share);
         let loss = (COMPENSATED_SHARE * resent).clamp(0.0, MAX_COMPENSATED_LOSS);
-        (self.bandwidth.get() as f64 / (1.0 - loss)) as u64
+        let mut bandwidth = self.bandwidth.get();
+        if self.moving.active() {
+            // A probe is not held by a stale low estimate (`moving.rs`).
+            bandwidth = bandwidth.max(self.moving.recent());
+        }
+        (bandwidth as f64 / (1.0 - loss)) as u64
     }
 
     /// gain x the estimated bandwidth-delay product; the initial window
@@ -809,8 +665,12 @@ impl Bbr {
         }
     }
 
-    fn probe_rtt_cwnd(&self) -> u64 {
-        self.bdp(PROBE_RTT_BDP_GAIN).max(self.min_cwnd())
+    /// The window allowance for ack aggregation, once STARTUP is over.
+    fn ack_aggregation_cwnd(&self) -> u64 {
+        if !self.full_bandwidth_reached {
+            return 0;
+        }
+        self.aggregation.allowance(self.bandwidth.get())
     }
 
     /// What the pacer sends in one burst.
@@ -832,8 +692,9 @@ impl Bbr {
     }
 }
 
-/// The median of a round's rate samples, the value the bandwidth filter
-/// takes for the round.
+/// The `q`-quantile of a round's rate samples: the median is the value the
+/// bandwidth filter takes for the round (the 90th percentile is a moving
+/// bottleneck's high sample, `moving.rs`).
 ///
 /// Linux feeds every sample to the max filter; its timestamps come from the
 /// kernel. Ours come from a user-space event loop that shares the CPU, and a
@@ -843,11 +704,11 @@ impl Bbr {
 /// always one of them, so BBR paced ~15% above the link and kept a standing
 /// queue. A round's median is not moved by a few late stamps, and still
 /// rises within a round when PROBE_BW's 1.25 phase finds more bandwidth.
-fn median(samples: &mut [u64]) -> Option<u64> {
+fn percentile(samples: &mut [u64], q: f64) -> Option<u64> {
     if samples.is_empty() {
         return None;
     }
-    let middle = samples.len() / 2;
+    let middle = ((samples.len() as f64 * q) as usize).min(samples.len() - 1);
     Some(*samples.select_nth_unstable(middle).1)
 }
 
@@ -870,3 +731,9 @@ fn random_seed() -> u64 {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod sim;
+
+#[cfg(test)]
+mod cellular_tests;
