@@ -18,6 +18,7 @@ use crate::error::{NodeError, UsageError};
 use crate::flow::limits::{FlowLimits, FlowLimitsConfig};
 use crate::flow::udp::core::CoreFlow;
 use crate::flow::udp::{read_datagrams, TunnelFlows};
+use crate::flow::urgency::interactive_level;
 use crate::flow::{carry, report, Facing, FlowState};
 use crate::policy::{Permit, RuleSet};
 use crate::reduce::{self, PeerEntry, ReduceConfig};
@@ -393,24 +394,18 @@ impl Core {
                     "stream {} from edge {peer}: {why}; resetting the stream",
                     send.id()
                 );
-                let code = quinn::VarInt::from_u32(codes::PROTOCOL);
-                let _ = send.reset(code);
-                let _ = recv.stop(code);
+                reset_stream(&mut send, &mut recv, codes::PROTOCOL);
                 return;
             }
             Err(_) => {
                 warn!("stream {} from edge {peer}: no header within {HEADER_TIMEOUT:?}; resetting the stream", send.id());
-                let code = quinn::VarInt::from_u32(codes::PROTOCOL);
-                let _ = send.reset(code);
-                let _ = recv.stop(code);
+                reset_stream(&mut send, &mut recv, codes::PROTOCOL);
                 return;
             }
         };
         let Some(rules) = self.rules_of(&conn) else {
             // A reload removed the peer; its tunnel is closing.
-            let code = quinn::VarInt::from_u32(codes::TCP_RESET);
-            let _ = send.reset(code);
-            let _ = recv.stop(code);
+            reset_stream(&mut send, &mut recv, codes::TCP_RESET);
             return;
         };
         if header.services.contains(Services::UDP) {
@@ -429,9 +424,7 @@ impl Core {
                     "stream {} from edge {peer} asks for data reduction, which this tunnel does not run; resetting the stream",
                     send.id()
                 );
-                let code = quinn::VarInt::from_u32(codes::PROTOCOL);
-                let _ = send.reset(code);
-                let _ = recv.stop(code);
+                reset_stream(&mut send, &mut recv, codes::PROTOCOL);
                 return;
             }
         };
@@ -476,7 +469,9 @@ impl Core {
         let flow = &guard.flow;
         // The edge's class for the flow: its download goes ahead of or
         // behind the others as its upload does.
-        let _ = send.set_priority(Priority::of(header.services).stream_priority());
+        let _ = send.set_priority(interactive_level(
+            Priority::of(header.services).stream_priority(),
+        ));
         let (status, tcp) = self.connect(&rules.allow, &header).await;
         let reply = ReplyRepr { status }.emit();
         let Some(tcp) = tcp else {
@@ -731,4 +726,12 @@ async fn read_header(recv: &mut quinn::RecvStream) -> Result<OpenRepr, HeaderRea
     recv.read_exact(&mut buf[4..]).await?;
     let view = Open::new_checked(&buf[..])?;
     Ok(OpenRepr::parse(&view)?)
+}
+
+/// Resets both halves of a tunnel stream with `code` (a stream the core
+/// will not carry).
+fn reset_stream(send: &mut quinn::SendStream, recv: &mut quinn::RecvStream, code: u32) {
+    let code = quinn::VarInt::from_u32(code);
+    let _ = send.reset(code);
+    let _ = recv.stop(code);
 }

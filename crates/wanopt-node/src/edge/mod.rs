@@ -22,6 +22,7 @@ use crate::class::{service_names, LivePolicy, Proto};
 use crate::error::{NodeError, UsageError};
 use crate::flow::limits::{FlowLimits, FlowPermit};
 use crate::flow::udp::edge::UdpEdge;
+use crate::flow::urgency::interactive_level;
 use crate::flow::{carry, report, reset_tcp, splice_tcp, Abort, Facing, FlowState};
 pub use crate::forward::{parse_target, Forward, WanPath, MAX_PATHS};
 use crate::intercept::{self, original_destination, LogLimit};
@@ -491,7 +492,7 @@ impl Edge {
                 return;
             }
         };
-        let _ = send.set_priority(treatment.priority.stream_priority());
+        let _ = send.set_priority(interactive_level(treatment.priority.stream_priority()));
         if let Err(e) = send.write_all(&header).await {
             info!("flow {} to {dest}: tunnel stream failed: {e}", flow.id);
             flows.totals.refused.fetch_add(1, Ordering::Relaxed);

@@ -29,6 +29,7 @@ pub mod reassembly;
 pub mod splice;
 pub mod table;
 pub mod udp;
+pub(crate) mod urgency;
 
 pub use abort::{reset_tcp, Abort, ResetCounters, ResetReason};
 pub use carry::{carry, report};

@@ -2,6 +2,7 @@
 //! second TCP connection when a flow is passed through.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -11,6 +12,7 @@ use super::abort::{reset_tcp, Abort, TunnelFailure};
 use super::pump::{abort_on_error, directions, until_idle, Direction, Facing, ReadBuffer, CHUNK};
 use super::read_ahead::{payload_reassembler, read_ahead};
 use super::table::{Flow, FlowState};
+use super::urgency::Urgency;
 use crate::transport::udp::StreamEnds;
 
 async fn tcp_to_stream(
@@ -20,6 +22,7 @@ async fn tcp_to_stream(
     flow: &Flow,
     ends: &StreamEnds,
 ) -> Result<(), Abort> {
+    let mut urgency = Urgency::new(send.priority().unwrap_or(0), Instant::now());
     loop {
         let mut buf = BytesMut::with_capacity(CHUNK);
         match rd.read_buf(&mut buf).await {
@@ -33,6 +36,9 @@ async fn tcp_to_stream(
             Ok(n) => {
                 dir.lan.fetch_add(n as u64, Ordering::Relaxed);
                 dir.wan.fetch_add(n as u64, Ordering::Relaxed);
+                if let Some(level) = urgency.on_write(Instant::now(), n) {
+                    let _ = send.set_priority(level);
+                }
                 send.write_chunk(buf.freeze())
                     .await
                     .map_err(Abort::from_write)?;

@@ -28,6 +28,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -41,6 +42,7 @@ use super::abort::{Abort, CodecFailure, LocalFailure, TunnelFailure};
 use super::pump::{abort_on_error, directions, until_idle, Direction, Facing, ReadBuffer};
 use super::read_ahead::{payload_reassembler, read_ahead};
 use super::table::Flow;
+use super::urgency::Urgency;
 use crate::reduce::compression::CodecChoice;
 use crate::reduce::Reduction;
 use crate::transport::model;
@@ -385,6 +387,7 @@ async fn writer(
     dir.wan.fetch_add(preamble.len() as u64, Ordering::Relaxed);
     send.write_all(&preamble).await.map_err(failed)?;
     let (mut data_open, mut control_open) = (true, true);
+    let mut urgency = Urgency::new(send.priority().unwrap_or(0), Instant::now());
     // Once the uplink's last frames (its `End`) are written the stream is
     // ending, though control frames may still follow: tail duplication is
     // told until the peer has acknowledged everything (after the finish
@@ -408,6 +411,9 @@ async fn writer(
         };
         if let Some(bytes) = next {
             dir.wan.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+            if let Some(level) = urgency.on_write(Instant::now(), bytes.len()) {
+                let _ = send.set_priority(level);
+            }
             send.write_chunk(Bytes::from(bytes)).await.map_err(failed)?;
         }
     }
