@@ -10,6 +10,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 
 use crate::bringup::{self, UpConfig};
+use crate::exit::{exit_code, usage};
 use crate::link::LinkOptions;
 use crate::profile::Profile;
 use crate::topology::{Lab, Node};
@@ -220,13 +221,6 @@ pub struct GenClientArgs {
     /// Give up when a stream makes no progress for this many seconds.
     #[arg(long, default_value_t = 60)]
     pub stall_seconds: u64,
-}
-
-/// A usage error: printed as one line, exit code 2.
-/// A usage error: one line on stderr, exit code 2.
-pub(crate) fn usage(message: impl std::fmt::Display) -> anyhow::Result<i32> {
-    eprintln!("wanopt lab: {message}");
-    Ok(2)
 }
 
 /// Runs one lab subcommand; returns the process exit code. The library
@@ -532,16 +526,6 @@ fn gen_client(args: &GenClientArgs) -> anyhow::Result<i32> {
     )?;
     println!("{}", serde_json::to_string(&report)?);
     Ok(0)
-}
-
-/// A child's exit status as a shell would report it.
-pub(crate) fn exit_code(status: std::process::ExitStatus) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => code,
-        (None, Some(signal)) => 128 + signal,
-        _ => 1,
-    }
 }
 
 fn emulate(args: EmulateArgs) -> anyhow::Result<i32> {

@@ -13,6 +13,7 @@ pub mod clock;
 pub mod cut;
 pub mod driver;
 pub mod emulator;
+mod exit;
 pub mod frame_link;
 pub mod link;
 pub mod link2;

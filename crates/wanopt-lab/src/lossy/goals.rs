@@ -1,4 +1,4 @@
-//! Issue 33's goals, checked against a run's rows: each a pass/fail line
+//! The lossy scenario's goals, checked against a run's rows: each a pass/fail line
 //! per wanopt mode, with the cells that missed.
 
 use super::matrix::LINK_MBPS;

@@ -1,4 +1,4 @@
-//! The `lossy` scenario (issue 33): TCP across a 100 Mbit/s path with
+//! The `lossy` scenario: TCP across a 100 Mbit/s path with
 //! random loss (0.5 to 10% each way) or Gilbert-Elliott bursts, 10 ms of
 //! jitter, at RTT 50, 150 and 300 ms, direct with kernel CUBIC and BBR and
 //! through wanopt with FEC off and on (`--fec auto`, when the nodes have
@@ -16,7 +16,7 @@
 //!   wire overhead from the emulator's own counters, the same way for
 //!   every mode.
 //! - **Outputs** ([`report`], [`goals`], [`plot`]): `results.json`,
-//!   `report.md` with a table per RTT and issue 33's goals as pass/fail
+//!   `report.md` with a table per RTT and the scenario's goals as pass/fail
 //!   lines, `lossy-bulk.svg`/`.png`.
 
 pub mod client;

@@ -261,7 +261,7 @@ pub fn markdown(results: &Results) -> String {
          goodput, BBR's time over the mode's).\n"
     );
     out.push_str(&tables(results));
-    let _ = writeln!(out, "\n## Goals (issue 33)\n");
+    let _ = writeln!(out, "\n## Goals\n");
     out.push_str(&goal_lines(results));
     if !results.skipped.is_empty() {
         let _ = writeln!(out, "\n## Not measured\n");

@@ -1,5 +1,5 @@
 //! The typed results of the `lossy` scenario: `results.json`, whose rows
-//! keep issue 33's interface contract (`rtt_ms`, `loss_pct`, `burst`,
+//! keep the scenario's interface contract (`rtt_ms`, `loss_pct`, `burst`,
 //! `jitter_ms`, `workload`, `mode`, `throughput_mbps`, `seconds`,
 //! `time_to_90pct_s`, `p99_ms`, `overhead_pct`; `null` where a figure does
 //! not apply) and add their own fields.

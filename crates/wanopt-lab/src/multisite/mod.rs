@@ -1,4 +1,4 @@
-//! The `sites` scenario (issue 35, item 5): several branch sites at once
+//! The `sites` scenario: several branch sites at once
 //! (`lab up --sites N`), each downloading from the one server over its
 //! own emulated link, direct with kernel BBR at both ends (the baseline)
 //! and through wanopt (one edge per site, one core for all).

@@ -1,4 +1,4 @@
-//! Issue 34's goals, checked against a run's rows: each a pass/fail line
+//! The realtime scenario's goals, checked against a run's rows: each a pass/fail line
 //! with the rows that missed, or "not measured" with what it needs.
 
 use super::results::{Results, Row};
@@ -101,7 +101,7 @@ fn not_measured(text: &str, mode: &str, why: &str) -> Goal {
     }
 }
 
-/// Every goal of issue 34, in its order.
+/// Every goal of the scenario, in its order.
 pub fn evaluate(results: &Results) -> Vec<Goal> {
     let rows = &results.rows;
     let of = |mode: &str| -> Vec<&Row> { rows.iter().filter(|r| r.mode == mode).collect() };

@@ -1,4 +1,4 @@
-//! The `realtime` scenario (issue 34): a voice-like stream (50 packets/s
+//! The `realtime` scenario: a voice-like stream (50 packets/s
 //! of 200 B each way), a video-like stream (2 Mbit/s down) and a bulk TCP
 //! download at the same time, across a 20 Mbit/s, 40 ms link with random
 //! or bursty loss, direct and through wanopt with FEC (`--fec auto`), the
@@ -16,7 +16,7 @@
 //!   delivered, one-way delay p50/p99, RFC 3550 jitter, the longest gap
 //!   between arrivals, bulk goodput, wire overhead; per-100 ms series.
 //! - **Outputs** ([`report`], [`goals`], [`plot`]): `results.json`,
-//!   `report.md` with issue 34's goals as pass/fail lines,
+//!   `report.md` with the scenario's goals as pass/fail lines,
 //!   `realtime-delay.svg`/`.png`, `realtime-loss.svg`/`.png` and
 //!   `series/<cell>.json`.
 

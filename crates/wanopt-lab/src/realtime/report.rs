@@ -112,7 +112,7 @@ pub fn markdown(results: &Results) -> String {
          `link1-down` cuts link 1 for 5 s from a third of the cell.\n"
     );
     out.push_str(&table(results));
-    let _ = writeln!(out, "\n## Goals (issue 34)\n");
+    let _ = writeln!(out, "\n## Goals\n");
     out.push_str(&goal_lines(results));
     if !results.skipped.is_empty() {
         let _ = writeln!(out, "\n## Not measured\n");

@@ -1,5 +1,5 @@
 //! The typed results of the `realtime` scenario: `results.json`, whose
-//! rows keep issue 34's interface contract (`stream`, `loss_pct`, `paths`,
+//! rows keep the scenario's interface contract (`stream`, `loss_pct`, `paths`,
 //! `mode`, `event`, `delivered_loss_pct`, `delay_p50_ms`, `delay_p99_ms`,
 //! `jitter_ms`, `max_gap_ms`, `throughput_mbps`; `null` where a figure does
 //! not apply) and add their own fields.

@@ -15,27 +15,13 @@ pub enum RunError {
     /// `--runs` is out of range.
     #[error("--runs must be between 1 and 100")]
     Runs,
-    /// waas-3g's own options were given to another scenario.
-    #[error("--tests and --smb-encrypt are options of the waas-3g scenario")]
-    WaasOptions,
-    /// `--runs` was given to the lossy scenario (one run per cell).
-    #[error("--runs is not an option of the lossy scenario (one run per cell)")]
-    LossyRuns,
-    /// `--runs` was given to the realtime scenario (one run per cell).
-    #[error("--runs is not an option of the realtime scenario (one run per cell)")]
-    RealtimeRuns,
-    /// `--runs` was given to the sites scenario (one run per cell).
-    #[error("--runs is not an option of the sites scenario (one run per cell)")]
-    SitesRuns,
+    /// An option of some scenarios given to one that does not take it
+    /// (`registry::ScenarioOption::refusal` says which).
+    #[error("{0}")]
+    NotItsOption(String),
     /// The cellular scenario's traces cannot be had.
     #[error("{0}")]
     Traces(String),
-    /// `--traces` was given to another scenario than cellular.
-    #[error("--traces is an option of the cellular scenario")]
-    TracesOption,
-    /// `--smoke` was given to another scenario than realtime.
-    #[error("--smoke is an option of the realtime scenario")]
-    SmokeOption,
     /// The scenario's name or file is bad.
     #[error(transparent)]
     Spec(#[from] SpecError),
@@ -87,13 +73,8 @@ impl RunError {
         matches!(
             self,
             RunError::Runs
-                | RunError::WaasOptions
-                | RunError::LossyRuns
-                | RunError::RealtimeRuns
-                | RunError::SitesRuns
+                | RunError::NotItsOption(_)
                 | RunError::Traces(_)
-                | RunError::TracesOption
-                | RunError::SmokeOption
                 | RunError::Spec(_)
                 | RunError::Size(_)
                 | RunError::Rtt { .. }

@@ -69,9 +69,6 @@ impl Grid {
     /// The scenario `lab run` names (`tcp-opt` or a TOML file), checked
     /// whole before any work starts.
     pub fn from_args(args: &RunArgs) -> Result<Grid, RunError> {
-        if !args.tests.is_empty() || args.smb_encrypt.is_some() {
-            return Err(RunError::WaasOptions);
-        }
         let mut spec = spec::load(&args.scenario, args.quick)?;
         if let Some(runs) = args.runs()? {
             spec.runs = runs;
@@ -637,10 +634,11 @@ mod tests {
             ),
             (
                 args("no-such-scenario", None, false),
-                "unknown scenario `no-such-scenario`: use `tcp-opt`, `waas-3g`, `lossy`, `realtime` or a path to a .toml file",
+                "unknown scenario `no-such-scenario`: use `tcp-opt`, `waas-3g`, `lossy`, `realtime`, `sites`, `cellular` or a path to a .toml file",
             ),
         ] {
-            let e = Grid::from_args(&args).err();
+            // `lab run` checks the options before anything runs.
+            let e = crate::scenario::run(&crate::topology::Lab::new("t9-"), &args).err();
             assert_eq!(e.as_ref().map(|e| e.to_string()).as_deref(), Some(message));
             assert!(e.is_some_and(|e| e.is_usage()));
         }

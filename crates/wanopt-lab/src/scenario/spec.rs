@@ -50,8 +50,13 @@ pub enum SpecError {
         message: String,
     },
     /// The name is neither built in nor a file.
-    #[error("unknown scenario `{0}`: use `tcp-opt`, `waas-3g`, `lossy`, `realtime` or a path to a .toml file")]
-    Unknown(String),
+    #[error("unknown scenario `{name}`: use {known} or a path to a .toml file")]
+    Unknown {
+        /// The name as given.
+        name: String,
+        /// The built-in names, as a list for the message.
+        known: String,
+    },
 }
 
 /// Path through the lab.
@@ -262,7 +267,10 @@ pub fn load(name: &str, quick: bool) -> Result<ScenarioSpec, SpecError> {
         return Ok(tcp_opt(quick));
     }
     if !name.ends_with(".toml") && !std::path::Path::new(name).exists() {
-        return Err(SpecError::Unknown(name.to_string()));
+        return Err(SpecError::Unknown {
+            name: name.to_string(),
+            known: "`tcp-opt`".to_string(),
+        });
     }
     let text = std::fs::read_to_string(name).map_err(|cause| SpecError::Read {
         path: name.to_string(),

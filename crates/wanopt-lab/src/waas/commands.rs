@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Args;
 
-use crate::cli::usage;
+use crate::exit::usage;
 
 /// Options of the internal `lab waas-server`.
 #[derive(Debug, Args)]

@@ -1,0 +1,207 @@
+//! The built-in scenarios, in one table: each one's name, what it measures,
+//! the options of `lab run` that are its own, and how it is built and run.
+//! A name that is not in the table is a scenario TOML file (the grid).
+
+use super::{grid, runner, RunArgs, RunError, Verdict};
+use crate::topology::Lab;
+
+/// An option of `lab run` that only some scenarios take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScenarioOption {
+    /// `--runs`.
+    Runs,
+    /// `--tests` and `--smb-encrypt`.
+    WaasTests,
+    /// `--smoke`.
+    Smoke,
+    /// `--traces`.
+    Traces,
+}
+
+impl ScenarioOption {
+    /// Every option, in the order they are checked.
+    pub const ALL: [ScenarioOption; 4] = [
+        ScenarioOption::WaasTests,
+        ScenarioOption::Smoke,
+        ScenarioOption::Traces,
+        ScenarioOption::Runs,
+    ];
+
+    /// Whether `args` gives it.
+    fn given(self, args: &RunArgs) -> bool {
+        match self {
+            ScenarioOption::Runs => args.runs.is_some(),
+            ScenarioOption::WaasTests => !args.tests.is_empty() || args.smb_encrypt.is_some(),
+            ScenarioOption::Smoke => args.smoke,
+            ScenarioOption::Traces => args.traces.is_some(),
+        }
+    }
+
+    /// The refusal when `scenario` does not take it.
+    pub fn refusal(self, scenario: &str) -> String {
+        let owners = || {
+            SCENARIOS
+                .iter()
+                .filter(|s| s.takes.contains(&self))
+                .map(|s| s.name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match self {
+            ScenarioOption::Runs => {
+                format!("--runs is not an option of the {scenario} scenario (one run per cell)")
+            }
+            ScenarioOption::WaasTests => format!(
+                "--tests and --smb-encrypt are options of the {} scenario",
+                owners()
+            ),
+            ScenarioOption::Smoke => format!("--smoke is an option of the {} scenario", owners()),
+            ScenarioOption::Traces => {
+                format!("--traces is an option of the {} scenario", owners())
+            }
+        }
+    }
+}
+
+/// A built-in scenario.
+pub struct Entry {
+    /// Its name on the command line and in `results.json`.
+    pub name: &'static str,
+    /// What it measures, in a line.
+    pub summary: &'static str,
+    /// The options of `lab run` that are its own.
+    pub takes: &'static [ScenarioOption],
+    /// Builds it from the options (checked) and runs it on the lab.
+    pub run: fn(&Lab, &RunArgs) -> Result<Verdict, RunError>,
+}
+
+/// Every built-in scenario.
+pub const SCENARIOS: &[Entry] = &[
+    Entry {
+        name: "tcp-opt",
+        summary: "the Cisco TCP optimization table: 4 bulk streams on 250 Mbit/s at RTT 0-250 ms",
+        takes: &[ScenarioOption::Runs],
+        run: run_grid,
+    },
+    Entry {
+        name: crate::waas::SCENARIO,
+        summary: "the Cisco WAAS 3G tables: HTTP, FTP and CIFS with nginx, vsftpd and Samba, cold and warm",
+        takes: &[ScenarioOption::Runs, ScenarioOption::WaasTests],
+        run: |lab, args| {
+            let mut scenario = crate::waas::Waas3g::from_args(args)?;
+            runner::run(lab, &mut scenario, &args.out).map(|r| r.verdict)
+        },
+    },
+    Entry {
+        name: crate::lossy::SCENARIO,
+        summary: "random loss and bursts on 100 Mbit/s: bulk, transfers and requests against kernel CUBIC and BBR",
+        takes: &[],
+        run: |lab, args| {
+            let mut scenario = crate::lossy::Lossy::new(args.quick);
+            runner::run(lab, &mut scenario, &args.out).map(|r| r.verdict)
+        },
+    },
+    Entry {
+        name: crate::realtime::SCENARIO,
+        summary: "voice, video and a download at once over one or two lossy links",
+        takes: &[ScenarioOption::Smoke],
+        run: |lab, args| {
+            use crate::realtime::matrix::Size;
+            let size = match (args.smoke, args.quick) {
+                (true, _) => Size::Smoke,
+                (false, true) => Size::Quick,
+                (false, false) => Size::Full,
+            };
+            let mut scenario = crate::realtime::Realtime::new(size);
+            runner::run(lab, &mut scenario, &args.out).map(|r| r.verdict)
+        },
+    },
+    Entry {
+        name: crate::multisite::SCENARIO,
+        summary: "several branch sites downloading at once through one core",
+        takes: &[],
+        run: |lab, args| {
+            let mut scenario = crate::multisite::SitesScenario::new(args.quick);
+            runner::run(lab, &mut scenario, &args.out).map(|r| r.verdict)
+        },
+    },
+    Entry {
+        name: crate::cellular::SCENARIO,
+        summary: "recorded cellular traces: a download and an interactive ping beside it",
+        takes: &[ScenarioOption::Runs, ScenarioOption::Traces],
+        run: |lab, args| {
+            let runs = args.runs()?.unwrap_or(1);
+            let mut scenario = crate::cellular::Cellular::new(
+                args.quick,
+                args.traces.as_deref(),
+                &args.out,
+                runs,
+            )?;
+            runner::run(lab, &mut scenario, &args.out).map(|r| r.verdict)
+        },
+    },
+];
+
+/// What a scenario TOML file takes: the grid's options.
+const FILE_TAKES: &[ScenarioOption] = &[ScenarioOption::Runs];
+
+fn run_grid(lab: &Lab, args: &RunArgs) -> Result<Verdict, RunError> {
+    let mut scenario = grid::Grid::from_args(args)?;
+    runner::run(lab, &mut scenario, &args.out).map(|r| r.verdict)
+}
+
+/// The built-in scenario called `name`, if any.
+pub fn find(name: &str) -> Option<&'static Entry> {
+    SCENARIOS.iter().find(|entry| entry.name == name)
+}
+
+/// The built-in names, for messages: `` `tcp-opt`, `waas-3g`, ... ``.
+pub fn names() -> String {
+    SCENARIOS
+        .iter()
+        .map(|entry| format!("`{}`", entry.name))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Refuses the options of `args` that its scenario does not take, before
+/// any work starts.
+pub fn check_options(args: &RunArgs) -> Result<(), RunError> {
+    let takes = find(&args.scenario).map_or(FILE_TAKES, |entry| entry.takes);
+    if let Some(option) = ScenarioOption::ALL
+        .into_iter()
+        .find(|option| option.given(args) && !takes.contains(option))
+    {
+        return Err(RunError::NotItsOption(option.refusal(&args.scenario)));
+    }
+    args.runs()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_every_option_has_an_owner() {
+        let mut all: Vec<&str> = SCENARIOS.iter().map(|s| s.name).collect();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), SCENARIOS.len());
+        for option in ScenarioOption::ALL {
+            assert!(
+                SCENARIOS.iter().any(|s| s.takes.contains(&option)),
+                "{option:?}"
+            );
+        }
+        assert_eq!(
+            ScenarioOption::Traces.refusal("lossy"),
+            "--traces is an option of the cellular scenario"
+        );
+        assert_eq!(
+            ScenarioOption::WaasTests.refusal("lossy"),
+            "--tests and --smb-encrypt are options of the waas-3g scenario"
+        );
+        assert!(names().starts_with("`tcp-opt`, `waas-3g`"), "{}", names());
+    }
+}
