@@ -26,7 +26,7 @@ pub const MAX_CHUNK_LEN: usize = 1 << 20;
 /// Chunk size parameters.
 ///
 /// The default, min 2 KiB / avg 8 KiB / max 64 KiB, is the measured sweet
-/// spot on the edit workload (see `BENCHMARKS.md`, "Codec (issue 4)").
+/// spot on the edit workload (see `BENCHMARKS.md`, "Codec").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ChunkerConfig {
     /// Smallest chunk, except the last one of a stream or of a flush.

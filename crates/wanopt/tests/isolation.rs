@@ -2,7 +2,7 @@
 //! never reads, holds at most its own share of the tunnel; every other
 //! flow keeps moving.
 //!
-//! Before stream windows were autotuned (issue 31, item 1), each stalled
+//! Before stream windows were autotuned, each stalled
 //! flow's unread data held its whole stream window (48 MiB) of the tunnel's
 //! connection window (96 MiB): two or three stalled flows left no credit
 //! for any other flow in that direction, and a 1 MiB fetch got no byte in

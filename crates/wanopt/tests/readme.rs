@@ -1,5 +1,6 @@
-//! The README's command examples against the binary, so that they cannot
-//! drift from it: every `wanopt ...` line of its shell blocks must parse
+//! The command examples of the README and of every page of `docs/` against
+//! the binary, so that they cannot drift from it: every `wanopt ...` line
+//! of their shell blocks must parse
 //! (each is run with `--help` after its arguments, which clap reaches
 //! only when every argument before it is known and valid), and those
 //! that need no node, lab or root (`keygen`, `pubkey`, `window`,
@@ -10,22 +11,58 @@ use std::path::Path;
 use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_wanopt");
-const README: &str = include_str!("../../../README.md");
+/// The pages whose examples are checked: the README and `docs/`.
+const PAGES: &[(&str, &str)] = &[
+    ("README.md", include_str!("../../../README.md")),
+    ("docs/install.md", include_str!("../../../docs/install.md")),
+    ("docs/deploy.md", include_str!("../../../docs/deploy.md")),
+    ("docs/sites.md", include_str!("../../../docs/sites.md")),
+    (
+        "docs/interception.md",
+        include_str!("../../../docs/interception.md"),
+    ),
+    (
+        "docs/reduction.md",
+        include_str!("../../../docs/reduction.md"),
+    ),
+    (
+        "docs/path-tools.md",
+        include_str!("../../../docs/path-tools.md"),
+    ),
+    (
+        "docs/configuration.md",
+        include_str!("../../../docs/configuration.md"),
+    ),
+    ("docs/lab.md", include_str!("../../../docs/lab.md")),
+    ("docs/results.md", include_str!("../../../docs/results.md")),
+    (
+        "docs/development.md",
+        include_str!("../../../docs/development.md"),
+    ),
+];
 
-/// A command of the README: the line as written (continuations joined)
-/// and its words up to a comment or a shell operator.
+/// A command of a page: the line as written (continuations joined), its
+/// words up to a comment or a shell operator, and the page.
 struct Example {
     line: String,
     words: Vec<String>,
+    page: &'static str,
 }
 
-/// Every command line of the README's shell blocks that starts with
+/// Every command line of the pages' shell blocks that starts with
 /// `wanopt`, or runs it in a lab node (`... -- wanopt ...`).
 fn examples() -> Vec<Example> {
+    PAGES
+        .iter()
+        .flat_map(|(page, text)| examples_of(page, text))
+        .collect()
+}
+
+fn examples_of(page: &'static str, text: &str) -> Vec<Example> {
     let mut out = Vec::new();
     let mut in_shell = false;
     let mut pending = String::new();
-    for line in README.lines() {
+    for line in text.lines() {
         if let Some(lang) = line.strip_prefix("```") {
             in_shell = !in_shell && matches!(lang.trim(), "sh" | "bash" | "console" | "shell");
             pending.clear();
@@ -44,7 +81,7 @@ fn examples() -> Vec<Example> {
         let full = std::mem::take(&mut pending);
         let command = cut(&full);
         let Some(words) = shlex::split(command) else {
-            panic!("README line does not split as a shell line: {full}");
+            panic!("{page}: line does not split as a shell line: {full}");
         };
         // `wanopt ...`, or `... -- wanopt ...` (a lab node runs it).
         let at =
@@ -53,6 +90,7 @@ fn examples() -> Vec<Example> {
             out.push(Example {
                 line: full.trim().to_owned(),
                 words: words[at..].to_vec(),
+                page,
             });
         }
     }
@@ -79,11 +117,11 @@ fn cut(line: &str) -> &str {
 }
 
 #[test]
-fn every_wanopt_command_of_the_readme_parses() {
+fn every_documented_wanopt_command_parses() {
     let examples = examples();
     assert!(
         examples.len() >= 30,
-        "only {} wanopt commands found in the README's shell blocks",
+        "only {} wanopt commands found in the pages' shell blocks",
         examples.len()
     );
     let mut failures = Vec::new();
@@ -101,7 +139,8 @@ fn every_wanopt_command_of_the_readme_parses() {
         let stdout = String::from_utf8_lossy(&out.stdout);
         if !out.status.success() || !stdout.contains("Usage:") {
             failures.push(format!(
-                "{}\n  -> {}",
+                "{}: {}\n  -> {}",
+                example.page,
                 example.line,
                 String::from_utf8_lossy(&out.stderr).trim()
             ));
@@ -109,13 +148,13 @@ fn every_wanopt_command_of_the_readme_parses() {
     }
     assert!(
         failures.is_empty(),
-        "README commands the binary does not take:\n{}",
+        "documented commands the binary does not take:\n{}",
         failures.join("\n")
     );
 }
 
 #[test]
-fn the_readme_commands_that_need_no_node_run_as_written() {
+fn the_documented_commands_that_need_no_node_run_as_written() {
     let dir = tempfile::tempdir().unwrap();
     let bin_dir = Path::new(BIN).parent().unwrap();
     let path = format!(
@@ -150,7 +189,8 @@ fn the_readme_commands_that_need_no_node_run_as_written() {
         let ok = code == Some(0) || (sub == Some("host-check") && code == Some(3));
         assert!(
             ok,
-            "README command failed ({code:?}): {}\n{}",
+            "{} command failed ({code:?}): {}\n{}",
+            example.page,
             example.line,
             String::from_utf8_lossy(&out.stderr)
         );
@@ -159,7 +199,7 @@ fn the_readme_commands_that_need_no_node_run_as_written() {
     for needed in ["keygen", "pubkey", "window", "host-check"] {
         assert!(
             ran.iter().any(|l| l.contains(needed)),
-            "no README `wanopt {needed}` example ran: {ran:?}"
+            "no documented `wanopt {needed}` example ran: {ran:?}"
         );
     }
 }

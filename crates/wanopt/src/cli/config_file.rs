@@ -192,31 +192,37 @@ impl FileConfig {
 mod tests {
     use super::*;
 
-    /// Every TOML block of the README parses as a config file, and its
-    /// `[[peer]]` keys are keys.
+    /// Every TOML block of the README and the docs parses as a config
+    /// file, and its `[[peer]]` keys are keys.
     #[test]
-    fn the_readme_config_examples_parse() {
-        let readme = include_str!("../../../../README.md");
-        let blocks: Vec<&str> = readme
-            .split("```toml\n")
-            .skip(1)
+    fn the_documented_config_examples_parse() {
+        let pages = [
+            include_str!("../../../../README.md"),
+            include_str!("../../../../docs/deploy.md"),
+            include_str!("../../../../docs/sites.md"),
+            include_str!("../../../../docs/configuration.md"),
+            include_str!("../../../../docs/install.md"),
+        ];
+        let blocks: Vec<&str> = pages
+            .iter()
+            .flat_map(|page| page.split("```toml\n").skip(1))
             .filter_map(|rest| rest.split("```").next())
             .collect();
         assert!(
             blocks.len() >= 2,
-            "the README has {} TOML blocks",
+            "the docs have {} TOML blocks",
             blocks.len()
         );
         let mut peers = 0;
         for block in blocks {
             let file: FileConfig = toml::from_str(block)
-                .unwrap_or_else(|e| panic!("README block does not parse: {e}\n{block}"));
+                .unwrap_or_else(|e| panic!("documented block does not parse: {e}\n{block}"));
             for peer in &file.peer {
                 wanopt_node::identity::PublicKey::from_base64(&peer.public_key)
                     .unwrap_or_else(|e| panic!("{}: {e}", peer.public_key));
                 peers += 1;
             }
         }
-        assert!(peers >= 4, "{peers} [[peer]] sections in the README");
+        assert!(peers >= 4, "{peers} [[peer]] sections in the docs");
     }
 }
