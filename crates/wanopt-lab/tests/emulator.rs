@@ -9,8 +9,8 @@
 //! torn down by a guard even on failure. The binary is also the lab's
 //! executable: invoked as `<this> lab ...` it runs the `wanopt lab`
 //! subcommands (the emulator, the generator), so the tests need no other
-//! binary. Needs root, iproute2, ethtool, iperf3 and tcpdump; skips (and
-//! says so) without root or a tool.
+//! binary. Needs root, iproute2, ethtool, iperf3 and tcpdump; fails, saying
+//! which, without root or a tool.
 
 use std::collections::BTreeSet;
 use std::net::UdpSocket;
@@ -937,12 +937,12 @@ fn main() {
         return;
     }
     if !nix::unistd::Uid::effective().is_root() {
-        println!("emulator tests skipped: they need root (network namespaces)");
-        return;
+        println!("emulator tests cannot run: they need root (network namespaces); run them as root, as scripts/test does");
+        std::process::exit(1);
     }
     if let Some(tool) = tool_missing() {
-        println!("emulator tests skipped: `{tool}` is not installed (apt-get install iproute2 ethtool iperf3 tcpdump iputils-ping)");
-        return;
+        println!("emulator tests cannot run: `{tool}` is not installed (apt-get install iproute2 ethtool iperf3 tcpdump iputils-ping; scripts/deps does)");
+        std::process::exit(1);
     }
     let mut failed = 0;
     let mut ran = 0;

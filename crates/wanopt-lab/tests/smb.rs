@@ -12,8 +12,8 @@
 //!
 //! Needs root, iproute2, ethtool, iptables, Samba and smbclient
 //! (`scripts/deps`), and the `wanopt` binary beside the tests' directory
-//! (`target/<profile>/wanopt`: `cargo build --release -p wanopt`); skips
-//! (and says so) without root. Namespaces: `${WANOPT_LAB_PREFIX}smb-`.
+//! (`target/<profile>/wanopt`: `cargo build --release -p wanopt`); fails,
+//! saying why, without them. Namespaces: `${WANOPT_LAB_PREFIX}smb-`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -196,12 +196,12 @@ fn main() {
         return;
     }
     if !nix::unistd::Uid::effective().is_root() {
-        println!("smb tests skipped: they need root (network namespaces)");
-        return;
+        println!("smb tests cannot run: they need root (network namespaces); run them as root, as scripts/test does");
+        std::process::exit(1);
     }
     if Command::new("smbclient").arg("--version").output().is_err() {
-        println!("smb tests skipped: no smbclient (scripts/deps installs Samba and smbclient)");
-        return;
+        println!("smb tests cannot run: no smbclient (scripts/deps installs Samba and smbclient)");
+        std::process::exit(1);
     }
     let filters: Vec<&String> = args
         .iter()

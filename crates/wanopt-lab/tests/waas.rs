@@ -9,10 +9,9 @@
 //! lab` subcommands: emulator, file server, client). The cold and warm
 //! modes need wanopt nodes: the test uses the `wanopt` binary next to its
 //! own directory (`target/<profile>/wanopt`, built by `cargo test
-//! --workspace`) when it exists and has data reduction, and otherwise
-//! checks the baseline and that cold/warm are reported as not measured.
+//! --workspace`), and fails when there is none with data reduction.
 //! Needs root and iproute2, ethtool, iptables, nginx, vsftpd, Samba, curl
-//! and smbclient (`scripts/deps`); skips (and says so) without root.
+//! and smbclient (`scripts/deps`); fails, saying why, without them.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -164,8 +163,7 @@ fn scenario_end_to_end() -> Result<(), String> {
     let (exe, optimized) = match wanopt_binary() {
         Some(bin) => (bin, true),
         None => {
-            println!("  no wanopt binary with data reduction beside the tests: baseline only");
-            (std::env::current_exe().map_err(|e| e.to_string())?, false)
+            return Err("no wanopt binary with data reduction beside the tests (target/<profile>/wanopt): build it first (cargo build -p wanopt, or cargo test --workspace)".into());
         }
     };
     let out = std::env::temp_dir().join(format!("wlw-waas-{}", std::process::id()));
@@ -311,8 +309,8 @@ fn main() {
         return;
     }
     if !nix::unistd::Uid::effective().is_root() {
-        println!("waas tests skipped: they need root (network namespaces)");
-        return;
+        println!("waas tests cannot run: they need root (network namespaces); run them as root, as scripts/test does");
+        std::process::exit(1);
     }
     let filters: Vec<&String> = args
         .iter()

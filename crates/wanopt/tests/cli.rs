@@ -750,7 +750,7 @@ fn flows_and_metrics_show_a_live_flow_with_its_service() {
 }
 
 /// Runs `promtool check metrics` on an exposition (Debian's `prometheus`
-/// package, which scripts/deps installs); skipped with a note without it.
+/// package, which scripts/deps installs); fails without it.
 fn promtool_check(metrics: &str) {
     let child = std::process::Command::new("promtool")
         .args(["check", "metrics"])
@@ -759,8 +759,7 @@ fn promtool_check(metrics: &str) {
         .stderr(std::process::Stdio::piped())
         .spawn();
     let Ok(mut child) = child else {
-        eprintln!("promtool not installed: exposition not linted (apt-get install prometheus)");
-        return;
+        panic!("promtool is not installed, the exposition cannot be linted: apt-get install prometheus (scripts/deps does)");
     };
     child
         .stdin

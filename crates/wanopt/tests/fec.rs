@@ -241,10 +241,7 @@ fn lab_download(link: &[&str], mb: u32) -> (serde_json::Value, serde_json::Value
 
 #[test]
 fn random_loss_on_a_lab_link_turns_fec_on_and_the_edge_rebuilds() {
-    if !is_root() {
-        eprintln!("skipped: needs root for network namespaces");
-        return;
-    }
+    common::require_root();
     // 3% random loss each way: FEC on at the core, which sends the
     // download, and the edge rebuilds part of what is lost (the lean code
     // of a bulk transfer); every byte arrives (checked by the download).

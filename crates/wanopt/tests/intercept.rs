@@ -325,10 +325,7 @@ fn serve(topo: &Topology, server: &str, port: u16, hold: bool) -> Arc<Mutex<Vec<
 
 #[test]
 fn flows_not_optimized_never_pass_the_forward_policy_tunnel_up_or_down() {
-    if !common::is_root() {
-        eprintln!("skipped: needs root for network namespaces");
-        return;
-    }
+    common::require_root();
     let mut topo = Topology::new("f");
     for server in [SERVER, SERVER6] {
         serve(&topo, server, OPTIMIZED, false);
@@ -461,10 +458,7 @@ fn ask_udp(topo: &Topology, server: &str, port: u16) -> Vec<(String, SocketAddr)
 
 #[test]
 fn transparent_udp_reaches_optimized_destinations_through_the_tunnel_only() {
-    if !common::is_root() {
-        eprintln!("skipped: needs root for network namespaces");
-        return;
-    }
+    common::require_root();
     let mut topo = Topology::new("u");
     for server in [SERVER, SERVER6] {
         serve_udp(&topo, server, OPTIMIZED);
@@ -519,10 +513,7 @@ fn raise_fd_limit() -> u64 {
 
 #[test]
 fn eight_thousand_open_connections_do_not_hang_new_ones() {
-    if !common::is_root() {
-        eprintln!("skipped: needs root for network namespaces");
-        return;
-    }
+    common::require_root();
     const OPEN: usize = 8_000;
     const NEW: usize = 400;
     // This process holds both ends' sockets (the clients' and the server's).

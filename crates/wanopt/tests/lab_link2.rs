@@ -130,10 +130,7 @@ fn link2_answers_at_its_rtt_and_each_link_can_be_cut_and_restored() {
         &["lab", "up", "--link2", "warp 9"],
         "bad --link2 up spec `warp 9`",
     );
-    if !common::is_root() {
-        eprintln!("skipped: needs root for network namespaces");
-        return;
-    }
+    common::require_root();
     let _ = wanopt(&["lab", "down"]);
     let _guard = Guard;
     let out = wanopt(&["lab", "up", "--rtt", "6ms", "--link2", "rtt 20ms"]);

@@ -27,10 +27,7 @@ fn a_direct_cell_writes_a_row_per_stream() {
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     let out = wanopt(&["lab", "run", "lossy", "--smoke", "--out", "/nonexistent"]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
-    if !common::is_root() {
-        eprintln!("skipped: needs root for network namespaces");
-        return;
-    }
+    common::require_root();
     let dir = std::env::temp_dir().join(format!("lab-realtime-{}", std::process::id()));
     let out = wanopt(&[
         "lab",

@@ -189,10 +189,7 @@ fn three_sites_each_carry_a_byte_exact_transfer_through_their_own_edge() {
     refused(&["lab", "addr", "client17"], "unknown lab node `client17`");
     let out = wanopt(&["lab", "addr", "client2"]);
     assert_eq!(text(&out.stdout).trim(), "198.18.21.2", "{out:?}");
-    if !common::is_root() {
-        eprintln!("skipped: needs root for network namespaces");
-        return;
-    }
+    common::require_root();
     let _ = wanopt(&["lab", "down"]);
     let _guard = Guard;
     let out = wanopt(&[

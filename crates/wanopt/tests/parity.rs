@@ -53,10 +53,7 @@ fn duplication(node: &str, control: &str) -> serde_json::Value {
 
 #[test]
 fn lost_datagrams_at_the_end_of_transfers_are_rebuilt_from_parity() {
-    if !common::is_root() {
-        eprintln!("skipped: needs root for network namespaces");
-        return;
-    }
+    common::require_root();
     let files = tempfile::tempdir().unwrap();
     let out = wanopt(&["lab", "waas-files", "--out", files.path().to_str().unwrap()]);
     assert!(out.status.success(), "{out:?}");

@@ -100,10 +100,7 @@ fn within(probe: u64, emulator: u64, what: &str) {
 
 #[test]
 fn probe_measures_what_the_emulator_does() {
-    if !common::is_root() {
-        eprintln!("skipped: needs root for network namespaces");
-        return;
-    }
+    common::require_root();
     // Loss: 3% each way on a 60 ms round trip.
     // No trains here: their datagrams would be in the emulator's counters.
     let lab = Lab::up(&["--rtt", "60ms", "--loss", "3%", "--seed", "7"]);

@@ -544,6 +544,16 @@ pub fn lab_wanopt(prefix: &str, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// Fails the test unless it runs as root: the lab's network namespaces
+/// need it (`scripts/test` runs as root; a test that cannot run fails
+/// rather than passing unseen).
+pub fn require_root() {
+    assert!(
+        is_root(),
+        "this test needs root (network namespaces): run it as root, as scripts/test does"
+    );
+}
+
 /// Whether the tests run as root (the lab's network namespaces need it).
 pub fn is_root() -> bool {
     Command::new("id")
