@@ -434,4 +434,31 @@ mod tests {
         }
         assert_eq!(sent, MIN_BURST_SIZE as usize);
     }
+
+    #[test]
+    fn window_held_time_banks_at_most_one_burst() {
+        let mtu = 1500u16;
+        let rate = 1_250_000u64; // 10 Mbit/s
+        let rtt = Duration::from_millis(200);
+        let t0 = Instant::now();
+        let mut pacer = Pacer::new(rtt, 100_000, mtu, t0);
+        while pacer.delay_at_rate(rate, rtt, 1500, mtu, t0).is_none() {
+            pacer.on_transmit(1500);
+        }
+        // Held by the window for 300 ms (ProbeRTT, say), polled as acks
+        // arrive: only the last burst of that time earns tokens.
+        for ms in (10..=300).step_by(10) {
+            pacer.window_blocked(t0 + Duration::from_millis(ms));
+        }
+        let t1 = t0 + Duration::from_millis(300);
+        let mut sent = 0u64;
+        while pacer.delay_at_rate(rate, rtt, 1500, mtu, t1).is_none() {
+            pacer.on_transmit(1500);
+            sent += 1500;
+            assert!(sent < 1_000_000);
+        }
+        // 16 ms at 10 Mbit/s is 20 kB; a round trip's worth would be 250 kB.
+        let burst = (rate as u128 * RATE_BURST_NANOS / 1_000_000_000) as u64;
+        assert!(sent <= burst + 1500, "{sent} bytes at once");
+    }
 }
