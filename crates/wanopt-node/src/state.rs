@@ -151,8 +151,7 @@ pub struct BbrStatus {
     pub pacing_mbps: Option<f64>,
     /// Propagation delay estimate (the windowed min RTT), milliseconds.
     pub min_rtt_ms: Option<f64>,
-    /// Whether the path's rate is judged to move (a cellular link): the
-    /// window is then bounded to the recent rate plus a short queue.
+    /// Whether the path's rate is judged to move (a cellular link).
     #[serde(default)]
     pub moving: bool,
 }

@@ -136,7 +136,7 @@ fn tunnel_metrics(m: &mut Exposition, s: &Status) {
     m.metric(
         "tunnel_rate_moving",
         "gauge",
-        "1 while BBR judges the path's rate to move (a cellular link) and bounds its window to the recent rate plus a short queue, else 0.",
+        "1 while BBR judges the path's rate to move (a cellular link): it paces at least at the recent delivery rate and keeps an in-flight ceiling after congestive loss; else 0.",
         &per_peer(s, |p| Some(f64::from(u8::from(p.bbr.as_ref()?.moving)))),
     );
     m.metric(

@@ -30,8 +30,7 @@ pub struct BbrModel {
     pub filled_rounds: u64,
     /// The random loss rate the controller learned (0..1).
     pub random_loss: f64,
-    /// Whether the path's rate is judged to move (a cellular link), the
-    /// window then bounded to the recent rate plus a short queue.
+    /// Whether the path's rate is judged to move (a cellular link).
     pub moving: bool,
     /// The counter the datagram layer tells the controller of packets
     /// the peer's FEC rebuilt by ([`Bbr::repaired`]; live).

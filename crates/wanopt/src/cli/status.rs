@@ -239,7 +239,7 @@ pub fn status(args: &QueryArgs) -> anyhow::Result<()> {
                     bbr.mode,
                     rate_text(bbr.bandwidth_mbps * 1e6),
                     if bbr.moving {
-                        ", rate moving (window bounded to the recent rate)"
+                        ", rate moving (a cellular link)"
                     } else {
                         ""
                     }

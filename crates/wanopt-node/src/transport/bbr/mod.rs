@@ -38,8 +38,8 @@
 //!   simulated 100 Mbit/s, 100 ms path with 3% random loss this took the
 //!   time to 90% of the rate from 15 s to 1.8 s, and the goodput at 5% from
 //!   80-85% of the link to 92%.
-//! - On a path whose rate moves (a cellular link), the window is bounded to
-//!   the recent delivery rate plus a short queue (`moving.rs`).
+//! - The window is bounded to the recent delivery rate plus a short queue,
+//!   which a path whose rate moves (a cellular link) needs (`moving.rs`).
 //!
 //! The phases are in their own files: `startup.rs` (STARTUP and DRAIN),
 //! `probe_bw.rs`, `probe_rtt.rs` (with the min RTT filter), and beside them
@@ -319,8 +319,9 @@ impl Bbr {
         self.loss.usual()
     }
 
-    /// Whether the path's rate is judged to move, and the window bounded to
-    /// the recent rate plus a short queue (`moving.rs`).
+    /// Whether the path's rate is judged to move (`moving.rs`): its pacing
+    /// then never falls below the recent rate, and a congestive loss sets
+    /// an in-flight ceiling.
     pub fn moving(&self) -> bool {
         self.moving.active()
     }

@@ -11,9 +11,8 @@
 //! of the literature (Sprout, Copa) keep a fraction of that queue at 90-95%
 //! of BBR's rate.
 //!
-//! This module measures whether the path's rate moves and, while it does,
-//! bounds the window to what the last few rounds delivered plus a target
-//! queue:
+//! This module bounds the window to what the last few rounds delivered plus
+//! a target queue, and measures whether the path's rate moves:
 //!
 //! - **The delivery rate of an interval** (bytes acknowledged over at least
 //!   [`AVERAGE_INTERVAL`], taken at round starts): a cellular link delivers
@@ -21,17 +20,22 @@
 //!   and a round's median delivery-rate sample reads well below what the
 //!   round delivered; on a 5 Mbit/s trace the median-based estimate sank to
 //!   1 Mbit/s and BBR's 1.25 probe, measured the same way, never raised it.
-//! - **Moving or not**: the smoothed relative deviation of those rates from
-//!   their smoothed mean. A fixed-rate path, even with random loss and
-//!   10-20 ms of jitter, stays below [`MOVING_ABOVE`]; recorded cellular
-//!   traces go well above it. Only a moving path gets the bound, so BBR on a
-//!   fixed-rate path is what it was.
-//! - **The bound**: `recent × (min_rtt + queue target) × pacing gain`, where
-//!   `recent` is the best of the last [`RECENT_ROUNDS`] rounds' interval
-//!   rates and high (90th percentile) samples, and the pacing gain lets
-//!   ProbeBW's 1.25 phase probe above it. While the path moves, the pacing
-//!   rate is at least `recent` too, so a probe is never held by a stale low
-//!   estimate.
+//! - **The bound**, from the end of STARTUP on every path: `recent ×
+//!   (min_rtt + queue target) × pacing gain`, where `recent` is the best of
+//!   the last [`RECENT_ROUNDS`] rounds' interval rates and high (90th
+//!   percentile) samples, and the pacing gain lets ProbeBW's 1.25 phase
+//!   probe above it. On a fixed-rate path it sits above what BBR keeps in
+//!   flight (at least 1.5 BDP) and rarely binds; when the rate falls, it
+//!   follows within a few rounds where BBR's ten-round estimate keeps the
+//!   old rate's window. (Applied only once a path was judged to move, it
+//!   let the first steady seconds of a recorded LTE trace fill the buffer.)
+//! - **Moving or not**: the smoothed relative deviation of the interval
+//!   rates from their smoothed mean while cruising. A fixed-rate path, even
+//!   with random loss and 10-20 ms of jitter, stays below [`MOVING_ABOVE`];
+//!   recorded cellular traces go well above it. While the path moves, the
+//!   pacing rate is at least `recent` too, so a probe is never held by a
+//!   stale low estimate, and a congestive loss sets an in-flight ceiling (a
+//!   shallow buffer).
 
 use std::time::{Duration, Instant};
 
@@ -74,12 +78,13 @@ const SMOOTHING: f64 = 1.0 / 8.0;
 /// Whether the moving-bottleneck bound applies.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MovingPolicy {
-    /// When the path's rate is measured to move (the default).
+    /// The bound on every path, the pacing floor and the loss ceiling
+    /// when the path's rate is measured to move (the default).
     #[default]
     Auto,
-    /// Never: BBR v1's window alone.
+    /// None of it: BBR v1's window alone.
     Never,
-    /// From the end of STARTUP, whatever the path.
+    /// All of it from the end of STARTUP, whatever the path.
     Always,
 }
 
@@ -190,7 +195,7 @@ impl MovingBottleneck {
         }
     }
 
-    /// Whether the bound applies now.
+    /// Whether the path is judged to move (or the policy says it does).
     pub(super) fn active(&self) -> bool {
         match self.policy {
             MovingPolicy::Auto => self.moving,
@@ -215,14 +220,14 @@ impl MovingBottleneck {
         self.recent.get()
     }
 
-    /// The window bound while active: `recent × (min_rtt + target) ×
-    /// gain`, the target the larger of [`QUEUE_TARGET`] and half the min
-    /// RTT, and at most the in-flight ceiling of the last congestive loss;
-    /// `None` when not active or nothing is measured yet.
+    /// The window bound: `recent × (min_rtt + target) × gain`, the target
+    /// the larger of [`QUEUE_TARGET`] and half the min RTT, and at most the
+    /// in-flight ceiling of the last congestive loss; `None` under
+    /// [`MovingPolicy::Never`] or before anything is measured.
     pub(super) fn window_bound(&self, min_rtt: Option<Duration>, gain: f64) -> Option<u64> {
         let recent = self.recent.get();
         let rtt = min_rtt?;
-        if !self.active() || recent == 0 {
+        if self.policy == MovingPolicy::Never || recent == 0 {
             return None;
         }
         let target = QUEUE_TARGET.max(rtt / 2);
@@ -253,9 +258,14 @@ mod tests {
         let mut steady = MovingBottleneck::new(MovingPolicy::Auto);
         feed(&mut steady, 11_000_000, 12_000_000, 40);
         assert!(!steady.active(), "{}", steady.variability());
-        assert!(steady
+        // The bound holds on a steady path too, above its BDP.
+        let steady_bound = steady
             .window_bound(Some(Duration::from_millis(60)), 1.0)
-            .is_none());
+            .unwrap_or(0);
+        assert!(
+            (1_150_000..=1_250_000).contains(&steady_bound),
+            "{steady_bound}"
+        );
         let mut wandering = MovingBottleneck::new(MovingPolicy::Auto);
         feed(&mut wandering, 200_000, 1_500_000, 40);
         assert!(wandering.active(), "{}", wandering.variability());
