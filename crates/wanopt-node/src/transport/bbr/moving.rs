@@ -69,6 +69,13 @@ pub(super) const MOVING_HOLD: Duration = Duration::from_secs(60);
 /// less is taken off).
 pub(super) const LOSS_CEILING: f64 = 0.85;
 
+/// A clean round raises the in-flight ceiling by 1/this of it, back from
+/// 0.85 to the level that lost in about five rounds (a sixteenth regrew it
+/// into the next loss within a second behind a 100 KB buffer: 5.5% of the
+/// packets dropped on a recorded 16.7 Mbit/s trace in the simulation, 3.4%
+/// at a thirty-second, 2.1% at a sixty-fourth but 7% less rate).
+pub(super) const CEILING_GROWTH: u64 = 32;
+
 /// Interval rates before the judgement is made.
 const MIN_INTERVALS: u32 = 8;
 
@@ -100,8 +107,9 @@ pub(super) struct MovingBottleneck {
     mean: f64,
     deviation: f64,
     intervals: u32,
-    /// The in-flight ceiling a congestive loss set, raised by a sixteenth
-    /// each clean round after (a shallow buffer: BBRv3's `inflight_hi`).
+    /// The in-flight ceiling a congestive loss set, raised by
+    /// 1/[`CEILING_GROWTH`] each clean round after (a shallow buffer:
+    /// BBRv3's `inflight_hi`).
     inflight_hi: Option<u64>,
     /// Moving until then, at least.
     moving_until: Option<Instant>,
@@ -180,8 +188,8 @@ impl MovingBottleneck {
     /// A round ended: it lost to congestion (`congested`) with at most
     /// `max_in_flight` bytes in flight, or not. While the path moves, a
     /// congested round sets the in-flight ceiling to [`LOSS_CEILING`] of
-    /// that, and every clean round raises it by a sixteenth (at least
-    /// `mtu`).
+    /// that, and every clean round raises it by 1/[`CEILING_GROWTH`] (at
+    /// least `mtu`).
     pub(super) fn on_round_end(&mut self, congested: bool, max_in_flight: u64, mtu: u64) {
         if !self.active() {
             self.inflight_hi = None;
@@ -191,7 +199,7 @@ impl MovingBottleneck {
             let ceiling = (max_in_flight as f64 * LOSS_CEILING) as u64;
             self.inflight_hi = Some(ceiling.max(4 * mtu));
         } else if let Some(hi) = self.inflight_hi {
-            self.inflight_hi = Some(hi.saturating_add((hi / 16).max(mtu)));
+            self.inflight_hi = Some(hi.saturating_add((hi / CEILING_GROWTH).max(mtu)));
         }
     }
 
