@@ -1,10 +1,13 @@
 //! The choice for each chunk: a reference when the peer holds it (or was
-//! sent it on this flow), else a delta against a chunk like it, else a
-//! literal; and what is kept of a chunk once it is sent.
+//! sent it on this flow), else a delta against a chunk like it when that
+//! beats the literal, else a literal; and what is kept of a chunk once it
+//! is sent.
 
+use crate::compress::Codec;
 use crate::fingerprint::Fingerprint;
 use crate::frame::DataRepr;
 
+use super::compression::Compression;
 use super::state::Core;
 
 /// Bytes of appends the local store must be able to take before it could
@@ -13,62 +16,34 @@ use super::state::Core;
 const REPAIR_MARGIN: u64 = 128 << 20;
 
 impl Core {
-    /// What a delta of `chunk` would be against: what followed the
-    /// previous chunk when this stream last passed, or a stored chunk with
-    /// the same first or last 64 bytes.
-    pub(super) fn delta_base(&self, chunk: &[u8]) -> Option<Fingerprint> {
-        let shared = self.cache.lock();
-        self.cursor
-            .and_then(|c| shared.store.successor(&c))
-            .or_else(|| shared.store.similar(chunk))
-    }
-
-    /// Whether the peer holds the chunk (or was sent it in this flow).
-    pub(super) fn peer_holds(&self, fingerprint: &Fingerprint) -> bool {
-        self.flow_sent.contains_key(fingerprint)
-            || self.cache.lock().peer.position(fingerprint).is_some()
-    }
-
-    pub(super) fn encode_chunk(&mut self, chunk: &[u8], out: &mut Vec<u8>) {
+    /// Encode the chunk `chunk`, whose first `sent` bytes went out as
+    /// pieces already.
+    pub(super) fn encode_chunk(&mut self, chunk: &[u8], sent: usize, out: &mut Vec<u8>) {
         let fingerprint = Fingerprint::of(chunk);
         self.stats.chunks += 1;
         // Where the peer holds it (for spans); a chunk first sent in this
         // flow may not be acknowledged yet, and is referred to on its own.
-        let in_flow = self.flow_sent.contains_key(&fingerprint);
-        let (position, held_locally) = {
-            let shared = self.cache.lock();
-            let position = if in_flow {
-                None
-            } else {
-                shared.peer.position(&fingerprint)
-            };
-            let held = (in_flow || position.is_some())
-                && shared.store.holds_for(&fingerprint, REPAIR_MARGIN);
-            (position, held)
-        };
-        let peer_holds = in_flow || position.is_some();
-        if self.pieces_sent > 0 {
+        let holding = self.view.locate(&fingerprint, REPAIR_MARGIN);
+        if sent > 0 {
             // Its start is out as pieces: the rest completes it, by
             // reference when the peer holds the chunk and there is a rest.
-            let sent = self.pieces_sent.min(chunk.len());
-            self.pieces_sent -= sent;
-            if peer_holds && sent < chunk.len() {
+            if holding.peer && sent < chunk.len() {
                 self.flush_pending(out);
                 DataRepr::PieceRef {
                     fingerprint,
                     raw_len: chunk.len() as u32,
                 }
                 .emit(out);
-                self.retain_reference(fingerprint, chunk, held_locally);
+                self.retain_reference(fingerprint, chunk, holding.local);
                 self.stats.referenced_bytes -= sent as u64;
                 return;
             }
             // Or a delta against a chunk like it (an upload of a file just
             // downloaded, behind its own request line).
             let base = (sent < chunk.len())
-                .then(|| self.delta_base(chunk))
+                .then(|| self.deltas.base_for(&self.view, chunk))
                 .flatten();
-            self.cursor = base;
+            self.deltas.set_cursor(base);
             if !base.is_some_and(|base| self.try_delta(fingerprint, base, chunk, sent, out)) {
                 if sent < chunk.len() && self.streams_next_literal() {
                     // The rest goes into the flow's stream with what
@@ -76,75 +51,108 @@ impl Core {
                     // behind its header cost up to 1.2% of the file).
                     self.flush_span(out);
                     self.flush_run(out);
-                    self.run_rest = Some(chunk.len() as u32);
+                    self.run.begin_with_rest(chunk.len() as u32);
                     self.gather(fingerprint, &chunk[sent..], out);
                 } else {
                     self.piece(chunk.len() as u32, &chunk[sent..], out);
                 }
             }
-            self.note_sent(fingerprint, chunk);
+            self.view.note_sent(fingerprint, chunk, &mut self.stats);
             return;
         }
-        if peer_holds {
+        if holding.peer {
             self.flush_run(out);
-            self.reference(fingerprint, chunk.len(), position, out);
-            self.retain_reference(fingerprint, chunk, held_locally);
+            self.reference(fingerprint, chunk.len(), holding.position, out);
+            self.retain_reference(fingerprint, chunk, holding.local);
             return;
         }
         // What followed the previous chunk when this stream last passed:
         // likely the version of this chunk before an edit.
         // Or, at the start of a stream or after another literal, a stored
         // chunk with the same first or last 64 bytes.
-        let base = self.delta_base(chunk);
-        self.cursor = base;
+        let base = self.deltas.base_for(&self.view, chunk);
+        self.deltas.set_cursor(base);
         if !base.is_some_and(|base| self.try_delta(fingerprint, base, chunk, 0, out)) {
             self.literal(fingerprint, chunk, out);
         }
-        self.note_sent(fingerprint, chunk);
+        self.view.note_sent(fingerprint, chunk, &mut self.stats);
     }
 
     /// After a reference to `chunk`: what a repair needs, and the cursor.
-    pub(super) fn retain_reference(
-        &mut self,
-        fingerprint: Fingerprint,
-        chunk: &[u8],
-        held_locally: bool,
-    ) {
+    fn retain_reference(&mut self, fingerprint: Fingerprint, chunk: &[u8], held_locally: bool) {
         // A repair, should the peer need one, is read from the local
         // store when it holds the chunk far from eviction; only the
         // others are copied (a copy per chunk was a tenth of a warm
         // flow's encoding time).
         if !held_locally {
-            self.retained
-                .insert(fingerprint, chunk, self.config.retain_bytes);
+            self.retained.insert(fingerprint, chunk);
         }
         self.stats.references += 1;
         self.stats.referenced_bytes += chunk.len() as u64;
-        self.cursor = Some(fingerprint);
+        self.deltas.set_cursor(Some(fingerprint));
     }
 
-    /// Keeps a chunk just sent in full (literal, delta or pieces) in the
-    /// local store, to be named in the next `Sent`, and remembers it for
-    /// the rest of the flow.
-    pub(super) fn note_sent(&mut self, fingerprint: Fingerprint, chunk: &[u8]) {
-        if self.config.store_sent {
-            // The literal is in `out`, or in the run that goes out before
-            // this call ends: the peer stores it on receipt;
-            // our copy lets it reference the chunk back to us. Written with
-            // the others of this call before the `Ack` (`emit_stored`).
-            match self.cache.lock().store.insert_buffered(fingerprint, chunk) {
-                Ok(position) => self.stored.push((fingerprint, position)),
-                Err(_) => self.stats.store_errors += 1,
-            }
+    /// Send `chunk` as a delta against `base` if the peer holds `base` and
+    /// the delta is smaller than the literal would be.
+    /// `sent`: the chunk's first bytes already went as pieces (the delta
+    /// then completes them, and must beat the rest sent alone).
+    fn try_delta(
+        &mut self,
+        fingerprint: Fingerprint,
+        base: Fingerprint,
+        chunk: &[u8],
+        sent: usize,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        let level = match self.compressor.setting() {
+            Compression::Off => return false,
+            Compression::Lz4 => 1,
+            other => other.zstd_level().unwrap_or(1),
+        };
+        if self.stream_holds(&base) {
+            // The next run's compressor sees the base in its history and
+            // everything else sent lately too: a delta (the base alone as
+            // its dictionary) would cost more, and its own context.
+            return false;
         }
-        if self.flow_sent.insert(fingerprint, ()).is_none() {
-            self.flow_order.push_back(fingerprint);
-            if self.flow_order.len() > self.config.max_flow_chunks {
-                if let Some(old) = self.flow_order.pop_front() {
-                    self.flow_sent.remove(&old);
+        let Some(delta_len) = self.deltas.compute(&self.view, &base, chunk, level) else {
+            return false;
+        };
+        // A delta frame carries 31 bytes more than a literal's header; it
+        // must beat the literal. Tiny deltas need no comparison.
+        let rest = &chunk[sent..];
+        let worth = delta_len < rest.len() / 16 || {
+            let alone = match self.compressor.compress(rest) {
+                Codec::Raw => rest.len(),
+                Codec::Lz4 | Codec::Zstd | Codec::Lzma | Codec::Ppmd => {
+                    self.compressor.compressed().len()
                 }
+            };
+            // In a stream run the chunk costs what the stream's runs cost
+            // lately, often less than compressed alone: a delta against a
+            // merely similar chunk gives up the stream's context for it.
+            let in_stream = self
+                .stream_ratio()
+                .map_or(alone, |ratio| (ratio * rest.len() as f64).ceil() as usize);
+            delta_len + 31 < alone.min(in_stream)
+        };
+        if worth {
+            self.flush_pending(out);
+            DataRepr::Delta {
+                target: fingerprint,
+                base,
+                raw_len: chunk.len() as u32,
+                bytes: self.deltas.delta(delta_len),
+                after_pieces: sent > 0,
             }
+            .emit(out);
+            // Kept for a repair: the peer asks for the chunk itself when
+            // its copy of the base turns out damaged.
+            self.retained.insert(fingerprint, chunk);
+            self.stats.deltas += 1;
+            self.stats.delta_bytes += chunk.len() as u64;
         }
+        worth
     }
 }
 

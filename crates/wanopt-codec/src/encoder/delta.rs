@@ -1,89 +1,93 @@
-//! Deltas: a chunk sent as its difference to a base chunk the peer holds,
-//! when that beats the literal.
+//! Deltas: a chunk sent as its difference to a base chunk the peer
+//! holds. The base is what followed the previous chunk when the stream
+//! last passed (the cursor), or a stored chunk like it; whether the delta
+//! beats the literal is the chunk's choice (`chunk.rs`).
 
-use crate::compress::{delta_compress, Codec};
+use crate::compress::delta_compress;
 use crate::fingerprint::Fingerprint;
-use crate::frame::DataRepr;
 
-use super::compression::Compression;
-use super::state::Core;
+use super::view::FlowView;
 
-impl Core {
-    /// Send `chunk` as a delta against `base` if the peer holds `base` and
-    /// the delta is smaller than the literal would be.
-    /// `sent`: the chunk's first bytes already went as pieces (the delta
-    /// then completes them, and must beat the rest sent alone).
-    pub(super) fn try_delta(
+/// The delta encoder's cursor and buffers.
+#[derive(Debug, Default)]
+pub(super) struct Deltas {
+    /// The chunk the stream passed last (referenced, or the base of the
+    /// last delta tried): what followed it when the stream last passed is
+    /// the likely old version of the next chunk.
+    cursor: Option<Fingerprint>,
+    /// The base read from the store.
+    base: Vec<u8>,
+    /// The last delta computed.
+    delta: Vec<u8>,
+}
+
+impl Deltas {
+    /// What a delta of `chunk` would be against: what followed the
+    /// previous chunk when this stream last passed, or a stored chunk
+    /// with the same first or last 64 bytes.
+    pub(super) fn base_for(&self, view: &FlowView, chunk: &[u8]) -> Option<Fingerprint> {
+        view.delta_base(self.cursor, chunk)
+    }
+
+    /// The chunk the stream passed last.
+    pub(super) fn set_cursor(&mut self, cursor: Option<Fingerprint>) {
+        self.cursor = cursor;
+    }
+
+    /// The delta of `chunk` against `base` at compression `level`, if the
+    /// peer holds `base` and the local store gives it: its length (the
+    /// bytes are [`Deltas::delta`]).
+    pub(super) fn compute(
         &mut self,
-        fingerprint: Fingerprint,
-        base: Fingerprint,
+        view: &FlowView,
+        base: &Fingerprint,
         chunk: &[u8],
-        sent: usize,
-        out: &mut Vec<u8>,
-    ) -> bool {
-        let level = match self.config.compression {
-            Compression::Off => return false,
-            Compression::Lz4 => 1,
-            other => other.zstd_level().unwrap_or(1),
-        };
-        if self.stream_holds(&base) {
-            // The next run's compressor sees the base in its history and
-            // everything else sent lately too: a delta (the base alone as
-            // its dictionary) would cost more, and its own context.
-            return false;
+        level: i32,
+    ) -> Option<usize> {
+        self.base.clear();
+        if !view.read_base(base, &mut self.base) {
+            return None;
         }
-        let mut base_data = std::mem::take(&mut self.base_scratch);
-        base_data.clear();
-        let usable = {
-            let mut shared = self.cache.lock();
-            (self.flow_sent.contains_key(&base) || shared.peer.holds(&base))
-                && shared.store.get(&base, &mut base_data).unwrap_or(false)
-        };
-        let mut delta = std::mem::take(&mut self.delta_scratch);
-        let delta_len = if usable {
-            delta_compress(chunk, &base_data, level, &mut delta)
-        } else {
-            None
-        };
-        self.base_scratch = base_data;
-        let Some(delta_len) = delta_len else {
-            self.delta_scratch = delta;
-            return false;
-        };
-        // A delta frame carries 31 bytes more than a literal's header; it
-        // must beat the literal. Tiny deltas need no comparison.
-        let rest = &chunk[sent..];
-        let worth = delta_len < rest.len() / 16 || {
-            let alone = match self.compress(rest) {
-                Codec::Raw => rest.len(),
-                Codec::Lz4 | Codec::Zstd | Codec::Lzma | Codec::Ppmd => self.compressed_len,
-            };
-            // In a stream run the chunk costs what the stream's runs cost
-            // lately, often less than compressed alone: a delta against a
-            // merely similar chunk gives up the stream's context for it.
-            let in_stream = self
-                .stream_ratio()
-                .map_or(alone, |ratio| (ratio * rest.len() as f64).ceil() as usize);
-            delta_len + 31 < alone.min(in_stream)
-        };
-        if worth {
-            self.flush_pending(out);
-            DataRepr::Delta {
-                target: fingerprint,
-                base,
-                raw_len: chunk.len() as u32,
-                bytes: &delta[..delta_len],
-                after_pieces: sent > 0,
-            }
-            .emit(out);
-            // Kept for a repair: the peer asks for the chunk itself when
-            // its copy of the base turns out damaged.
-            self.retained
-                .insert(fingerprint, chunk, self.config.retain_bytes);
-            self.stats.deltas += 1;
-            self.stats.delta_bytes += chunk.len() as u64;
-        }
-        self.delta_scratch = delta;
-        worth
+        delta_compress(chunk, &self.base, level, &mut self.delta)
+    }
+
+    /// The first `len` bytes of the last delta computed.
+    pub(super) fn delta(&self, len: usize) -> &[u8] {
+        &self.delta[..len]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compress::delta_decompress;
+    use crate::encoder::tests::{noise, peers};
+    use crate::stats::EncoderStats;
+    use crate::EncoderConfig;
+
+    #[test]
+    fn a_delta_is_computed_only_against_a_base_the_peer_holds() {
+        let peers = peers();
+        let mut view = FlowView::new(peers.local.clone(), &EncoderConfig::default());
+        let base = noise(16 << 10, 1);
+        let mut edited = base.clone();
+        edited[8 << 10] ^= 1;
+        let base_fp = Fingerprint::of(&base);
+        let mut deltas = Deltas::default();
+        assert_eq!(deltas.compute(&view, &base_fp, &edited, 1), None);
+
+        // Sent on this flow (and kept locally): the peer holds it.
+        view.note_sent(base_fp, &base, &mut EncoderStats::default());
+        view.emit_sent(&mut Vec::new(), &mut EncoderStats::default());
+        let len = deltas.compute(&view, &base_fp, &edited, 1).unwrap();
+        assert!(len < 100, "{len}");
+        let mut decoded = vec![0; edited.len()];
+        let decoded_len = delta_decompress(deltas.delta(len), &base, &mut decoded);
+        assert_eq!(decoded_len, Some(edited.len()));
+        assert_eq!(decoded, edited);
+
+        // The stored chunk like it is the base, whatever the cursor.
+        deltas.set_cursor(Some(Fingerprint::of(b"not stored")));
+        assert_eq!(deltas.base_for(&view, &edited), Some(base_fp));
     }
 }

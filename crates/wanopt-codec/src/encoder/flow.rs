@@ -2,17 +2,17 @@
 //! encoder.
 
 use crate::cache::PeerCache;
-use crate::chunker::{Chunker, ChunkerConfigError, StreamChunker};
+use crate::chunker::ChunkerConfigError;
 use crate::control::ControlRepr;
 use crate::fingerprint::Fingerprint;
-use crate::frame::{emit_span_list, DataRepr};
+use crate::frame::{DataRepr, VERSION};
 use crate::stats::EncoderStats;
 
+use super::chunking::Chunking;
 use super::compression::Compression;
 use super::config::EncoderConfig;
 use super::error::PeerControlError;
 use super::state::Core;
-use super::stream::LiteralStream;
 
 /// Encodes one direction of one flow. Sans-IO: bytes in, bytes out.
 ///
@@ -23,18 +23,23 @@ use super::stream::LiteralStream;
 #[derive(Debug)]
 pub struct Encoder {
     core: Core,
-    chunker: StreamChunker,
+    chunking: Chunking,
+    /// The preamble was written.
+    started: bool,
+    /// `End` was written.
     finished: bool,
+    /// The peer's decoder delivered everything up to `End`.
     peer_done: bool,
 }
 
 impl Encoder {
     /// An encoder for a new flow to the peer of `cache`.
     pub fn new(cache: PeerCache, config: EncoderConfig) -> Result<Self, ChunkerConfigError> {
-        let chunker = StreamChunker::new(Chunker::new(config.chunker)?);
+        let chunking = Chunking::new(config.chunker)?;
         Ok(Encoder {
             core: Core::new(cache, config),
-            chunker,
+            chunking,
+            started: false,
             finished: false,
             peer_done: false,
         })
@@ -44,7 +49,12 @@ impl Encoder {
     /// anything else (such as the local decoder's control frames) to the
     /// stream; every other method calls it too.
     pub fn start(&mut self, out: &mut Vec<u8>) {
-        self.core.start(out);
+        if !self.started {
+            let before = out.len();
+            DataRepr::Preamble { version: VERSION }.emit(out);
+            self.core.stats.wan_bytes_out += (out.len() - before) as u64;
+            self.started = true;
+        }
     }
 
     /// Encode `input`. Frames for every chunk that is now decided are
@@ -55,32 +65,28 @@ impl Encoder {
     pub fn push(&mut self, input: &[u8], out: &mut Vec<u8>) {
         debug_assert!(!self.finished, "push after finish");
         let before = out.len();
-        self.core.start(out);
+        self.start(out);
         self.core.stats.lan_bytes_in += input.len() as u64;
         let core = &mut self.core;
-        self.chunker
-            .push(input, |chunk| core.encode_chunk(chunk, out));
+        self.chunking
+            .push(input, |chunk, sent| core.encode_chunk(chunk, sent, out));
         // A pending span waits: a file read in 128 KiB pieces crosses as
         // one span per 256 chunks, not one per read. It costs no delay the
         // chunker's held-back chunk does not already cost.
         self.core.flush_run(out);
-        self.core.emit_stored(out);
+        self.core.view.emit_sent(out, &mut self.core.stats);
         self.core.stats.wan_bytes_out += (out.len() - before) as u64;
     }
 
     /// Change how the following literals are compressed (the node picks by
     /// the tunnel's rate). The peer decodes every codec whatever the choice.
     pub fn set_compression(&mut self, compression: Compression) {
-        if self.core.config.compression != compression {
-            self.core.config.compression = compression;
-            self.core.skip_compression = 0;
-            self.core.compress_backoff = 0;
-        }
+        self.core.compressor.set_setting(compression);
     }
 
     /// The compression in use.
     pub fn compression(&self) -> Compression {
-        self.core.config.compression
+        self.core.compressor.setting()
     }
 
     /// Encode the pending bytes now (call when the LAN side goes idle, so
@@ -88,18 +94,19 @@ impl Encoder {
     /// where the flush happened).
     pub fn flush(&mut self, out: &mut Vec<u8>) {
         let before = out.len();
-        self.core.start(out);
+        self.start(out);
         let core = &mut self.core;
-        self.chunker.flush(|chunk| core.encode_chunk(chunk, out));
+        self.chunking
+            .flush(|chunk, sent| core.encode_chunk(chunk, sent, out));
         self.core.flush_pending(out);
-        self.core.emit_stored(out);
+        self.core.view.emit_sent(out, &mut self.core.stats);
         self.core.stats.wan_bytes_out += (out.len() - before) as u64;
     }
 
     /// Bytes held back (the chunk being cut) that have not gone out as
     /// [`Encoder::send_held`] pieces.
     pub fn held_len(&self) -> usize {
-        self.chunker.pending_len() - self.core.pieces_sent
+        self.chunking.unsent_len()
     }
 
     /// Send the bytes held back now, as a `Piece`, without cutting their
@@ -117,26 +124,29 @@ impl Encoder {
     /// With nothing held that has not gone as pieces, it only sends what
     /// was decided before (a pending span or run), keeping the chunk open.
     pub fn send_held(&mut self, out: &mut Vec<u8>) {
-        let held = self.chunker.pending();
-        if held.len() <= self.core.pieces_sent {
+        if self.chunking.held().len() <= self.chunking.pieces_sent() {
             let before = out.len();
             self.core.flush_pending(out);
-            self.core.emit_stored(out);
+            self.core.view.emit_sent(out, &mut self.core.stats);
             self.core.stats.wan_bytes_out += (out.len() - before) as u64;
             return;
         }
-        if self.core.pieces_sent == 0 && self.core.peer_holds(&Fingerprint::of(held)) {
+        if self.chunking.pieces_sent() == 0
+            && self
+                .core
+                .view
+                .peer_holds(&Fingerprint::of(self.chunking.held()))
+        {
             self.flush(out);
             return;
         }
         let before = out.len();
-        self.core.start(out);
+        self.start(out);
         // Whatever was decided before the held bytes goes first.
         self.core.flush_pending(out);
-        self.core.emit_stored(out);
-        let bytes = &held[self.core.pieces_sent..];
-        self.core.piece(0, bytes, out);
-        self.core.pieces_sent = held.len();
+        self.core.view.emit_sent(out, &mut self.core.stats);
+        self.core.piece(0, self.chunking.unsent(), out);
+        self.chunking.mark_sent();
         self.core.stats.wan_bytes_out += (out.len() - before) as u64;
     }
 
@@ -150,7 +160,7 @@ impl Encoder {
         self.flush(out);
         // No more literals: free the stream's compressor (about 10 MiB at
         // the slow levels) while the flow waits for the peer's `Done`.
-        self.core.stream = None;
+        self.core.compressor.end_stream();
         let before = out.len();
         DataRepr::End.emit(out);
         self.core.stats.wan_bytes_out += (out.len() - before) as u64;
@@ -167,49 +177,12 @@ impl Encoder {
         match message {
             ControlRepr::NeedChunk { fingerprint } => {
                 let before = out.len();
-                self.core.start(out);
-                let core = &mut self.core;
-                // The peer lacks it whatever we answer: no later flow may
-                // refer to it until the peer acknowledges storing it again
-                // (if neither side can supply it, the next flow sends it
-                // whole instead of failing on it again).
-                core.cache.lock().peer.forget(fingerprint);
-                let (data, retained) = match core.retained.data.remove(fingerprint) {
-                    Some(data) => (data, true),
-                    None => {
-                        // Beyond the retained bytes (a fast warm flow
-                        // references far more than it retains in a round
-                        // trip): the local store usually still holds it,
-                        // and its reads are verified.
-                        let mut data = std::mem::take(&mut core.base_scratch);
-                        data.clear();
-                        let found = core.cache.lock().store.get(fingerprint, &mut data);
-                        if !matches!(found, Ok(true)) {
-                            core.base_scratch = data;
-                            return Err(PeerControlError::ChunkUnavailable(*fingerprint));
-                        }
-                        core.stats.repairs_from_store += 1;
-                        (data, false)
-                    }
-                };
-                let codec = core.compress(&data);
-                let payload = core.payload(codec, &data);
-                DataRepr::Repair {
-                    fingerprint: *fingerprint,
-                    payload,
-                }
-                .emit(out);
-                core.stats.repairs_sent += 1;
-                core.stats.wan_bytes_out += (out.len() - before) as u64;
-                if retained {
-                    // Keep it: the peer may need it again on another miss.
-                    core.retained.data.insert(*fingerprint, data);
-                } else {
-                    core.base_scratch = data;
-                }
+                self.start(out);
+                self.core.repair_chunk(fingerprint, out)?;
+                self.core.stats.wan_bytes_out += (out.len() - before) as u64;
             }
             ControlRepr::Ack { low_water, entries } => {
-                self.core.cache.lock().peer.handle_ack(*low_water, entries);
+                self.core.view.handle_ack(*low_water, entries);
             }
             // The decoder turns these into `Ack`s (it knows the chunks they
             // name); one that reaches us unresolved names nothing.
@@ -217,12 +190,8 @@ impl Encoder {
             ControlRepr::Done => self.peer_done = true,
             ControlRepr::NeedSpan { check } => {
                 let before = out.len();
-                self.core.start(out);
-                let Some(list) = self.core.sent_spans.get(check) else {
-                    return Err(PeerControlError::SpanUnavailable(*check));
-                };
-                emit_span_list(check, list, out);
-                self.core.stats.span_lists_sent += 1;
+                self.start(out);
+                self.core.repair_span(check, out)?;
                 self.core.stats.wan_bytes_out += (out.len() - before) as u64;
             }
         }
@@ -243,10 +212,7 @@ impl Encoder {
     /// Bytes held by the flow's stream compressor (0 when it has none):
     /// zstd about 10 MiB at levels 9 and up, 1-2 MiB below; LZMA2 13 MiB.
     pub fn compressor_bytes(&self) -> usize {
-        self.core
-            .stream
-            .as_ref()
-            .map_or(0, LiteralStream::context_bytes)
+        self.core.compressor.stream_bytes()
     }
 
     /// Frees the flow's stream compressor, for a flow that went idle:
@@ -256,10 +222,10 @@ impl Encoder {
     /// runs of the stream were sent, a `StreamEnd` frame (4 bytes) is
     /// written to `out` so that the peer's decoder frees its context too.
     pub fn release_compressor(&mut self, out: &mut Vec<u8>) {
-        let Some(stream) = self.core.stream.take() else {
+        let Some(stream) = self.core.compressor.end_stream() else {
             return;
         };
-        if !stream.fresh {
+        if !stream.is_fresh() {
             let before = out.len();
             DataRepr::StreamEnd.emit(out);
             self.core.stats.wan_bytes_out += (out.len() - before) as u64;

@@ -1,11 +1,9 @@
 //! References: gathered into spans of chunks the peer holds one after the
-//! other, else sent one by one.
+//! other (`span.rs`), else sent one by one.
 
 use crate::fingerprint::Fingerprint;
-use crate::frame::{span_check, DataRepr, MAX_SPAN_CHUNKS, MAX_SPAN_LEN};
-use crate::store::segment::RECORD_HEADER_LEN;
+use crate::frame::DataRepr;
 
-use super::span::MAX_SENT_SPANS;
 use super::state::Core;
 
 impl Core {
@@ -20,21 +18,11 @@ impl Core {
         position: Option<u64>,
         out: &mut Vec<u8>,
     ) {
-        let span = &mut self.span;
-        let extends = !span.chunks.is_empty()
-            && position == Some(span.next_position)
-            && span.chunks.len() < MAX_SPAN_CHUNKS
-            && span.len + len <= MAX_SPAN_LEN;
-        if !extends {
+        if !self.spans.extends(position, len) {
             self.flush_span(out);
         }
         match position {
-            Some(position) => {
-                let span = &mut self.span;
-                span.chunks.push((fingerprint, len as u32));
-                span.len += len;
-                span.next_position = position + (RECORD_HEADER_LEN + len) as u64;
-            }
+            Some(position) => self.spans.push(fingerprint, len, position),
             None => DataRepr::Reference {
                 fingerprint,
                 raw_len: len as u32,
@@ -46,39 +34,9 @@ impl Core {
     /// Send the pending span: a `Span` frame, or a `Reference` for one
     /// chunk. Remembered for a `NeedSpan`.
     pub(super) fn flush_span(&mut self, out: &mut Vec<u8>) {
-        let chunks = std::mem::take(&mut self.span.chunks);
-        let len = std::mem::take(&mut self.span.len);
-        match chunks[..] {
-            [] => {}
-            [(fingerprint, raw_len)] => DataRepr::Reference {
-                fingerprint,
-                raw_len,
-            }
-            .emit(out),
-            _ => {
-                let check = span_check(chunks.iter().map(|(fp, _)| fp));
-                DataRepr::Span {
-                    first: chunks[0].0,
-                    count: chunks.len() as u16,
-                    raw_len: len as u32,
-                    check,
-                }
-                .emit(out);
-                self.stats.spans += 1;
-                if self.sent_spans.insert(check, chunks).is_none() {
-                    self.sent_span_order.push_back(check);
-                    if self.sent_span_order.len() > MAX_SENT_SPANS {
-                        if let Some(old) = self.sent_span_order.pop_front() {
-                            self.sent_spans.remove(&old);
-                        }
-                    }
-                }
-                return;
-            }
+        if self.spans.flush(out) {
+            self.stats.spans += 1;
         }
-        // Keep the buffer's capacity.
-        self.span.chunks = chunks;
-        self.span.chunks.clear();
     }
 
     /// Send whatever is gathered (a span or a run: never both).

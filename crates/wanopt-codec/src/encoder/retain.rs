@@ -7,19 +7,33 @@ use crate::fingerprint::Fingerprint;
 use crate::store::index::FingerprintMap;
 
 /// Bounded FIFO of chunk data by fingerprint.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Retained {
-    pub(super) data: FingerprintMap<Vec<u8>>,
-    pub(super) order: VecDeque<Fingerprint>,
-    pub(super) bytes: usize,
+    data: FingerprintMap<Vec<u8>>,
+    order: VecDeque<Fingerprint>,
+    bytes: usize,
+    /// Bound on `bytes`.
+    limit: usize,
 }
 
 impl Retained {
-    pub(super) fn insert(&mut self, fp: Fingerprint, chunk: &[u8], limit: usize) {
+    /// No chunks yet; at most `limit` bytes of them.
+    pub(super) fn new(limit: usize) -> Self {
+        Retained {
+            data: FingerprintMap::default(),
+            order: VecDeque::new(),
+            bytes: 0,
+            limit,
+        }
+    }
+
+    /// Keep a copy of `chunk` (the oldest are dropped to make room; a
+    /// chunk larger than the limit is not kept).
+    pub(super) fn insert(&mut self, fp: Fingerprint, chunk: &[u8]) {
         if self.data.contains_key(&fp) {
             return;
         }
-        while self.bytes + chunk.len() > limit {
+        while self.bytes + chunk.len() > self.limit {
             let Some(old) = self.order.pop_front() else {
                 break;
             };
@@ -27,11 +41,16 @@ impl Retained {
                 self.bytes -= v.len();
             }
         }
-        if chunk.len() <= limit {
+        if chunk.len() <= self.limit {
             self.data.insert(fp, chunk.to_vec());
             self.order.push_back(fp);
             self.bytes += chunk.len();
         }
+    }
+
+    /// The chunk `fp`, if kept.
+    pub(super) fn get(&self, fp: &Fingerprint) -> Option<&[u8]> {
+        self.data.get(fp).map(Vec::as_slice)
     }
 }
 
@@ -45,9 +64,9 @@ mod tests {
 
     #[test]
     fn retained_chunks_are_evicted_oldest_first_within_the_limit() {
-        let mut retained = Retained::default();
+        let mut retained = Retained::new(300);
         for n in 0..4 {
-            retained.insert(fingerprint(n), &[n; 100], 300);
+            retained.insert(fingerprint(n), &[n; 100]);
         }
         // The fourth evicted the first; the bytes stay within the limit.
         assert_eq!(retained.bytes, 300);
@@ -57,9 +76,9 @@ mod tests {
         }
         // A chunk held already moves nothing; one larger than the limit
         // is not kept (and evicts everything on its way).
-        retained.insert(fingerprint(1), &[1; 100], 300);
+        retained.insert(fingerprint(1), &[1; 100]);
         assert_eq!(retained.order.front(), Some(&fingerprint(1)));
-        retained.insert(fingerprint(9), &[9; 301], 300);
+        retained.insert(fingerprint(9), &[9; 301]);
         assert!(!retained.data.contains_key(&fingerprint(9)));
         assert_eq!(retained.bytes, 0);
         assert!(retained.data.is_empty());

@@ -13,19 +13,19 @@ use super::compression::{text_share, Compression, PPMD_KEEP_SHARE, PPMD_TEXT_SHA
 pub(super) struct LiteralStream {
     /// The setting the stream was started for (zstd, LZMA2 or both LZMA2
     /// and PPMd).
-    pub(super) compression: Compression,
-    pub(super) engine: Box<dyn Engine>,
+    compression: Compression,
+    engine: Box<dyn Engine>,
     /// The next run starts the stream (anew).
-    pub(super) fresh: bool,
+    fresh: bool,
     /// Bytes through the stream since it started.
-    pub(super) fed: u64,
+    fed: u64,
     /// The chunks in the compressor's window: where each starts in the
     /// stream, oldest first, and by fingerprint.
-    pub(super) window: VecDeque<(Fingerprint, u64)>,
-    pub(super) in_window: FingerprintMap<u64>,
+    window: VecDeque<(Fingerprint, u64)>,
+    in_window: FingerprintMap<u64>,
     /// Compressed over raw bytes of the stream's last run, since it
     /// started: what a chunk is likely to cost in the next run.
-    pub(super) ratio: Option<f64>,
+    ratio: Option<f64>,
 }
 
 impl std::fmt::Debug for LiteralStream {
@@ -60,12 +60,42 @@ impl LiteralStream {
         })
     }
 
-    pub(super) fn engine(codec: Codec, level: i32) -> Option<Box<dyn Engine>> {
+    fn engine(codec: Codec, level: i32) -> Option<Box<dyn Engine>> {
         stream_engine(codec, Role::Compress { level }).ok()
     }
 
-    pub(super) fn lzma(preset: u32) -> Option<Box<dyn Engine>> {
+    fn lzma(preset: u32) -> Option<Box<dyn Engine>> {
         Self::engine(Codec::Lzma, i32::try_from(preset).ok()?)
+    }
+
+    /// The setting the stream was started for.
+    pub(super) fn compression(&self) -> Compression {
+        self.compression
+    }
+
+    /// Whether the next run starts the stream (anew).
+    pub(super) fn is_fresh(&self) -> bool {
+        self.fresh
+    }
+
+    /// Compressed over raw bytes of the stream's last run since it
+    /// started (`None` before one): what a chunk is likely to cost in the
+    /// next run.
+    pub(super) fn ratio(&self) -> Option<f64> {
+        self.ratio
+    }
+
+    /// A run of `raw_len` bytes, the chunks (fingerprint, length) `chunks`,
+    /// went out compressed to `compressed_len` bytes: the stream goes on.
+    pub(super) fn sent(
+        &mut self,
+        compressed_len: usize,
+        raw_len: usize,
+        chunks: impl Iterator<Item = (Fingerprint, usize)>,
+    ) {
+        self.fresh = false;
+        self.ratio = Some(compressed_len as f64 / raw_len as f64);
+        self.fed(chunks);
     }
 
     /// Bytes the compression context holds.
@@ -80,7 +110,7 @@ impl LiteralStream {
 
     /// For [`Compression::Max`]: put the engine `data` calls for in place
     /// (a change starts the stream anew); `false` if it cannot be made.
-    pub(super) fn pick_engine(&mut self, data: &[u8]) -> bool {
+    fn pick_engine(&mut self, data: &[u8]) -> bool {
         let Compression::Max { preset } = self.compression else {
             return true;
         };
@@ -115,7 +145,7 @@ impl LiteralStream {
     /// model has no window to match in, but it has learned from them: a
     /// similar chunk costs less in the stream than as a delta against one
     /// of them (which gives up the stream's context), as with LZMA2.
-    pub(super) fn fed(&mut self, chunks: impl Iterator<Item = (Fingerprint, usize)>) {
+    fn fed(&mut self, chunks: impl Iterator<Item = (Fingerprint, usize)>) {
         for (fingerprint, len) in chunks {
             self.window.push_back((fingerprint, self.fed));
             self.in_window.insert(fingerprint, self.fed);
@@ -145,7 +175,7 @@ impl LiteralStream {
     }
 
     /// The next run starts a new stream (the caller makes a new context).
-    pub(super) fn forget(&mut self) {
+    fn forget(&mut self) {
         self.fresh = true;
         self.fed = 0;
         self.ratio = None;
