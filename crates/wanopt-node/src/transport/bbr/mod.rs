@@ -180,6 +180,8 @@ pub struct Bbr {
     moving: MovingBottleneck,
     /// The most in flight in this round so far (before acks and losses).
     round_max_in_flight: u64,
+    /// The least RTT sample of this round so far.
+    round_min_rtt: Option<Duration>,
     min_rtt: Option<Duration>,
     min_rtt_stamp: Option<Instant>,
     round_count: u64,
@@ -254,6 +256,7 @@ impl Bbr {
             bandwidth: WindowedMax::new(BANDWIDTH_WINDOW_ROUNDS),
             moving: MovingBottleneck::new(config.moving),
             round_max_in_flight: 0,
+            round_min_rtt: None,
             min_rtt: None,
             min_rtt_stamp: None,
             round_count: 0,
@@ -548,6 +551,11 @@ impl Bbr {
             let max_in_flight = std::mem::take(&mut self.round_max_in_flight);
             self.moving
                 .on_round_end(self.congested, max_in_flight, self.mtu);
+            self.moving
+                .on_round_delay(self.round_min_rtt.take(), self.min_rtt);
+        }
+        if let Some(rtt) = rtt {
+            self.round_min_rtt = Some(self.round_min_rtt.map_or(rtt, |m| m.min(rtt)));
         }
         self.loss.on_batch(acked, lost, rtt);
         self.loss.so_far(self.mtu, self.min_rtt)
@@ -557,6 +565,11 @@ impl Bbr {
         (self.pacing_gain, self.cwnd_gain) = match self.mode {
             Mode::Startup => (HIGH_GAIN, HIGH_GAIN),
             Mode::Drain => (DRAIN_GAIN, HIGH_GAIN),
+            // A moving path with room probes until a queue shows.
+            Mode::ProbeBw if self.moving.headroom() => (
+                PACING_GAIN_CYCLE[self.cycle_index].max(PACING_GAIN_CYCLE[0]),
+                CWND_GAIN,
+            ),
             Mode::ProbeBw => (PACING_GAIN_CYCLE[self.cycle_index], CWND_GAIN),
             Mode::ProbeRtt => (1.0, 1.0),
         };

@@ -76,6 +76,11 @@ pub(super) const LOSS_CEILING: f64 = 0.85;
 /// at a thirty-second, 2.1% at a sixty-fourth but 7% less rate).
 pub(super) const CEILING_GROWTH: u64 = 32;
 
+/// A round whose least RTT is within this of the min RTT saw no queue: a
+/// moving path has room (its rate rose), and the controller probes at
+/// 1.25 until a queue shows.
+pub(super) const HEADROOM_BELOW: Duration = Duration::from_millis(10);
+
 /// Interval rates before the judgement is made.
 const MIN_INTERVALS: u32 = 8;
 
@@ -113,6 +118,8 @@ pub(super) struct MovingBottleneck {
     inflight_hi: Option<u64>,
     /// Moving until then, at least.
     moving_until: Option<Instant>,
+    /// The last round saw no queue (see [`HEADROOM_BELOW`]).
+    headroom: bool,
     moving: bool,
 }
 
@@ -127,6 +134,7 @@ impl MovingBottleneck {
             intervals: 0,
             inflight_hi: None,
             moving_until: None,
+            headroom: false,
             moving: false,
         }
     }
@@ -201,6 +209,24 @@ impl MovingBottleneck {
         } else if let Some(hi) = self.inflight_hi {
             self.inflight_hi = Some(hi.saturating_add((hi / CEILING_GROWTH).max(mtu)));
         }
+    }
+
+    /// The round that ended had `round_min_rtt` as its least RTT sample,
+    /// against the path's `min_rtt`: whether it saw a queue.
+    pub(super) fn on_round_delay(
+        &mut self,
+        round_min_rtt: Option<Duration>,
+        min_rtt: Option<Duration>,
+    ) {
+        self.headroom = match (round_min_rtt, min_rtt) {
+            (Some(round), Some(min)) => round < min + HEADROOM_BELOW,
+            _ => false,
+        };
+    }
+
+    /// Whether a moving path has room: the last round saw no queue.
+    pub(super) fn headroom(&self) -> bool {
+        self.active() && self.headroom
     }
 
     /// Whether the path is judged to move (or the policy says it does).
