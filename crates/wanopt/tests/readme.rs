@@ -155,7 +155,9 @@ fn every_documented_wanopt_command_parses() {
 
 #[test]
 fn the_documented_commands_that_need_no_node_run_as_written() {
-    let dir = tempfile::tempdir().unwrap();
+    // One scratch folder per page: each page is read on its own, and two
+    // pages may both write `edge.key`.
+    let mut dirs: std::collections::HashMap<String, tempfile::TempDir> = Default::default();
     let bin_dir = Path::new(BIN).parent().unwrap();
     let path = format!(
         "{}:{}",
@@ -178,6 +180,9 @@ fn the_documented_commands_that_need_no_node_run_as_written() {
         {
             continue;
         }
+        let dir = dirs
+            .entry(example.page.to_string())
+            .or_insert_with(|| tempfile::tempdir().unwrap());
         let out = Command::new("sh")
             .args(["-c", &example.line])
             .current_dir(dir.path())
