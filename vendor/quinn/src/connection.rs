@@ -451,13 +451,13 @@ impl Connection {
 
     /// [`send_datagram()`], the datagram marked or not
     /// (`proto::Datagrams::send_marked`: the packets that carry marked
-    /// datagrams are the ones [`sending_datagram_segments`] names).
+    /// datagrams are the ones [`AsyncUdpSocket::try_send_marked`] is told of).
     /// `send_datagram` marks every datagram.
     ///
     /// (wanopt patch.)
     ///
     /// [`send_datagram()`]: Connection::send_datagram
-    /// [`sending_datagram_segments`]: crate::sending_datagram_segments
+    /// [`AsyncUdpSocket::try_send_marked`]: crate::AsyncUdpSocket::try_send_marked
     pub fn send_datagram_marked(&self, data: Bytes, marked: bool) -> Result<(), SendDatagramError> {
         let conn = &mut *self.0.state.lock("send_datagram");
         if let Some(ref x) = conn.error {
@@ -1071,12 +1071,11 @@ impl State {
             }
 
             let len = t.size;
-            // wanopt patch: the socket may ask which datagrams carry
-            // application datagrams (`sending_datagram_segments`).
-            let sent = crate::with_datagram_segments(t.datagram_segments, || {
-                self.socket
-                    .try_send(&udp_transmit(&t, &self.send_buffer[..len]))
-            });
+            // wanopt patch: the socket is told which datagrams carry
+            // marked application datagrams (`try_send_marked`).
+            let sent = self
+                .socket
+                .try_send_marked(&udp_transmit(&t, &self.send_buffer[..len]), t.datagram_segments);
             let retry = match sent {
                 Ok(()) => false,
                 Err(ref e) if e.kind() == io::ErrorKind::WouldBlock => true,

@@ -103,27 +103,6 @@ enum ConnectionEvent {
     Rebind(Arc<dyn AsyncUdpSocket>),
 }
 
-thread_local! {
-    static DATAGRAM_SEGMENTS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
-/// wanopt patch: runs `send` (a connection's `try_send` of one transmit)
-/// with [`sending_datagram_segments`] answering `segments`.
-fn with_datagram_segments<T>(segments: u64, send: impl FnOnce() -> T) -> T {
-    DATAGRAM_SEGMENTS.with(|c| c.set(segments));
-    let result = send();
-    DATAGRAM_SEGMENTS.with(|c| c.set(0));
-    result
-}
-
-/// wanopt patch: within an [`AsyncUdpSocket::try_send`] called by a
-/// connection, which datagrams of the transmit carry application datagrams
-/// (DATAGRAM frames): bit i for the i-th (none past the 64th). 0 for every
-/// other send (the endpoint's, a socket's own).
-pub fn sending_datagram_segments() -> u64 {
-    DATAGRAM_SEGMENTS.with(|c| c.get())
-}
-
 fn udp_transmit<'a>(t: &proto::Transmit, buffer: &'a [u8]) -> udp::Transmit<'a> {
     udp::Transmit {
         destination: t.destination,

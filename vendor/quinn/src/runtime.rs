@@ -58,6 +58,15 @@ pub trait AsyncUdpSocket: Send + Sync + Debug + 'static {
     /// to register the calling task to be woken when a send should be attempted again.
     fn try_send(&self, transmit: &Transmit) -> io::Result<()>;
 
+    /// wanopt patch: [`AsyncUdpSocket::try_send`] of a connection's
+    /// transmit, told which of its datagrams carry marked application
+    /// datagrams (DATAGRAM frames): bit i for the i-th, none past the
+    /// 64th. The default sends it as `try_send` does.
+    fn try_send_marked(&self, transmit: &Transmit, marked: u64) -> io::Result<()> {
+        let _ = marked;
+        self.try_send(transmit)
+    }
+
     /// Receive UDP datagrams, or register to be woken if receiving may succeed in the future
     fn poll_recv(
         &self,

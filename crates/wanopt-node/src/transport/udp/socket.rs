@@ -192,8 +192,12 @@ impl AsyncUdpSocket for DupSocket {
     }
 
     fn try_send(&self, transmit: &Transmit) -> io::Result<()> {
-        // Which datagrams carry UDP flows (quinn's connection sending).
-        let flagged = quinn::sending_datagram_segments();
+        self.try_send_marked(transmit, 0)
+    }
+
+    /// `flagged`: which datagrams carry UDP flows (quinn's connection
+    /// sending, vendored quinn's typed hook).
+    fn try_send_marked(&self, transmit: &Transmit, flagged: u64) -> io::Result<()> {
         let fec_sent = if self.shared.fec_on.load(Ordering::Relaxed) {
             self.try_send_fec(transmit, flagged)
         } else {
