@@ -229,6 +229,8 @@ struct Round {
     opened: u64,
     most_live: u64,
     peak: (u64, u64),
+    /// The nodes' resident memory once every flow of the round ended.
+    rest: (u64, u64),
 }
 
 /// Opens `flows` flows of one datagram and its echo, each from a new
@@ -275,6 +277,7 @@ fn round(edge: &Node, core: &Node, listen: SocketAddr, flows: usize) -> Round {
         opened,
         most_live,
         peak,
+        rest: (rss_kb(edge), rss_kb(core)),
     }
 }
 
@@ -286,10 +289,16 @@ fn ten_thousand_short_flows_leave_no_flow_behind_and_memory_does_not_grow() {
     let before = (rss_kb(&edge), rss_kb(&core));
     let first = round(&edge, &core, listen, FLOWS);
     let second = round(&edge, &core, listen, FLOWS);
-    let after = (rss_kb(&edge), rss_kb(&core));
     eprintln!(
-        "rss kB before {before:?}; {} flows, {} live at most, peak {:?}; {} flows, {} live at most, peak {:?}; after {after:?}",
-        first.opened, first.most_live, first.peak, second.opened, second.most_live, second.peak
+        "rss kB before {before:?}; {} flows, {} live at most, peak {:?}, at rest {:?}; {} flows, {} live at most, peak {:?}, at rest {:?}",
+        first.opened,
+        first.most_live,
+        first.peak,
+        first.rest,
+        second.opened,
+        second.most_live,
+        second.peak,
+        second.rest
     );
     // A live flow costs the core a socket, a task and a tunnel stream: at
     // most 32 KiB each (the TCP flows' bound, `idle_flows.rs`).
@@ -300,15 +309,19 @@ fn ten_thousand_short_flows_leave_no_flow_behind_and_memory_does_not_grow() {
         before.1,
         first.peak.1
     );
-    // The second round reuses what the first took: memory does not grow
-    // with the flows that ended.
+    // The second round reuses what the first took: what the nodes hold
+    // once its flows ended does not grow with them: a flow's state left
+    // behind (2 KiB or more of some 9,000 flows) shows. At rest, not at the
+    // peak: the peak follows how many flows and datagrams were in flight
+    // when it was sampled, which a busy machine moves by 10-20%, and what
+    // the allocator keeps after a peak moves the rest by up to 15%.
     for (name, one, two) in [
-        ("edge", first.peak.0, second.peak.0),
-        ("core", first.peak.1, second.peak.1),
+        ("edge", first.rest.0, second.rest.0),
+        ("core", first.rest.1, second.rest.1),
     ] {
         assert!(
-            two <= one + one / 10 + 4 * 1024,
-            "{name}: peak {one} kB in the first round, {two} kB in the second"
+            two <= one + one / 5 + 4 * 1024,
+            "{name}: {one} kB at rest after the first round, {two} kB after the second"
         );
     }
 }

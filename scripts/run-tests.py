@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Builds every test binary of the workspace, then runs them several at a
+time (the tests mostly wait on emulated links and timers, not on the CPU;
+each lab test binary has its own namespace prefix). Prints a line per binary
+as it ends, the output of every failure at the end, and the time taken.
+
+Usage: scripts/run-tests.py [--jobs N] [-- ARGS FOR EVERY TEST BINARY]
+The environment variable WANOPT_TEST_JOBS sets the default of --jobs (4).
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# The binaries that take longest start first, so that the last to end is
+# not a long one started late (seconds on the project's machine).
+LONGEST = {
+    "waas": 160, "smb": 80, "emulator": 80, "intercept": 42, "probe": 29,
+    "udp": 21, "lab_link2": 18, "isolation": 17, "lab_sites": 17,
+    "fec_calls": 16, "fec": 15, "flood": 15, "reduce": 15, "parity": 14,
+}
+
+
+def build():
+    """Builds the test binaries; returns (name, path, package dir) of each."""
+    cmd = ["cargo", "test", "--locked", "--release", "--workspace", "--no-run",
+           "--message-format=json-render-diagnostics"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    found = []
+    for line in proc.stdout:
+        try:
+            msg = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if msg.get("reason") != "compiler-artifact":
+            continue
+        exe = msg.get("executable")
+        if not exe or not msg.get("profile", {}).get("test"):
+            continue
+        target = msg["target"]
+        kind = "unittests" if target["kind"] != ["test"] else "tests"
+        pkg = Path(msg["manifest_path"]).parent
+        found.append((f"{pkg.name} {kind} {target['name']}", target["name"], exe, pkg))
+    if proc.wait() != 0:
+        sys.exit("tests: the build failed")
+    return found
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int,
+                        default=int(os.environ.get("WANOPT_TEST_JOBS", "4")))
+    parser.add_argument("args", nargs="*", help="passed to every test binary")
+    opts = parser.parse_args()
+    if opts.jobs < 1:
+        sys.exit("tests: --jobs takes 1 or more")
+
+    start = time.monotonic()
+    binaries = build()
+    built = time.monotonic() - start
+    print(f"tests: built {len(binaries)} test binaries in {built:.0f} s; "
+          f"running them {opts.jobs} at a time", flush=True)
+
+    jobs = [(label, [exe, *opts.args], pkg, LONGEST.get(name, 0))
+            for label, name, exe, pkg in binaries]
+    # The documentation examples, as `cargo test` runs them.
+    jobs.append(("doc-tests", ["cargo", "test", "--locked", "--release",
+                               "--workspace", "--doc", "-q", "--", *opts.args],
+                 ROOT, 5))
+    jobs.sort(key=lambda j: -j[3])
+
+    lock = threading.Lock()
+    queue = list(jobs)
+    failed = []
+    logs = tempfile.TemporaryDirectory(prefix="wanopt-tests-")
+
+    def worker():
+        while True:
+            with lock:
+                if not queue:
+                    return
+                label, cmd, cwd, _ = queue.pop(0)
+            log = Path(logs.name) / label.replace(" ", "_")
+            began = time.monotonic()
+            env = dict(os.environ, CARGO_MANIFEST_DIR=str(cwd), RUST_BACKTRACE="1")
+            with open(log, "w") as out:
+                code = subprocess.call(cmd, cwd=cwd, env=env, stdout=out,
+                                       stderr=subprocess.STDOUT)
+            took = time.monotonic() - began
+            with lock:
+                verdict = "ok" if code == 0 else f"FAILED (exit {code})"
+                print(f"[{time.monotonic() - start:4.0f} s] {verdict:6} {label} "
+                      f"({took:.1f} s)", flush=True)
+                if code != 0:
+                    failed.append((label, log.read_text(errors="replace")))
+
+    threads = [threading.Thread(target=worker) for _ in range(opts.jobs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    total = time.monotonic() - start
+    for label, text in failed:
+        print(f"\n==== {label}: output ====\n{text}", flush=True)
+    if failed:
+        names = ", ".join(label for label, _ in failed)
+        print(f"tests: {len(failed)} of {len(jobs)} failed ({names}); "
+              f"{total:.0f} s in all", flush=True)
+        sys.exit(1)
+    print(f"tests: all {len(jobs)} passed in {total:.0f} s "
+          f"({built:.0f} s of build)", flush=True)
+
+
+if __name__ == "__main__":
+    main()
