@@ -15,6 +15,7 @@ pub mod driver;
 pub mod emulator;
 mod exit;
 pub mod frame_link;
+pub mod kit;
 pub mod link;
 pub mod link2;
 pub mod link_control;

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
+use crate::kit::stats::round3;
 use crate::lossy::client::{self as lossy, ClientError};
 use crate::traffic::{request, set_congestion, Mode};
 
@@ -157,10 +158,6 @@ fn ping(
     }
     let _ = stream.shutdown(Shutdown::Write);
     Ok(pings)
-}
-
-fn round3(value: f64) -> f64 {
-    (value * 1000.0).round() / 1000.0
 }
 
 #[cfg(test)]

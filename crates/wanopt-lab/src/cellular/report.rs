@@ -6,7 +6,8 @@
 use std::fmt::Write as _;
 
 use super::matrix::{MODES, RTT_MS};
-use super::results::{median, Results, Row};
+use super::results::{Results, Row};
+use crate::kit::stats::median;
 
 /// The medians over the runs of one trace, buffer and mode.
 #[derive(Debug, Clone, Default, PartialEq)]

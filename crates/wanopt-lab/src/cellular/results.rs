@@ -6,6 +6,7 @@ use wanopt_netem::LogHistogram;
 
 use super::client::ClientReport;
 use super::matrix::{Buffer, Mode, TracePair};
+use crate::kit::stats::{percentile, round1, round3};
 
 /// Width of a bin of the rate series, seconds.
 pub const RATE_BIN_S: f64 = 1.0;
@@ -95,37 +96,6 @@ pub struct Results {
     pub flow_resets: Vec<String>,
 }
 
-/// The `q`-quantile of `values` (nearest rank), `None` when empty.
-pub fn percentile(values: &[f64], q: f64) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    Some(sorted[rank - 1])
-}
-
-/// The median of `values`, `None` when empty.
-pub fn median(values: &[f64]) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let middle = sorted.len() / 2;
-    Some(if sorted.len() % 2 == 1 {
-        sorted[middle]
-    } else {
-        (sorted[middle - 1] + sorted[middle]) / 2.0
-    })
-}
-
-fn round(value: f64, places: i32) -> f64 {
-    let factor = 10f64.powi(places);
-    (value * factor).round() / factor
-}
-
 /// The row of one measurement.
 pub fn row(
     trace: &TracePair,
@@ -143,9 +113,8 @@ pub fn row(
     for &(at, bytes) in &report.samples {
         if at + 1e-6 >= next {
             let width = (at - last.0).max(1e-3);
-            rate_series.push(round(
+            rate_series.push(round3(
                 (bytes - last.1.min(bytes)) as f64 * 8.0 / width / 1e6,
-                3,
             ));
             last = (at, bytes);
             next += RATE_BIN_S;
@@ -158,17 +127,17 @@ pub fn row(
         buffer_bytes: buffer.bytes(),
         mode: mode.name().to_string(),
         run,
-        mbit_s: round(report.bytes as f64 * 8.0 / seconds / 1e6, 3),
-        ping_p50_ms: percentile(&rtts, 0.5).map(|v| round(v, 1)),
-        ping_p95_ms: percentile(&rtts, 0.95).map(|v| round(v, 1)),
-        ping_p99_ms: percentile(&rtts, 0.99).map(|v| round(v, 1)),
+        mbit_s: round3(report.bytes as f64 * 8.0 / seconds / 1e6),
+        ping_p50_ms: percentile(&rtts, 0.5).map(round1),
+        ping_p95_ms: percentile(&rtts, 0.95).map(round1),
+        ping_p99_ms: percentile(&rtts, 0.99).map(round1),
         pings: rtts.len(),
         queue_p95_bytes: link.queue_bytes_time.quantile(0.95),
         queue_mean_bytes: link.queue_bytes_time.mean().map(|m| m as u64),
         queue_wait_p95_ms: link
             .queue_delay_ns
             .quantile(0.95)
-            .map(|ns| round(ns as f64 / 1e6, 1)),
+            .map(|ns| round1(ns as f64 / 1e6)),
         queue_drops: link.queue_drops,
         rate_series,
         ping_series: report.pings.clone(),
@@ -178,16 +147,6 @@ pub fn row(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn percentiles_are_nearest_rank() {
-        let values: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(percentile(&values, 0.5), Some(50.0));
-        assert_eq!(percentile(&values, 0.95), Some(95.0));
-        assert_eq!(percentile(&values, 0.99), Some(99.0));
-        assert_eq!(percentile(&[], 0.5), None);
-        assert_eq!(median(&[3.0, 1.0, 2.0, 10.0]), Some(2.5));
-    }
 
     #[test]
     fn a_row_has_the_rate_per_second_and_the_pings_percentiles() {

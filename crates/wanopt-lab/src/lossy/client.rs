@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
 
+use crate::kit::stats::round3;
 use crate::traffic::{request, set_congestion, Mode};
 
 /// How often a bulk run samples the bytes received.
@@ -359,10 +360,6 @@ fn is_timeout(e: &std::io::Error) -> bool {
         e.kind(),
         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
     )
-}
-
-fn round3(v: f64) -> f64 {
-    (v * 1e3).round() / 1e3
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! The figures of a row, computed from what a workload reports: goodput,
-//! the time to reach 90% of the final rate, percentiles and wire overhead.
+//! the time to reach 90% of the final rate and wire overhead.
 
 /// The window the ramp is measured over, seconds: long enough that a
 /// burst of delayed segments arriving together does not count as the rate.
@@ -53,17 +53,6 @@ pub fn time_to_fraction(samples: &[(f64, u64)], window: f64, fraction: f64) -> O
         }
     }
     None
-}
-
-/// The `q` quantile (0 to 1) of `values` by nearest rank, `None` if empty.
-pub fn percentile(values: &[f64], q: f64) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    let rank = (q * v.len() as f64).ceil() as usize;
-    Some(v[rank.clamp(1, v.len()) - 1])
 }
 
 /// Wire bytes over payload delivered, minus 1, percent; `None` without
@@ -132,15 +121,6 @@ mod tests {
         });
         let t = time_to_fraction(&samples, RAMP_WINDOW_S, 0.9).unwrap_or(0.0);
         assert!(t > 2.0 && t < 2.7, "{t}");
-    }
-
-    #[test]
-    fn percentiles_are_nearest_rank() {
-        let v: Vec<f64> = (1..=200).map(f64::from).collect();
-        assert_eq!(percentile(&v, 0.5), Some(100.0));
-        assert_eq!(percentile(&v, 0.99), Some(198.0));
-        assert_eq!(percentile(&[7.0], 0.99), Some(7.0));
-        assert_eq!(percentile(&[], 0.5), None);
     }
 
     #[test]

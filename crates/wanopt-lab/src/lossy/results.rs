@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use super::client::ClientReport;
 use super::matrix::{Cell, Workload, JITTER_MS, LINK_MBPS};
-use super::measure::{floor_s, mbps, overhead_pct, percentile, time_to_fraction, RAMP_WINDOW_S};
-use crate::scenario::results::round2;
+use super::measure::{floor_s, mbps, overhead_pct, time_to_fraction, RAMP_WINDOW_S};
+use crate::kit::stats::{percentile, round2};
 
 /// One measurement.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use serde::{Deserialize, Serialize};
 
 use super::peer::Record;
-use crate::lossy::measure::percentile;
+use crate::kit::stats::{percentile, round3};
 
 /// What a stream's logs show.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -165,10 +165,6 @@ pub fn series(sent: &[Record], received: &[Record], t0_ns: u64, bin_ms: u64) -> 
         bin.delay_max_ms = d.iter().copied().reduce(f64::max).map(round3);
     }
     bins
-}
-
-fn round3(v: f64) -> f64 {
-    (v * 1e3).round() / 1e3
 }
 
 /// Bytes received by `t` in a run sampled as `(seconds since the start,

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::matrix::{Cell, Mode};
 use super::measure::{Bin, StreamFigures};
-use crate::scenario::results::round2;
+use crate::kit::stats::{round2, round3};
 
 /// One stream in one direction of one cell.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -206,10 +206,6 @@ pub fn fill_added_delay(rows: &mut [Row]) {
             _ => None,
         };
     }
-}
-
-fn round3(v: f64) -> f64 {
-    (v * 1e3).round() / 1e3
 }
 
 /// A stream's series in one cell.

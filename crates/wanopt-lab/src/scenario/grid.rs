@@ -6,11 +6,12 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::results::{round2, trimmed_mean, Results, Row, Skipped};
+use super::results::{Results, Row, Skipped};
 use super::runner::{humantime, write_file, Env, Finished, Plan, Scenario};
 use super::spec::{self, Mode, ScenarioSpec};
 use super::{RunArgs, RunError};
 use crate::bringup::{self, UpConfig};
+use crate::kit::stats::{round2, trimmed_mean};
 use crate::link::{LinkOptions, LinkSpecs};
 use crate::profile::Profile;
 use crate::topology::{Lab, Node, SERVER_ADDR};

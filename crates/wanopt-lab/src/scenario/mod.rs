@@ -17,7 +17,7 @@ pub mod spec;
 
 pub use args::{RunArgs, MAX_RUNS};
 pub use error::RunError;
-pub use results::{trimmed_mean, Results, Row, Skipped};
+pub use results::{Results, Row, Skipped};
 pub use runner::{Report, Scenario, Verdict};
 
 use crate::topology::Lab;

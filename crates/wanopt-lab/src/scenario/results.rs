@@ -76,36 +76,3 @@ pub struct Results {
     #[serde(default)]
     pub flow_resets: Vec<String>,
 }
-
-/// The average of runs in the reference's way: with 3 or more runs, drop
-/// the highest and the lowest and average the rest; otherwise plain mean.
-pub fn trimmed_mean(samples: &[f64]) -> f64 {
-    let mut v = samples.to_vec();
-    v.sort_by(f64::total_cmp);
-    let kept = if v.len() >= 3 {
-        &v[1..v.len() - 1]
-    } else {
-        &v[..]
-    };
-    if kept.is_empty() {
-        return 0.0;
-    }
-    kept.iter().sum::<f64>() / kept.len() as f64
-}
-
-/// `v` rounded to two decimals.
-pub fn round2(v: f64) -> f64 {
-    (v * 100.0).round() / 100.0
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn trimmed_mean_drops_extremes() {
-        assert_eq!(trimmed_mean(&[1.0, 100.0, 10.0, 20.0, 30.0]), 20.0);
-        assert_eq!(trimmed_mean(&[4.0, 6.0]), 5.0);
-        assert_eq!(trimmed_mean(&[]), 0.0);
-    }
-}

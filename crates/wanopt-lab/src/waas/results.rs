@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::reference;
 use super::transfer::Test;
+use crate::kit::stats::{median, round3, round4};
 
 /// One transfer as measured.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -258,30 +259,9 @@ pub struct Results {
     pub flow_resets: Vec<String>,
 }
 
-/// The median (mean of the middle two for an even count; 0 when empty).
-pub fn median(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
 fn median_u64(values: &[u64]) -> u64 {
     let f: Vec<f64> = values.iter().map(|v| *v as f64).collect();
-    median(&f).round() as u64
-}
-
-fn round3(v: f64) -> f64 {
-    (v * 1000.0).round() / 1000.0
-}
-
-/// To 0.1 ms: a warm upload is acknowledged on the LAN within a
-/// millisecond or two.
-fn round4(v: f64) -> f64 {
-    (v * 10_000.0).round() / 10_000.0
+    median(&f).unwrap_or_default().round() as u64
 }
 
 /// Summarizes the samples (and failures) of one test, file and mode.
@@ -302,13 +282,13 @@ pub fn row(
     let down: Vec<u64> = samples.iter().map(|s| s.wan_bytes_down).collect();
     let part = |f: fn(&Sample) -> Option<f64>| {
         let v: Vec<f64> = samples.iter().filter_map(f).collect();
-        (!v.is_empty()).then(|| round3(median(&v)))
+        (!v.is_empty()).then(|| round3(median(&v).unwrap_or_default()))
     };
     Some(Row {
         test: test.name().into(),
         file: file.into(),
         mode: mode.into(),
-        seconds: round3(median(&secs)),
+        seconds: round3(median(&secs).unwrap_or_default()),
         wan_bytes: median_u64(&wan),
         file_bytes,
         wan_bytes_up: median_u64(&up),
@@ -317,7 +297,7 @@ pub fn row(
         save_seconds: part(|s| s.save_seconds),
         sent_seconds: {
             let v: Vec<f64> = samples.iter().filter_map(|s| s.sent_seconds).collect();
-            (!v.is_empty()).then(|| round4(median(&v)))
+            (!v.is_empty()).then(|| round4(median(&v).unwrap_or_default()))
         },
         session_seconds: part(|s| s.session_seconds),
         reference_seconds: reference::seconds(test, file, mode),
@@ -385,13 +365,6 @@ pub(crate) fn sample_results(rows: Vec<Row>) -> Results {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn medians() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
-        assert_eq!(median(&[]), 0.0);
-    }
 
     #[test]
     fn results_json_keeps_the_interface_contract() {
