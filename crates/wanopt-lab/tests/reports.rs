@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
 use wanopt_lab::cellular::Cellular;
+use wanopt_lab::kit::output::read_results;
 use wanopt_lab::lossy::Lossy;
 use wanopt_lab::multisite::SitesScenario;
 use wanopt_lab::realtime::Realtime;
@@ -58,10 +59,7 @@ where
     S::Results: DeserializeOwned,
 {
     let dir = fixture(scenario);
-    let json = std::fs::read_to_string(dir.join("results.json"))
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-    let results: S::Results =
-        serde_json::from_str(&json).unwrap_or_else(|e| panic!("{scenario}: {e}"));
+    let results: S::Results = read_results(&dir).unwrap_or_else(|e| panic!("{e}"));
     let out = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("reports")
         .join(scenario);

@@ -4,19 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use plotters::style::RGBColor;
-
 use super::matrix::MODES;
 use super::results::{Results, Row, RATE_BIN_S};
-use crate::plot::{Line, LineChart, PlotError};
-
-fn colour(mode: &str) -> RGBColor {
-    match mode {
-        "cubic" => RGBColor(140, 86, 75),
-        "bbr" => RGBColor(31, 119, 180),
-        _ => RGBColor(44, 160, 44),
-    }
-}
+use crate::kit::plot::{mode_colour, Line, LineChart, PlotError};
 
 /// The rows drawn for `trace`: its first buffer, run 1, one per mode.
 fn drawn<'a>(results: &'a Results, trace: &str) -> Vec<&'a Row> {
@@ -70,7 +60,7 @@ pub fn over_time(results: &Results, dir: &Path) -> Result<(), PlotError> {
             .iter()
             .map(|r| Line {
                 name: r.mode.clone(),
-                colour: colour(&r.mode),
+                colour: mode_colour(&r.mode),
                 width: 2,
                 points: r
                     .rate_series
@@ -92,7 +82,7 @@ pub fn over_time(results: &Results, dir: &Path) -> Result<(), PlotError> {
             .iter()
             .map(|r| Line {
                 name: r.mode.clone(),
-                colour: colour(&r.mode),
+                colour: mode_colour(&r.mode),
                 width: 1,
                 points: r.ping_series.clone(),
             })

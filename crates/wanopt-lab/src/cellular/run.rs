@@ -11,10 +11,11 @@ use super::results::{row, LinkDelta, Results, Row, Skipped};
 use super::{report, SCENARIO};
 use crate::bringup::{self, counters_path, UpConfig};
 use crate::clock::unix_ms;
+use crate::kit::output;
 use crate::lossy::run::{BBR, CUBIC};
 use crate::optimize::OptimizeError;
 use crate::profile::LINUX;
-use crate::scenario::runner::{humantime, write_file, Env, Finished, Plan as RunPlan, Scenario};
+use crate::scenario::runner::{humantime, Env, Finished, Plan as RunPlan, Scenario};
 use crate::scenario::RunError;
 use crate::topology::{Lab, Node, SERVER_ADDR};
 use crate::traffic::GENERATOR_PORT;
@@ -285,12 +286,8 @@ impl Scenario for Cellular {
     }
 
     fn write_outputs(results: &Results, out: &Path) -> Result<(), RunError> {
-        let json = serde_json::to_string_pretty(results).unwrap_or_default();
-        write_file(&out.join("results.json"), json)?;
-        write_file(&out.join("report.md"), report::markdown(results))?;
-        if let Err(e) = super::plot::over_time(results, out) {
-            eprintln!("wanopt lab: plot not written: {e}");
-        }
+        output::write_results(out, results, report::markdown(results))?;
+        output::plotted(super::plot::over_time(results, out));
         Ok(())
     }
 

@@ -3,24 +3,17 @@
 
 use std::path::Path;
 
-use plotters::style::RGBColor;
-
+use super::matrix::MODES;
 use super::results::Results;
-use crate::plot::{Line, LineChart, PlotError};
+use crate::kit::plot::{mode_colour, Line, LineChart, PlotError};
 
 fn lines(results: &Results) -> Vec<Line> {
-    let colours = [
-        ("cubic", RGBColor(140, 86, 75)),
-        ("bbr", RGBColor(31, 119, 180)),
-        ("wanopt", RGBColor(44, 160, 44)),
-        ("wanopt-fec", RGBColor(214, 39, 40)),
-    ];
     let mut rtts: Vec<u64> = results.rows.iter().map(|r| r.rtt_ms).collect();
     rtts.sort_unstable();
     rtts.dedup();
     let mut out = Vec::new();
     for (i, rtt) in rtts.iter().enumerate() {
-        for (mode, colour) in colours {
+        for mode in MODES.map(|m| m.name()) {
             let mut points: Vec<(f64, f64)> = results
                 .rows
                 .iter()
@@ -31,7 +24,7 @@ fn lines(results: &Results) -> Vec<Line> {
             if !points.is_empty() {
                 out.push(Line {
                     name: format!("{mode} {rtt} ms"),
-                    colour,
+                    colour: mode_colour(mode),
                     // Thinner for longer RTTs.
                     width: 3 - i.min(2) as u32,
                     points,

@@ -12,9 +12,10 @@ use super::results::{row, Results, Skipped, WanDelta};
 use super::{report, SCENARIO};
 use crate::bringup::{self, counters_path, UpConfig};
 use crate::clock::unix_ms;
+use crate::kit::output;
 use crate::optimize::OptimizeError;
 use crate::profile::{Profile, LINUX};
-use crate::scenario::runner::{humantime, write_file, Env, Finished, Plan as RunPlan, Scenario};
+use crate::scenario::runner::{humantime, Env, Finished, Plan as RunPlan, Scenario};
 use crate::scenario::RunError;
 use crate::topology::{Lab, Node, SERVER_ADDR};
 use crate::traffic::GENERATOR_PORT;
@@ -414,12 +415,8 @@ impl Scenario for Lossy {
     }
 
     fn write_outputs(results: &Results, out: &Path) -> Result<(), RunError> {
-        let json = serde_json::to_string_pretty(results).unwrap_or_default();
-        write_file(&out.join("results.json"), json)?;
-        write_file(&out.join("report.md"), report::markdown(results))?;
-        if let Err(e) = super::plot::bulk_vs_loss(results, out) {
-            eprintln!("wanopt lab: plot not written: {e}");
-        }
+        output::write_results(out, results, report::markdown(results))?;
+        output::plotted(super::plot::bulk_vs_loss(results, out));
         Ok(())
     }
 
@@ -431,11 +428,7 @@ impl Scenario for Lossy {
         format!(
             "wrote {}/results.json, report.md, lossy-bulk.svg, lossy-bulk.png{}",
             out.display(),
-            if out.join("logs").exists() {
-                ", logs/ (node logs of labs with flow resets)"
-            } else {
-                ""
-            }
+            output::logs_note(out, "node logs of labs with flow resets")
         )
     }
 

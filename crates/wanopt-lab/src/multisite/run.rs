@@ -9,9 +9,10 @@ use super::{
     LINK_MBIT, RTT_MS, SCENARIO, TICKS_PER_SECOND,
 };
 use crate::bringup::{self, UpConfig};
+use crate::kit::output;
 use crate::lossy::run::BBR;
 use crate::profile::LINUX;
-use crate::scenario::runner::{humantime, write_file, Env, Finished, Plan as RunPlan, Scenario};
+use crate::scenario::runner::{humantime, Env, Finished, Plan as RunPlan, Scenario};
 use crate::scenario::RunError;
 use crate::topology::{Lab, Node, SERVER_ADDR};
 use crate::traffic::{TrafficReport, GENERATOR_PORT};
@@ -250,9 +251,11 @@ impl Scenario for SitesScenario {
     }
 
     fn write_outputs(results: &Results, out: &Path) -> Result<(), RunError> {
-        let json = serde_json::to_string_pretty(results).unwrap_or_default();
-        write_file(&out.join("results.json"), json)?;
-        write_file(&out.join("report.md"), report::markdown(results))
+        Ok(output::write_results(
+            out,
+            results,
+            report::markdown(results),
+        )?)
     }
 
     fn summary(results: &Results) -> String {
@@ -263,11 +266,7 @@ impl Scenario for SitesScenario {
         format!(
             "wrote {}/results.json, report.md{}",
             out.display(),
-            if out.join("logs").exists() {
-                ", logs/ (node logs of labs with flow resets)"
-            } else {
-                ""
-            }
+            output::logs_note(out, "node logs of labs with flow resets")
         )
     }
 

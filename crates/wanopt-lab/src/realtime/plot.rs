@@ -12,7 +12,7 @@ use plotters::style::RGBColor;
 
 use super::measure::Bin;
 use super::results::{CellSeries, Results};
-use crate::plot::{Line, LineChart, PlotError};
+use crate::kit::plot::{Line, LineChart, PlotError};
 
 /// A line's colour: a hue per mode, darkest for voice down, lightest
 /// for video.

@@ -15,6 +15,7 @@ use super::results::{fill_added_delay, Results, Row, Skipped};
 use super::{report, SCENARIO};
 use crate::bringup::{self, UpConfig};
 use crate::clock::unix_ms;
+use crate::kit::output;
 use crate::kit::stats::round2;
 use crate::lossy::client::ClientReport;
 use crate::lossy::measure::{mbps, overhead_pct};
@@ -22,7 +23,7 @@ use crate::lossy::results::WanDelta;
 use crate::lossy::run::{supports_fec, wan_counters};
 use crate::optimize::{OptimizeError, CORE_CONTROL, EDGE_CONTROL};
 use crate::profile::LINUX;
-use crate::scenario::runner::{humantime, write_file, Env, Finished, Plan as RunPlan, Scenario};
+use crate::scenario::runner::{humantime, Env, Finished, Plan as RunPlan, Scenario};
 use crate::scenario::RunError;
 use crate::topology::{Lab, Node, EDGE_LAN_ADDR, SERVER_ADDR};
 use crate::traffic::GENERATOR_PORT;
@@ -631,12 +632,8 @@ impl Scenario for Realtime {
     }
 
     fn write_outputs(results: &Results, out: &Path) -> Result<(), RunError> {
-        let json = serde_json::to_string_pretty(results).unwrap_or_default();
-        write_file(&out.join("results.json"), json)?;
-        write_file(&out.join("report.md"), report::markdown(results))?;
-        if let Err(e) = super::plot::over_time(results, out) {
-            eprintln!("wanopt lab: plot not written: {e}");
-        }
+        output::write_results(out, results, report::markdown(results))?;
+        output::plotted(super::plot::over_time(results, out));
         Ok(())
     }
 

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use crate::bringup::UpError;
+use crate::kit::output::WriteError;
 use crate::link::LinkOptionError;
 use crate::profile::ProfileError;
 use crate::scenario::spec::SpecError;
@@ -57,13 +58,8 @@ pub enum RunError {
     #[error(transparent)]
     Executable(UpError),
     /// An output file could not be written.
-    #[error("cannot write {}", path.display())]
-    Write {
-        /// The file.
-        path: PathBuf,
-        /// The underlying error.
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Write(#[from] WriteError),
 }
 
 impl RunError {

@@ -7,10 +7,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::results::{Results, Row, Skipped};
-use super::runner::{humantime, write_file, Env, Finished, Plan, Scenario};
+use super::runner::{humantime, Env, Finished, Plan, Scenario};
 use super::spec::{self, Mode, ScenarioSpec};
 use super::{RunArgs, RunError};
 use crate::bringup::{self, UpConfig};
+use crate::kit::output;
 use crate::kit::stats::{round2, trimmed_mean};
 use crate::link::{LinkOptions, LinkSpecs};
 use crate::profile::Profile;
@@ -307,12 +308,8 @@ impl Scenario for Grid {
     }
 
     fn write_outputs(results: &Results, out: &Path) -> Result<(), RunError> {
-        let json = serde_json::to_string_pretty(results).unwrap_or_default();
-        write_file(&out.join("results.json"), json)?;
-        write_file(&out.join("report.md"), crate::report::markdown(results))?;
-        if let Err(e) = crate::plot::throughput_vs_rtt(results, out) {
-            eprintln!("wanopt lab: plot not written: {e}");
-        }
+        output::write_results(out, results, crate::report::markdown(results))?;
+        output::plotted(crate::plot::throughput_vs_rtt(results, out));
         Ok(())
     }
 
@@ -324,11 +321,7 @@ impl Scenario for Grid {
         format!(
             "wrote {}/results.json, report.md, throughput.svg, throughput.png{}",
             out.display(),
-            if out.join("logs").exists() {
-                ", logs/ (node logs per point)"
-            } else {
-                ""
-            }
+            output::logs_note(out, "node logs per point")
         )
     }
 

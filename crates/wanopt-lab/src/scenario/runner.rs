@@ -201,14 +201,6 @@ pub fn humantime(elapsed: Duration) -> String {
     format!("{}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)
 }
 
-/// Writes `text` to `path`.
-pub fn write_file(path: &Path, text: impl AsRef<[u8]>) -> Result<(), RunError> {
-    std::fs::write(path, text).map_err(|source| RunError::Write {
-        path: path.to_path_buf(),
-        source,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,7 +12,7 @@ use plotters::prelude::*;
 use super::reference;
 use super::results::Results;
 use super::transfer::Test;
-use crate::plot::PlotError;
+use crate::kit::plot::{write_svg_and_png, Figure, PlotError};
 
 const MODES: [(&str, RGBColor); 3] = [
     ("baseline", RGBColor(214, 39, 40)),
@@ -47,20 +47,24 @@ fn file_label(names: &[String], x: &f64) -> String {
 }
 
 /// One test's plot: seconds per file above, WAN bytes below.
-fn draw<DB: DrawingBackend>(
-    root: DrawingArea<DB, Shift>,
-    results: &Results,
+struct TestFigure<'a> {
+    results: &'a Results,
     test: Test,
-) -> Result<(), String>
-where
-    DB::ErrorType: 'static,
-{
-    root.fill(&WHITE).map_err(|e| e.to_string())?;
-    let names = files(results, test);
-    let (top, bottom) = root.split_vertically((root.dim_in_pixel().1 as f64 * 0.62) as u32);
-    seconds_chart(&top, results, test, &names)?;
-    wan_chart(&bottom, results, test, &names)?;
-    root.present().map_err(|e| e.to_string())
+}
+
+impl Figure for TestFigure<'_> {
+    fn draw<DB: DrawingBackend>(&self, root: DrawingArea<DB, Shift>) -> Result<(), String>
+    where
+        DB::ErrorType: 'static,
+    {
+        let (results, test) = (self.results, self.test);
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        let names = files(results, test);
+        let (top, bottom) = root.split_vertically((root.dim_in_pixel().1 as f64 * 0.62) as u32);
+        seconds_chart(&top, results, test, &names)?;
+        wan_chart(&bottom, results, test, &names)?;
+        root.present().map_err(|e| e.to_string())
+    }
 }
 
 /// Seconds per file and mode, ours as bars, the reference's as rings.
@@ -250,27 +254,8 @@ pub fn draw_all(results: &Results, dir: &Path) -> Result<(), PlotError> {
         }
         let width = 260 + 70 * files(results, test).len() as u32;
         let size = (width.max(700), 720);
-        let base = format!("{}-{}", results.scenario, test.name());
-        let svg = dir.join(format!("{base}.svg"));
-        draw(
-            SVGBackend::new(&svg, size).into_drawing_area(),
-            results,
-            test,
-        )
-        .map_err(|message| PlotError::Draw {
-            file: svg.display().to_string(),
-            message,
-        })?;
-        let png = dir.join(format!("{base}.png"));
-        draw(
-            BitMapBackend::new(&png, size).into_drawing_area(),
-            results,
-            test,
-        )
-        .map_err(|message| PlotError::Draw {
-            file: png.display().to_string(),
-            message,
-        })?;
+        let stem = format!("{}-{}", results.scenario, test.name());
+        write_svg_and_png(&TestFigure { results, test }, dir, &stem, size)?;
     }
     Ok(())
 }

@@ -17,10 +17,11 @@ use std::path::Path;
 
 use super::results::Results;
 use super::{files, link_options, link_summary, plan, PROFILE, SCENARIO};
+use crate::kit::output;
 use crate::link::LinkSpecs;
 use crate::optimize;
 use crate::profile::Profile;
-use crate::scenario::runner::{self, write_file, Env, Finished, Plan, Report, Scenario};
+use crate::scenario::runner::{self, Env, Finished, Plan, Report, Scenario};
 use crate::scenario::{RunArgs, RunError};
 use crate::topology::Lab;
 
@@ -176,11 +177,7 @@ pub fn run_with(lab: &Lab, options: &Options, exe: &Path) -> Result<Report<Resul
 
 /// Writes `results.json`, `report.md` and the plots.
 pub fn write_outputs(results: &Results, out: &Path) -> Result<(), RunError> {
-    let json = serde_json::to_string_pretty(results).unwrap_or_default();
-    write_file(&out.join("results.json"), json)?;
-    write_file(&out.join("report.md"), super::report::markdown(results))?;
-    if let Err(e) = super::plot::draw_all(results, out) {
-        eprintln!("wanopt lab: plot not written: {e}");
-    }
+    output::write_results(out, results, super::report::markdown(results))?;
+    output::plotted(super::plot::draw_all(results, out));
     Ok(())
 }
