@@ -3,6 +3,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
+use crate::kit::{markdown, Align, Table};
 use crate::scenario::spec::TCP_OPT_REFERENCE;
 use crate::scenario::{Results, Row};
 
@@ -96,23 +97,25 @@ pub fn table(results: &Results) -> String {
     let middleboxes = has_middleboxes(results);
     // The reference's columns only where there is a reference.
     let referenced = results.scenario == "tcp-opt";
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "| RTT (ms) |{} profile | direct Mbit/s | direct s | wanopt Mbit/s | wanopt s | wanopt/direct |{}",
-        if middleboxes { " middlebox |" } else { "" },
-        if referenced {
-            " reference disabled Mbit/s | reference enabled Mbit/s | reference ratio |"
-        } else {
-            ""
+    let mut table = point_columns(middleboxes);
+    for heading in [
+        "direct Mbit/s",
+        "direct s",
+        "wanopt Mbit/s",
+        "wanopt s",
+        "wanopt/direct",
+    ] {
+        table = table.column(heading, Align::Right);
+    }
+    if referenced {
+        for heading in [
+            "reference disabled Mbit/s",
+            "reference enabled Mbit/s",
+            "reference ratio",
+        ] {
+            table = table.column(heading, Align::Right);
         }
-    );
-    let _ = writeln!(
-        out,
-        "|---:|{}---|---:|---:|---:|---:|---:|{}",
-        if middleboxes { "---|" } else { "" },
-        if referenced { "---:|---:|---:|" } else { "" }
-    );
+    }
     for (rtt, _, middlebox, profile) in keys {
         let direct = find(results, rtt, &middlebox, &profile, "direct");
         let wanopt = find(results, rtt, &middlebox, &profile, "wanopt");
@@ -124,22 +127,40 @@ pub fn table(results: &Results) -> String {
             }
             _ => "n/a".into(),
         };
-        let reference = match (referenced, reference(results, rtt)) {
-            (false, _) => String::new(),
-            (true, Some((off, on))) => format!(" {off} | {on} | {:.2} |", on / off),
-            (true, None) => " | | |".into(),
-        };
-        let rules = if middleboxes {
-            format!(" {} |", rules_cell(&middlebox))
-        } else {
-            String::new()
-        };
-        let _ = writeln!(
-            out,
-            "| {rtt} |{rules} {profile} | {dm} | {ds} | {wm} | {ws} | {ratio} |{reference}"
-        );
+        let mut cells = point_cells(rtt, middleboxes.then_some(middlebox.as_str()), &profile);
+        cells.extend([dm, ds, wm, ws, ratio]);
+        match (referenced, reference(results, rtt)) {
+            (false, _) => {}
+            (true, Some((off, on))) => {
+                cells.extend([off.to_string(), on.to_string(), format!("{:.2}", on / off)])
+            }
+            // No reference at this RTT: its three cells, empty, as this
+            // table has always written them (`| | | |`).
+            (true, None) => cells.push("| |".into()),
+        }
+        table.row(cells);
     }
-    out
+    table.to_string()
+}
+
+/// The table's first columns: RTT, the middlebox (when any point had
+/// one), the profile.
+fn point_columns(middleboxes: bool) -> Table {
+    let table = Table::new([("RTT (ms)", Align::Right)]);
+    let table = if middleboxes {
+        table.column("middlebox", Align::Left)
+    } else {
+        table
+    };
+    table.column("profile", Align::Left)
+}
+
+/// A row's cells under [`point_columns`].
+fn point_cells(rtt: u64, middlebox: Option<&str>, profile: &str) -> Vec<String> {
+    let mut cells = vec![rtt.to_string()];
+    cells.extend(middlebox.map(rules_cell));
+    cells.push(profile.to_string());
+    cells
 }
 
 /// The whole `report.md`.
@@ -150,7 +171,7 @@ pub fn markdown(results: &Results) -> String {
         out,
         "# Scenario `{}`{}\n",
         results.scenario,
-        if results.quick { " (quick)" } else { "" }
+        markdown::quick(results.quick)
     );
     if !results.flow_resets.is_empty() {
         let _ = writeln!(
@@ -233,41 +254,30 @@ pub fn markdown(results: &Results) -> String {
     out.push_str(&table(results));
     out.push('\n');
     if !results.skipped.is_empty() {
-        let _ = writeln!(out, "## Not measured\n");
-        for s in &results.skipped {
-            let _ = writeln!(
-                out,
-                "- {}: {}",
-                point_text(s.rtt_ms, &s.middlebox, &s.profile, &s.mode),
-                s.reason
-            );
-        }
+        let skipped = results.skipped.iter().map(|s| {
+            let point = point_text(s.rtt_ms, &s.middlebox, &s.profile, &s.mode);
+            format!("{point}: {}", s.reason)
+        });
+        markdown::list(&mut out, "Not measured", skipped);
         out.push('\n');
     }
     let _ = writeln!(out, "## Every run\n");
     let middleboxes = has_middleboxes(results);
-    let _ = writeln!(
-        out,
-        "| RTT (ms) |{} profile | mode | Mbit/s per run | seconds per run |",
-        if middleboxes { " middlebox |" } else { "" }
-    );
-    let _ = writeln!(
-        out,
-        "|---:|{}---|---|---|---|",
-        if middleboxes { "---|" } else { "" }
-    );
+    let mut runs = point_columns(middleboxes)
+        .column("mode", Align::Left)
+        .column("Mbit/s per run", Align::Left)
+        .column("seconds per run", Align::Left);
     for r in &results.rows {
-        let rules = if middleboxes {
-            format!(" {} |", rules_cell(&r.middlebox))
-        } else {
-            String::new()
-        };
-        let _ = writeln!(
-            out,
-            "| {} |{rules} {} | {} | {:?} | {:?} |",
-            r.rtt_ms, r.profile, r.mode, r.samples_mbps, r.samples_seconds
-        );
+        let middlebox = middleboxes.then_some(r.middlebox.as_str());
+        let mut cells = point_cells(r.rtt_ms, middlebox, &r.profile);
+        cells.extend([
+            r.mode.clone(),
+            format!("{:?}", r.samples_mbps),
+            format!("{:?}", r.samples_seconds),
+        ]);
+        runs.row(cells);
     }
+    out.push_str(&runs.to_string());
     let failed: Vec<&Row> = results
         .rows
         .iter()

@@ -7,7 +7,8 @@ use std::fmt::Write as _;
 
 use super::matrix::{MODES, RTT_MS};
 use super::results::{Results, Row};
-use crate::kit::stats::median;
+use crate::kit::stats::{first_seen, median};
+use crate::kit::{markdown, Align, Table};
 
 /// The medians over the runs of one trace, buffer and mode.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -49,13 +50,12 @@ pub fn cell(results: &Results, trace: &str, buffer: &str, mode: &str) -> Cell {
 }
 
 fn buffers(results: &Results) -> Vec<(String, u64)> {
-    let mut out: Vec<(String, u64)> = Vec::new();
-    for r in &results.rows {
-        if !out.iter().any(|(name, _)| *name == r.buffer) {
-            out.push((r.buffer.clone(), r.buffer_bytes));
-        }
-    }
-    out
+    first_seen(
+        results
+            .rows
+            .iter()
+            .map(|r| (r.buffer.clone(), r.buffer_bytes)),
+    )
 }
 
 fn num(value: Option<f64>, places: usize) -> String {
@@ -110,11 +110,7 @@ pub fn goals(results: &Results) -> Vec<Goal> {
 /// `report.md`.
 pub fn markdown(results: &Results) -> String {
     let mut md = String::new();
-    let _ = writeln!(
-        md,
-        "# cellular{}\n",
-        if results.quick { " (quick)" } else { "" }
-    );
+    let _ = writeln!(md, "# cellular{}\n", markdown::quick(results.quick));
     let seconds = results.settings["seconds"].as_u64().unwrap_or(0);
     let runs = results.settings["runs"].as_u64().unwrap_or(1);
     let _ = writeln!(
@@ -126,17 +122,16 @@ pub fn markdown(results: &Results) -> String {
          are medians of {runs} run(s). The queue is the downlink's, from the emulator: \
          its 95th percentile over time and the 95th percentile of the frames' wait in it.\n"
     );
-    let _ = writeln!(
-        md,
-        "| trace | kind | down Mbit/s | up Mbit/s |\n|---|---|---:|---:|"
-    );
+    let mut traces = Table::text_then_figures(2, &["trace", "kind", "down Mbit/s", "up Mbit/s"]);
     for t in &results.traces {
-        let _ = writeln!(
-            md,
-            "| {} | {} | {:.2} | {:.2} |",
-            t.name, t.kind, t.down_mbit_s, t.up_mbit_s
-        );
+        traces.row([
+            t.name.clone(),
+            t.kind.clone(),
+            format!("{:.2}", t.down_mbit_s),
+            format!("{:.2}", t.up_mbit_s),
+        ]);
     }
+    md.push_str(&traces.to_string());
     if !results.missing_traces.is_empty() {
         let _ = writeln!(
             md,
@@ -147,10 +142,20 @@ pub fn markdown(results: &Results) -> String {
         }
     }
     for (buffer, bytes) in buffers(results) {
-        let _ = writeln!(
-            md,
-            "\n## {buffer} buffer ({} KB)\n\n| trace | mode | download Mbit/s | ping p50 ms | p95 | p99 | queue p95 kB | wait p95 ms | runs |\n|---|---|---:|---:|---:|---:|---:|---:|---:|",
-            bytes / 1000
+        let _ = writeln!(md, "\n## {buffer} buffer ({} KB)\n", bytes / 1000);
+        let mut table = Table::text_then_figures(
+            2,
+            &[
+                "trace",
+                "mode",
+                "download Mbit/s",
+                "ping p50 ms",
+                "p95",
+                "p99",
+                "queue p95 kB",
+                "wait p95 ms",
+                "runs",
+            ],
         );
         for trace in &results.traces {
             for mode in MODES {
@@ -158,44 +163,46 @@ pub fn markdown(results: &Results) -> String {
                 if c.runs == 0 {
                     continue;
                 }
-                let _ = writeln!(
-                    md,
-                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                    trace.name,
-                    mode.name(),
+                table.row([
+                    trace.name.clone(),
+                    mode.name().to_string(),
                     num(c.mbit_s, 2),
                     num(c.p50, 0),
                     num(c.p95, 0),
                     num(c.p99, 0),
                     num(c.queue_p95.map(|b| b / 1000.0), 0),
                     num(c.wait_p95, 0),
-                    c.runs
-                );
+                    c.runs.to_string(),
+                ]);
             }
         }
+        md.push_str(&table.to_string());
     }
     let goals = goals(results);
     if !goals.is_empty() {
         let _ = writeln!(
             md,
-            "\n## Goals: wanopt against kernel BBR\n\nwanopt's download at least BBR's rate, the ping beside it at most BBR's p50 and p95.\n\n| trace | buffer | rate | ping p50 | ping p95 | met |\n|---|---|---:|---:|---:|---|"
+            "\n## Goals: wanopt against kernel BBR\n\nwanopt's download at least BBR's rate, the ping beside it at most BBR's p50 and p95.\n"
         );
+        let mut table =
+            Table::text_then_figures(2, &["trace", "buffer", "rate", "ping p50", "ping p95"])
+                .column("met", Align::Left);
         for g in &goals {
-            let _ = writeln!(
-                md,
-                "| {} | {} | {}x | {}x | {}x | {} |",
-                g.trace,
-                g.buffer,
-                num(g.rate_ratio, 2),
-                num(g.p50_ratio, 2),
-                num(g.p95_ratio, 2),
+            table.row([
+                g.trace.clone(),
+                g.buffer.clone(),
+                format!("{}x", num(g.rate_ratio, 2)),
+                format!("{}x", num(g.p50_ratio, 2)),
+                format!("{}x", num(g.p95_ratio, 2)),
                 match g.met() {
                     Some(true) => "yes",
                     Some(false) => "no",
                     None => "n/a",
                 }
-            );
+                .to_string(),
+            ]);
         }
+        md.push_str(&table.to_string());
     }
     let plots = super::plot::files(results);
     if !plots.is_empty() {
@@ -212,10 +219,12 @@ pub fn markdown(results: &Results) -> String {
         }
     }
     if !results.skipped.is_empty() {
-        let _ = writeln!(md, "\n## Not measured\n");
-        for s in &results.skipped {
-            let _ = writeln!(md, "- {} {} {}: {}", s.trace, s.buffer, s.mode, s.reason);
-        }
+        let skipped = results.skipped.iter().map(|s| {
+            let (trace, buffer, mode, reason) = (&s.trace, &s.buffer, &s.mode, &s.reason);
+            format!("{trace} {buffer} {mode}: {reason}")
+        });
+        md.push('\n');
+        markdown::list(&mut md, "Not measured", skipped);
     }
     md
 }

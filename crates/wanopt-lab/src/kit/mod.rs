@@ -1,12 +1,17 @@
 //! The kit every scenario's outputs are made with: the rounding and the
 //! figures of samples ([`stats`]: medians, percentiles, the trimmed mean),
-//! plots ([`plot`]: the line chart, the modes' colours, SVG and PNG) and
-//! the files of an output folder ([`output`]: `results.json` written and
-//! read back, `report.md`).
+//! Markdown tables ([`table`]) and the lists of a report ([`markdown`]:
+//! cells not measured, flow resets), plots ([`plot`]: the line chart, the
+//! modes' colours, SVG and PNG) and the files of an output folder
+//! ([`output`]: `results.json` written and read back, `report.md`).
 //!
 //! It knows nothing of any scenario: scenarios use it, never the other
 //! way round.
 
+pub mod markdown;
 pub mod output;
 pub mod plot;
 pub mod stats;
+pub mod table;
+
+pub use table::{Align, Table};

@@ -7,6 +7,8 @@ use std::fmt::Write as _;
 use super::goals::{evaluate, loss_free_goodput};
 use super::matrix::{BURST_SPEC, JITTER_MS, LINK_MBPS, MODES};
 use super::results::{Results, Row};
+use crate::kit::stats::first_seen;
+use crate::kit::{markdown, Table};
 
 /// A figure of a row.
 #[derive(Debug, Clone, Copy)]
@@ -105,24 +107,13 @@ const MEASURES: [Measure; 11] = [
 
 /// The loss conditions of `rows` at `rtt_ms`, in the order measured.
 fn conditions(rows: &[Row], rtt_ms: u64) -> Vec<(f64, bool)> {
-    let mut out: Vec<(f64, bool)> = Vec::new();
-    for r in rows.iter().filter(|r| r.rtt_ms == rtt_ms) {
-        if !out.contains(&(r.loss_pct, r.burst)) {
-            out.push((r.loss_pct, r.burst));
-        }
-    }
-    out
+    let at_rtt = rows.iter().filter(|r| r.rtt_ms == rtt_ms);
+    first_seen(at_rtt.map(|r| (r.loss_pct, r.burst)))
 }
 
 /// The RTTs of `rows`, in the order measured.
 fn rtts(rows: &[Row]) -> Vec<u64> {
-    let mut out = Vec::new();
-    for r in rows {
-        if !out.contains(&r.rtt_ms) {
-            out.push(r.rtt_ms);
-        }
-    }
-    out
+    first_seen(rows.iter().map(|r| r.rtt_ms))
 }
 
 fn find<'a>(
@@ -183,11 +174,19 @@ pub fn tables(results: &Results) -> String {
             "\nRTT {rtt} ms (loss-free goodput reference {:.1} Mbit/s)\n",
             loss_free_goodput(rows, rtt)
         );
-        let _ = writeln!(
-            out,
-            "| loss % | figure | cubic | bbr | wanopt | wanopt-fec | wanopt vs bbr | wanopt-fec vs bbr |"
+        let mut table = Table::text_then_figures(
+            2,
+            &[
+                "loss %",
+                "figure",
+                "cubic",
+                "bbr",
+                "wanopt",
+                "wanopt-fec",
+                "wanopt vs bbr",
+                "wanopt-fec vs bbr",
+            ],
         );
-        let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|");
         for condition in conditions(rows, rtt) {
             let label = if condition.1 {
                 format!("{} (bursts)", condition.0)
@@ -202,17 +201,14 @@ pub fn tables(results: &Results) -> String {
                 if cells.iter().all(Option::is_none) {
                     continue;
                 }
-                let figures: Vec<String> = cells.iter().map(|r| figure(*r, m)).collect();
-                let _ = writeln!(
-                    out,
-                    "| {label} | {} | {} | {} | {} |",
-                    m.label,
-                    figures.join(" | "),
-                    advantage(cells[2], cells[1], m),
-                    advantage(cells[3], cells[1], m),
-                );
+                let mut row = vec![label.clone(), m.label.to_string()];
+                row.extend(cells.iter().map(|r| figure(*r, m)));
+                row.push(advantage(cells[2], cells[1], m));
+                row.push(advantage(cells[3], cells[1], m));
+                table.row(row);
             }
         }
+        out.push_str(&table.to_string());
     }
     out
 }
@@ -234,11 +230,7 @@ pub fn summary(results: &Results) -> String {
 /// `report.md`.
 pub fn markdown(results: &Results) -> String {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "# lossy{}\n",
-        if results.quick { " (quick)" } else { "" }
-    );
+    let _ = writeln!(out, "# lossy{}\n", markdown::quick(results.quick));
     let _ = writeln!(
         out,
         "{LINK_MBPS} Mbit/s each way, {JITTER_MS} ms jitter, random loss each way or \
@@ -264,7 +256,6 @@ pub fn markdown(results: &Results) -> String {
     let _ = writeln!(out, "\n## Goals\n");
     out.push_str(&goal_lines(results));
     if !results.skipped.is_empty() {
-        let _ = writeln!(out, "\n## Not measured\n");
         let mut reasons: Vec<(String, String, usize)> = Vec::new();
         for s in &results.skipped {
             match reasons
@@ -275,15 +266,19 @@ pub fn markdown(results: &Results) -> String {
                 None => reasons.push((s.mode.clone(), s.reason.clone(), 1)),
             }
         }
-        for (mode, reason, count) in reasons {
-            let _ = writeln!(out, "- {mode}: {count} measurement(s): {reason}");
-        }
+        let reasons = reasons
+            .into_iter()
+            .map(|(mode, reason, count)| format!("{mode}: {count} measurement(s): {reason}"));
+        out.push('\n');
+        markdown::list(&mut out, "Not measured", reasons);
     }
     if !results.flow_resets.is_empty() {
-        let _ = writeln!(out, "\n## Flow resets (the run fails)\n");
-        for line in &results.flow_resets {
-            let _ = writeln!(out, "- `{line}`");
-        }
+        out.push('\n');
+        markdown::flow_resets(
+            &mut out,
+            "Flow resets (the run fails)",
+            &results.flow_resets,
+        );
     }
     out
 }

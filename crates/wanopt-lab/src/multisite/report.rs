@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 
 use super::{CellRow, Mode, Results, SiteRow};
+use crate::kit::{markdown, Align, Table};
 
 /// The mean goodput per site of a cell, Mbit/s, and the slowest site's.
 fn per_site(results: &Results, cell: &CellRow) -> Option<(f64, f64)> {
@@ -60,21 +61,20 @@ pub fn markdown(results: &Results) -> String {
         if results.quick { " Quick run." } else { "" }
     );
     let _ = writeln!(md, "## Per cell\n");
-    let _ = writeln!(
-        md,
-        "| sites | mode | mean Mbit/s per site | slowest site | of link | wanopt / direct | payload MB | core CPU s | core CPU s/GB |"
-    );
-    let _ = writeln!(
-        md,
-        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-    );
+    let mut cells = site_columns(&[
+        "mean Mbit/s per site",
+        "slowest site",
+        "of link",
+        "wanopt / direct",
+        "payload MB",
+        "core CPU s",
+        "core CPU s/GB",
+    ]);
     for cell in &results.cells {
         let rates = per_site(results, cell);
-        let _ = writeln!(
-            md,
-            "| {} | {} | {} | {} | {} | {} | {:.1} | {} | {} |",
-            cell.sites,
-            cell.mode.name(),
+        cells.row([
+            cell.sites.to_string(),
+            cell.mode.name().to_string(),
             or_dash(rates.map(|r| r.0), 2),
             or_dash(rates.map(|r| r.1), 2),
             or_dash(rates.map(|r| r.0 / f64::from(results.link_mbit)), 3),
@@ -82,39 +82,51 @@ pub fn markdown(results: &Results) -> String {
                 Mode::Wanopt => or_dash(ratio(results, cell.sites), 3),
                 Mode::DirectBbr => String::new(),
             },
-            cell.bytes as f64 / 1e6,
+            format!("{:.1}", cell.bytes as f64 / 1e6),
             or_dash(cell.core_cpu_seconds, 2),
             or_dash(cell.core_cpu_seconds_per_gb, 1),
-        );
+        ]);
     }
+    md.push_str(&cells.to_string());
     let _ = writeln!(md, "\n## Each site\n");
-    let _ = writeln!(md, "| sites | mode | site | Mbit/s | of link | seconds |");
-    let _ = writeln!(md, "| ---: | --- | ---: | ---: | ---: | ---: |");
+    let mut sites = site_columns(&["site", "Mbit/s", "of link", "seconds"]);
     for row in &results.rows {
-        let _ = writeln!(
-            md,
-            "| {} | {} | {} | {:.2} | {:.3} | {:.2} |",
-            row.sites,
-            row.mode.name(),
-            row.site,
-            row.goodput_mbps,
-            row.of_link,
-            row.seconds
-        );
+        sites.row([
+            row.sites.to_string(),
+            row.mode.name().to_string(),
+            row.site.to_string(),
+            format!("{:.2}", row.goodput_mbps),
+            format!("{:.3}", row.of_link),
+            format!("{:.2}", row.seconds),
+        ]);
     }
+    md.push_str(&sites.to_string());
     if !results.skipped.is_empty() {
-        let _ = writeln!(md, "\n## Skipped\n");
-        for s in &results.skipped {
-            let _ = writeln!(md, "- {} site(s) {}: {}", s.sites, s.mode.name(), s.reason);
-        }
+        let skipped = results.skipped.iter().map(|s| {
+            let (sites, mode, reason) = (s.sites, s.mode.name(), &s.reason);
+            format!("{sites} site(s) {mode}: {reason}")
+        });
+        md.push('\n');
+        markdown::list(&mut md, "Skipped", skipped);
     }
     if !results.flow_resets.is_empty() {
-        let _ = writeln!(md, "\n## Flow resets (the run FAILED)\n");
-        for line in &results.flow_resets {
-            let _ = writeln!(md, "- `{line}`");
-        }
+        md.push('\n');
+        markdown::flow_resets(
+            &mut md,
+            "Flow resets (the run FAILED)",
+            &results.flow_resets,
+        );
     }
     md
+}
+
+/// A table of a cell's sites and mode, then `figures` (right-aligned).
+fn site_columns(figures: &[&str]) -> Table {
+    let mut table = Table::new([("sites", Align::Right), ("mode", Align::Left)]).spaced_rule();
+    for heading in figures {
+        table = table.column(*heading, Align::Right);
+    }
+    table
 }
 
 /// One line per cell, for stdout.

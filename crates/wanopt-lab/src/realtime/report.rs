@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use super::goals::evaluate;
 use super::matrix::{BURST_SPEC, JITTER_MS, LINK_MBPS, RTT_MS};
 use super::results::{Results, Row};
+use crate::kit::{markdown, Table};
 
 fn figure(v: Option<f64>) -> String {
     match v {
@@ -29,24 +30,30 @@ fn condition(r: &Row) -> String {
 
 /// The table of every row.
 pub fn table(results: &Results) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "| loss % | event | stream | mode | delivered loss % | delay p50 ms | delay p99 ms | +p99 vs direct ms | jitter ms | max gap ms | Mbit/s | dup | FEC residual % |"
-    );
-    let _ = writeln!(
-        out,
-        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    let mut table = Table::text_then_figures(
+        4,
+        &[
+            "loss %",
+            "event",
+            "stream",
+            "mode",
+            "delivered loss %",
+            "delay p50 ms",
+            "delay p99 ms",
+            "+p99 vs direct ms",
+            "jitter ms",
+            "max gap ms",
+            "Mbit/s",
+            "dup",
+            "FEC residual %",
+        ],
     );
     for r in &results.rows {
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        table.row([
             condition(r),
-            r.event,
-            r.stream,
-            r.direction,
-            r.mode,
+            r.event.clone(),
+            format!("{} {}", r.stream, r.direction),
+            r.mode.clone(),
             match r.delivered_loss_pct {
                 Some(l) => format!("{l:.3}"),
                 None => "-".into(),
@@ -63,9 +70,9 @@ pub fn table(results: &Results) -> String {
             r.duplicates_delivered
                 .map_or("-".to_string(), |d| d.to_string()),
             figure(r.fec_residual_pct),
-        );
+        ]);
     }
-    out
+    table.to_string()
 }
 
 /// The goals as Markdown lines.
@@ -81,11 +88,7 @@ pub fn summary(results: &Results) -> String {
 /// `report.md`.
 pub fn markdown(results: &Results) -> String {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "# realtime{}\n",
-        if results.quick { " (quick)" } else { "" }
-    );
+    let _ = writeln!(out, "# realtime{}\n", markdown::quick(results.quick));
     let _ = writeln!(
         out,
         "Link 1: {LINK_MBPS} Mbit/s each way, RTT {RTT_MS} ms, a queue of 1 BDP, {JITTER_MS} ms \
@@ -115,39 +118,34 @@ pub fn markdown(results: &Results) -> String {
     let _ = writeln!(out, "\n## Goals\n");
     out.push_str(&goal_lines(results));
     if !results.skipped.is_empty() {
-        let _ = writeln!(out, "\n## Not measured\n");
-        for s in &results.skipped {
-            let _ = writeln!(
-                out,
-                "- {} at {}%{} {}: {}",
-                s.mode,
-                s.loss_pct,
-                if s.burst { " bursts" } else { "" },
-                s.event,
-                s.reason
-            );
-        }
+        let skipped = results.skipped.iter().map(|s| {
+            let bursts = if s.burst { " bursts" } else { "" };
+            let (mode, loss, event) = (&s.mode, s.loss_pct, &s.event);
+            format!("{mode} at {loss}%{bursts} {event}: {}", s.reason)
+        });
+        out.push('\n');
+        markdown::list(&mut out, "Not measured", skipped);
     }
-    let notes: Vec<&Row> = results.rows.iter().filter(|r| r.note.is_some()).collect();
+    let notes: Vec<String> = results
+        .rows
+        .iter()
+        .filter_map(|r| {
+            let note = r.note.as_deref()?;
+            let (mode, stream, direction, loss) = (&r.mode, &r.stream, &r.direction, r.loss_pct);
+            Some(format!("{mode} {stream} {direction} at {loss}%: {note}"))
+        })
+        .collect();
     if !notes.is_empty() {
-        let _ = writeln!(out, "\n## Notes\n");
-        for r in notes {
-            let _ = writeln!(
-                out,
-                "- {} {} {} at {}%: {}",
-                r.mode,
-                r.stream,
-                r.direction,
-                r.loss_pct,
-                r.note.as_deref().unwrap_or_default()
-            );
-        }
+        out.push('\n');
+        markdown::list(&mut out, "Notes", notes);
     }
     if !results.flow_resets.is_empty() {
-        let _ = writeln!(out, "\n## Flow resets (the run fails)\n");
-        for line in &results.flow_resets {
-            let _ = writeln!(out, "- `{line}`");
-        }
+        out.push('\n');
+        markdown::flow_resets(
+            &mut out,
+            "Flow resets (the run fails)",
+            &results.flow_resets,
+        );
     }
     out
 }

@@ -20,16 +20,6 @@ const MODES: [(&str, RGBColor); 3] = [
     ("warm", RGBColor(44, 160, 44)),
 ];
 
-fn files(results: &Results, test: Test) -> Vec<String> {
-    let mut files: Vec<String> = Vec::new();
-    for r in results.rows.iter().filter(|r| r.test == test.name()) {
-        if !files.contains(&r.file) {
-            files.push(r.file.clone());
-        }
-    }
-    files
-}
-
 /// The x position of `mode`'s bar for file `index`.
 fn bar_x(index: usize, mode: usize) -> (f64, f64) {
     let left = index as f64 - 0.36 + mode as f64 * 0.24;
@@ -59,7 +49,7 @@ impl Figure for TestFigure<'_> {
     {
         let (results, test) = (self.results, self.test);
         root.fill(&WHITE).map_err(|e| e.to_string())?;
-        let names = files(results, test);
+        let names = results.files(test);
         let (top, bottom) = root.split_vertically((root.dim_in_pixel().1 as f64 * 0.62) as u32);
         seconds_chart(&top, results, test, &names)?;
         wan_chart(&bottom, results, test, &names)?;
@@ -249,10 +239,10 @@ where
 /// with rows.
 pub fn draw_all(results: &Results, dir: &Path) -> Result<(), PlotError> {
     for test in Test::ALL {
-        if files(results, test).is_empty() {
+        if results.files(test).is_empty() {
             continue;
         }
-        let width = 260 + 70 * files(results, test).len() as u32;
+        let width = 260 + 70 * results.files(test).len() as u32;
         let size = (width.max(700), 720);
         let stem = format!("{}-{}", results.scenario, test.name());
         write_svg_and_png(&TestFigure { results, test }, dir, &stem, size)?;

@@ -7,34 +7,44 @@ use std::fmt::Write as _;
 use super::reference;
 use super::results::{Results, Row};
 use super::transfer::Test;
+use crate::kit::{markdown, Align, Table};
 
 mod cells;
 mod goals;
 
 pub use cells::bytes;
 use cells::{confirmed, sent};
-use cells::{files_of, opt_secs, ratio, row, secs, Time};
+use cells::{opt_secs, ratio, row, secs, Time};
 use goals::{goals, slow_cold_paths};
 
 fn seconds_table(out: &mut String, results: &Results, test: Test, time: Time) {
-    let _ = writeln!(
-        out,
-        "| file | size | baseline s | cold s | warm s | ref. baseline s | ref. cold s | ref. warm s | cold speed-up | ref. cold speed-up | warm speed-up | ref. warm speed-up |"
+    let mut table = Table::text_then_figures(
+        1,
+        &[
+            "file",
+            "size",
+            "baseline s",
+            "cold s",
+            "warm s",
+            "ref. baseline s",
+            "ref. cold s",
+            "ref. warm s",
+            "cold speed-up",
+            "ref. cold speed-up",
+            "warm speed-up",
+            "ref. warm speed-up",
+        ],
     );
-    let _ = writeln!(
-        out,
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-    );
-    for file in files_of(results, test) {
+    for file in results.files(test) {
         let ours = |m: &str| row(results, test, &file, m).and_then(time);
         let theirs = |m: &str| reference::seconds(test, &file, m);
         let size = row(results, test, &file, "baseline")
             .or_else(|| row(results, test, &file, "cold"))
             .map(|r| bytes(r.file_bytes))
             .unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "| {file} | {size} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        table.row([
+            file.clone(),
+            size,
             opt_secs(ours("baseline")),
             opt_secs(ours("cold")),
             opt_secs(ours("warm")),
@@ -45,17 +55,26 @@ fn seconds_table(out: &mut String, results: &Results, test: Test, time: Time) {
             ratio(theirs("baseline"), theirs("cold")),
             ratio(ours("baseline"), ours("warm")),
             ratio(theirs("baseline"), theirs("warm")),
-        );
+        ]);
     }
+    out.push_str(&table.to_string());
 }
 
 fn wan_table(out: &mut String, results: &Results, test: Test) {
-    let _ = writeln!(
-        out,
-        "| file | size | baseline WAN | cold WAN | warm WAN | cold / baseline | warm / baseline | warm up / down |"
+    let mut table = Table::text_then_figures(
+        1,
+        &[
+            "file",
+            "size",
+            "baseline WAN",
+            "cold WAN",
+            "warm WAN",
+            "cold / baseline",
+            "warm / baseline",
+            "warm up / down",
+        ],
     );
-    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|");
-    for file in files_of(results, test) {
+    for file in results.files(test) {
         let get = |m: &str| row(results, test, &file, m);
         let wan = |m: &str| get(m).map(|r| r.wan_bytes);
         let cell = |m: &str| wan(m).map(bytes).unwrap_or_else(|| "n/a".into());
@@ -70,30 +89,42 @@ fn wan_table(out: &mut String, results: &Results, test: Test) {
         let split = get("warm")
             .map(|r| format!("{} / {}", bytes(r.wan_bytes_up), bytes(r.wan_bytes_down)))
             .unwrap_or_else(|| "n/a".into());
-        let _ = writeln!(
-            out,
-            "| {file} | {size} | {} | {} | {} | {} | {} | {split} |",
+        table.row([
+            file.clone(),
+            size,
             cell("baseline"),
             cell("cold"),
             cell("warm"),
             pct("cold"),
             pct("warm"),
-        );
+            split,
+        ]);
     }
+    out.push_str(&table.to_string());
 }
 
 fn open_save_table(out: &mut String, results: &Results) {
-    let _ = writeln!(
-        out,
-        "| file | baseline open | baseline save | cold open | cold save | warm open | warm save | ref. baseline open | ref. baseline save | ref. cold open | ref. cold save | ref. warm open | ref. warm save |"
+    let mut table = Table::text_then_figures(
+        1,
+        &[
+            "file",
+            "baseline open",
+            "baseline save",
+            "cold open",
+            "cold save",
+            "warm open",
+            "warm save",
+            "ref. baseline open",
+            "ref. baseline save",
+            "ref. cold open",
+            "ref. cold save",
+            "ref. warm open",
+            "ref. warm save",
+        ],
     );
-    let _ = writeln!(
-        out,
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-    );
-    for file in files_of(results, Test::EditSave) {
+    for file in results.files(Test::EditSave) {
         let ours = |m: &str| row(results, Test::EditSave, &file, m);
-        let mut cells = Vec::new();
+        let mut cells = vec![file.clone()];
         for mode in ["baseline", "cold", "warm"] {
             let r = ours(mode);
             cells.push(opt_secs(r.and_then(|r| r.open_seconds)));
@@ -104,8 +135,9 @@ fn open_save_table(out: &mut String, results: &Results) {
             cells.push(opt_secs(p.map(|p| p.0)));
             cells.push(opt_secs(p.map(|p| p.1)));
         }
-        let _ = writeln!(out, "| {file} | {} |", cells.join(" | "));
+        table.row(cells);
     }
+    out.push_str(&table.to_string());
 }
 
 /// What to keep in mind when comparing a test with the reference.
@@ -163,7 +195,7 @@ pub fn markdown(results: &Results) -> String {
         out,
         "# Scenario `{}`{}\n",
         results.scenario,
-        if results.quick { " (quick)" } else { "" }
+        markdown::quick(results.quick)
     );
     let _ = writeln!(
         out,
@@ -271,25 +303,28 @@ fn setup(out: &mut String, results: &Results) {
         "- Runs: {} ({}). Files generated from seed {}. The scenario took {:.0} s.\n",
         results.runs, results.method, results.file_seed, results.elapsed_seconds
     );
-    let _ = writeln!(
-        out,
-        "| file | size | kind | LZ4-like ratio (estimate) |\n|---|---:|---|---:|"
-    );
+    let mut files = Table::new([
+        ("file", Align::Left),
+        ("size", Align::Right),
+        ("kind", Align::Left),
+        ("LZ4-like ratio (estimate)", Align::Right),
+    ]);
     for f in &results.files {
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {:.2} |",
-            f.name, f.bytes, f.kind, f.lz_ratio
-        );
+        files.row([
+            f.name.clone(),
+            f.bytes.to_string(),
+            f.kind.clone(),
+            format!("{:.2}", f.lz_ratio),
+        ]);
     }
-    out.push('\n');
+    let _ = writeln!(out, "{files}");
 }
 
 /// One section per test: our seconds and WAN bytes beside the
 /// reference's, and the test's plot.
 fn tests(out: &mut String, results: &Results) {
     for test in Test::ALL {
-        if files_of(results, test).is_empty() {
+        if results.files(test).is_empty() {
             continue;
         }
         let _ = writeln!(
@@ -330,14 +365,11 @@ fn tests(out: &mut String, results: &Results) {
 /// nodes' cache statistics.
 fn appendix(out: &mut String, results: &Results) {
     if !results.skipped.is_empty() {
-        let _ = writeln!(out, "## Not measured\n");
-        for s in &results.skipped {
-            if s.run > 0 {
-                let _ = writeln!(out, "- run {}, {}: {}", s.run, s.mode, s.reason);
-            } else {
-                let _ = writeln!(out, "- {}: {}", s.mode, s.reason);
-            }
-        }
+        let skipped = results.skipped.iter().map(|s| match s.run {
+            0 => format!("{}: {}", s.mode, s.reason),
+            run => format!("run {run}, {}: {}", s.mode, s.reason),
+        });
+        markdown::list(out, "Not measured", skipped);
         out.push('\n');
     }
     let failed: Vec<&Row> = results
@@ -346,26 +378,34 @@ fn appendix(out: &mut String, results: &Results) {
         .filter(|r| !r.failed_runs.is_empty())
         .collect();
     if !failed.is_empty() {
-        let _ = writeln!(out, "## Failed runs (not in the medians)\n");
-        for r in failed {
-            for f in &r.failed_runs {
-                let _ = writeln!(out, "- {} {} {}: {f}", r.mode, r.test, r.file);
-            }
-        }
+        let failures = failed.iter().flat_map(|r| {
+            let run = format!("{} {} {}", r.mode, r.test, r.file);
+            r.failed_runs.iter().map(move |f| format!("{run}: {f}"))
+        });
+        markdown::list(out, "Failed runs (not in the medians)", failures);
         out.push('\n');
     }
     let _ = writeln!(out, "## Every run\n");
-    let _ = writeln!(
-        out,
-        "| test | file | mode | seconds per run | WAN bytes per run |\n|---|---|---|---|---|"
+    let mut runs = Table::text_then_figures(
+        5,
+        &[
+            "test",
+            "file",
+            "mode",
+            "seconds per run",
+            "WAN bytes per run",
+        ],
     );
     for r in &results.rows {
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {:?} | {:?} |",
-            r.test, r.file, r.mode, r.samples_seconds, r.samples_wan_bytes
-        );
+        runs.row([
+            r.test.clone(),
+            r.file.clone(),
+            r.mode.clone(),
+            format!("{:?}", r.samples_seconds),
+            format!("{:?}", r.samples_wan_bytes),
+        ]);
     }
+    out.push_str(&runs.to_string());
     if !results.cache_stats.is_empty() {
         let _ = writeln!(
             out,
@@ -377,14 +417,14 @@ fn appendix(out: &mut String, results: &Results) {
 
 /// The short table printed at the end of `lab run waas-3g`.
 pub fn summary(results: &Results) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "| test | file | baseline s | cold s | warm s | ref. b/c/w s | baseline WAN | cold WAN | warm WAN |"
-    );
-    let _ = writeln!(out, "|---|---|---:|---:|---:|---|---:|---:|---:|");
+    let mut table =
+        Table::text_then_figures(2, &["test", "file", "baseline s", "cold s", "warm s"])
+            .column("ref. b/c/w s", Align::Left);
+    for heading in ["baseline WAN", "cold WAN", "warm WAN"] {
+        table = table.column(heading, Align::Right);
+    }
     for test in Test::ALL {
-        for file in files_of(results, test) {
+        for file in results.files(test) {
             let get = |m: &str| row(results, test, &file, m);
             let s = |m: &str| opt_secs(get(m).map(|r| r.seconds));
             let w = |m: &str| {
@@ -400,20 +440,20 @@ pub fn summary(results: &Results) -> String {
                 (Some(b), Some(c), Some(w)) => format!("{} / {} / {}", secs(b), secs(c), secs(w)),
                 _ => "n/a".into(),
             };
-            let _ = writeln!(
-                out,
-                "| {} | {file} | {} | {} | {} | {reference} | {} | {} | {} |",
-                test.name(),
+            table.row([
+                test.name().to_string(),
+                file.clone(),
                 s("baseline"),
                 s("cold"),
                 s("warm"),
+                reference,
                 w("baseline"),
                 w("cold"),
                 w("warm"),
-            );
+            ]);
         }
     }
-    out
+    table.to_string()
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::reference;
 use super::transfer::Test;
-use crate::kit::stats::{median, round3, round4};
+use crate::kit::stats::{first_seen, median, round3, round4};
 
 /// One transfer as measured.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -315,6 +315,12 @@ impl Results {
         self.rows
             .iter()
             .find(|r| r.test == test.name() && r.file == file && r.mode == mode)
+    }
+
+    /// The files of `test` in the rows, in the order measured.
+    pub fn files(&self, test: Test) -> Vec<String> {
+        let of_test = self.rows.iter().filter(|r| r.test == test.name());
+        first_seen(of_test.map(|r| r.file.clone()))
     }
 }
 

@@ -47,17 +47,6 @@ pub(super) fn ratio(a: Option<f64>, b: Option<f64>) -> String {
     }
 }
 
-/// The files of `test` in the rows, in their order.
-pub(super) fn files_of(results: &Results, test: Test) -> Vec<String> {
-    let mut files: Vec<String> = Vec::new();
-    for r in results.rows.iter().filter(|r| r.test == test.name()) {
-        if !files.contains(&r.file) {
-            files.push(r.file.clone());
-        }
-    }
-    files
-}
-
 /// The row of `test`, `file` and `mode`.
 pub(super) fn row<'a>(results: &'a Results, test: Test, file: &str, mode: &str) -> Option<&'a Row> {
     results.find(test, file, mode)

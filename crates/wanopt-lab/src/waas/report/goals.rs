@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use super::super::results::{Results, Row};
 use super::super::transfer::Test;
 use super::cells::{bytes, confirmed, secs, sent, Time};
+use crate::kit::{Align, Table};
 
 /// Round trips a warm transfer cannot avoid: its request must cross the
 /// WAN; an FTP upload waits for the `150` before its data and for the
@@ -291,11 +292,18 @@ pub(super) fn slow_cold_paths(out: &mut String, results: &Results) {
          `tails` is whether the node repeated tails when the transfer started, with its loss \
          monitor's estimate.\n"
     );
-    let _ = writeln!(
-        out,
-        "| test | file | run s | dropped down / up | core sent / lost / repeated | core rebuilt | core tails | edge sent / lost / repeated | edge rebuilt | edge tails |\n\
-         |---|---|---:|---:|---:|---:|---|---:|---:|---|"
-    );
+    let mut table = Table::new([
+        ("test", Align::Left),
+        ("file", Align::Left),
+        ("run s", Align::Right),
+        ("dropped down / up", Align::Right),
+        ("core sent / lost / repeated", Align::Right),
+        ("core rebuilt", Align::Right),
+        ("core tails", Align::Left),
+        ("edge sent / lost / repeated", Align::Right),
+        ("edge rebuilt", Align::Right),
+        ("edge tails", Align::Left),
+    ]);
     let tunnel = |t: Option<super::super::results::TunnelSample>| match t {
         Some(t) => [
             format!("{} / {} / {}", t.sent_packets, t.lost_packets, t.duplicated),
@@ -310,20 +318,18 @@ pub(super) fn slow_cold_paths(out: &mut String, results: &Results) {
     };
     for r in slow {
         for (i, p) in r.samples_path.iter().enumerate() {
-            let [cs, cr, ct] = tunnel(p.core);
-            let [es, er, et] = tunnel(p.edge);
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {} / {} | {cs} | {cr} | {ct} | {es} | {er} | {et} |",
-                r.test,
-                r.file,
+            let mut cells = vec![
+                r.test.clone(),
+                r.file.clone(),
                 r.samples_seconds.get(i).map_or("-".into(), |s| secs(*s)),
-                p.dropped_down(),
-                p.dropped_up(),
-            );
+                format!("{} / {}", p.dropped_down(), p.dropped_up()),
+            ];
+            cells.extend(tunnel(p.core));
+            cells.extend(tunnel(p.edge));
+            table.row(cells);
         }
     }
-    out.push('\n');
+    let _ = writeln!(out, "{table}");
 }
 
 fn rate_text(bps: f64) -> String {
