@@ -13,11 +13,11 @@ use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
 use wanopt_lab::cellular::Cellular;
+use wanopt_lab::grid::Grid;
 use wanopt_lab::kit::output::read_results;
 use wanopt_lab::lossy::Lossy;
 use wanopt_lab::multisite::SitesScenario;
 use wanopt_lab::realtime::Realtime;
-use wanopt_lab::scenario::grid::Grid;
 use wanopt_lab::scenario::runner::Scenario;
 use wanopt_lab::waas::Waas3g;
 

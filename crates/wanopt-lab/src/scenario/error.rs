@@ -3,10 +3,10 @@
 use std::path::PathBuf;
 
 use crate::bringup::UpError;
+use crate::grid::spec::SpecError;
 use crate::kit::output::WriteError;
 use crate::link::LinkOptionError;
 use crate::profile::ProfileError;
-use crate::scenario::spec::SpecError;
 use crate::traffic::TrafficError;
 
 /// Errors of `lab run`: the first group is the user's (nothing ran, see

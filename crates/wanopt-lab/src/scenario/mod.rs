@@ -4,22 +4,19 @@
 //! The built-in scenarios are declared in one table ([`registry`]: name,
 //! summary, their own options, how each is built); a name that is not in
 //! it is a scenario TOML file, a grid of link settings, endpoint profiles
-//! and paths ([`grid`], [`spec`]). Every scenario goes through the one
+//! and paths ([`crate::grid`]). Every scenario goes through the one
 //! [`runner`] as a [`Scenario`].
 
 mod args;
 mod error;
-pub mod grid;
 pub mod registry;
-pub mod results;
 pub mod runner;
-pub mod spec;
 
 pub use args::{RunArgs, MAX_RUNS};
 pub use error::RunError;
-pub use results::{Results, Row, Skipped};
 pub use runner::{Report, Scenario, Verdict};
 
+use crate::grid::{spec, Grid};
 use crate::topology::Lab;
 
 /// Runs the scenario `args` names through the runner: a built-in one
@@ -39,7 +36,7 @@ pub fn run(lab: &Lab, args: &RunArgs) -> Result<Verdict, RunError> {
             .into())
         }
         None => {
-            let mut scenario = grid::Grid::from_args(args)?;
+            let mut scenario = Grid::from_args(args)?;
             runner::run(lab, &mut scenario, &args.out).map(|r| r.verdict)
         }
     }

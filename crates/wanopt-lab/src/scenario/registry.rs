@@ -2,7 +2,8 @@
 //! the options of `lab run` that are its own, and how it is built and run.
 //! A name that is not in the table is a scenario TOML file (the grid).
 
-use super::{grid, runner, RunArgs, RunError, Verdict};
+use super::{runner, RunArgs, RunError, Verdict};
+use crate::grid::Grid;
 use crate::topology::Lab;
 
 /// An option of `lab run` that only some scenarios take.
@@ -146,7 +147,7 @@ pub const SCENARIOS: &[Entry] = &[
 const FILE_TAKES: &[ScenarioOption] = &[ScenarioOption::Runs];
 
 fn run_grid(lab: &Lab, args: &RunArgs) -> Result<Verdict, RunError> {
-    let mut scenario = grid::Grid::from_args(args)?;
+    let mut scenario = Grid::from_args(args)?;
     runner::run(lab, &mut scenario, &args.out).map(|r| r.verdict)
 }
 
@@ -203,5 +204,48 @@ mod tests {
             "--tests and --smb-encrypt are options of the waas-3g scenario"
         );
         assert!(names().starts_with("`tcp-opt`, `waas-3g`"), "{}", names());
+    }
+
+    #[test]
+    fn bad_options_are_the_users_errors() {
+        let args = |scenario: &str, runs: Option<usize>, tests: bool| RunArgs {
+            scenario: scenario.into(),
+            out: "/nonexistent/out".into(),
+            runs,
+            quick: true,
+            tests: if tests {
+                vec![crate::waas::transfer::Test::Download]
+            } else {
+                Vec::new()
+            },
+            smb_encrypt: None,
+            smoke: false,
+            traces: None,
+        };
+        for (args, message) in [
+            (
+                args("tcp-opt", Some(0), false),
+                "--runs must be between 1 and 100",
+            ),
+            (
+                args("tcp-opt", Some(101), false),
+                "--runs must be between 1 and 100",
+            ),
+            (
+                args("tcp-opt", None, true),
+                "--tests and --smb-encrypt are options of the waas-3g scenario",
+            ),
+            (
+                args("no-such-scenario", None, false),
+                "unknown scenario `no-such-scenario`: use `tcp-opt`, `waas-3g`, `lossy`, `realtime`, `sites`, `cellular` or a path to a .toml file",
+            ),
+        ] {
+            // `lab run` checks the options before anything runs.
+            let e = crate::scenario::run(&crate::topology::Lab::new("t9-"), &args).err();
+            assert_eq!(e.as_ref().map(|e| e.to_string()).as_deref(), Some(message));
+            assert!(e.is_some_and(|e| e.is_usage()));
+        }
+        let e = crate::waas::Waas3g::from_args(&args("waas-3g", Some(0), false)).err();
+        assert!(e.is_some_and(|e| e.is_usage() && e.to_string().contains("--runs")));
     }
 }

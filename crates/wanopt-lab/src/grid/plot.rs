@@ -5,9 +5,9 @@ use std::path::Path;
 
 use plotters::style::RGBColor;
 
+use super::results::Results;
+use super::spec::TCP_OPT_REFERENCE;
 use crate::kit::plot::{Line, LineChart, PlotError, PALETTE};
-use crate::scenario::spec::TCP_OPT_REFERENCE;
-use crate::scenario::Results;
 
 fn series(results: &Results) -> Vec<Line> {
     let mut out: Vec<Line> = Vec::new();

@@ -6,54 +6,21 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::results::{Results, Row, Skipped};
-use super::runner::{humantime, Env, Finished, Plan, Scenario};
+use super::points::{points, slug, Point};
+use super::results::{Results, Row};
 use super::spec::{self, Mode, ScenarioSpec};
-use super::{RunArgs, RunError};
+use super::{plot, report};
 use crate::bringup::{self, UpConfig};
 use crate::kit::output;
 use crate::kit::stats::{round2, trimmed_mean};
-use crate::link::{LinkOptions, LinkSpecs};
 use crate::profile::Profile;
+use crate::scenario::runner::{humantime, Env, Finished, Plan, Scenario};
+use crate::scenario::{RunArgs, RunError};
 use crate::topology::{Lab, Node, SERVER_ADDR};
 use crate::traffic::{self, Direction, TrafficReport, GENERATOR_PORT};
 
 /// Bytes per stream of the unmeasured warm-up transfer of the wanopt mode.
 const WARM_UP_BYTES: u64 = 10_000_000;
-
-/// One grid point.
-#[derive(Debug, Clone)]
-struct Point {
-    rtt_ms: u64,
-    specs: LinkSpecs,
-    profile: &'static Profile,
-    mode: Mode,
-}
-
-impl Point {
-    /// The point in a progress line.
-    fn label(&self) -> String {
-        let (rtt_ms, name, mode) = (self.rtt_ms, self.profile.name, self.mode.name());
-        if self.specs.middlebox.is_empty() {
-            format!("rtt {rtt_ms}ms {name} {mode}")
-        } else {
-            format!(
-                "rtt {rtt_ms}ms middlebox [{}] {name} {mode}",
-                self.specs.middlebox
-            )
-        }
-    }
-
-    fn skipped(&self, reason: String) -> Skipped {
-        Skipped {
-            rtt_ms: self.rtt_ms,
-            profile: self.profile.name.into(),
-            mode: self.mode.name().into(),
-            middlebox: self.specs.middlebox.clone(),
-            reason,
-        }
-    }
-}
 
 /// A grid scenario, validated, and its results so far.
 #[derive(Debug)]
@@ -308,13 +275,13 @@ impl Scenario for Grid {
     }
 
     fn write_outputs(results: &Results, out: &Path) -> Result<(), RunError> {
-        output::write_results(out, results, crate::report::markdown(results))?;
-        output::plotted(crate::plot::throughput_vs_rtt(results, out));
+        output::write_results(out, results, report::markdown(results))?;
+        output::plotted(plot::throughput_vs_rtt(results, out));
         Ok(())
     }
 
     fn summary(results: &Results) -> String {
-        crate::report::table(results)
+        report::table(results)
     }
 
     fn written(_: &Results, out: &Path) -> String {
@@ -328,66 +295,6 @@ impl Scenario for Grid {
     fn flow_resets(results: &Results) -> &[String] {
         &results.flow_resets
     }
-}
-
-fn parse_rtt_ms(text: &str) -> Result<u64, RunError> {
-    wanopt_netem::units::parse_duration(text)
-        .map(|d| d.as_millis() as u64)
-        .map_err(|e| RunError::Rtt {
-            text: text.to_string(),
-            message: e.to_string(),
-        })
-}
-
-/// The middlebox rules of each point: the grid's list, or the `[link]`
-/// table's rules (if any) at every point.
-fn middleboxes(spec: &ScenarioSpec) -> Result<Vec<Option<String>>, RunError> {
-    match (spec.grid.middlebox.is_empty(), &spec.link.middlebox) {
-        (true, rules) => Ok(vec![rules.clone()]),
-        (false, None) => Ok(spec.grid.middlebox.iter().cloned().map(Some).collect()),
-        (false, Some(_)) => Err(RunError::MiddleboxTwice),
-    }
-}
-
-/// Every point of the grid, in its order: RTT, middlebox, profile, mode.
-fn points(spec: &ScenarioSpec) -> Result<Vec<Point>, RunError> {
-    let middleboxes = middleboxes(spec)?;
-    let mut points = Vec::new();
-    for rtt in &spec.grid.rtt {
-        let rtt_ms = parse_rtt_ms(rtt)?;
-        for middlebox in &middleboxes {
-            let link = LinkOptions {
-                rtt: Some(rtt.clone()),
-                middlebox: middlebox.clone(),
-                ..spec.link.clone()
-            };
-            let specs = link.specs()?;
-            for profile in &spec.grid.profile {
-                let profile = Profile::named(profile)?;
-                for mode in &spec.grid.mode {
-                    points.push(Point {
-                        rtt_ms,
-                        specs: specs.clone(),
-                        profile,
-                        mode: *mode,
-                    });
-                }
-            }
-        }
-    }
-    Ok(points)
-}
-
-/// Middlebox rules as the start of a file name (`strip-wscale-`; empty
-/// for none): [`crate::optimize::file_safe`], at most 40 characters.
-fn slug(rules: &str) -> String {
-    if rules.is_empty() {
-        return String::new();
-    }
-    let safe = crate::optimize::file_safe(rules);
-    let mut out: String = safe.trim_matches('-').chars().take(40).collect();
-    out.push('-');
-    out
 }
 
 /// Errors of one transfer of the generator.
@@ -444,209 +351,19 @@ fn one_run(
 mod tests {
     use super::*;
 
-    /// A one-run row at RTT 100 ms, `linux`, 1 s.
-    fn row(middlebox: &str, mode: &str, mbps: f64) -> Row {
-        Row {
-            rtt_ms: 100,
-            profile: "linux".into(),
-            mode: mode.into(),
-            middlebox: middlebox.into(),
-            throughput_mbps: mbps,
-            seconds: 1.0,
-            runs: 1,
-            samples_mbps: vec![mbps],
-            samples_seconds: vec![1.0],
-            method: "mean".into(),
-            link_up: String::new(),
-            link_down: String::new(),
-            workload: String::new(),
-            failed_runs: vec![],
-        }
-    }
-
     #[test]
-    fn results_json_keeps_the_interface_contract() {
-        let row = Row {
-            profile: "legacy".into(),
-            seconds: 26.1,
-            runs: 5,
-            samples_mbps: vec![],
-            samples_seconds: vec![],
-            ..row("", "wanopt", 123.4)
-        };
-        let results = Results {
+    fn runs_per_point_come_from_the_option() {
+        let args = RunArgs {
             scenario: "tcp-opt".into(),
-            rows: vec![row],
-            skipped: vec![],
-            quick: true,
-            spec: spec::tcp_opt(true),
-            endpoints: serde_json::Value::Null,
-            flow_resets: Vec::new(),
-        };
-        let json = serde_json::to_value(&results).unwrap_or_default();
-        assert_eq!(json["scenario"], "tcp-opt");
-        let row = &json["rows"][0];
-        assert_eq!(row["rtt_ms"], 100);
-        assert_eq!(row["profile"], "legacy");
-        assert_eq!(row["mode"], "wanopt");
-        assert_eq!(row["throughput_mbps"], 123.4);
-        assert_eq!(row["seconds"], 26.1);
-        assert_eq!(row["runs"], 5);
-        // No middlebox, no key: tcp-opt's rows are as they were.
-        assert!(row.get("middlebox").is_none(), "{row}");
-        let table = crate::report::table(&results);
-        assert!(
-            table.contains("| 100 | legacy | n/a | n/a | 123.4 | 26.1 | n/a | 71 | 131 | 1.85 |"),
-            "{table}"
-        );
-    }
-
-    #[test]
-    fn a_grid_of_middleboxes_is_reported_per_point() {
-        let spec: ScenarioSpec = toml::from_str(
-            r#"
-            name = "brokenness"
-            [grid]
-            rtt = ["100ms"]
-            middlebox = ["", "strip-wscale"]
-            "#,
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(
-            middleboxes(&spec).ok(),
-            Some(vec![Some(String::new()), Some("strip-wscale".into())])
-        );
-        let mut both = spec.clone();
-        both.link.middlebox = Some("mss 1200".into());
-        assert!(middleboxes(&both).is_err_and(|e| e.to_string().contains("not both")));
-        let mut link_only = both.clone();
-        link_only.grid.middlebox.clear();
-        assert_eq!(
-            middleboxes(&link_only).ok(),
-            Some(vec![Some("mss 1200".into())])
-        );
-
-        let results = Results {
-            scenario: "brokenness".into(),
-            rows: vec![
-                row("", "direct", 90.0),
-                row("", "wanopt", 92.0),
-                row("strip-wscale", "direct", 5.0),
-                row("strip-wscale", "wanopt", 90.0),
-            ],
-            skipped: vec![],
-            quick: false,
-            spec,
-            endpoints: serde_json::Value::Null,
-            flow_resets: Vec::new(),
-        };
-        let table = crate::report::table(&results);
-        let lines: Vec<&str> = table.lines().collect();
-        assert!(
-            lines[0].starts_with("| RTT (ms) | middlebox | profile |"),
-            "{table}"
-        );
-        // In the grid's order: no middlebox first.
-        assert!(
-            lines[2].starts_with("| 100 | none | linux | 90.0 |"),
-            "{table}"
-        );
-        assert!(
-            lines[3] == "| 100 | `strip-wscale` | linux | 5.0 | 1.0 | 90.0 | 1.0 | 18.00 |",
-            "{table}"
-        );
-        let json = serde_json::to_value(&results).unwrap_or_default();
-        assert_eq!(json["rows"][2]["middlebox"], "strip-wscale");
-        assert!(json["rows"][0].get("middlebox").is_none());
-        let md = crate::report::markdown(&results);
-        assert!(
-            md.contains("| 100 | `strip-wscale` | linux | wanopt | [90.0] |"),
-            "{md}"
-        );
-    }
-
-    /// The scenario files shipped in `scenarios/` parse, and every point's
-    /// link and middlebox rules are valid.
-    #[test]
-    fn shipped_scenarios_are_valid() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
-        let mut seen = 0;
-        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-            let path = entry.unwrap_or_else(|e| panic!("{e}")).path();
-            let name = path.to_string_lossy().into_owned();
-            let spec = spec::load(&name, false).unwrap_or_else(|e| panic!("{e}"));
-            let boxes = middleboxes(&spec).unwrap_or_else(|e| panic!("{name}: {e}"));
-            for rtt in &spec.grid.rtt {
-                for middlebox in &boxes {
-                    let link = LinkOptions {
-                        rtt: Some(rtt.clone()),
-                        middlebox: middlebox.clone(),
-                        ..spec.link.clone()
-                    };
-                    assert!(link.specs().is_ok(), "{name}: {link:?}");
-                }
-            }
-            assert!(traffic::parse_size(&spec.workload.bytes).is_ok(), "{name}");
-            for profile in &spec.grid.profile {
-                assert!(Profile::named(profile).is_ok(), "{name}: {profile}");
-            }
-            seen += 1;
-        }
-        assert!(seen >= 1, "no scenario in {}", dir.display());
-    }
-
-    /// A bad option or scenario is the user's error (exit code 2), with
-    /// the one line `lab run` always printed; nothing runs.
-    #[test]
-    fn bad_options_are_the_users_errors() {
-        let args = |scenario: &str, runs: Option<usize>, tests: bool| RunArgs {
-            scenario: scenario.into(),
             out: "/nonexistent/out".into(),
-            runs,
+            runs: Some(2),
             quick: true,
-            tests: if tests {
-                vec![crate::waas::transfer::Test::Download]
-            } else {
-                Vec::new()
-            },
+            tests: Vec::new(),
             smb_encrypt: None,
             smoke: false,
             traces: None,
         };
-        for (args, message) in [
-            (
-                args("tcp-opt", Some(0), false),
-                "--runs must be between 1 and 100",
-            ),
-            (
-                args("tcp-opt", Some(101), false),
-                "--runs must be between 1 and 100",
-            ),
-            (
-                args("tcp-opt", None, true),
-                "--tests and --smb-encrypt are options of the waas-3g scenario",
-            ),
-            (
-                args("no-such-scenario", None, false),
-                "unknown scenario `no-such-scenario`: use `tcp-opt`, `waas-3g`, `lossy`, `realtime`, `sites`, `cellular` or a path to a .toml file",
-            ),
-        ] {
-            // `lab run` checks the options before anything runs.
-            let e = crate::scenario::run(&crate::topology::Lab::new("t9-"), &args).err();
-            assert_eq!(e.as_ref().map(|e| e.to_string()).as_deref(), Some(message));
-            assert!(e.is_some_and(|e| e.is_usage()));
-        }
-        let grid = Grid::from_args(&args("tcp-opt", Some(2), false));
+        let grid = Grid::from_args(&args);
         assert!(grid.is_ok_and(|g| g.spec.runs == 2 && g.points.len() == 12));
-        let e = crate::waas::Waas3g::from_args(&args("waas-3g", Some(0), false)).err();
-        assert!(e.is_some_and(|e| e.is_usage() && e.to_string().contains("--runs")));
-    }
-
-    #[test]
-    fn middlebox_rules_name_files() {
-        assert_eq!(slug(""), "");
-        assert_eq!(slug("strip-wscale"), "strip-wscale-");
-        assert_eq!(slug("port 80 mss 1200; drop"), "port-80-mss-1200-drop-");
-        assert_eq!(slug(&"x".repeat(100)).len(), 41);
     }
 }

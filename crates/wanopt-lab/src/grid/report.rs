@@ -1,11 +1,11 @@
-//! `report.md` and the table printed by `lab run`.
+//! The grid's `report.md` and the table `lab run` prints at its end.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
+use super::results::{Results, Row};
+use super::spec::TCP_OPT_REFERENCE;
 use crate::kit::{markdown, Align, Table};
-use crate::scenario::spec::TCP_OPT_REFERENCE;
-use crate::scenario::{Results, Row};
 
 fn find<'a>(
     results: &'a Results,
@@ -298,4 +298,117 @@ pub fn markdown(results: &Results) -> String {
     }
     let _ = writeln!(out, "\n![throughput vs RTT](throughput.svg)");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grid::spec::{self, ScenarioSpec};
+
+    /// A one-run row at RTT 100 ms, `linux`, 1 s.
+    fn row(middlebox: &str, mode: &str, mbps: f64) -> Row {
+        Row {
+            rtt_ms: 100,
+            profile: "linux".into(),
+            mode: mode.into(),
+            middlebox: middlebox.into(),
+            throughput_mbps: mbps,
+            seconds: 1.0,
+            runs: 1,
+            samples_mbps: vec![mbps],
+            samples_seconds: vec![1.0],
+            method: "mean".into(),
+            link_up: String::new(),
+            link_down: String::new(),
+            workload: String::new(),
+            failed_runs: vec![],
+        }
+    }
+
+    #[test]
+    fn results_json_keeps_the_interface_contract() {
+        let row = Row {
+            profile: "legacy".into(),
+            seconds: 26.1,
+            runs: 5,
+            samples_mbps: vec![],
+            samples_seconds: vec![],
+            ..row("", "wanopt", 123.4)
+        };
+        let results = Results {
+            scenario: "tcp-opt".into(),
+            rows: vec![row],
+            skipped: vec![],
+            quick: true,
+            spec: spec::tcp_opt(true),
+            endpoints: serde_json::Value::Null,
+            flow_resets: Vec::new(),
+        };
+        let json = serde_json::to_value(&results).unwrap_or_default();
+        assert_eq!(json["scenario"], "tcp-opt");
+        let row = &json["rows"][0];
+        assert_eq!(row["rtt_ms"], 100);
+        assert_eq!(row["profile"], "legacy");
+        assert_eq!(row["mode"], "wanopt");
+        assert_eq!(row["throughput_mbps"], 123.4);
+        assert_eq!(row["seconds"], 26.1);
+        assert_eq!(row["runs"], 5);
+        // No middlebox, no key: tcp-opt's rows are as they were.
+        assert!(row.get("middlebox").is_none(), "{row}");
+        let table = table(&results);
+        assert!(
+            table.contains("| 100 | legacy | n/a | n/a | 123.4 | 26.1 | n/a | 71 | 131 | 1.85 |"),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn a_grid_of_middleboxes_is_reported_per_point() {
+        let spec: ScenarioSpec = toml::from_str(
+            r#"
+            name = "brokenness"
+            [grid]
+            rtt = ["100ms"]
+            middlebox = ["", "strip-wscale"]
+            "#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let results = Results {
+            scenario: "brokenness".into(),
+            rows: vec![
+                row("", "direct", 90.0),
+                row("", "wanopt", 92.0),
+                row("strip-wscale", "direct", 5.0),
+                row("strip-wscale", "wanopt", 90.0),
+            ],
+            skipped: vec![],
+            quick: false,
+            spec,
+            endpoints: serde_json::Value::Null,
+            flow_resets: Vec::new(),
+        };
+        let table = table(&results);
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(
+            lines[0].starts_with("| RTT (ms) | middlebox | profile |"),
+            "{table}"
+        );
+        // In the grid's order: no middlebox first.
+        assert!(
+            lines[2].starts_with("| 100 | none | linux | 90.0 |"),
+            "{table}"
+        );
+        assert!(
+            lines[3] == "| 100 | `strip-wscale` | linux | 5.0 | 1.0 | 90.0 | 1.0 | 18.00 |",
+            "{table}"
+        );
+        let json = serde_json::to_value(&results).unwrap_or_default();
+        assert_eq!(json["rows"][2]["middlebox"], "strip-wscale");
+        assert!(json["rows"][0].get("middlebox").is_none());
+        let md = markdown(&results);
+        assert!(
+            md.contains("| 100 | `strip-wscale` | linux | wanopt | [90.0] |"),
+            "{md}"
+        );
+    }
 }
