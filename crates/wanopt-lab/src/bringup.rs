@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::emulator::EmulatorConfig;
 use crate::link::LinkSpecs;
-use crate::link2::WanLink;
+use crate::link::WanLink;
 use crate::profile::{Profile, ProfileError};
 use crate::sites::Sites;
 use crate::topology::{Lab, Node, TopologyError, SERVER_ADDR};

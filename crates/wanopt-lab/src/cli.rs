@@ -163,7 +163,7 @@ pub struct UpArgs {
     pub core_args: Vec<String>,
     /// A second emulated WAN between edge and core.
     #[command(flatten)]
-    pub link2: crate::link2::Link2Options,
+    pub link2: crate::link::Link2Options,
     /// Branch sites, 1 to 16: sites 2..N get namespaces clientN and edgeN
     /// and their own emulated link (the same link options, their own
     /// seed) to the one core; with --optimize each edge runs a wanopt
@@ -348,7 +348,7 @@ fn up(lab: &Lab, args: &UpArgs) -> anyhow::Result<i32> {
 
 /// `lab link N down|up`.
 fn link(lab: &Lab, number: u32, state: LinkState) -> anyhow::Result<i32> {
-    match crate::link_control::set_link(lab, number, state == LinkState::Down) {
+    match crate::link::set_link(lab, number, state == LinkState::Down) {
         Ok(confirmed) => {
             println!(
                 "link {} {}{}",

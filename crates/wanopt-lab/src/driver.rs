@@ -23,8 +23,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::clock::unix_ms;
-use crate::cut::{Blackhole, CutState};
-use crate::frame_link::FrameLink;
+use crate::link::{Blackhole, CutState, FrameLink};
 use crate::rawsock::{send_batch, PacketSocket, RecvBatch, BATCH};
 
 // The driver does not spin before a departure. At a saturated 250 Mbit/s a

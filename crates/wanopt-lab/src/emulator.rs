@@ -18,8 +18,8 @@ use serde::{Deserialize, Serialize};
 use wanopt_netem::middlebox::Rule;
 use wanopt_netem::LinkConfig;
 
-use crate::cut::CutState;
 use crate::driver::{self, Direction, DriverError};
+use crate::link::CutState;
 use crate::link::{LinkOptionError, LinkSpecs};
 
 /// Everything the emulator process needs.
@@ -146,12 +146,12 @@ extern "C" fn on_signal(_: libc::c_int) {
 }
 
 /// Runs the emulator until SIGTERM or SIGINT; SIGUSR1 cuts the link and
-/// SIGUSR2 restores it ([`crate::cut`]).
+/// SIGUSR2 restores it ([`crate::link::cut`]).
 pub fn run(config: EmulatorConfig) -> Result<(), EmulateError> {
     use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
     // Before any other thread starts: they inherit the blocked signals.
     let cut = Arc::new(CutState::default());
-    crate::cut::take_signals(cut.clone()).map_err(EmulateError::CutSignals)?;
+    crate::link::cut::take_signals(cut.clone()).map_err(EmulateError::CutSignals)?;
     let handler = SigAction::new(
         SigHandler::Handler(on_signal),
         SaFlags::empty(),

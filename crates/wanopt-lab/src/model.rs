@@ -6,7 +6,7 @@ use wanopt_netem::middlebox::{Middlebox, Rule, Verdict};
 use wanopt_netem::units::{self, ParseSpecError};
 use wanopt_netem::{DeliveryTrace, Link, LinkConfig};
 
-use crate::frame_link::FrameLink;
+use crate::link::FrameLink;
 
 /// Parses a one-direction link spec (`"rtt 100ms rate 250mbit queue 2bdp"`)
 /// on top of a perfect link; `trace FILE` reads a trace of delivery

@@ -319,7 +319,10 @@ pub fn start(lab: &Lab, exe: &Path, reduce: bool, extra: &ExtraArgs) -> Result<(
         if extra.two_paths && *node == Node::Edge {
             for (local, remote) in [
                 (crate::topology::EDGE_WAN_ADDR, CORE_WAN_ADDR),
-                (crate::link2::EDGE_WAN2_ADDR, crate::link2::CORE_WAN2_ADDR),
+                (
+                    crate::link::second::EDGE_WAN2_ADDR,
+                    crate::link::second::CORE_WAN2_ADDR,
+                ),
             ] {
                 edge_args.extend(["--path".into(), format!("{local}={remote}:{TUNNEL_PORT}")]);
             }

@@ -3,7 +3,7 @@
 //! each extra site's link.
 
 use crate::bringup::{link_counters_path, settings_path, Settings};
-use crate::link2::WanLink;
+use crate::link::WanLink;
 use crate::sites::Sites;
 use crate::topology::{Lab, Node, TopologyError};
 

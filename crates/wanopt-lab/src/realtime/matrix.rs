@@ -142,7 +142,7 @@ impl Condition {
             link2_loss_pct: None,
         };
         let base = like.link().specs()?.up;
-        crate::link2::Link2Options {
+        crate::link::Link2Options {
             link2: Some(base),
             ..Default::default()
         }

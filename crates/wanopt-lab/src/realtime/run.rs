@@ -379,9 +379,9 @@ struct Cut {
 /// Cuts link 1 at `down_at` and restores it at `up_at`.
 fn cut_link1(lab: &Lab, down_at: Instant, up_at: Instant) -> Result<Cut, String> {
     thread::sleep(down_at.saturating_duration_since(Instant::now()));
-    let down = crate::link_control::set_link(lab, 1, true).map_err(|e| e.to_string())?;
+    let down = crate::link::set_link(lab, 1, true).map_err(|e| e.to_string())?;
     thread::sleep(up_at.saturating_duration_since(Instant::now()));
-    let up = crate::link_control::set_link(lab, 1, false).map_err(|e| e.to_string())?;
+    let up = crate::link::set_link(lab, 1, false).map_err(|e| e.to_string())?;
     Ok(Cut {
         down_ms: down.changed_unix_ms,
         up_ms: up.changed_unix_ms,

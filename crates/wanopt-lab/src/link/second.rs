@@ -17,7 +17,7 @@
 
 use clap::Args;
 
-use crate::link::{LinkOptionError, LinkSpecs};
+use super::options::{LinkOptionError, LinkSpecs};
 use crate::topology::{Lab, Node, TopologyError};
 
 /// The edge's address on link 2.
@@ -38,59 +38,6 @@ const CORE_WAN2_MAC: &str = "02:00:c6:12:04:02";
 /// How far link 2's seed is from the lab's: its draws are independent of
 /// link 1's (which uses the seed and the seed + 1).
 pub const SEED_OFFSET: u64 = 1000;
-
-/// One of the lab's emulated WAN links.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WanLink {
-    /// Link 1: 198.18.2.0/24, always there, carries the routes.
-    One,
-    /// Link 2: 198.18.4.0/24, with `lab up --link2`.
-    Two,
-}
-
-impl WanLink {
-    /// The link numbered `number` (1 or 2), whether or not the lab has it.
-    pub fn from_number(number: u32) -> Option<WanLink> {
-        match number {
-            1 => Some(WanLink::One),
-            2 => Some(WanLink::Two),
-            _ => None,
-        }
-    }
-
-    /// The link's number, 1 or 2.
-    pub fn number(self) -> u8 {
-        match self {
-            WanLink::One => 1,
-            WanLink::Two => 2,
-        }
-    }
-
-    /// The name its emulator process is recorded under.
-    pub fn daemon(self) -> &'static str {
-        match self {
-            WanLink::One => "emulator",
-            WanLink::Two => "emulator2",
-        }
-    }
-
-    /// The file (in the lab's state directory) its emulator writes its
-    /// counters to.
-    pub fn counters_file(self) -> &'static str {
-        match self {
-            WanLink::One => "counters.json",
-            WanLink::Two => "counters2.json",
-        }
-    }
-
-    /// Its `wan` interfaces: (facing the edge, facing the core).
-    pub fn interfaces(self) -> (&'static str, &'static str) {
-        match self {
-            WanLink::One => (crate::topology::WAN_EDGE_IF, crate::topology::WAN_CORE_IF),
-            WanLink::Two => (WAN2_EDGE_IF, WAN2_CORE_IF),
-        }
-    }
-}
 
 /// The options of `lab up` for link 2.
 #[derive(Debug, Clone, Default, Args)]
@@ -253,15 +200,5 @@ mod tests {
             assert!(e.starts_with(needle), "{e}");
             assert!(!e.contains('\n'), "{e}");
         }
-    }
-
-    #[test]
-    fn links_are_numbered_one_and_two() {
-        assert_eq!(WanLink::from_number(1), Some(WanLink::One));
-        assert_eq!(WanLink::from_number(2).map(WanLink::number), Some(2));
-        assert_eq!(WanLink::from_number(0), None);
-        assert_eq!(WanLink::from_number(3), None);
-        assert_eq!(WanLink::Two.counters_file(), "counters2.json");
-        assert_eq!(WanLink::Two.interfaces(), ("e1", "c1"));
     }
 }

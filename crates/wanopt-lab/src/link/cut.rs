@@ -1,5 +1,4 @@
-//! Cutting and restoring a lab link while things run (`lab link N
-//! down|up`).
+//! The emulator's side of a cut (`lab link N down|up`).
 //!
 //! The emulator process of each link holds a [`CutState`]. A thread of its
 //! own takes SIGUSR1 (cut) and SIGUSR2 (restore) with `sigwait` and sets
@@ -8,16 +7,16 @@
 //! and so is every frame that comes due: a real cut also loses what is in
 //! flight. These drops are counted as `dropped_down`. The counters publish
 //! the state (`cut.down`, `cut.down_since_unix_ms`, `cut.changed_unix_ms`,
-//! and `down` per direction), and `lab link` (`link_control.rs`) waits
+//! and `down` per direction), and `lab link` ([`super::control`]) waits
 //! until both directions show it in a snapshot taken after the request.
+//!
+//! [`Blackhole`]: super::frame::Blackhole
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
-use std::time::Instant;
 
 use crate::clock::unix_ms;
-use crate::frame_link::FrameLink;
 
 /// Whether a link is cut, and since when; shared by the emulator's signal
 /// thread, its two pumps and its publisher.
@@ -82,105 +81,9 @@ pub fn take_signals(state: Arc<CutState>) -> std::io::Result<()> {
         .map(|_| ())
 }
 
-/// A link model behind a switch: while the [`CutState`] says down, frames
-/// that arrive or come due are dropped (and counted) instead.
-pub struct Blackhole<L> {
-    link: L,
-    state: Arc<CutState>,
-    dropped_down: u64,
-}
-
-impl<L> Blackhole<L> {
-    /// `link`, cut whenever `state` says so.
-    pub fn new(link: L, state: Arc<CutState>) -> Blackhole<L> {
-        Blackhole {
-            link,
-            state,
-            dropped_down: 0,
-        }
-    }
-
-    /// Frames dropped because the link was down.
-    pub fn dropped_down(&self) -> u64 {
-        self.dropped_down
-    }
-}
-
-impl<L: FrameLink> FrameLink for Blackhole<L> {
-    fn handle_frame(&mut self, now: Instant, frame: Vec<u8>) {
-        if self.state.is_down() {
-            self.dropped_down += 1;
-            return;
-        }
-        self.link.handle_frame(now, frame)
-    }
-
-    fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
-        loop {
-            let frame = self.link.poll_transmit(now)?;
-            if !self.state.is_down() {
-                return Some(frame);
-            }
-            self.dropped_down += 1;
-        }
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
-        self.link.poll_timeout()
-    }
-
-    fn counters_json(&self) -> serde_json::Value {
-        let mut value = self.link.counters_json();
-        if let Some(map) = value.as_object_mut() {
-            map.insert("down".into(), self.state.is_down().into());
-            map.insert("dropped_down".into(), self.dropped_down.into());
-        }
-        value
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
-
-    fn frame(n: u8) -> Vec<u8> {
-        let mut f = vec![0u8; 60];
-        f[59] = n;
-        f
-    }
-
-    /// Frames in flight when the link goes down are lost as they come
-    /// due, frames arriving while it is down never enter the link, and
-    /// after it comes back up frames cross it again.
-    #[test]
-    fn the_pump_drops_while_down() {
-        let config = crate::model::config("rtt 20ms").unwrap_or_else(|e| panic!("{e}"));
-        let state = Arc::new(CutState::default());
-        let mut link = Blackhole::new(crate::model::build(config, 1, &[], 1), state.clone());
-        let t0 = Instant::now();
-        let ms = |n: u64| t0 + Duration::from_millis(n);
-
-        link.handle_frame(ms(0), frame(1));
-        assert_eq!(link.poll_transmit(ms(10)).map(|f| f[59]), Some(1));
-        link.handle_frame(ms(20), frame(2)); // in flight, due at 30 ms
-        state.set_down(true);
-        link.handle_frame(ms(25), frame(3)); // arrives while down
-        assert_eq!(link.poll_transmit(ms(40)), None);
-        assert_eq!(link.dropped_down(), 2);
-        assert_eq!(link.poll_timeout(), None);
-        let counters = link.counters_json();
-        assert_eq!(counters["down"], true);
-        assert_eq!(counters["dropped_down"], 2);
-
-        state.set_down(false);
-        link.handle_frame(ms(50), frame(4));
-        assert_eq!(link.poll_transmit(ms(59)), None);
-        assert_eq!(link.poll_transmit(ms(60)).map(|f| f[59]), Some(4));
-        assert_eq!(link.dropped_down(), 2);
-        assert_eq!(link.counters_json()["down"], false);
-    }
 
     #[test]
     fn the_state_knows_when_it_changed() {

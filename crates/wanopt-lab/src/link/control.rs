@@ -1,12 +1,13 @@
-//! `lab link N down|up`: signals a link's emulator (`cut.rs`) and waits
-//! until its counters show the new state in both directions.
+//! `lab link N down|up`: signals a link's emulator (its side of a cut is
+//! [`super::cut`]) and waits until its counters show the new state in both
+//! directions, in a snapshot taken after the request.
 
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::wan::WanLink;
 use crate::bringup::{settings_path, Settings};
 use crate::clock::unix_ms;
-use crate::link2::WanLink;
 use crate::topology::{Lab, Node, TopologyError};
 
 /// How long `lab link` waits for the emulator to show the new state.
