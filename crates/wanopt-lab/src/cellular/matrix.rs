@@ -20,6 +20,9 @@ use wanopt_netem::units::BitsPerSecond;
 
 use crate::link::LinkOptions;
 
+/// The scenario's name.
+pub const SCENARIO: &str = "cellular";
+
 /// The base round-trip time, ms (the link's propagation delay, both ways).
 pub const RTT_MS: u64 = 60;
 

@@ -24,7 +24,5 @@ pub mod report;
 pub mod results;
 pub mod run;
 
+pub use matrix::SCENARIO;
 pub use run::Cellular;
-
-/// The scenario's name.
-pub const SCENARIO: &str = "cellular";

@@ -5,6 +5,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::link::LinkOptions;
 
+/// The scenario's name.
+pub const SCENARIO: &str = "lossy";
+
 /// The bottleneck rate, Mbit/s (each direction).
 pub const LINK_MBPS: u64 = 100;
 /// Delay jitter of every condition, ms.

@@ -28,7 +28,5 @@ pub mod report;
 pub mod results;
 pub mod run;
 
+pub use matrix::SCENARIO;
 pub use run::Lossy;
-
-/// The scenario's name.
-pub const SCENARIO: &str = "lossy";

@@ -7,9 +7,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::client::ClientReport;
+use super::matrix::SCENARIO;
 use super::matrix::{Cell, Mode, Plan, Workload, RPC_BYTES};
+use super::report;
 use super::results::{row, Results, Skipped, WanDelta};
-use super::{report, SCENARIO};
 use crate::bringup::{self, counters_path, UpConfig};
 use crate::clock::unix_ms;
 use crate::kit::output;

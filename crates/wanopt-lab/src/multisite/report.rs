@@ -2,7 +2,8 @@
 
 use std::fmt::Write as _;
 
-use super::{CellRow, Mode, Results, SiteRow};
+use super::matrix::Mode;
+use super::results::{CellRow, Results, SiteRow};
 use crate::kit::{markdown, Align, Table};
 
 /// The mean goodput per site of a cell, Mbit/s, and the slowest site's.
@@ -187,8 +188,9 @@ mod tests {
             bytes: 20_000_000 * u64::from(sites),
             seconds: 8.5,
             core_cpu_seconds: cpu,
-            core_cpu_seconds_per_gb: cpu
-                .and_then(|c| super::super::seconds_per_gb(c, 20_000_000 * u64::from(sites))),
+            core_cpu_seconds_per_gb: cpu.and_then(|c| {
+                crate::multisite::results::seconds_per_gb(c, 20_000_000 * u64::from(sites))
+            }),
         }
     }
 

@@ -4,10 +4,10 @@ use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::Instant;
 
-use super::{
-    cpu_ticks, report, seconds_per_gb, Cell, CellRow, Mode, Plan, Results, SiteRow, Skipped,
-    LINK_MBIT, RTT_MS, SCENARIO, TICKS_PER_SECOND,
-};
+use super::cpu::{cpu_ticks, TICKS_PER_SECOND};
+use super::matrix::{Cell, Mode, Plan, LINK_MBIT, RTT_MS, SCENARIO};
+use super::report;
+use super::results::{seconds_per_gb, CellRow, Results, SiteRow, Skipped};
 use crate::bringup::{self, UpConfig};
 use crate::kit::output;
 use crate::lossy::run::BBR;

@@ -5,6 +5,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::link::LinkOptions;
 
+/// The scenario's name.
+pub const SCENARIO: &str = "realtime";
+
 /// Link 1's round trip, ms.
 pub const RTT_MS: u64 = 40;
 /// Link 1's rate, Mbit/s (each direction).

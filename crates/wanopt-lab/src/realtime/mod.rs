@@ -30,7 +30,5 @@ pub mod results;
 pub mod run;
 pub mod stamp;
 
+pub use matrix::SCENARIO;
 pub use run::Realtime;
-
-/// The scenario's name.
-pub const SCENARIO: &str = "realtime";

@@ -7,12 +7,13 @@ use std::process::{Child, Command, Output, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::matrix::SCENARIO;
 use super::matrix::{Cell, Event, Mode, Plan, Size, CUT, JITTER_MS, LINK_MBPS, RTT_MS};
 use super::measure::{recovery_s, series, stream_figures};
 use super::peer::{read_log, Record, Stream, VIDEO_BYTES, VIDEO_PORT, VOICE_BYTES, VOICE_PORT};
+use super::report;
 use super::results::CellSeries;
 use super::results::{fill_added_delay, Results, Row, Skipped};
-use super::{report, SCENARIO};
 use crate::bringup::{self, UpConfig};
 use crate::clock::unix_ms;
 use crate::kit::output;

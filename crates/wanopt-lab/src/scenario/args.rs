@@ -42,9 +42,9 @@ pub const MAX_RUNS: usize = 100;
 
 impl RunArgs {
     /// `--runs`, checked to be between 1 and [`MAX_RUNS`].
-    pub fn runs(&self) -> Result<Option<usize>, super::RunError> {
+    pub fn runs(&self) -> Result<Option<usize>, super::error::RunError> {
         match self.runs {
-            Some(r) if r == 0 || r > MAX_RUNS => Err(super::RunError::Runs),
+            Some(r) if r == 0 || r > MAX_RUNS => Err(super::error::RunError::Runs),
             other => Ok(other),
         }
     }

@@ -2,7 +2,9 @@
 //! the options of `lab run` that are its own, and how it is built and run.
 //! A name that is not in the table is a scenario TOML file (the grid).
 
-use super::{runner, RunArgs, RunError, Verdict};
+use super::args::RunArgs;
+use super::error::RunError;
+use super::runner::{self, Verdict};
 use crate::grid::Grid;
 use crate::topology::Lab;
 

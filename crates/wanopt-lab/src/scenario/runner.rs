@@ -13,7 +13,7 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
-use super::RunError;
+use super::error::RunError;
 use crate::bringup;
 use crate::topology::Lab;
 

@@ -15,8 +15,9 @@
 
 use std::path::Path;
 
+use super::files;
 use super::results::Results;
-use super::{files, link_options, link_summary, plan, PROFILE, SCENARIO};
+use super::setup::{link_options, link_summary, plan, PROFILE, SCENARIO};
 use crate::kit::output;
 use crate::link::LinkSpecs;
 use crate::optimize;

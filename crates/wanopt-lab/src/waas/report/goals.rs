@@ -27,7 +27,7 @@ fn round_trips(test: Test) -> f64 {
 
 /// The goals, checked against the rows.
 pub(super) fn goals(out: &mut String, results: &Results) {
-    let rtt = super::super::RTT
+    let rtt = super::super::setup::RTT
         .trim_end_matches("ms")
         .parse::<f64>()
         .unwrap_or(150.0)
