@@ -5,7 +5,7 @@
 //!
 //! - [`spec`]: the scenario as written (the built-in `tcp-opt`, a TOML
 //!   file) and the reference's figures.
-//! - [`points`]: the grid's points, in order, each with its link.
+//! - `points`: the grid's points, in order, each with its link.
 //! - [`run`]: the [`Grid`] scenario the runner runs.
 //! - [`results`], [`report`], [`plot`]: `results.json`, `report.md` and
 //!   `throughput.svg`/`.png`.
