@@ -28,7 +28,8 @@ LONGEST = {
 }
 # Binaries whose tests compare rates or gaps that CPU contention moves (a
 # bulk flow's share beside a flood, the longest gap across a cut): they
-# run after the others, one at a time.
+# run after the others, one at a time, and their tests one at a time too
+# (a rate measured alone must not share the CPU with a sibling test).
 ALONE = {"isolation", "duplicate"}
 
 
@@ -74,7 +75,7 @@ def main():
 
     jobs = [(label, [exe, *opts.args], pkg, LONGEST.get(name, 0))
             for label, name, exe, pkg in binaries if name not in ALONE]
-    alone = [(label, [exe, *opts.args], pkg, 0)
+    alone = [(label, [exe, "--test-threads=1", *opts.args], pkg, 0)
              for label, name, exe, pkg in binaries if name in ALONE]
     # The documentation examples, as `cargo test` runs them.
     jobs.append(("doc-tests", ["cargo", "test", "--locked", "--release",
