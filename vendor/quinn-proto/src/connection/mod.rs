@@ -550,6 +550,10 @@ impl Connection {
         let mut pad_datagram = false;
         let mut pad_datagram_to_mtu = false;
         let mut congestion_blocked = false;
+        // wanopt patch: a packet of ACK frames only, sent while the
+        // congestion window is full (ACK-only packets are not congestion
+        // controlled, RFC 9002 section 7).
+        let mut ack_only = false;
 
         // Iterate over all spaces and find data to send
         let mut space_idx = 0;
@@ -638,14 +642,25 @@ impl Connection {
 
                     let bytes_to_send = segment_size as u64 + untracked_bytes;
                     if self.path.in_flight.bytes + bytes_to_send >= self.path.congestion.window() {
-                        space_idx += 1;
                         congestion_blocked = true;
                         // wanopt patch: time held by the window banks no pacing tokens.
                         self.path.pacing.window_blocked(now);
-                        // We continue instead of breaking here in order to avoid
-                        // blocking loss probes queued for higher spaces.
-                        trace!("blocked by congestion control");
-                        continue;
+                        // wanopt patch: the 1-RTT ACKs that are due go out
+                        // alone rather than wait for the window, which may
+                        // open only when the peer hears from us (its data
+                        // and its probes would go unacknowledged meanwhile).
+                        if !can_send.acks
+                            || space_id != SpaceId::Data
+                            || self.spaces[space_id].crypto.is_none()
+                        {
+                            space_idx += 1;
+                            // We continue instead of breaking here in order to avoid
+                            // blocking loss probes queued for higher spaces.
+                            trace!("blocked by congestion control");
+                            continue;
+                        }
+                        trace!("blocked by congestion control: ACK-only packet");
+                        ack_only = true;
                     }
 
                     // Check whether the next datagram is blocked by pacing
@@ -667,7 +682,7 @@ impl Connection {
                             now,
                         ),
                     };
-                    if let Some(delay) = delay {
+                    if let Some(delay) = delay.filter(|_| !ack_only) {
                         self.timers.set(Timer::Pacing, delay);
                         congestion_blocked = true;
                         // Loss probes should be subject to pacing, even though
@@ -823,10 +838,35 @@ impl Connection {
                 buf,
                 buf_capacity,
                 datagram_start,
-                ack_eliciting,
+                ack_eliciting && !ack_only,
                 self,
             )?);
             coalesce = coalesce && !builder.short_header;
+
+            if ack_only {
+                // wanopt patch: the ACK-only packet; nothing else shares
+                // its datagram, and the space is done (the window is full).
+                let mut sent = SentFrames::default();
+                Self::try_populate_acks(
+                    now,
+                    self.receiving_ecn,
+                    &mut sent,
+                    &mut self.spaces[space_id],
+                    buf,
+                    &mut self.stats,
+                    builder.max_size,
+                );
+                if sent.largest_acked.is_some() {
+                    self.spaces[space_id].pending_acks.acks_sent();
+                    self.timers.stop(Timer::MaxAckDelay);
+                    self.next_bundled_ack_time = Some(now + self.next_bundled_ack_delay());
+                }
+                sent_frames = Some(sent);
+                ack_only = false;
+                coalesce = false;
+                space_idx += 1;
+                continue;
+            }
 
             // https://tools.ietf.org/html/draft-ietf-quic-transport-34#section-14.1
             pad_datagram |=
@@ -1948,6 +1988,12 @@ impl Connection {
                 }
                 // Include max_ack_delay and backoff for ApplicationData.
                 duration += self.ack_frequency.max_ack_delay_for_pto() * backoff;
+                // wanopt patch: a probe timeout, backed off or grown by an
+                // RTT sample that spanned an outage, is at most
+                // MAX_PTO_PERIOD (or twice the path's minimum RTT plus the
+                // peer's ACK delay, on a path where that is longer).
+                let floor = self.path.rtt.min() * 2 + self.ack_frequency.max_ack_delay_for_pto();
+                duration = duration.min(MAX_PTO_PERIOD.max(floor));
             }
             let last_ack_eliciting = match self.spaces[space].time_of_last_ack_eliciting_packet {
                 Some(time) => time,
@@ -4195,6 +4241,14 @@ fn get_max_ack_delay(params: &TransportParameters) -> Duration {
 
 // Prevents overflow and improves behavior in extreme circumstances
 const MAX_BACKOFF_EXPONENT: u32 = 16;
+
+/// The longest an established connection waits between loss probes while
+/// nothing new is acknowledged (wanopt patch): a path back from a cut is
+/// found within this. Doubling alone left 5-10 s between probes after a
+/// few seconds of silence, past a peer's idle timeout; and the first ACK
+/// back after a cut, of packets sent before it, is an RTT sample as long
+/// as the cut, which alone made the next probe 6 s away after a 5 s cut.
+const MAX_PTO_PERIOD: Duration = Duration::from_secs(1);
 
 /// Minimal remaining size to allow packet coalescing, excluding cryptographic tag
 ///

@@ -1610,6 +1610,166 @@ fn idle_timeout() {
     );
 }
 
+/// wanopt patch: a connection whose packets all vanish (a cut link)
+/// probes at least once per MAX_PTO_PERIOD, so a path that comes back is
+/// found within a second, before the peer's idle timeout.
+#[test]
+fn loss_probes_back_off_to_at_most_a_second() {
+    let _guard = subscribe();
+    let mut pair = Pair::default();
+    let (client_ch, _server_ch) = pair.connect();
+    let s = pair.client_streams(client_ch).open(Dir::Uni).unwrap();
+    pair.client_send(client_ch, s).write(&[0; 100_000]).unwrap();
+    let start = pair.time;
+    let mut sends = Vec::new();
+    for _ in 0..100_000 {
+        if pair.time - start >= Duration::from_secs(8) {
+            break;
+        }
+        // The link is cut both ways: what each side sends is lost.
+        pair.drive_client();
+        if !pair.server.inbound.is_empty() {
+            sends.push(pair.time);
+        }
+        pair.server.inbound.clear();
+        pair.drive_server();
+        pair.client.inbound.clear();
+        match min_opt(pair.client.next_wakeup(), pair.server.next_wakeup()) {
+            Some(t) => pair.time = pair.time.max(t),
+            None => break,
+        }
+    }
+    assert!(
+        !pair.client_conn_mut(client_ch).is_closed(),
+        "the connection timed out"
+    );
+    let longest = sends
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .max()
+        .unwrap_or_default();
+    assert!(sends.len() >= 8, "{} sends in 8 s", sends.len());
+    assert!(
+        longest <= Duration::from_millis(1_100),
+        "{longest:?} between two probes"
+    );
+}
+
+/// What a cut link loses (wanopt patch tests).
+#[derive(Clone, Copy, PartialEq)]
+enum Cut {
+    None,
+    /// What the client sends.
+    ClientToServer,
+    /// What either side sends.
+    Both,
+}
+
+/// Drives `pair` until `until` or until `stop` says so (true then),
+/// losing what `cut` says; packets already on their way still arrive.
+fn drive_cut(
+    pair: &mut Pair,
+    until: Instant,
+    cut: Cut,
+    mut stop: impl FnMut(&mut Pair) -> bool,
+) -> bool {
+    loop {
+        let to_server = pair.server.inbound.len();
+        pair.drive_client();
+        if cut != Cut::None {
+            pair.server.inbound.truncate(to_server);
+        }
+        let to_client = pair.client.inbound.len();
+        pair.drive_server();
+        if cut == Cut::Both {
+            pair.client.inbound.truncate(to_client);
+        }
+        if stop(pair) {
+            return true;
+        }
+        match min_opt(pair.client.next_wakeup(), pair.server.next_wakeup()) {
+            Some(t) if t <= until => pair.time = pair.time.max(t),
+            _ => {
+                pair.time = until;
+                return false;
+            }
+        }
+    }
+}
+
+/// A pair 10 ms apart with the client 100 ms into a 1 MiB upload.
+fn pair_uploading() -> (Pair, ConnectionHandle, ConnectionHandle) {
+    let mut pair = Pair::default();
+    pair.latency = Duration::from_millis(10);
+    let (client_ch, server_ch) = pair.connect();
+    let s = pair.client_streams(client_ch).open(Dir::Uni).unwrap();
+    pair.client_send(client_ch, s).write(&[0; 1 << 20]).unwrap();
+    let t = pair.time + Duration::from_millis(100);
+    drive_cut(&mut pair, t, Cut::None, |_| false);
+    (pair, client_ch, server_ch)
+}
+
+/// wanopt patch: a sender whose congestion window is full of packets a
+/// cut link lost still acknowledges what its peer sends, in an ACK-only
+/// packet, instead of leaving the peer without an answer until its own
+/// next loss probe (in the lab the peer's idle timeout ran out first).
+#[test]
+fn acks_go_out_while_the_congestion_window_is_full() {
+    let _guard = subscribe();
+    let (mut pair, client_ch, server_ch) = pair_uploading();
+    // What the client sends is lost: the server's ACKs still arrive, and
+    // then the window holds only lost packets.
+    let t = pair.time + Duration::from_secs(2);
+    drive_cut(&mut pair, t, Cut::ClientToServer, |_| false);
+    let sent = pair.client_conn_mut(client_ch).stats().udp_tx.datagrams;
+    let t = pair.time + Duration::from_secs(2);
+    let probed = drive_cut(&mut pair, t, Cut::ClientToServer, |p| {
+        p.client_conn_mut(client_ch).stats().udp_tx.datagrams > sent
+    });
+    assert!(probed, "no loss probe in 2 s");
+    // Just after a probe (the next is a backed-off PTO away), the server
+    // sends a PING: the client acknowledges it at once, and only that.
+    let before = pair.client_conn_mut(client_ch).stats().frame_tx;
+    pair.server_conn_mut(server_ch).ping();
+    let t = pair.time + Duration::from_millis(100);
+    let acked = drive_cut(&mut pair, t, Cut::ClientToServer, |p| {
+        p.client_conn_mut(client_ch).stats().frame_tx.acks > before.acks
+    });
+    assert!(acked, "no ACK of the PING within 100 ms");
+    let after = pair.client_conn_mut(client_ch).stats().frame_tx;
+    assert_eq!(after.stream, before.stream, "stream data beyond the window");
+}
+
+/// wanopt patch: the first ACK back after a cut acknowledges a packet
+/// sent before it, an RTT sample as long as the cut; the next loss probe
+/// is still at most a second away, not a PTO of that RTT (6 s after a 5 s
+/// cut in the lab).
+#[test]
+fn a_path_back_from_a_cut_is_probed_within_a_second() {
+    let _guard = subscribe();
+    let (mut pair, client_ch, server_ch) = pair_uploading();
+    // The packets on their way to the server are lost but one, whose ACK
+    // is lost with what the server sends from now on.
+    pair.server.inbound.truncate(1);
+    let t = pair.time + Duration::from_secs(5);
+    drive_cut(&mut pair, t, Cut::Both, |_| false);
+    let back = pair.time;
+    let streams = pair.server_conn_mut(server_ch).stats().frame_rx.stream;
+    // The server's first packet acknowledges that packet.
+    pair.server_conn_mut(server_ch).ping();
+    let t = back + Duration::from_secs(3);
+    drive_cut(&mut pair, t, Cut::None, |p| {
+        p.server_conn_mut(server_ch).stats().frame_rx.stream > streams
+    });
+    let resumed = pair.time - back;
+    let srtt = pair.client_conn_mut(client_ch).rtt();
+    assert!(srtt > Duration::from_millis(500), "smoothed RTT {srtt:?}");
+    assert!(
+        resumed <= Duration::from_millis(1_100),
+        "stream data {resumed:?} after the link came back"
+    );
+}
+
 #[test]
 fn connection_close_sends_acks() {
     let _guard = subscribe();
