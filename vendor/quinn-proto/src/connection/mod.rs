@@ -550,10 +550,6 @@ impl Connection {
         let mut pad_datagram = false;
         let mut pad_datagram_to_mtu = false;
         let mut congestion_blocked = false;
-        // wanopt patch: a packet of ACK frames only, sent while the
-        // congestion window is full (ACK-only packets are not congestion
-        // controlled, RFC 9002 section 7).
-        let mut ack_only = false;
 
         // Iterate over all spaces and find data to send
         let mut space_idx = 0;
@@ -642,25 +638,14 @@ impl Connection {
 
                     let bytes_to_send = segment_size as u64 + untracked_bytes;
                     if self.path.in_flight.bytes + bytes_to_send >= self.path.congestion.window() {
+                        space_idx += 1;
                         congestion_blocked = true;
                         // wanopt patch: time held by the window banks no pacing tokens.
                         self.path.pacing.window_blocked(now);
-                        // wanopt patch: the 1-RTT ACKs that are due go out
-                        // alone rather than wait for the window, which may
-                        // open only when the peer hears from us (its data
-                        // and its probes would go unacknowledged meanwhile).
-                        if !can_send.acks
-                            || space_id != SpaceId::Data
-                            || self.spaces[space_id].crypto.is_none()
-                        {
-                            space_idx += 1;
-                            // We continue instead of breaking here in order to avoid
-                            // blocking loss probes queued for higher spaces.
-                            trace!("blocked by congestion control");
-                            continue;
-                        }
-                        trace!("blocked by congestion control: ACK-only packet");
-                        ack_only = true;
+                        // We continue instead of breaking here in order to avoid
+                        // blocking loss probes queued for higher spaces.
+                        trace!("blocked by congestion control");
+                        continue;
                     }
 
                     // Check whether the next datagram is blocked by pacing
@@ -682,7 +667,7 @@ impl Connection {
                             now,
                         ),
                     };
-                    if let Some(delay) = delay.filter(|_| !ack_only) {
+                    if let Some(delay) = delay {
                         self.timers.set(Timer::Pacing, delay);
                         congestion_blocked = true;
                         // Loss probes should be subject to pacing, even though
@@ -838,35 +823,10 @@ impl Connection {
                 buf,
                 buf_capacity,
                 datagram_start,
-                ack_eliciting && !ack_only,
+                ack_eliciting,
                 self,
             )?);
             coalesce = coalesce && !builder.short_header;
-
-            if ack_only {
-                // wanopt patch: the ACK-only packet; nothing else shares
-                // its datagram, and the space is done (the window is full).
-                let mut sent = SentFrames::default();
-                Self::try_populate_acks(
-                    now,
-                    self.receiving_ecn,
-                    &mut sent,
-                    &mut self.spaces[space_id],
-                    buf,
-                    &mut self.stats,
-                    builder.max_size,
-                );
-                if sent.largest_acked.is_some() {
-                    self.spaces[space_id].pending_acks.acks_sent();
-                    self.timers.stop(Timer::MaxAckDelay);
-                    self.next_bundled_ack_time = Some(now + self.next_bundled_ack_delay());
-                }
-                sent_frames = Some(sent);
-                ack_only = false;
-                coalesce = false;
-                space_idx += 1;
-                continue;
-            }
 
             // https://tools.ietf.org/html/draft-ietf-quic-transport-34#section-14.1
             pad_datagram |=

@@ -1709,37 +1709,6 @@ fn pair_uploading() -> (Pair, ConnectionHandle, ConnectionHandle) {
     (pair, client_ch, server_ch)
 }
 
-/// wanopt patch: a sender whose congestion window is full of packets a
-/// cut link lost still acknowledges what its peer sends, in an ACK-only
-/// packet, instead of leaving the peer without an answer until its own
-/// next loss probe (in the lab the peer's idle timeout ran out first).
-#[test]
-fn acks_go_out_while_the_congestion_window_is_full() {
-    let _guard = subscribe();
-    let (mut pair, client_ch, server_ch) = pair_uploading();
-    // What the client sends is lost: the server's ACKs still arrive, and
-    // then the window holds only lost packets.
-    let t = pair.time + Duration::from_secs(2);
-    drive_cut(&mut pair, t, Cut::ClientToServer, |_| false);
-    let sent = pair.client_conn_mut(client_ch).stats().udp_tx.datagrams;
-    let t = pair.time + Duration::from_secs(2);
-    let probed = drive_cut(&mut pair, t, Cut::ClientToServer, |p| {
-        p.client_conn_mut(client_ch).stats().udp_tx.datagrams > sent
-    });
-    assert!(probed, "no loss probe in 2 s");
-    // Just after a probe (the next is a backed-off PTO away), the server
-    // sends a PING: the client acknowledges it at once, and only that.
-    let before = pair.client_conn_mut(client_ch).stats().frame_tx;
-    pair.server_conn_mut(server_ch).ping();
-    let t = pair.time + Duration::from_millis(100);
-    let acked = drive_cut(&mut pair, t, Cut::ClientToServer, |p| {
-        p.client_conn_mut(client_ch).stats().frame_tx.acks > before.acks
-    });
-    assert!(acked, "no ACK of the PING within 100 ms");
-    let after = pair.client_conn_mut(client_ch).stats().frame_tx;
-    assert_eq!(after.stream, before.stream, "stream data beyond the window");
-}
-
 /// wanopt patch: the first ACK back after a cut acknowledges a packet
 /// sent before it, an RTT sample as long as the cut; the next loss probe
 /// is still at most a second away, not a PTO of that RTT (6 s after a 5 s
