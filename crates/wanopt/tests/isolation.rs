@@ -362,15 +362,20 @@ fn fifty_stalled_and_three_slow_readers_leave_a_fetch_and_a_bulk_download_moving
     wait_until_stalled(&pair.core, big, "wan_bytes_to_client");
     check_memory(&pair.edge, "edge", edge_before, 53);
     let took = fetch_one_mib(listen_small, "beside 50 stalled and 3 slow downloads");
-    let beside = best_of_three(solo / 2.0, || bulk_download(listen_bulk));
+    let beside = best_of_three(solo / 4.0, || bulk_download(listen_bulk));
     eprintln!(
         "bulk download: {:.0} Mbit/s alone, {:.0} Mbit/s beside 50 stalled and 3 slow (best of up to 3)",
         solo / 1e6,
         beside / 1e6
     );
     assert!(took < Duration::from_secs(1), "took {took:?}");
+    // Stalled flows that took the tunnel would leave the bulk flow next to
+    // nothing. On loopback its rate is CPU-bound, and beside 50 stalled
+    // flows it kept 0.35-0.46 of its rate alone when the whole suite had
+    // run before it (0.5-0.94 run by itself): the bound is a quarter; the
+    // share itself is a benchmark's to measure, not this test's.
     assert!(
-        beside >= solo / 2.0,
+        beside >= solo / 4.0,
         "bulk download kept {:.0} of {:.0} Mbit/s",
         beside / 1e6,
         solo / 1e6
