@@ -1659,8 +1659,6 @@ fn loss_probes_back_off_to_at_most_a_second() {
 #[derive(Clone, Copy, PartialEq)]
 enum Cut {
     None,
-    /// What the client sends.
-    ClientToServer,
     /// What either side sends.
     Both,
 }
@@ -1676,7 +1674,7 @@ fn drive_cut(
     loop {
         let to_server = pair.server.inbound.len();
         pair.drive_client();
-        if cut != Cut::None {
+        if cut == Cut::Both {
             pair.server.inbound.truncate(to_server);
         }
         let to_client = pair.client.inbound.len();
