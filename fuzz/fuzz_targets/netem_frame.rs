@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
 use wanopt_netem::middlebox::{Action, Match, Middlebox, Rule, Verdict};
-use wanopt_netem::wire::{frame_ecn, FrameKind};
+use wanopt_netem::wire::{frame_ecn, Ecn, FrameKind};
 use wanopt_netem::{
     BitsPerSecond, Link, LinkConfig, Probability, QueueDiscipline, QueueLimit, RedParams,
 };
@@ -21,9 +21,16 @@ fn rules(knobs: u8) -> Vec<Rule> {
         Rule {
             matches: Match::Port(u16::from(knobs)),
             actions: vec![Action::Drop],
+            after_queue: false,
+        },
+        Rule {
+            matches: Match::Port(u16::from(knobs).wrapping_add(1)),
+            actions: vec![Action::BlockEcnSetup, Action::SetCe, Action::ClearCe],
+            after_queue: false,
         },
         Rule {
             matches: Match::AnyTcp,
+            after_queue: false,
             actions: vec![
                 Action::StripSackPermitted,
                 Action::SetWindowScale(knobs & 0x0f),
@@ -34,6 +41,7 @@ fn rules(knobs: u8) -> Vec<Rule> {
                 Action::StripWindowScale,
                 Action::BleachTcpEcn,
                 Action::BleachIpEcn,
+                Action::RewriteEcn(Ecn::from_bits(knobs >> 6)),
             ],
         },
     ]

@@ -29,20 +29,30 @@ pub fn validate(spec: &str) -> Result<(), ParseSpecError> {
     config(spec).map(|_| ())
 }
 
-/// One direction of the wan namespace: the middlebox rules (if any), then
-/// the link.
+/// One direction of the wan namespace: the middlebox rules in front of the
+/// queue (if any), the link, and the rules after the queue (if any).
 pub struct Bump {
     middlebox: Option<Middlebox>,
     link: Link,
+    after_queue: Option<Middlebox>,
 }
 
-/// Builds one direction from its link configuration and seed, behind a
-/// middlebox with `rules` keyed by `middlebox_seed` (no middlebox without
-/// rules).
+/// Builds one direction from its link configuration and seed, with
+/// middleboxes holding `rules` keyed by `middlebox_seed`: one in front of
+/// the queue, one after it for the `after-queue` rules (none without rules).
 pub fn build(config: LinkConfig, seed: u64, rules: &[Rule], middlebox_seed: u64) -> Bump {
+    let place = |after_queue: bool| {
+        let rules: Vec<Rule> = rules
+            .iter()
+            .filter(|rule| rule.after_queue == after_queue)
+            .cloned()
+            .collect();
+        (!rules.is_empty()).then(|| Middlebox::new(rules, middlebox_seed))
+    };
     Bump {
-        middlebox: (!rules.is_empty()).then(|| Middlebox::new(rules.to_vec(), middlebox_seed)),
+        middlebox: place(false),
         link: Link::new(config, seed),
+        after_queue: place(true),
     }
 }
 
@@ -56,7 +66,16 @@ impl FrameLink for Bump {
         self.link.handle_frame(now, frame)
     }
     fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
-        self.link.poll_transmit(now)
+        loop {
+            let mut frame = self.link.poll_transmit(now)?;
+            let dropped = self
+                .after_queue
+                .as_mut()
+                .is_some_and(|middlebox| middlebox.process(&mut frame) == Verdict::Drop);
+            if !dropped {
+                return Some(frame);
+            }
+        }
     }
     fn poll_timeout(&self) -> Option<Instant> {
         self.link.poll_timeout()
@@ -70,11 +89,16 @@ impl FrameLink for Bump {
                 serde_json::Value::String(format!("{limit:?}")),
             );
         }
-        if let (Some(map), Some(middlebox)) = (value.as_object_mut(), &self.middlebox) {
-            map.insert(
-                "middlebox".into(),
-                serde_json::to_value(middlebox.counters()).unwrap_or(serde_json::Value::Null),
-            );
+        for (key, middlebox) in [
+            ("middlebox", &self.middlebox),
+            ("middlebox_after_queue", &self.after_queue),
+        ] {
+            if let (Some(map), Some(middlebox)) = (value.as_object_mut(), middlebox) {
+                map.insert(
+                    key.into(),
+                    serde_json::to_value(middlebox.counters()).unwrap_or(serde_json::Value::Null),
+                );
+            }
         }
         value
     }

@@ -2,7 +2,9 @@
 //! do, so the lab can show what they break (and that the optimizer's tunnel
 //! is immune): stripping SACK-permitted, changing or stripping the window
 //! scale, clamping the MSS, randomizing initial sequence numbers (with or
-//! without fixing SACK blocks), and bleaching ECN.
+//! without fixing SACK blocks), and the paper's ECN policies: bleaching ECN,
+//! blocking ECN negotiation, setting or clearing congestion marks and
+//! rewriting the IP ECN field.
 //!
 //! Rules are first-match, like smoltcp's fault injector or turmoil's rules:
 //! [`Middlebox::process`] tries the rules in order, and the first whose
@@ -25,6 +27,7 @@
 //! let mut middlebox = Middlebox::new(
 //!     vec![Rule {
 //!         matches: Match::AnyTcp,
+//!         after_queue: false,
 //!         actions: vec![Action::StripSackPermitted, Action::ClampMss(1200)],
 //!     }],
 //!     7,
@@ -85,6 +88,23 @@ pub enum Action {
     BleachIpEcn,
     /// Clear the TCP ECE, CWR and AE bits (ECN cannot be negotiated).
     BleachTcpEcn,
+    /// Drop ECN-setup SYNs (SYN with ECE and CWR, no ACK), the paper's
+    /// `tcp.ecn.blocked`: a sender that falls back retries without ECN after
+    /// its SYN timeout (Linux: 1 s). Other segments of the rule get its other
+    /// actions.
+    BlockEcnSetup,
+    /// Mark ECN-capable packets (ECT(0) or ECT(1)) Congestion Experienced,
+    /// leaving Not-ECT ones alone: the paper's fallback-proof
+    /// `ip.ecn.changed`, which the endpoints cannot tell from a congested
+    /// path.
+    SetCe,
+    /// Turn CE marks back into ECT(0), hiding a congested queue's marks
+    /// from the receiver.
+    ClearCe,
+    /// Overwrite the IP ECN field of every segment with this codepoint
+    /// (`rewrite-ecn ce` is the paper's `ip.ecn.changed.11`, which marks
+    /// SYNs too and so turns ECN off at negotiation).
+    RewriteEcn(Ecn),
     /// Drop the segment.
     Drop,
 }
@@ -97,6 +117,13 @@ pub struct Rule {
     pub matches: Match,
     /// What to do with them, in order.
     pub actions: Vec<Action>,
+    /// Whether the rule stands after the link's queue rather than in front
+    /// of it (`after-queue`): it then sees the queue's CE marks (which
+    /// `clear-ce` can hide) and what it drops has taken its place in the
+    /// queue. A [`Middlebox`] holds the rules of one place; the lab builds
+    /// one for each.
+    #[serde(default)]
+    pub after_queue: bool,
 }
 
 /// What [`Middlebox::process`] did with a frame.
@@ -210,7 +237,9 @@ impl Middlebox {
         let Some(rule) = self.rules.iter().find(|rule| rule.matches.accepts(&fields)) else {
             return Verdict::Pass;
         };
-        if rule.actions.contains(&Action::Drop) {
+        if rule.actions.contains(&Action::Drop)
+            || (rule.actions.contains(&Action::BlockEcnSetup) && is_ecn_setup_syn(segment.flags()))
+        {
             return Verdict::Drop;
         }
         let header_len = segment.header_len();
@@ -232,20 +261,26 @@ impl Middlebox {
                 Action::RandomizeSequence { rewrite_sack } => {
                     sequence::shift(&mut segment, self.seed, &fields, rewrite_sack)
                 }
-                Action::BleachIpEcn => {
-                    if let Ok(mut header) = Ipv4Packet::new_checked(&mut *ip_header) {
-                        if header.ecn() != Ecn::NotEct {
-                            header.set_ecn(Ecn::NotEct);
-                            ip_changed = true;
-                        }
-                    }
+                Action::BleachIpEcn => ip_changed |= map_ecn(ip_header, |_| Ecn::NotEct),
+                Action::RewriteEcn(to) => ip_changed |= map_ecn(ip_header, |_| to),
+                Action::SetCe => {
+                    ip_changed |= map_ecn(ip_header, |ecn| match ecn {
+                        Ecn::Ect0 | Ecn::Ect1 => Ecn::Ce,
+                        other => other,
+                    })
+                }
+                Action::ClearCe => {
+                    ip_changed |= map_ecn(ip_header, |ecn| match ecn {
+                        Ecn::Ce => Ecn::Ect0,
+                        other => other,
+                    })
                 }
                 Action::BleachTcpEcn => {
                     let flags = segment.flags();
                     segment.set_flags(flags & !(tcp::FLAG_ECE | tcp::FLAG_CWR));
                     segment.set_ae(false);
                 }
-                Action::Drop => {}
+                Action::Drop | Action::BlockEcnSetup => {}
             }
         }
         let tcp_changed = segment.header() != &before[..header_len];
@@ -263,6 +298,26 @@ impl Middlebox {
             Verdict::Pass
         }
     }
+}
+
+/// Whether TCP `flags` are those of an ECN-setup SYN (RFC 3168 section
+/// 6.1.1): SYN, ECE and CWR, and no ACK.
+fn is_ecn_setup_syn(flags: u8) -> bool {
+    let setup = tcp::FLAG_SYN | tcp::FLAG_ECE | tcp::FLAG_CWR;
+    flags & (setup | tcp::FLAG_ACK) == setup
+}
+
+/// Sets the ECN field of the IPv4 header in `header` to `map` of its value
+/// (the header checksum updated with it); whether it changed.
+fn map_ecn(header: &mut [u8], map: impl Fn(Ecn) -> Ecn) -> bool {
+    let Ok(mut header) = Ipv4Packet::new_checked(header) else {
+        return false;
+    };
+    let (before, after) = (header.ecn(), map(header.ecn()));
+    if before != after {
+        header.set_ecn(after);
+    }
+    before != after
 }
 
 #[cfg(test)]

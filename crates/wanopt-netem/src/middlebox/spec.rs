@@ -7,6 +7,7 @@
 //! | --- | --- |
 //! | `port N` | match segments from or to TCP port N (default: every TCP segment) |
 //! | `address A.B.C.D` | match segments from or to this IPv4 address |
+//! | `after-queue` | the rule stands after the link's queue, not in front of it ([`Rule::after_queue`]) |
 //! | `strip-sack-permitted` | [`Action::StripSackPermitted`] |
 //! | `strip-wscale` | [`Action::StripWindowScale`] |
 //! | `wscale N` | [`Action::SetWindowScale`] (0 to 14) |
@@ -15,6 +16,10 @@
 //! | `randomize-seq-broken-sack` | [`Action::RandomizeSequence`], SACK blocks left wrong |
 //! | `bleach-ecn` | [`Action::BleachIpEcn`] and [`Action::BleachTcpEcn`] |
 //! | `bleach-ip-ecn`, `bleach-tcp-ecn` | one of the two |
+//! | `block-ecn-setup` | [`Action::BlockEcnSetup`] |
+//! | `set-ce` | [`Action::SetCe`] |
+//! | `clear-ce` | [`Action::ClearCe`] |
+//! | `rewrite-ecn V` | [`Action::RewriteEcn`]: `not-ect`, `ect0`, `ect1`, `ce` (or the bits `00`, `10`, `01`, `11`) |
 //! | `drop` | [`Action::Drop`] |
 //!
 //! ```
@@ -29,12 +34,13 @@ use std::net::Ipv4Addr;
 use thiserror::Error;
 
 use crate::middlebox::{Action, Match, Rule};
+use crate::wire::Ecn;
 
 /// Why a middlebox rule list did not parse.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ParseRulesError {
     /// A word that is neither a matcher nor an action.
-    #[error("unknown middlebox action `{token}`: expected strip-sack-permitted, strip-wscale, wscale N, mss N, randomize-seq, randomize-seq-broken-sack, bleach-ecn, bleach-ip-ecn, bleach-tcp-ecn or drop")]
+    #[error("unknown middlebox action `{token}`: expected strip-sack-permitted, strip-wscale, wscale N, mss N, randomize-seq, randomize-seq-broken-sack, bleach-ecn, bleach-ip-ecn, bleach-tcp-ecn, block-ecn-setup, set-ce, clear-ce, rewrite-ecn V or drop")]
     UnknownAction {
         /// The word as written.
         token: String,
@@ -78,6 +84,7 @@ fn parse_rule(text: &str) -> Result<Rule, ParseRulesError> {
     let mut tokens = text.split_whitespace().peekable();
     let mut matches = Match::AnyTcp;
     let mut actions = Vec::new();
+    let mut after_queue = false;
     while let Some(token) = tokens.next() {
         let lower = token.to_ascii_lowercase();
         let mut value = |example: &'static str| {
@@ -92,6 +99,7 @@ fn parse_rule(text: &str) -> Result<Rule, ParseRulesError> {
             expected,
         };
         match lower.as_str() {
+            "after-queue" => after_queue = true,
             "port" => {
                 let text = value("443")?;
                 matches = Match::Port(
@@ -131,6 +139,25 @@ fn parse_rule(text: &str) -> Result<Rule, ParseRulesError> {
             "bleach-ecn" => actions.extend([Action::BleachIpEcn, Action::BleachTcpEcn]),
             "bleach-ip-ecn" => actions.push(Action::BleachIpEcn),
             "bleach-tcp-ecn" => actions.push(Action::BleachTcpEcn),
+            "block-ecn-setup" => actions.push(Action::BlockEcnSetup),
+            "set-ce" => actions.push(Action::SetCe),
+            "clear-ce" => actions.push(Action::ClearCe),
+            "rewrite-ecn" => {
+                let text = value("ce")?;
+                let ecn = match text.to_ascii_lowercase().as_str() {
+                    "not-ect" | "00" => Ecn::NotEct,
+                    "ect1" | "01" => Ecn::Ect1,
+                    "ect0" | "10" => Ecn::Ect0,
+                    "ce" | "11" => Ecn::Ce,
+                    _ => {
+                        return Err(invalid(
+                            text,
+                            "an ECN codepoint is not-ect, ect0, ect1 or ce (or 00, 10, 01, 11)",
+                        ))
+                    }
+                };
+                actions.push(Action::RewriteEcn(ecn));
+            }
             "drop" => actions.push(Action::Drop),
             _ => {
                 return Err(ParseRulesError::UnknownAction {
@@ -144,7 +171,11 @@ fn parse_rule(text: &str) -> Result<Rule, ParseRulesError> {
             rule: text.trim().to_owned(),
         });
     }
-    Ok(Rule { matches, actions })
+    Ok(Rule {
+        matches,
+        actions,
+        after_queue,
+    })
 }
 
 #[cfg(test)]
@@ -161,16 +192,19 @@ mod tests {
             rules,
             [
                 Rule {
+                    after_queue: false,
                     matches: Match::Port(22),
                     actions: vec![Action::Drop],
                 },
                 Rule {
+                    after_queue: false,
                     matches: Match::Address(Ipv4Addr::new(10, 0, 0, 2)),
                     actions: vec![Action::RandomizeSequence {
                         rewrite_sack: false
                     }],
                 },
                 Rule {
+                    after_queue: false,
                     matches: Match::AnyTcp,
                     actions: vec![
                         Action::StripSackPermitted,
@@ -183,13 +217,36 @@ mod tests {
             ]
         );
         assert_eq!(parse_rules("  ; ").unwrap(), []);
+        assert_eq!(
+            parse_rules(
+                "block-ecn-setup; set-ce; after-queue clear-ce; rewrite-ecn 11; rewrite-ecn Ect1"
+            )
+            .unwrap()
+            .into_iter()
+            .flat_map(|rule| rule.actions)
+            .collect::<Vec<_>>(),
+            [
+                Action::BlockEcnSetup,
+                Action::SetCe,
+                Action::ClearCe,
+                Action::RewriteEcn(Ecn::Ce),
+                Action::RewriteEcn(Ecn::Ect1),
+            ]
+        );
+        let after: Vec<bool> =
+            parse_rules("clear-ce; after-queue clear-ce; port 80 after-queue drop")
+                .unwrap()
+                .iter()
+                .map(|rule| rule.after_queue)
+                .collect();
+        assert_eq!(after, [false, true, true]);
     }
 
     #[test]
     fn bad_rules_say_what_is_wrong() {
         assert_eq!(
             parse_rules("strip-sack").unwrap_err().to_string(),
-            "unknown middlebox action `strip-sack`: expected strip-sack-permitted, strip-wscale, wscale N, mss N, randomize-seq, randomize-seq-broken-sack, bleach-ecn, bleach-ip-ecn, bleach-tcp-ecn or drop"
+            "unknown middlebox action `strip-sack`: expected strip-sack-permitted, strip-wscale, wscale N, mss N, randomize-seq, randomize-seq-broken-sack, bleach-ecn, bleach-ip-ecn, bleach-tcp-ecn, block-ecn-setup, set-ce, clear-ce, rewrite-ecn V or drop"
         );
         assert_eq!(
             parse_rules("mss").unwrap_err().to_string(),
@@ -202,6 +259,10 @@ mod tests {
         assert_eq!(
             parse_rules("port 80").unwrap_err().to_string(),
             "middlebox rule `port 80` has no action: add one, like `port 80 strip-sack-permitted`"
+        );
+        assert_eq!(
+            parse_rules("rewrite-ecn 2").unwrap_err().to_string(),
+            "middlebox `rewrite-ecn 2`: an ECN codepoint is not-ect, ect0, ect1 or ce (or 00, 10, 01, 11)"
         );
         assert!(matches!(
             parse_rules("address 10.0.0 drop"),

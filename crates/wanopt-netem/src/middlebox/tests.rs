@@ -80,6 +80,7 @@ fn checksums_valid(frame: &[u8]) -> bool {
 fn one_rule(actions: Vec<Action>) -> Middlebox {
     Middlebox::new(
         vec![Rule {
+            after_queue: false,
             matches: Match::AnyTcp,
             actions,
         }],
@@ -139,10 +140,112 @@ fn ecn_bleaching_clears_ip_and_tcp_bits() {
     assert!(checksums_valid(&frame));
 }
 
+/// `frame` with its IP ECN field set to `ecn` (the header checksum kept).
+fn with_ecn(mut frame: Vec<u8>, ecn: Ecn) -> Vec<u8> {
+    Ipv4Packet::new_checked(&mut frame[14..])
+        .unwrap()
+        .set_ecn(ecn);
+    frame
+}
+
+fn ecn_of(frame: &[u8]) -> Ecn {
+    Ipv4Packet::new_checked(&frame[14..]).unwrap().ecn()
+}
+
+/// A data segment from the server, ECN field ECT(0) as Linux sends them.
+fn data() -> Vec<u8> {
+    tcp_frame(
+        (SERVER, 80),
+        (CLIENT, 40000),
+        5000,
+        1001,
+        FLAG_ACK,
+        &[],
+        100,
+    )
+}
+
+#[test]
+fn ecn_setup_syns_are_dropped_and_nothing_else() {
+    let mut middlebox = one_rule(vec![Action::BlockEcnSetup, Action::ClampMss(1200)]);
+    assert_eq!(middlebox.process(&mut syn()), Verdict::Drop);
+    // The retried SYN without ECE and CWR passes (and gets the rule's
+    // other actions), as do an ECN-setup SYN-ACK and data with ECE.
+    let mut retry = syn();
+    retry[34 + 13] = FLAG_SYN;
+    TcpSegment::new_checked(&mut retry[34..])
+        .unwrap()
+        .fill_checksum_v4(CLIENT, SERVER);
+    assert_eq!(middlebox.process(&mut retry), Verdict::Rewritten);
+    assert_eq!(&tcp(&retry).options()[..4], &[2, 4, 0x04, 0xb0]);
+    let mut syn_ack = tcp_frame(
+        (SERVER, 80),
+        (CLIENT, 40000),
+        9000,
+        1001,
+        FLAG_SYN | FLAG_ACK | FLAG_ECE,
+        &[],
+        0,
+    );
+    assert_eq!(middlebox.process(&mut syn_ack), Verdict::Pass);
+    let mut echo = tcp_frame(
+        (CLIENT, 40000),
+        (SERVER, 80),
+        1001,
+        5100,
+        FLAG_ACK | FLAG_ECE,
+        &[],
+        0,
+    );
+    assert_eq!(middlebox.process(&mut echo), Verdict::Pass);
+    assert_eq!(middlebox.counters().dropped, 1);
+}
+
+#[test]
+fn set_ce_marks_only_ecn_capable_packets() {
+    let mut middlebox = one_rule(vec![Action::SetCe]);
+    for (before, after) in [
+        (Ecn::Ect0, Ecn::Ce),
+        (Ecn::Ect1, Ecn::Ce),
+        (Ecn::Ce, Ecn::Ce),
+        (Ecn::NotEct, Ecn::NotEct),
+    ] {
+        let mut frame = with_ecn(data(), before);
+        let verdict = middlebox.process(&mut frame);
+        assert_eq!(ecn_of(&frame), after, "{before:?}");
+        assert_eq!(verdict == Verdict::Rewritten, before != after);
+        assert!(checksums_valid(&frame));
+    }
+}
+
+#[test]
+fn clear_ce_hides_marks_and_rewrite_ecn_overwrites_every_field() {
+    let mut frame = with_ecn(data(), Ecn::Ce);
+    assert_eq!(
+        one_rule(vec![Action::ClearCe]).process(&mut frame),
+        Verdict::Rewritten
+    );
+    assert_eq!(ecn_of(&frame), Ecn::Ect0);
+    assert!(checksums_valid(&frame));
+    let mut frame = with_ecn(data(), Ecn::Ect1);
+    assert_eq!(
+        one_rule(vec![Action::ClearCe]).process(&mut frame),
+        Verdict::Pass
+    );
+    for to in [Ecn::NotEct, Ecn::Ect0, Ecn::Ect1, Ecn::Ce] {
+        // The Not-ECT SYN is rewritten too: `rewrite-ecn ce` marks it.
+        let mut frame = with_ecn(syn(), Ecn::NotEct);
+        one_rule(vec![Action::RewriteEcn(to)]).process(&mut frame);
+        assert_eq!(ecn_of(&frame), to);
+        assert!(checksums_valid(&frame));
+    }
+}
+
 #[test]
 fn sequence_randomization_is_undone_on_the_way_back() {
     // Two middleboxes with the same seed, one per direction, like the lab.
     let rules = vec![Rule {
+        after_queue: false,
         matches: Match::Port(80),
         actions: vec![Action::RandomizeSequence { rewrite_sack: true }],
     }];
@@ -206,10 +309,12 @@ fn first_matching_rule_wins() {
     let mut middlebox = Middlebox::new(
         vec![
             Rule {
+                after_queue: false,
                 matches: Match::Port(80),
                 actions: vec![Action::StripSackPermitted],
             },
             Rule {
+                after_queue: false,
                 matches: Match::AnyTcp,
                 actions: vec![Action::ClampMss(1200)],
             },
@@ -237,6 +342,7 @@ fn first_matching_rule_wins() {
 fn drop_rules_drop_and_other_traffic_passes() {
     let mut middlebox = Middlebox::new(
         vec![Rule {
+            after_queue: false,
             matches: Match::Address(Ipv4Addr::from(SERVER)),
             actions: vec![Action::Drop],
         }],
@@ -260,6 +366,10 @@ fn action_strategy() -> impl Strategy<Value = Action> {
         any::<bool>().prop_map(|rewrite_sack| Action::RandomizeSequence { rewrite_sack }),
         Just(Action::BleachIpEcn),
         Just(Action::BleachTcpEcn),
+        Just(Action::BlockEcnSetup),
+        Just(Action::SetCe),
+        Just(Action::ClearCe),
+        (0u8..4).prop_map(|bits| Action::RewriteEcn(Ecn::from_bits(bits))),
     ]
 }
 
@@ -276,7 +386,7 @@ proptest! {
     ) {
         let mut frame = tcp_frame((CLIENT, 40000), (SERVER, 80), sequence, acknowledgment, flags, &options, payload_len);
         let length = frame.len();
-        let mut middlebox = Middlebox::new(vec![Rule { matches: Match::AnyTcp, actions }], seed);
+        let mut middlebox = Middlebox::new(vec![Rule { matches: Match::AnyTcp, actions, after_queue: false }], seed);
         middlebox.process(&mut frame);
         prop_assert_eq!(frame.len(), length);
         prop_assert!(checksums_valid(&frame));
@@ -295,7 +405,7 @@ proptest! {
         if bytes.len() > 23 {
             bytes[23] = 6;
         }
-        let mut middlebox = Middlebox::new(vec![Rule { matches: Match::AnyTcp, actions }], 3);
+        let mut middlebox = Middlebox::new(vec![Rule { matches: Match::AnyTcp, actions, after_queue: false }], 3);
         let _ = middlebox.process(&mut bytes);
     }
 }

@@ -10,7 +10,7 @@ pub mod ipv4;
 pub mod ipv6;
 pub mod tcp;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 pub use ethernet::{EtherType, EthernetFrame};
@@ -30,7 +30,7 @@ pub enum WireError {
 }
 
 /// The two ECN bits of an IP header (RFC 3168 section 5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Ecn {
     /// `00`: the sender does not support ECN.
     NotEct,
