@@ -25,6 +25,9 @@ use wanopt_lab::link::LinkOptions;
 use wanopt_lab::profile::LINUX;
 use wanopt_lab::topology::{Lab, Node, SERVER_ADDR};
 
+#[path = "emulator/middlebox.rs"]
+mod middlebox;
+
 type TestResult = Result<(), String>;
 type Test = (&'static str, fn() -> TestResult);
 
@@ -655,190 +658,6 @@ fn full_queue_drops_and_red_marks() -> TestResult {
     Ok(())
 }
 
-/// The SYN that arrived at the server and the SYN-ACK that arrived at the
-/// client, as tcpdump at each end printed them (with their TCP options),
-/// and what `ss -tin` in the client says of the connections (the options
-/// the kernel negotiated), while a 2-second iperf3 upload runs.
-struct Handshake {
-    syn: String,
-    syn_ack: String,
-    ss: String,
-}
-
-fn handshake(lab: &Lab) -> Result<Handshake, String> {
-    iperf_server(lab)?;
-    let syn = capture(
-        lab,
-        Node::Server,
-        "tcp[tcpflags] & (tcp-syn|tcp-ack) = tcp-syn and dst port 5201",
-    )?;
-    let syn_ack = capture(
-        lab,
-        Node::Client,
-        "tcp[tcpflags] & (tcp-syn|tcp-ack) = (tcp-syn|tcp-ack) and src port 5201",
-    )?;
-    std::thread::sleep(Duration::from_millis(800));
-    let client = lab
-        .command(Node::Client, "iperf3")
-        .args(["-c", SERVER_ADDR, "-p", "5201", "-t", "2", "-b", "5M"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .map_err(|e| format!("iperf3: {e}"))?;
-    std::thread::sleep(Duration::from_millis(1000));
-    let dst = format!("dst {SERVER_ADDR}:5201");
-    let ss = run_in(lab, Node::Client, "ss", &["-tin", &dst]);
-    let _ = client.wait_with_output();
-    let ss = stdout_of(&ss?);
-    if !ss.contains("ESTAB") {
-        return Err(format!("no connection to the iperf3 server in `ss`: {ss}"));
-    }
-    Ok(Handshake {
-        syn: first_line(syn)?,
-        syn_ack: first_line(syn_ack)?,
-        ss,
-    })
-}
-
-/// The largest `mss:N` in `ss -i` output.
-fn ss_mss(text: &str) -> u64 {
-    text.split_whitespace()
-        .filter_map(|w| w.strip_prefix("mss:")?.parse().ok())
-        .max()
-        .unwrap_or(0)
-}
-
-/// tcpdump in `node` until the first segment `filter` matches.
-fn capture(lab: &Lab, node: Node, filter: &str) -> Result<std::process::Child, String> {
-    lab.command(node, "tcpdump")
-        .args(["-i", "eth0", "-n", "-l", "-S", "-c", "1", filter])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .map_err(|e| format!("tcpdump: {e}"))
-}
-
-/// The line a [`capture`] printed (stopped after 5 s if it saw nothing).
-fn first_line(child: std::process::Child) -> Result<String, String> {
-    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-    std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_secs(5));
-        // Harmless if it already exited on its first match.
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
-    });
-    let out = child.wait_with_output().map_err(|e| e.to_string())?;
-    let text = stdout_of(&out);
-    match text.lines().next() {
-        Some(line) if !line.is_empty() => Ok(line.to_string()),
-        _ => Err("tcpdump saw no handshake segment".into()),
-    }
-}
-
-/// The `seq N` of a tcpdump line.
-fn seq_of(line: &str) -> Result<u64, String> {
-    line.split(", ")
-        .find_map(|part| part.strip_prefix("seq ")?.parse().ok())
-        .ok_or_else(|| format!("no sequence number in {line:?}"))
-}
-
-/// Middlebox rules rewrite what the endpoints negotiate, as tcpdump at each
-/// end sees the handshake and the kernel's own `ss` reports the connection
-/// (SACK, window scaling, MSS), and randomize sequence numbers, as tcpdump
-/// at each end sees them; without rules the same connection negotiates
-/// everything and keeps its numbers.
-fn middlebox_rewrites_what_endpoints_negotiate() -> TestResult {
-    {
-        let guard = up(LinkOptions {
-            rtt: Some("10ms".into()),
-            ..LinkOptions::default()
-        })?;
-        let h = handshake(&guard.0)?;
-        println!("  no middlebox: SYN at the server {}", h.syn);
-        for line in [&h.syn, &h.syn_ack] {
-            if !line.contains("sackOK") || !line.contains("wscale") || !line.contains("mss 1460") {
-                return Err(format!("a plain link changed the handshake: {line}"));
-            }
-        }
-        if !h.ss.contains("wscale:") || ss_mss(&h.ss) < 1400 {
-            return Err(format!(
-                "a plain link lost window scaling or the MSS: {}",
-                h.ss
-            ));
-        }
-    }
-    {
-        let guard = up(LinkOptions {
-            rtt: Some("10ms".into()),
-            middlebox: Some("strip-sack-permitted strip-wscale mss 1000".into()),
-            ..LinkOptions::default()
-        })?;
-        let h = handshake(&guard.0)?;
-        let c = counters(&guard.0);
-        let rewritten = |dir: &str| {
-            c[dir]["link"]["middlebox"]["rewritten"]
-                .as_u64()
-                .unwrap_or(0)
-        };
-        println!(
-            "  strip-sack-permitted strip-wscale mss 1000: SYN at the server {}; ss mss {}; rewritten up {} down {}",
-            h.syn,
-            ss_mss(&h.ss),
-            rewritten("up"),
-            rewritten("down")
-        );
-        for line in [&h.syn, &h.syn_ack] {
-            if line.contains("sackOK") || line.contains("wscale") {
-                return Err(format!(
-                    "SACK-permitted or window scale crossed the middlebox: {line}"
-                ));
-            }
-        }
-        if !h.syn.contains("mss 1000") {
-            return Err(format!("the SYN's MSS was not clamped to 1000: {}", h.syn));
-        }
-        // The kernel negotiated no scaling and segments of at most 1000
-        // bytes (less the timestamps every segment carries).
-        if h.ss.contains("wscale:") || !(900..=1000).contains(&ss_mss(&h.ss)) {
-            return Err(format!(
-                "the connection still scales or has a larger MSS: {}",
-                h.ss
-            ));
-        }
-        // Both connections' SYNs up, their SYN-ACKs down.
-        if rewritten("up") < 2 || rewritten("down") < 2 {
-            return Err(format!("middlebox counters: {c}"));
-        }
-    }
-    for (rules, changed) in [("", false), ("randomize-seq", true)] {
-        let guard = up(LinkOptions {
-            rtt: Some("10ms".into()),
-            middlebox: Some(rules.into()),
-            ..LinkOptions::default()
-        })?;
-        let lab = &guard.0;
-        iperf_server(lab)?;
-        let filter = "tcp[tcpflags] & (tcp-syn|tcp-ack) = tcp-syn and dst port 5201";
-        let sent = capture(lab, Node::Client, filter)?;
-        let arrived = capture(lab, Node::Server, filter)?;
-        std::thread::sleep(Duration::from_millis(800));
-        let doc = iperf_json(lab, &["-t", "1", "-b", "5M"])?;
-        let (sent, arrived) = (seq_of(&first_line(sent)?)?, seq_of(&first_line(arrived)?)?);
-        let bytes = doc["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0);
-        println!(
-            "  middlebox `{rules}`: SYN seq {sent} sent, {arrived} arrived; {bytes} bytes carried"
-        );
-        if (sent != arrived) != changed {
-            return Err(format!("`{rules}`: SYN seq {sent} sent, {arrived} arrived"));
-        }
-        // The endpoints never see each other's real numbers, and the
-        // connection works.
-        if bytes < 500_000 {
-            return Err(format!("`{rules}`: only {bytes} bytes in 1 s at 5 Mbit/s"));
-        }
-    }
-    Ok(())
-}
-
 fn probe_send(addr: &str, count: u32, gap_us: u64) -> i32 {
     let Ok(sock) = UdpSocket::bind("0.0.0.0:0") else {
         return 1;
@@ -912,7 +731,7 @@ fn main() {
         .skip(1)
         .filter(|a| !a.starts_with('-'))
         .collect();
-    let tests: [Test; 7] = [
+    let tests: [Test; 8] = [
         ("rtt_matches_setting", rtt_matches_setting),
         ("rate_matches_setting", rate_matches_setting),
         (
@@ -927,8 +746,9 @@ fn main() {
         ),
         (
             "middlebox_rewrites_what_endpoints_negotiate",
-            middlebox_rewrites_what_endpoints_negotiate,
+            middlebox::rewrites_what_endpoints_negotiate,
         ),
+        ("middlebox_ecn_policies", middlebox::ecn_policies),
     ];
     if args.iter().any(|a| a == "--list") {
         for (name, _) in tests {
