@@ -5,9 +5,13 @@
 //! modes' colours, SVG and PNG) and the files of an output folder
 //! ([`output`]: `results.json` written and read back, `report.md`).
 //!
+//! A report's goals are [`goal::Goal`]s: a pass/fail line per mode with
+//! the cells that missed.
+//!
 //! It knows nothing of any scenario: scenarios use it, never the other
 //! way round.
 
+pub mod goal;
 pub mod markdown;
 pub mod output;
 pub mod plot;

@@ -3,56 +3,13 @@
 
 use super::matrix::LINK_MBPS;
 use super::results::{Results, Row};
+pub use crate::kit::goal::Goal;
 
 /// The loss-free goodput a link of [`LINK_MBPS`] gives TCP payload when
 /// no loss-free bulk row was measured: 1448 payload bytes per 1500-byte
 /// IP packet.
 pub fn nominal_goodput_mbps() -> f64 {
     LINK_MBPS as f64 * 1448.0 / 1500.0
-}
-
-/// One goal for one mode.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Goal {
-    /// What it asks.
-    pub text: String,
-    /// The mode checked.
-    pub mode: String,
-    /// Cells checked.
-    pub checked: usize,
-    /// The cells that missed, described.
-    pub misses: Vec<String>,
-}
-
-impl Goal {
-    /// `PASS`, `FAIL` or `n/a` (no cell to check).
-    pub fn verdict(&self) -> &'static str {
-        match (self.checked, self.misses.is_empty()) {
-            (0, _) => "n/a",
-            (_, true) => "PASS",
-            (_, false) => "FAIL",
-        }
-    }
-
-    /// The goal as a Markdown list item.
-    pub fn line(&self) -> String {
-        let mut line = format!(
-            "- **{}** {}: {} ({} of {} cells met)",
-            self.verdict(),
-            self.mode,
-            self.text,
-            self.checked - self.misses.len(),
-            self.checked
-        );
-        if !self.misses.is_empty() {
-            let shown: Vec<&str> = self.misses.iter().take(4).map(String::as_str).collect();
-            line.push_str(&format!("; missed: {}", shown.join("; ")));
-            if self.misses.len() > 4 {
-                line.push_str(&format!("; and {} more", self.misses.len() - 4));
-            }
-        }
-        line
-    }
 }
 
 /// Where a row was measured, for a miss's description.
