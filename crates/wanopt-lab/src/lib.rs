@@ -7,6 +7,7 @@
 
 pub mod bench;
 pub mod bringup;
+pub mod brokenness;
 pub mod cellular;
 pub mod cli;
 pub mod clock;
@@ -14,6 +15,7 @@ pub mod driver;
 pub mod emulator;
 mod exit;
 pub mod grid;
+pub mod initcwnd;
 pub mod kit;
 pub mod link;
 pub mod lossy;

@@ -143,6 +143,24 @@ pub const SCENARIOS: &[Entry] = &[
             runner::run(lab, &mut scenario, &args.out).map(|r| r.verdict)
         },
     },
+    Entry {
+        name: crate::brokenness::SCENARIO,
+        summary: "the path-brokenness paper: SACK against loss, the smallest window scale against RTT, ECN policies on a marking queue",
+        takes: &[],
+        run: |lab, args| {
+            let mut scenario = crate::brokenness::Brokenness::new(args.quick);
+            runner::run(lab, &mut scenario, &args.out).map(|r| r.verdict)
+        },
+    },
+    Entry {
+        name: crate::initcwnd::SCENARIO,
+        summary: "the initial-window post: a short file over long paths, initial windows 2, 4 and 10, and a fresh and a warm tunnel",
+        takes: &[ScenarioOption::Runs],
+        run: |lab, args| {
+            let mut scenario = crate::initcwnd::Initcwnd::new(args.quick, args.runs()?);
+            runner::run(lab, &mut scenario, &args.out).map(|r| r.verdict)
+        },
+    },
 ];
 
 /// What a scenario TOML file takes: the grid's options.
@@ -239,7 +257,7 @@ mod tests {
             ),
             (
                 args("no-such-scenario", None, false),
-                "unknown scenario `no-such-scenario`: use `tcp-opt`, `waas-3g`, `lossy`, `realtime`, `sites`, `cellular` or a path to a .toml file",
+                "unknown scenario `no-such-scenario`: use `tcp-opt`, `waas-3g`, `lossy`, `realtime`, `sites`, `cellular`, `path-brokenness`, `initcwnd` or a path to a .toml file",
             ),
         ] {
             // `lab run` checks the options before anything runs.
