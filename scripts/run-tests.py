@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # not a long one started late (seconds on the project's machine).
 LONGEST = {
     "waas": 160, "smb": 80, "emulator": 80, "intercept": 42, "probe": 29,
-    "udp": 21, "lab_link2": 18, "isolation": 17, "lab_sites": 17,
+    "lab_experiments": 170, "udp": 21, "lab_link2": 18, "isolation": 17, "lab_sites": 17,
     "fec_calls": 16, "fec": 15, "flood": 15, "reduce": 15, "parity": 14,
 }
 # Binaries whose tests compare rates or gaps that CPU contention moves (a
