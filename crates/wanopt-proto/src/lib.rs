@@ -25,6 +25,8 @@
 //!   each node sends on every path, the monitor that turns probes into each
 //!   path's state, RTT and loss, and the selector of each lane's paths
 //!   (failover, duplicate, spread-fec).
+//! - [`datagram`]: the datagram layer under QUIC as a state machine
+//!   (tail duplication, FEC, paths), driven by the node's socket adapter.
 //! - [`dedup`]: the fixed-size filter that drops a datagram's second copy
 //!   when it came over two paths.
 //! - [`probe`]: the datagrams of `wanopt probe` (RTT, and loss, reordering
@@ -32,6 +34,7 @@
 
 pub mod codes;
 pub mod control;
+pub mod datagram;
 pub mod dedup;
 pub mod dup;
 pub mod fec;
