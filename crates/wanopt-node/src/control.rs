@@ -43,7 +43,7 @@ pub struct FlowPath {
     /// The peer's address.
     pub peer: String,
     /// Continuous FEC on the path.
-    pub fec: Option<crate::transport::udp::FecStatus>,
+    pub fec: Option<crate::transport::datagram::FecStatus>,
 }
 
 /// The control API's routes over `state`.

@@ -157,7 +157,7 @@ pub(crate) fn start(
         Some(server_config),
         &config.key,
         &config.tuning,
-        &state.duplication,
+        &state.datagrams,
     )?;
     info!(
         "core {} listening on udp {} ({} pinned peer key(s), {} allow rule(s))",
@@ -337,8 +337,8 @@ impl Core {
         drop(handshake);
         tunnel::authenticated(&conn);
         self.state
-            .duplication
-            .bind_paths(&conn, crate::transport::udp::Side::Server);
+            .datagrams
+            .bind_paths(&conn, crate::transport::datagram::Side::Server);
         info!("tunnel up from edge {remote}");
         self.state.peer_up(&conn);
         let entry = match (&self.state.caches, peer_key(&conn)) {
@@ -492,7 +492,7 @@ impl Core {
         }
         flow.set_state(FlowState::Open);
         let start = header.buffer_len() as u64;
-        let ends = self.state.duplication.stream_ends(peer);
+        let ends = crate::transport::datagram::StreamEnds::new(&self.state.datagrams, peer);
         let server = tcp.peer_addr();
         let revoked = async {
             match server {

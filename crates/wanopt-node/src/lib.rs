@@ -48,5 +48,4 @@ pub use process::{hold_hangups, raise_fd_limit, release_free_memory};
 // The paths the binary, the lab and the tests name.
 pub use flow::{abort, limits};
 pub use reduce::budget;
-pub use transport::udp as dupsock;
-pub use transport::{bbr, handshakes, identity, tunnel};
+pub use transport::{bbr, datagram, handshakes, identity, tunnel};

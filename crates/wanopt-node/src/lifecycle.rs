@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::control;
 use crate::state::NodeState;
-use crate::transport::udp::SAMPLE_INTERVAL;
+use crate::transport::datagram::SAMPLE_INTERVAL;
 
 /// A one-shot, cloneable shutdown flag.
 #[derive(Debug, Clone)]

@@ -134,7 +134,7 @@ pub async fn run(
                         None,
                         &config.key,
                         &config.tuning,
-                        &state.duplication,
+                        &state.datagrams,
                     )?;
                     (endpoint, paths_core)
                 }

@@ -11,13 +11,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::flow::{reduction, FlowTable};
 use crate::reduce::{CacheReport, Caches};
+use crate::transport::datagram::{
+    DatagramHandle, DuplicationMode, DuplicationStatus, FecStatus, PathSample, PathsStatus,
+};
 use crate::transport::handshakes::Handshakes;
 use crate::transport::identity::{peer_key, PublicKey};
 use crate::transport::model;
 use crate::transport::tunnel::{Congestion, ReceiveBudget};
-use crate::transport::udp::{
-    Duplication, DuplicationMode, DuplicationStatus, FecStatus, PathSample, PathsStatus,
-};
 
 /// A reload asked for over the control API: the reply is what changed,
 /// or why nothing did.
@@ -71,8 +71,9 @@ pub struct NodeState {
     pub flows: Arc<FlowTable>,
     /// The byte caches of the `reduce` service (`None` with `--no-reduce`).
     pub caches: Option<Arc<Caches>>,
-    /// Tail duplication under the tunnel (the endpoint's socket).
-    pub duplication: Duplication,
+    /// The datagram layer under the tunnel (the endpoint's socket): tail
+    /// duplication, FEC, paths.
+    pub datagrams: DatagramHandle,
     /// Incoming tunnel handshakes (a core's; an edge accepts none).
     pub handshakes: Arc<Handshakes>,
     /// UDP flow counters.
@@ -280,7 +281,7 @@ impl NodeState {
             congestion,
             flows: Arc::new(FlowTable::default()),
             caches,
-            duplication: Duplication::new(duplication),
+            datagrams: DatagramHandle::new(duplication),
             handshakes: Arc::default(),
             udp: Arc::default(),
             window_budget: std::sync::OnceLock::new(),
@@ -395,8 +396,8 @@ impl NodeState {
                 .is_some_and(|c| c.stable_id() == connection.stable_id())
             {
                 peers.remove(&connection.remote_address());
-                self.duplication.remove_path(connection.remote_address());
-                self.duplication.unbind_paths(connection.remote_address());
+                self.datagrams.remove_path(connection.remote_address());
+                self.datagrams.unbind_paths(connection.remote_address());
             }
         }
     }
@@ -422,7 +423,7 @@ impl NodeState {
     }
 
     /// Re-decides tail duplication on each peer's path; call about every
-    /// [`crate::transport::udp::SAMPLE_INTERVAL`].
+    /// [`crate::transport::datagram::SAMPLE_INTERVAL`].
     pub fn sample_duplication(&self) {
         for (address, entry) in self.peers().iter() {
             let Some(conn) = &entry.connection else {
@@ -430,7 +431,7 @@ impl NodeState {
             };
             let bbr = model::bbr(conn);
             let stats = conn.stats();
-            self.duplication.update_path(
+            self.datagrams.update_path(
                 *address,
                 &PathSample {
                     sent_packets: stats.path.sent_packets,
@@ -450,8 +451,8 @@ impl NodeState {
                 },
             );
             if let Some(bbr) = bbr {
-                self.duplication.watch_sender(*address, bbr.sender_blocked);
-                self.duplication.watch_repairs(*address, bbr.repaired);
+                self.datagrams.watch_sender(*address, bbr.sender_blocked);
+                self.datagrams.watch_repairs(*address, bbr.repaired);
             }
         }
     }
@@ -507,12 +508,12 @@ impl NodeState {
                     duplication: e
                         .connection
                         .as_ref()
-                        .map(|_| self.duplication.status(*address)),
+                        .map(|_| self.datagrams.status(*address)),
                     fec: e
                         .connection
                         .as_ref()
-                        .map(|_| self.duplication.fec_status(*address)),
-                    paths: self.duplication.paths_status(*address),
+                        .map(|_| self.datagrams.fec_status(*address)),
+                    paths: self.datagrams.paths_status(*address),
                     state_secs: now.saturating_duration_since(e.since).as_secs_f64(),
                     reconnects: e.reconnects,
                     last_error: e.last_error.clone(),

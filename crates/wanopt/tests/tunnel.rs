@@ -513,13 +513,13 @@ fn a_malformed_stream_header_resets_that_stream_and_the_core_serves_others() {
         let config =
             tunnel::client_config(&key, &[PublicKey::from_base64(&core_pub).unwrap()], &tuning)
                 .unwrap();
-        let duplication = wanopt_node::dupsock::Duplication::new(tuning.duplication);
+        let datagrams = wanopt_node::datagram::DatagramHandle::new(tuning.duplication);
         let endpoint = tunnel::endpoint(
             "127.0.0.1:0".parse().unwrap(),
             None,
             &key,
             &tuning,
-            &duplication,
+            &datagrams,
         )
         .unwrap();
         let mut conn = None;

@@ -10,8 +10,8 @@ use axum::response::IntoResponse;
 
 use crate::reduce::{CacheReport, PeerCacheStats};
 use crate::state::{NodeState, PeerStatus, Status};
+use crate::transport::datagram::{FecStatus, PathStatus};
 use crate::transport::handshakes::HandshakeCounts;
-use crate::transport::udp::{FecStatus, PathStatus};
 
 pub(super) async fn metrics(State(state): State<Arc<NodeState>>) -> impl IntoResponse {
     (

@@ -108,8 +108,8 @@ pub(super) async fn maintain_tunnel(
                 Err(_) => return Err((Some(addr), "handshake timed out".to_owned())),
             };
             state
-                .duplication
-                .bind_paths(&conn, crate::transport::udp::Side::Client);
+                .datagrams
+                .bind_paths(&conn, crate::transport::datagram::Side::Client);
             // The client's side of a TLS 1.3 handshake completes before the
             // core has checked the edge's certificate: a core that does not
             // pin this edge closes the connection right after. So the
@@ -177,7 +177,7 @@ pub(super) async fn maintain_tunnel(
                 published.tunnel.send_replace(None);
                 published.udp.send_replace(None);
                 (published.changed)();
-                state.duplication.unbind_paths(addr);
+                state.datagrams.unbind_paths(addr);
                 if removed.is_triggered() {
                     state.peer_gone(&conn);
                     break;
@@ -200,8 +200,8 @@ pub(super) async fn maintain_tunnel(
                 if let Some(addr) = addr {
                     last_addr = Some(addr);
                     state.peer_down(addr, Some(error));
-                    state.duplication.unbind_paths(addr);
-                    state.duplication.handshake_failed(addr);
+                    state.datagrams.unbind_paths(addr);
+                    state.datagrams.handshake_failed(addr);
                 }
             }
         }

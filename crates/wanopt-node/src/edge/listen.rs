@@ -75,7 +75,7 @@ pub(crate) async fn tunnel_bind(
     }
     let paths: Vec<_> = config.paths.iter().map(|p| (p.local, p.remote)).collect();
     state
-        .duplication
+        .datagrams
         .set_paths(core_addr, &paths, config.path_use.mode());
     // Each datagram names its local address: the socket takes any.
     let port = config.bind.map_or(0, |b| b.port());

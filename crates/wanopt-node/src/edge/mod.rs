@@ -27,6 +27,7 @@ use crate::flow::{carry, report, reset_tcp, splice_tcp, Abort, Facing, FlowState
 pub use crate::forward::{parse_target, Forward, WanPath, MAX_PATHS};
 use crate::intercept::{self, original_destination, LogLimit};
 use crate::state::NodeState;
+use crate::transport::datagram::StreamEnds;
 use crate::transport::tunnel;
 pub use config::{EdgeConfig, FailMode, PathUse};
 use dial::{is_local, maintain_tunnel, Core, Published, Tunnel};
@@ -500,7 +501,7 @@ impl Edge {
             return;
         }
         flow.set_state(FlowState::Open);
-        let ends = self.state.duplication.stream_ends(conn.remote_address());
+        let ends = StreamEnds::new(&self.state.datagrams, conn.remote_address());
         let spliced = carry(tcp, send, recv, flow, Facing::Client, 0, ends, reduction).await;
         match spliced {
             Ok(()) => debug!("flow {} {source} -> {dest} done", flow.id),

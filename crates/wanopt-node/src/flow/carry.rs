@@ -11,7 +11,7 @@ use super::pump::Facing;
 use super::splice::splice_stream;
 use super::table::Flow;
 use crate::reduce::Reduction;
-use crate::transport::udp::StreamEnds;
+use crate::transport::datagram::StreamEnds;
 
 /// Carries a TCP connection over a QUIC stream until both directions end:
 /// through the codec when `reduction` is given, as it is otherwise.

@@ -13,7 +13,7 @@ use super::pump::{abort_on_error, directions, until_idle, Direction, Facing, Rea
 use super::read_ahead::{payload_reassembler, read_ahead};
 use super::table::{Flow, FlowState};
 use super::urgency::Urgency;
-use crate::transport::udp::StreamEnds;
+use crate::transport::datagram::StreamEnds;
 
 async fn tcp_to_stream(
     rd: &mut (impl AsyncRead + Unpin),

@@ -7,11 +7,12 @@
 //! - [`handshakes`]: admission of incoming tunnel handshakes (a core's);
 //! - [`bbr`]: wanopt's congestion controller;
 //! - [`model`]: the one reader of the controller's model of the path;
-//! - [`udp`]: the datagram layer under QUIC (tail duplication, parity).
+//! - [`datagram`]: the socket adapter over the datagram layer under QUIC
+//!   (tail duplication, FEC, paths: `wanopt_proto::datagram`).
 
 pub mod bbr;
+pub mod datagram;
 pub mod handshakes;
 pub mod identity;
 pub mod model;
 pub mod tunnel;
-pub mod udp;

@@ -16,8 +16,8 @@ use quinn::congestion;
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use quinn::{IdleTimeout, MtuDiscoveryConfig, TransportConfig, VarInt};
 
+use super::datagram::{DatagramHandle, DuplicationMode};
 use super::identity::{PinnedKeys, PrivateKey, PublicKey};
-use super::udp::{Duplication, DuplicationMode};
 use wanopt_proto::fec_stream::{self, FecMode};
 
 /// ALPN of the wanopt tunnel; a peer speaking anything else is refused.
@@ -294,14 +294,14 @@ pub fn server_config(
 pub const TUNNEL_CID_LEN: usize = 4;
 
 /// Binds a UDP socket with large buffers and wraps it in a quinn endpoint,
-/// with `duplication` underneath (see [`super::udp`]); its stateless
+/// with the datagram layer `datagrams` underneath (see [`super::datagram`]); its stateless
 /// resets are keyed by `key` ([`PrivateKey::reset_key`]).
 pub fn endpoint(
     bind: SocketAddr,
     server: Option<quinn::ServerConfig>,
     key: &PrivateKey,
     tuning: &TunnelTuning,
-    duplication: &Duplication,
+    datagrams: &DatagramHandle,
 ) -> Result<quinn::Endpoint, TunnelError> {
     let bind_err = |source| TunnelError::Bind { addr: bind, source };
     let domain = socket2::Domain::for_address(bind);
@@ -334,8 +334,8 @@ pub fn endpoint(
             TUNNEL_CID_LEN,
         ))
     });
-    duplication.set_fec(tuning.fec, tuning.fec_budget);
-    let socket = duplication.wrap(runtime.wrap_udp_socket(socket).map_err(bind_err)?);
+    datagrams.set_fec(tuning.fec, tuning.fec_budget);
+    let socket = datagrams.wrap(runtime.wrap_udp_socket(socket).map_err(bind_err)?);
     quinn::Endpoint::new_with_abstract_socket(config, server, socket, runtime).map_err(bind_err)
 }
 

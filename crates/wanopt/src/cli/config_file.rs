@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use serde::Deserialize;
 
-use wanopt_node::dupsock::DuplicationMode;
+use wanopt_node::datagram::DuplicationMode;
 use wanopt_node::edge::{FailMode, PathUse};
 use wanopt_node::reduce::CompressionMode;
 use wanopt_node::tunnel::Congestion;

@@ -369,7 +369,7 @@ fn path_lines(
 /// RTT and loss each way, whether it carries data, FEC repairs
 /// (spread-fec) or, in duplicate mode,
 /// copies), then the switches (and the copies dropped).
-fn paths_lines(paths: &wanopt_node::dupsock::PathsStatus) -> Vec<String> {
+fn paths_lines(paths: &wanopt_node::datagram::PathsStatus) -> Vec<String> {
     let percent = |l: Option<f64>| l.map_or_else(|| "-".to_owned(), |l| format!("{l:.1}%"));
     let mut lines: Vec<String> = paths
         .paths
@@ -411,7 +411,7 @@ fn paths_lines(paths: &wanopt_node::dupsock::PathsStatus) -> Vec<String> {
 /// Lines on a path's continuous FEC: what this node sends (the code, the
 /// loss the peer measured, the overhead, what the peer rebuilt) and what
 /// it receives (the loss, what it rebuilt, what was left).
-fn fec_lines(f: &wanopt_node::dupsock::FecStatus) -> Vec<String> {
+fn fec_lines(f: &wanopt_node::datagram::FecStatus) -> Vec<String> {
     let mut lines = Vec::new();
     let code = match &f.code {
         Some(code) => format!("on, {code} ({:.1}% repairs)", f.ratio_percent),
@@ -445,8 +445,8 @@ fn fec_lines(f: &wanopt_node::dupsock::FecStatus) -> Vec<String> {
 
 /// One line on a path's tail duplication: the mode, whether it is on now
 /// and why, and what it sent.
-fn duplication_line(d: &wanopt_node::dupsock::DuplicationStatus) -> String {
-    use wanopt_node::dupsock::DuplicationMode;
+fn duplication_line(d: &wanopt_node::datagram::DuplicationStatus) -> String {
+    use wanopt_node::datagram::DuplicationMode;
     let state = match (d.mode, d.active) {
         (DuplicationMode::Off, _) => "off".to_owned(),
         (mode, true) => format!(
@@ -623,7 +623,7 @@ mod tests {
 
     #[test]
     fn each_path_gets_a_line_with_its_state_and_whether_it_carries_data() {
-        use wanopt_node::dupsock::{PathStatus, PathsStatus};
+        use wanopt_node::datagram::{PathStatus, PathsStatus};
         let path = |number, state: &str, data| PathStatus {
             number,
             local: Some(format!("10.0.{number}.1")),
@@ -690,7 +690,7 @@ mod tests {
 
     #[test]
     fn the_reduce_line_says_when_no_flow_ran_reduce() {
-        use wanopt_node::dupsock::DuplicationMode;
+        use wanopt_node::datagram::DuplicationMode;
         use wanopt_node::state::NodeState;
         use wanopt_node::tunnel::Congestion;
         let mut s =

@@ -45,8 +45,8 @@ use super::table::Flow;
 use super::urgency::Urgency;
 use crate::reduce::compression::CodecChoice;
 use crate::reduce::Reduction;
+use crate::transport::datagram::StreamEnds;
 use crate::transport::model;
-use crate::transport::udp::StreamEnds;
 
 mod quiet;
 
@@ -505,9 +505,10 @@ mod tests {
             // Dropping the queue ends the uplink (its next send fails).
             (first.len(), reads.load(Ordering::SeqCst))
         };
-        let ends =
-            crate::transport::udp::Duplication::new(crate::transport::udp::DuplicationMode::Off)
-                .stream_ends("127.0.0.1:4433".parse().unwrap());
+        let layer = crate::transport::datagram::DatagramHandle::new(
+            crate::transport::datagram::DuplicationMode::Off,
+        );
+        let ends = StreamEnds::new(&layer, "127.0.0.1:4433".parse().unwrap());
         let (ended, (first_len, reads_before_first)) = tokio::join!(
             uplink(&mut socket, &encoder, choice, tx, &up, flow, &ends),
             writer
