@@ -36,6 +36,16 @@ fn main() {
     write(out, "fec_stream", fec_stream_datagrams());
     write(out, "udp_flow", udp_flow_inputs());
     write(out, "path_probe", path_probe_inputs());
+    write(
+        out,
+        "datagram_layer",
+        [
+            fec_stream_datagrams(),
+            parity_datagrams(),
+            path_probe_inputs(),
+        ]
+        .concat(),
+    );
     write(out, "netem_frame", netem_inputs());
     let frames = codec_inputs(&edge, &core);
     write(out, "codec_wire", codec_wires(&edge, &core, &frames[..4]));

@@ -46,7 +46,7 @@ pub use event::Event;
 pub use fec::{flush_after, MEASURE_REPORT_INTERVAL, REPORT_INTERVAL};
 pub use fec_status::FecStatus;
 pub use layer::DatagramLayer;
-pub use paths::{Hop, PathStatus, PathsStatus};
+pub use paths::{PathStatus, PathsStatus};
 pub use sample::{PathSample, SAMPLE_INTERVAL};
 pub use transmit::{Ecn, Received, Transmit};
 
