@@ -1,11 +1,13 @@
 //! What the datagram layer tells its driver besides datagrams and
 //! deadlines ([`super::DatagramLayer::poll_event`]): repairs the peer
 //! reported, for the connection's controller, and what happened to paths
-//! and probes, for the node's log.
+//! and probes, for the node's log; and why a probe was dropped.
 
 use std::net::SocketAddr;
 
-use crate::path::{PathId, PathMode, PathState};
+use crate::fec::FecError;
+use crate::fec_stream::StreamFecError;
+use crate::path::{PathId, PathMode, PathState, ProbeError, ProbeRejected};
 
 /// An event of the datagram layer.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,21 +62,41 @@ pub enum Event {
     ProbeDropped {
         /// Where it came from.
         from: SocketAddr,
-        /// Why, as the log says it.
-        reason: String,
+        /// Why.
+        error: ProbeDropped,
     },
     /// A tail parity datagram was refused.
     ParityRefused {
         /// Where it came from.
         from: SocketAddr,
-        /// Why, as the log says it.
-        reason: String,
+        /// Why.
+        error: FecError,
     },
     /// A continuous-FEC repair was refused.
     RepairRefused {
         /// Where it came from.
         from: SocketAddr,
-        /// Why, as the log says it.
-        reason: String,
+        /// Why.
+        error: StreamFecError,
     },
+}
+
+/// Why a received probe was dropped.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProbeDropped {
+    /// Not a well-formed probe.
+    #[error(transparent)]
+    Malformed(#[from] ProbeError),
+    /// No connection has the probe's token.
+    #[error("no connection has token {0:#010x}")]
+    UnknownToken(u32),
+    /// The tag or a field did not verify.
+    #[error("probe does not verify: {0}")]
+    Verify(ProbeError),
+    /// The address is no path of the peer's (the client's side).
+    #[error("probe from {0}, which is no path")]
+    UnknownAddress(SocketAddr),
+    /// The monitor refused it (replay, reflection, unknown path).
+    #[error(transparent)]
+    Rejected(#[from] ProbeRejected),
 }

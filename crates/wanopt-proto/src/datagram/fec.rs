@@ -548,11 +548,8 @@ impl FecPeers {
             Kind::Repair => {
                 let receiver = self.receivers.get_mut(&from)?.strand(strand);
                 let mut rebuilt = std::mem::take(&mut self.scratch);
-                if let Err(e) = receiver.decoder.on_repair(datagram, &mut rebuilt) {
-                    self.events.push_back(Event::RepairRefused {
-                        from,
-                        reason: e.to_string(),
-                    });
+                if let Err(error) = receiver.decoder.on_repair(datagram, &mut rebuilt) {
+                    self.events.push_back(Event::RepairRefused { from, error });
                 }
                 for d in rebuilt.drain(..) {
                     if self.held.len() < HELD {

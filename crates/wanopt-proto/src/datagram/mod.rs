@@ -42,7 +42,7 @@ mod sample;
 mod transmit;
 
 pub use duplication::{DuplicationMode, DuplicationStatus};
-pub use event::Event;
+pub use event::{Event, ProbeDropped};
 pub use fec::{flush_after, MEASURE_REPORT_INTERVAL, REPORT_INTERVAL};
 pub use fec_status::FecStatus;
 pub use layer::DatagramLayer;

@@ -64,10 +64,7 @@ impl ParityReceivers {
                     }
                 }
             }
-            Err(e) => events.push_back(Event::ParityRefused {
-                from,
-                reason: e.to_string(),
-            }),
+            Err(error) => events.push_back(Event::ParityRefused { from, error }),
         }
         true
     }

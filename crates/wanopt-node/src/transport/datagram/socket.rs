@@ -79,14 +79,14 @@ impl Driver {
                     path,
                     remote,
                 } => info!("path {path} of {canonical} bound to {remote}"),
-                Event::ProbeDropped { from, reason } => {
-                    debug!("path probe from {from} dropped: {reason}")
+                Event::ProbeDropped { from, error } => {
+                    debug!("path probe from {from} dropped: {error}")
                 }
-                Event::ParityRefused { from, reason } => {
-                    debug!("parity datagram from {from} refused: {reason}")
+                Event::ParityRefused { from, error } => {
+                    debug!("parity datagram from {from} refused: {error}")
                 }
-                Event::RepairRefused { from, reason } => {
-                    trace!("FEC repair from {from} refused: {reason}")
+                Event::RepairRefused { from, error } => {
+                    trace!("FEC repair from {from} refused: {error}")
                 }
             }
         }

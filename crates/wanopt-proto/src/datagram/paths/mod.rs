@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::event::Event;
+use super::event::{Event, ProbeDropped};
 use crate::dedup::{fingerprint, DuplicateFilter};
 use crate::path::wire::MAX_PATH;
 use crate::path::{
@@ -223,26 +223,6 @@ pub(super) struct PathTable {
     pub(super) events: VecDeque<Event>,
     /// Seeds duplicate filters (each lane's from the next value).
     seed: u64,
-}
-
-/// Why a received probe was dropped.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(super) enum ProbeDropped {
-    /// Not a well-formed probe.
-    #[error(transparent)]
-    Malformed(#[from] crate::path::ProbeError),
-    /// No connection has the probe's token.
-    #[error("no connection has token {0:#010x}")]
-    UnknownToken(u32),
-    /// The tag or a field did not verify.
-    #[error("probe does not verify: {0}")]
-    Verify(crate::path::ProbeError),
-    /// The address is no path of the peer's (the client's side).
-    #[error("probe from {0}, which is no path")]
-    UnknownAddress(SocketAddr),
-    /// The monitor refused it (replay, reflection, unknown path).
-    #[error(transparent)]
-    Rejected(#[from] crate::path::ProbeRejected),
 }
 
 impl PathTable {
@@ -495,7 +475,7 @@ impl PathTable {
             self.probes_dropped += 1;
             self.events.push_back(Event::ProbeDropped {
                 from,
-                reason: e.to_string(),
+                error: e.clone(),
             });
         }
         result
