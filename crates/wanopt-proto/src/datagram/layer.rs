@@ -16,7 +16,7 @@ use super::parity::ParityReceivers;
 use super::paths::{is_probe, Hop, PathTable, PathsStatus};
 use super::receive::{any_segment, is_layer, map_received, take_layer};
 use super::sample::{higher, PathMemory, PathSample};
-use super::transmit::{flagged_len, flagged_runs, rewrite, Ecn, Received, Transmit};
+use super::transmit::{flagged_len, flagged_runs, rewrite, Ecn, Received, Sending, Transmit};
 use crate::dup::{TailDup, TailParams, TailStats, BUSY_SHARE, MAX_TAIL_DATAGRAMS};
 use crate::fec;
 use crate::fec_stream::{self, FecMode, SOURCE_HEADER};
@@ -24,6 +24,18 @@ use crate::path::{PathKey, PathMode, Side, PROBE_LEN};
 
 /// What the tail policy keeps of a datagram besides its bytes.
 type Meta = (Option<Ecn>, Option<IpAddr>);
+
+/// `transmit` as wrapped for `calls` (in `wire`), or unchanged.
+fn wire_of<'a>(wire: &'a [u8], transmit: &Transmit<'a>, calls: Option<u64>) -> Transmit<'a> {
+    match calls {
+        Some(_) => Transmit {
+            contents: wire,
+            segment_size: transmit.segment_size.map(|s| s + SOURCE_HEADER),
+            ..*transmit
+        },
+        None => *transmit,
+    }
+}
 
 /// How a datagram the layer sends of its own finds its path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,8 +67,8 @@ struct Pending {
 /// with failover, duplication and spread-fec.
 ///
 /// quinn sees one address per peer. Its transmits go through
-/// [`DatagramLayer::handle_transmit`] (the bytes to put on the wire now)
-/// and, once the socket took them, [`DatagramLayer::handle_transmitted`];
+/// [`DatagramLayer::handle_transmit`] (how they go out: [`Sending`]) and,
+/// once the socket took them, [`DatagramLayer::handle_transmitted`];
 /// what the socket receives goes through
 /// [`DatagramLayer::handle_received`], then rebuilt datagrams come out of
 /// [`DatagramLayer::poll_received`]. The layer's own datagrams (copies,
@@ -88,13 +100,7 @@ pub struct DatagramLayer {
     /// Whether any peer sent a datagram of this layer (received buffers
     /// are looked through only then).
     layer_seen: bool,
-    /// quinn's transmit between `handle_transmit` and
-    /// `handle_transmitted`: the datagrams in the call strand, when it
-    /// went out as FEC sources.
-    sending: Option<Option<u64>>,
-    /// The other paths that carry copies of the transmit being sent.
-    copies: Vec<Hop>,
-    /// The transmit being sent, wrapped as FEC sources.
+    /// The last transmit `handle_transmit` wrapped as FEC sources.
     wire: Vec<u8>,
     queue: VecDeque<Pending>,
     /// The datagram `poll_transmit` gave last (its buffer is reused).
@@ -118,8 +124,6 @@ impl DatagramLayer {
             paths: PathTable::with_seed(seed),
             paths_on: false,
             layer_seen: false,
-            sending: None,
-            copies: Vec::new(),
             wire: Vec::new(),
             queue: VecDeque::new(),
             out: None,
@@ -291,18 +295,13 @@ impl DatagramLayer {
     }
 
     /// Takes quinn's `transmit` (`flagged`: which of its datagrams carry
-    /// UDP flows, bit i the i-th) and returns what to put on the wire now:
-    /// its datagrams, as FEC sources where the peer is sent FEC, on the
-    /// peer's data path. Call [`DatagramLayer::handle_transmitted`] once
-    /// the socket took it.
-    #[must_use]
-    pub fn handle_transmit<'a>(
-        &'a mut self,
-        now: Instant,
-        transmit: &Transmit<'a>,
-        flagged: u64,
-    ) -> Transmit<'a> {
-        self.copies.clear();
+    /// UDP flows, bit i the i-th) and decides how it goes out: as FEC
+    /// sources where the peer is sent FEC, on the peer's data path, with
+    /// copies on the other paths in duplicate mode. [`Sending::route`]
+    /// (not wrapped) or [`DatagramLayer::wire`] (wrapped) give the bytes
+    /// to put on the wire now; hand the decision back to
+    /// [`DatagramLayer::handle_transmitted`] once the socket took them.
+    pub fn handle_transmit(&mut self, now: Instant, transmit: &Transmit, flagged: u64) -> Sending {
         let calls = if self.fec_on {
             self.fec.wrap(
                 transmit.destination,
@@ -314,49 +313,48 @@ impl DatagramLayer {
         } else {
             None
         };
-        self.sending = Some(calls);
-        let wire = match calls {
-            Some(_) => Transmit {
-                contents: &self.wire,
-                segment_size: transmit.segment_size.map(|s| s + SOURCE_HEADER),
-                ..*transmit
-            },
-            None => *transmit,
+        let mut sending = Sending {
+            hop: None,
+            calls,
+            copies: Vec::new(),
+            tails: self.tails_on,
         };
-        if !self.paths_on {
-            return wire;
+        if self.paths_on {
+            let wire = wire_of(&self.wire, transmit, calls);
+            sending.hop = self.paths.route(
+                now,
+                wire.destination,
+                wire.contents.len(),
+                flagged_len(&wire, flagged),
+                &mut sending.copies,
+            );
         }
-        let hop = self.paths.route(
-            now,
-            wire.destination,
-            wire.contents.len(),
-            flagged_len(&wire, flagged),
-            &mut self.copies,
-        );
-        match hop {
-            Some(hop) => rewrite(&wire, hop),
-            None => wire,
-        }
+        sending
     }
 
-    /// The socket took what [`DatagramLayer::handle_transmit`] returned
-    /// for `transmit` at `now`: the copies of its UDP flows' datagrams
-    /// (duplicate), the repairs of the FEC blocks it closed and its tail's
-    /// bookkeeping follow.
-    pub fn handle_transmitted(&mut self, now: Instant, transmit: &Transmit, flagged: u64) {
-        let Some(calls) = self.sending.take() else {
-            return;
-        };
-        if !self.copies.is_empty() {
-            let wire = match calls {
-                Some(_) => Transmit {
-                    contents: &self.wire,
-                    segment_size: transmit.segment_size.map(|s| s + SOURCE_HEADER),
-                    ..*transmit
-                },
-                None => *transmit,
-            };
-            for hop in self.copies.drain(..) {
+    /// The bytes to put on the wire for `transmit` as `sending` decided:
+    /// wrapped as FEC sources (valid until the next `handle_transmit`),
+    /// on its path.
+    pub fn wire<'a>(&'a self, transmit: &Transmit<'a>, sending: &Sending) -> Transmit<'a> {
+        sending.route(&wire_of(&self.wire, transmit, sending.calls))
+    }
+
+    /// The socket took `transmit` at `now` as `sending` decided: the
+    /// copies of its UDP flows' datagrams (duplicate), the repairs of the
+    /// FEC blocks it closed and its tail's bookkeeping follow. A wrapped
+    /// transmit's copies are taken from the layer's wire bytes: no other
+    /// `handle_transmit` may come between.
+    pub fn handle_transmitted(
+        &mut self,
+        now: Instant,
+        transmit: &Transmit,
+        flagged: u64,
+        sending: Sending,
+    ) {
+        let Sending { calls, copies, .. } = sending;
+        if !copies.is_empty() {
+            let wire = wire_of(&self.wire, transmit, calls);
+            for hop in copies {
                 for run in flagged_runs(&wire, flagged, hop) {
                     self.queue.push_back(Pending {
                         routing: Routing::Direct,

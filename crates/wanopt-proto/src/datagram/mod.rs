@@ -48,7 +48,7 @@ pub use fec_status::FecStatus;
 pub use layer::DatagramLayer;
 pub use paths::{PathStatus, PathsStatus};
 pub use sample::{PathSample, SAMPLE_INTERVAL};
-pub use transmit::{Ecn, Received, Transmit};
+pub use transmit::{Ecn, Received, Sending, Transmit};
 
 #[cfg(test)]
 mod simulation;

@@ -181,9 +181,15 @@ fn run(seed: u64) -> Outcome {
                     segment_size: None,
                     src_ip: None,
                 };
-                let wired = layer.handle_transmit(now, &transmit, 0);
-                send(&mut wire, &mut rng, (now, cut), to_core, wired);
-                layer.handle_transmitted(now, &transmit, 0);
+                let sending = layer.handle_transmit(now, &transmit, 0);
+                send(
+                    &mut wire,
+                    &mut rng,
+                    (now, cut),
+                    to_core,
+                    layer.wire(&transmit, &sending),
+                );
+                layer.handle_transmitted(now, &transmit, 0, sending);
             }
         }
         // Timers and the layers' own datagrams.

@@ -63,6 +63,46 @@ pub struct Received {
     pub dst_ip: Option<IpAddr>,
 }
 
+/// What [`super::DatagramLayer::handle_transmit`] decided for one of
+/// quinn's transmits, to hand back to
+/// [`super::DatagramLayer::handle_transmitted`] once the socket took it.
+#[derive(Debug)]
+#[must_use = "the layer learns that the transmit went out from it"]
+pub struct Sending {
+    /// The path it goes on (`None`: to its destination, unchanged).
+    pub(super) hop: Option<Hop>,
+    /// When it goes out as FEC sources: its datagrams in the call strand
+    /// (bit i: the i-th).
+    pub(super) calls: Option<u64>,
+    /// The other paths that carry copies of its UDP flows' datagrams.
+    pub(super) copies: Vec<Hop>,
+    /// Whether the tail policy was watching sends.
+    pub(super) tails: bool,
+}
+
+impl Sending {
+    /// Whether it goes out as FEC sources: its wire bytes are then the
+    /// layer's ([`super::DatagramLayer::wire`]), valid until its next
+    /// `handle_transmit`.
+    pub fn wrapped(&self) -> bool {
+        self.calls.is_some()
+    }
+
+    /// Whether the layer has anything to do once it went out (copies,
+    /// FEC, tails); if not, `handle_transmitted` may be skipped.
+    pub fn has_followup(&self) -> bool {
+        self.wrapped() || self.tails || !self.copies.is_empty()
+    }
+
+    /// `transmit` as it goes on the wire, when it is not wrapped.
+    pub fn route<'a>(&self, transmit: &Transmit<'a>) -> Transmit<'a> {
+        match self.hop {
+            Some(hop) => rewrite(transmit, hop),
+            None => *transmit,
+        }
+    }
+}
+
 /// `transmit` sent on `hop`: the same datagrams, segment size and ECN.
 pub(super) fn rewrite<'a>(transmit: &Transmit<'a>, hop: Hop) -> Transmit<'a> {
     Transmit {

@@ -201,9 +201,23 @@ impl AsyncUdpSocket for DatagramSocket {
         let now = Instant::now();
         let transmit = from_quinn(transmit);
         let mut driver = self.shared.lock();
-        let wire = driver.layer.handle_transmit(now, &transmit, flagged);
-        self.inner.try_send(&to_quinn(&wire))?;
-        driver.layer.handle_transmitted(now, &transmit, flagged);
+        let sending = driver.layer.handle_transmit(now, &transmit, flagged);
+        if sending.wrapped() {
+            // The wrapped bytes are the layer's: sent under its lock.
+            let wire = driver.layer.wire(&transmit, &sending);
+            self.inner.try_send(&to_quinn(&wire))?;
+        } else {
+            // quinn's own bytes: the lock is not held over the system call.
+            drop(driver);
+            self.inner.try_send(&to_quinn(&sending.route(&transmit)))?;
+            if !sending.has_followup() {
+                return Ok(());
+            }
+            driver = self.shared.lock();
+        }
+        driver
+            .layer
+            .handle_transmitted(now, &transmit, flagged, sending);
         driver.flush(&*self.inner, now);
         self.shared.settle(driver);
         Ok(())
