@@ -7,7 +7,9 @@
 
 mod common;
 
-fn run_quick(prefix: &str, scenario: &str) -> serde_json::Value {
+/// `lab run SCENARIO --quick`: its results, once `report.md` and the
+/// `plots` (SVG) are checked to be there.
+fn run_quick(prefix: &str, scenario: &str, plots: &[&str]) -> serde_json::Value {
     let wanopt = |args: &[&str]| common::lab_wanopt(prefix, args);
     let dir = std::env::temp_dir().join(format!("lab-{scenario}-{}", std::process::id()));
     let out = wanopt(&[
@@ -20,8 +22,10 @@ fn run_quick(prefix: &str, scenario: &str) -> serde_json::Value {
     ]);
     let _ = wanopt(&["lab", "down"]);
     assert!(out.status.success(), "{out:?}");
-    for file in ["report.md", &format!("{scenario}.svg")] {
-        assert!(dir.join(file).exists(), "{file} missing");
+    for file in
+        std::iter::once("report.md".to_string()).chain(plots.iter().map(|p| format!("{p}.svg")))
+    {
+        assert!(dir.join(&file).exists(), "{file} missing");
     }
     let text = std::fs::read_to_string(dir.join("results.json")).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
@@ -45,7 +49,7 @@ fn initcwnd_quick_times_a_short_file_per_initial_window_and_tunnel() {
     );
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     common::require_root();
-    let results = run_quick("wie-", "initcwnd");
+    let results = run_quick("wie-", "initcwnd", &["initcwnd"]);
     assert_eq!(results["scenario"], "initcwnd");
     assert!(
         results["skipped"].as_array().is_some_and(Vec::is_empty),
@@ -108,7 +112,11 @@ fn path_brokenness_quick_runs_each_experiment_direct_and_through_wanopt() {
     );
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     common::require_root();
-    let results = run_quick("wpb-", "path-brokenness");
+    let results = run_quick(
+        "wpb-",
+        "path-brokenness",
+        &["brokenness-sack", "brokenness-wscale"],
+    );
     assert_eq!(results["scenario"], "path-brokenness");
     let rows = results["rows"].as_array().unwrap();
     let row = |experiment: &str, policy: &str, mode: &str| {
