@@ -96,7 +96,11 @@ fn ecn_table(results: &Results) -> String {
     for r in &ecn {
         table.row([
             format!("{} (`{}`)", r.policy, r.paper_policy),
-            format!("`{}`", r.middlebox),
+            if r.middlebox.is_empty() {
+                "none".to_string()
+            } else {
+                format!("`{}`", r.middlebox)
+            },
             r.mode.clone(),
             r.mbit_s.to_string(),
             r.first_byte_s.map_or("-".into(), |s| s.to_string()),
