@@ -134,7 +134,7 @@ impl Brokenness {
             seconds: sweep.seconds,
         };
         if let Some(reason) = self.unavailable(sweep.mode) {
-            self.skip(env, cell(computed).label(), reason, 3);
+            self.skip(env, cell(computed).label(), reason, SWEEP_TRIES as u64);
         } else {
             // Binary search over 0-14 (a larger shift never fills less):
             // four downloads.

@@ -150,7 +150,9 @@ impl Initcwnd {
             let (mut fresh, mut warm) = (Vec::new(), Vec::new());
             let mut failed = None;
             for _ in 0..self.plan.runs {
-                match self.fresh_and_warm(env, leg, bytes) {
+                let run = self.fresh_and_warm(env, leg, bytes);
+                self.check_logs(env, leg, bytes);
+                match run {
                     Ok((f, w)) => {
                         fresh.push(f);
                         warm.push(w);
@@ -161,7 +163,6 @@ impl Initcwnd {
                     }
                 }
                 env.bar.inc(2);
-                self.check_logs(env, leg, bytes);
             }
             match failed {
                 None => {
