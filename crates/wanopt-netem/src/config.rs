@@ -112,6 +112,13 @@ pub struct LinkConfig {
     /// Probability that an IP frame is duplicated; the copy takes the same
     /// path (queue, shaper, delay line) right behind the original.
     pub duplicate: Probability,
+    /// Time the bottleneck spends on each frame on top of its bytes at
+    /// `rate` (a firewall or router that forwards a bounded number of
+    /// packets per second, whatever their size): a frame of `b` bytes
+    /// occupies it for `b × 8 / rate + per_packet`. Only with a fixed
+    /// `rate`.
+    #[serde(default, skip_serializing_if = "Duration::is_zero")]
+    pub per_packet: Duration,
     /// A capacity that follows a recorded trace of delivery opportunities
     /// ([`crate::trace`]) instead of a fixed `rate`: when set, `rate` is not
     /// used, and a [`QueueLimit::Bdp`] counts the trace's mean rate.
@@ -133,6 +140,7 @@ impl Default for LinkConfig {
             reorder: Probability::ZERO,
             reorder_gap: Duration::from_millis(1),
             duplicate: Probability::ZERO,
+            per_packet: Duration::ZERO,
             trace: None,
         }
     }

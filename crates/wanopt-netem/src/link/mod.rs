@@ -98,7 +98,11 @@ impl Link {
     /// generator seeded with `seed`. A [`crate::QueueLimit::Bdp`] limit is
     /// resolved here, once, by [`LinkConfig::resolve_queue`].
     pub fn new(config: LinkConfig, seed: u64) -> Link {
-        let shaper = Shaper::new(config.rate.map(|rate| rate.0), config.trace.as_ref());
+        let shaper = Shaper::new(
+            config.rate.map(|rate| rate.0),
+            duration_ns(config.per_packet),
+            config.trace.as_ref(),
+        );
         let queue_limit = if shaper.is_limited() {
             config.resolve_queue()
         } else {

@@ -10,12 +10,16 @@ pub(crate) enum Shaper {
     /// No bottleneck: frames never queue.
     Unlimited,
     /// A fixed rate: a frame leaves at `max(arrival, previous departure) +
-    /// bytes × 8 / rate`, in integer nanoseconds with the remainder
-    /// carried, so N back-to-back frames take exactly
-    /// `floor(N × bits / rate)` ns with no rounding drift.
+    /// bytes × 8 / rate + per_frame_ns`, in integer nanoseconds with the
+    /// remainder carried, so N back-to-back frames take exactly
+    /// `floor(N × bits / rate) + N × per_frame_ns` ns with no rounding
+    /// drift.
     Rate {
         /// Bits per second, above 0.
         bits_per_second: u64,
+        /// Time spent on each frame whatever its size (the link's
+        /// `per_packet`), nanoseconds.
+        per_frame_ns: u64,
         /// When the shaper finishes serializing what it has accepted.
         free_ns: u64,
         /// Sub-nanosecond remainder of the serialization times of the
@@ -27,13 +31,19 @@ pub(crate) enum Shaper {
 }
 
 impl Shaper {
-    /// The shaper of a link with a fixed `rate` (bits per second) or a
-    /// `trace`; the trace wins when both are given.
-    pub(crate) fn new(rate: Option<u64>, trace: Option<&DeliveryTrace>) -> Shaper {
+    /// The shaper of a link with a fixed `rate` (bits per second) and
+    /// `per_frame_ns` on each frame, or a `trace`; the trace wins when both
+    /// are given.
+    pub(crate) fn new(
+        rate: Option<u64>,
+        per_frame_ns: u64,
+        trace: Option<&DeliveryTrace>,
+    ) -> Shaper {
         match (trace, rate.filter(|&bits| bits > 0)) {
             (Some(trace), _) => Shaper::Trace(TraceServer::new(trace.clone())),
             (None, Some(bits_per_second)) => Shaper::Rate {
                 bits_per_second,
+                per_frame_ns,
                 free_ns: 0,
                 remainder: 0,
             },
@@ -53,6 +63,7 @@ impl Shaper {
             Shaper::Unlimited => now_ns,
             Shaper::Rate {
                 bits_per_second,
+                per_frame_ns,
                 free_ns,
                 remainder,
             } => {
@@ -66,7 +77,7 @@ impl Shaper {
                 let rate = u128::from(*bits_per_second);
                 let nanos = u64::try_from(numerator / rate).unwrap_or(u64::MAX);
                 *remainder = numerator % rate;
-                *free_ns = start_ns.saturating_add(nanos);
+                *free_ns = start_ns.saturating_add(nanos).saturating_add(*per_frame_ns);
                 *free_ns
             }
             Shaper::Trace(server) => server.depart(now_ns, bytes),

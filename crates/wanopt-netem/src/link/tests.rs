@@ -49,6 +49,31 @@ fn rate_counts_ip_bytes_not_the_ethernet_header() {
 }
 
 #[test]
+fn a_per_packet_cost_adds_to_every_frame_whatever_its_size() {
+    // A firewall that forwards 703 Mbit/s of bytes and spends 1.92 us on
+    // each packet: 1500 bytes take 17 069 ns + 1920, 8500 bytes 96 728 + 1920.
+    let config = LinkConfig {
+        per_packet: Duration::from_nanos(1920),
+        ..shaped(703_000_000, QueueLimit::Packets(100))
+    };
+    let mut harness = Harness::new(Link::new(config, 1));
+    harness.arrive(Duration::ZERO, ipv4_frame(0, 1500, Ecn::NotEct));
+    harness.arrive(Duration::ZERO, ipv4_frame(1, 1500, Ecn::NotEct));
+    harness.arrive(Duration::ZERO, ipv4_frame(2, 8500, Ecn::NotEct));
+    harness.finish();
+    let times: Vec<u128> = harness.departures.iter().map(|d| d.at.as_nanos()).collect();
+    let bits_ns = |bits: u128| bits * 1_000_000_000 / 703_000_000;
+    assert_eq!(
+        times,
+        [
+            bits_ns(12_000) + 1920,
+            bits_ns(24_000) + 2 * 1920,
+            bits_ns(92_000) + 3 * 1920
+        ]
+    );
+}
+
+#[test]
 fn idle_link_restarts_serialization_at_the_arrival() {
     let mut harness = Harness::new(Link::new(shaped(8_000_000, QueueLimit::Packets(100)), 1));
     harness.arrive(ms(0), ipv4_frame(0, 1000, Ecn::NotEct));

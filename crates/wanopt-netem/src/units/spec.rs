@@ -18,6 +18,7 @@
 //! | `reorder` | a percentage | [`LinkConfig::reorder`] |
 //! | `reorder-gap` | a duration | [`LinkConfig::reorder_gap`] |
 //! | `duplicate` | a percentage | [`LinkConfig::duplicate`] |
+//! | `per-packet` | a duration (`2us`): time on each frame beyond its bytes, with a `rate` | [`LinkConfig::per_packet`] |
 //! | `ecn` | `red` or `off` | [`LinkConfig::discipline`] |
 //!
 //! `rate` and `trace` set the bottleneck's capacity: the later one wins.
@@ -64,6 +65,7 @@ pub const SPEC_KEYS: &[&str] = &[
     "reorder",
     "reorder-gap",
     "duplicate",
+    "per-packet",
     "ecn",
 ];
 
@@ -71,7 +73,7 @@ pub const SPEC_KEYS: &[&str] = &[
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ParseSpecError {
     /// A key that is not in [`SPEC_KEYS`].
-    #[error("unknown link option `{key}`: expected one of rate, trace, delay, rtt, jitter, loss, loss-burst, queue, reorder, reorder-gap, duplicate, ecn")]
+    #[error("unknown link option `{key}`: expected one of rate, trace, delay, rtt, jitter, loss, loss-burst, queue, reorder, reorder-gap, duplicate, per-packet, ecn")]
     UnknownKey {
         /// The key as written.
         key: String,
@@ -132,6 +134,9 @@ pub enum ParseSpecError {
         /// Why it could not be loaded (one line).
         message: String,
     },
+    /// `per-packet` on a link without a fixed `rate` (none, or a trace).
+    #[error("link option `per-packet` is time the bottleneck spends on each frame beyond its bytes: it needs a `rate` (and no `trace`)")]
+    PerPacketWithoutRate,
     /// `ecn` with something other than `red` or `off`.
     #[error("link option `ecn`: `{value}` is not a queue discipline: write `ecn red` (mark CE instead of dropping) or `ecn off`")]
     Ecn {
@@ -151,6 +156,7 @@ fn example(key: &str) -> &'static str {
         "queue" => "2bdp",
         "reorder" => "1%",
         "duplicate" => "0.1%",
+        "per-packet" => "2us",
         "ecn" => "red",
         "trace" => "lte.down",
         _ => "VALUE",
@@ -197,6 +203,9 @@ pub fn apply_spec_with(
         }
         apply_one(config, &key_lower, value)?;
     }
+    if !config.per_packet.is_zero() && (config.trace.is_some() || config.capacity().is_none()) {
+        return Err(ParseSpecError::PerPacketWithoutRate);
+    }
     Ok(())
 }
 
@@ -236,6 +245,7 @@ fn apply_one(config: &mut LinkConfig, key: &str, value: &str) -> Result<(), Pars
         "loss" => config.loss = percent(value)?,
         "reorder" => config.reorder = percent(value)?,
         "duplicate" => config.duplicate = percent(value)?,
+        "per-packet" => config.per_packet = duration(value)?,
         "loss-burst" if value.eq_ignore_ascii_case("off") => config.loss_burst = None,
         "loss-burst" => {
             config.loss_burst = Some(parse_gilbert_elliott(value).map_err(|source| {
@@ -363,7 +373,7 @@ mod tests {
         let mut config = LinkConfig::default();
         assert_eq!(
             apply_spec(&mut config, "speed 2mbit").unwrap_err().to_string(),
-            "unknown link option `speed`: expected one of rate, trace, delay, rtt, jitter, loss, loss-burst, queue, reorder, reorder-gap, duplicate, ecn"
+            "unknown link option `speed`: expected one of rate, trace, delay, rtt, jitter, loss, loss-burst, queue, reorder, reorder-gap, duplicate, per-packet, ecn"
         );
         assert_eq!(
             apply_spec(&mut config, "delay 5ms loss")
@@ -390,6 +400,28 @@ mod tests {
         assert!(matches!(
             apply_spec(&mut config, "loss-burst 1%"),
             Err(ParseSpecError::GilbertElliott { .. })
+        ));
+    }
+
+    #[test]
+    fn a_per_packet_cost_needs_a_fixed_rate() {
+        let mut config = LinkConfig::default();
+        apply_spec(&mut config, "rate 703mbit per-packet 1920ns").unwrap();
+        assert_eq!(config.per_packet, Duration::from_nanos(1920));
+        let mut no_rate = LinkConfig::default();
+        assert_eq!(
+            apply_spec(&mut no_rate, "per-packet 2us").unwrap_err(),
+            ParseSpecError::PerPacketWithoutRate
+        );
+        let load = |_: &str| DeliveryTrace::parse("1").map_err(|e| e.to_string());
+        let mut traced = LinkConfig::default();
+        assert_eq!(
+            apply_spec_with(&mut traced, "trace steady per-packet 2us", &load).unwrap_err(),
+            ParseSpecError::PerPacketWithoutRate
+        );
+        assert!(matches!(
+            apply_spec(&mut config, "per-packet 2"),
+            Err(ParseSpecError::Duration { .. })
         ));
     }
 }
