@@ -165,6 +165,7 @@ pub fn run(lab: &Lab, seconds: u64, runs: usize) -> Result<(), BenchError> {
             down: String::new(),
             seed: 1,
             middlebox: String::new(),
+            mtu: None,
         },
         profile: &LINUX,
         optimize: false,

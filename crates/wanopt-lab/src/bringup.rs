@@ -127,10 +127,14 @@ pub fn private_exe() -> Result<PathBuf, UpError> {
 /// processes run `exe`.
 pub fn up(lab: &Lab, config: &UpConfig, exe: &Path) -> Result<(), UpError> {
     lab.create()?;
-    let result = match &config.link2 {
-        Some(_) => lab.create_link2().map_err(UpError::from),
+    let result = match config.specs.mtu {
+        Some(mtu) => lab.set_mtu(mtu).map_err(UpError::from),
         None => Ok(()),
     }
+    .and_then(|()| match &config.link2 {
+        Some(_) => lab.create_link2().map_err(UpError::from),
+        None => Ok(()),
+    })
     .and_then(|()| lab.create_sites(config.sites).map_err(UpError::from))
     .and_then(|()| start_processes(lab, config, exe));
     if result.is_err() {
@@ -305,6 +309,7 @@ mod tests {
             down: spec.into(),
             seed,
             middlebox: String::new(),
+            mtu: None,
         }
     }
 

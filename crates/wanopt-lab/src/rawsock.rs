@@ -9,8 +9,9 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
-/// Largest frame we accept: MTU 1500 plus the Ethernet header, with room.
-pub const FRAME_CAPACITY: usize = 2048;
+/// Largest frame we accept: the largest `--mtu` (9000) plus the Ethernet
+/// header and a VLAN tag, with room.
+pub const FRAME_CAPACITY: usize = 9216;
 
 /// Frames handled per `recvmmsg` / `sendmmsg` call.
 pub const BATCH: usize = 64;

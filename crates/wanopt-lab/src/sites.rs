@@ -223,6 +223,7 @@ mod tests {
             down: "rtt 10ms".into(),
             seed: 1,
             middlebox: String::new(),
+            mtu: None,
         };
         let seeds: Vec<u64> = (2..=MAX_SITES)
             .filter_map(Site::new)

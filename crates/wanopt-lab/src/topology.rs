@@ -260,6 +260,25 @@ impl Lab {
         Ok(())
     }
 
+    /// Sets the MTU of every interface on the path from the client to the
+    /// server (both ends of each of the four veths) to `mtu` bytes.
+    pub fn set_mtu(&self, mtu: u16) -> Result<(), TopologyError> {
+        let mtu = mtu.to_string();
+        for (node, dev) in [
+            (Node::Client, "eth0"),
+            (Node::Edge, EDGE_LAN_IF),
+            (Node::Edge, "wan0"),
+            (Node::Wan, WAN_EDGE_IF),
+            (Node::Wan, WAN_CORE_IF),
+            (Node::Core, "wan0"),
+            (Node::Core, "lan0"),
+            (Node::Server, "eth0"),
+        ] {
+            self.ip_in(node, &["link", "set", dev, "mtu", &mtu])?;
+        }
+        Ok(())
+    }
+
     /// Creates the namespace of `node` (refusing one of its name that
     /// exists), records it as the lab's, brings `lo` up and turns IPv6 off.
     pub(crate) fn add_netns(&self, node: Node) -> Result<(), TopologyError> {

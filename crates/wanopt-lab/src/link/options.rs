@@ -82,6 +82,16 @@ pub struct LinkOptions {
     /// Duplication (e.g. `0.1%`).
     #[arg(long)]
     pub duplicate: Option<String>,
+    /// Time the bottleneck spends on each packet beyond its bytes at
+    /// `--rate` (e.g. `2us`): a firewall that forwards a bounded number of
+    /// packets per second.
+    #[arg(long = "per-packet", value_name = "TIME")]
+    #[serde(rename = "per-packet", alias = "per_packet")]
+    pub per_packet: Option<String>,
+    /// MTU of every interface of the lab's path (client, edge, core,
+    /// server), 576 to 9000 (default 1500; e.g. 8500 for jumbo frames).
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u16).range(576..=9000))]
+    pub mtu: Option<u16>,
     /// Active queue management: `red` marks CE on ECN-capable packets instead of dropping.
     #[arg(long)]
     pub ecn: Option<String>,
@@ -124,7 +134,17 @@ pub struct LinkSpecs {
     /// Middlebox rules for both directions (empty: none), keyed by `seed`.
     #[serde(default)]
     pub middlebox: String,
+    /// MTU of the path's interfaces (`None`: 1500).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtu: Option<u16>,
 }
+
+/// The MTU of the lab's interfaces when none is given.
+pub const DEFAULT_MTU: u16 = 1500;
+/// The largest MTU `--mtu` takes (the emulator's frames hold 9000 bytes of IP).
+pub const MAX_MTU: u16 = 9000;
+/// The smallest MTU `--mtu` takes (IPv4's minimum datagram every host accepts).
+pub const MIN_MTU: u16 = 576;
 
 /// Default seed when `--seed` is not given.
 pub const DEFAULT_SEED: u64 = 1;
@@ -133,7 +153,7 @@ impl LinkOptions {
     /// Builds and validates the spec of each direction.
     pub fn specs(&self) -> Result<LinkSpecs, LinkOptionError> {
         let mut shared = Vec::new();
-        let simple: [(&str, &Option<String>); 9] = [
+        let simple: [(&str, &Option<String>); 10] = [
             ("rtt", &self.rtt),
             ("rate", &self.rate),
             ("queue", &self.queue),
@@ -142,6 +162,7 @@ impl LinkOptions {
             ("jitter", &self.jitter),
             ("reorder", &self.reorder),
             ("duplicate", &self.duplicate),
+            ("per-packet", &self.per_packet),
             ("ecn", &self.ecn),
         ];
         for (key, value) in simple {
@@ -172,7 +193,14 @@ impl LinkOptions {
             down: with_trace(join(&self.down), "trace-down", &self.trace_down)?,
             seed: self.seed.unwrap_or(DEFAULT_SEED),
             middlebox: self.middlebox.as_deref().unwrap_or("").trim().to_string(),
+            mtu: self.mtu,
         };
+        if let Some(mtu) = self.mtu.filter(|m| !(MIN_MTU..=MAX_MTU).contains(m)) {
+            return Err(LinkOptionError::Value {
+                option: "mtu",
+                message: format!("{mtu} bytes is outside {MIN_MTU} to {MAX_MTU}"),
+            });
+        }
         wanopt_netem::middlebox::parse_rules(&specs.middlebox).map_err(|e| {
             LinkOptionError::Middlebox {
                 rules: specs.middlebox.clone(),
@@ -220,6 +248,7 @@ fn option_name(key: &str) -> &'static str {
         "reorder" => "reorder",
         "duplicate" => "duplicate",
         "rtt" => "rtt",
+        "per-packet" => "per-packet",
         _ => "ecn",
     }
 }
@@ -227,6 +256,34 @@ fn option_name(key: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_per_packet_cost_and_an_mtu_are_part_of_the_link() {
+        let options = LinkOptions {
+            rate: Some("703mbit".into()),
+            per_packet: Some("1920ns".into()),
+            mtu: Some(8500),
+            ..LinkOptions::default()
+        };
+        let specs = options.specs().ok();
+        assert_eq!(
+            specs.as_ref().map(|s| (s.up.as_str(), s.mtu)),
+            Some(("rate 703mbit per-packet 1920ns", Some(8500)))
+        );
+        let e = |options: LinkOptions| options.specs().err().map(|e| e.to_string());
+        assert_eq!(
+            e(LinkOptions {
+                mtu: Some(9216),
+                ..LinkOptions::default()
+            }),
+            Some("bad value for --mtu: 9216 bytes is outside 576 to 9000".into())
+        );
+        assert!(e(LinkOptions {
+            per_packet: Some("2us".into()),
+            ..LinkOptions::default()
+        })
+        .is_some_and(|e| e.contains("needs a `rate`")));
+    }
 
     #[test]
     fn shared_options_then_overrides() {

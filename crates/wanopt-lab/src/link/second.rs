@@ -74,6 +74,7 @@ impl Link2Options {
             down: join(&self.link2_down),
             seed: seed.wrapping_add(SEED_OFFSET),
             middlebox: String::new(),
+            mtu: None,
         };
         for (direction, spec) in [("up", &specs.up), ("down", &specs.down)] {
             crate::model::validate(spec).map_err(|e| LinkOptionError::Link2 {
@@ -160,6 +161,7 @@ mod tests {
                 down: "rtt 50ms rate 20mbit loss 5%".into(),
                 seed: 1007,
                 middlebox: String::new(),
+                mtu: None,
             })
         );
         assert_eq!(Link2Options::default().specs(7).ok(), Some(None));
