@@ -11,11 +11,15 @@
 //! - [`cut`] and [`control`]: cutting and restoring a link while things
 //!   run, the emulator's side (the state, the signals) and that of
 //!   `lab link N down|up` (signal, then wait for the counters).
+//! - [`published`]: a running emulator's counters read back, as of a
+//!   snapshot taken after a given moment (what scenarios read around a
+//!   measurement).
 
 pub mod control;
 pub mod cut;
 pub mod frame;
 pub mod options;
+pub mod published;
 pub mod second;
 pub mod wan;
 
@@ -23,5 +27,6 @@ pub use control::set_link;
 pub use cut::CutState;
 pub use frame::{Blackhole, FrameLink};
 pub use options::{LinkOptionError, LinkOptions, LinkSpecs};
+pub use published::{link_totals, LinkTotals};
 pub use second::Link2Options;
 pub use wan::WanLink;

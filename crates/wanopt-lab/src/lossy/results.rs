@@ -109,6 +109,16 @@ pub struct WanDelta {
     pub queue_drops: u64,
 }
 
+impl From<crate::link::LinkTotals> for WanDelta {
+    fn from(totals: crate::link::LinkTotals) -> WanDelta {
+        WanDelta {
+            bytes: totals.both(|d| d.ip_bytes),
+            lost_frames: totals.both(|d| d.lost_frames),
+            queue_drops: totals.both(|d| d.queue_drops),
+        }
+    }
+}
+
 /// The row of `cell`'s `workload` from what the client reported and what
 /// the link carried.
 pub fn row(

@@ -11,9 +11,10 @@ use super::matrix::SCENARIO;
 use super::matrix::{Cell, Mode, Plan, Workload, RPC_BYTES};
 use super::report;
 use super::results::{row, Results, Skipped, WanDelta};
-use crate::bringup::{self, counters_path, UpConfig};
+use crate::bringup::{self, UpConfig};
 use crate::clock::unix_ms;
 use crate::kit::output;
+use crate::link::link_totals;
 use crate::optimize::OptimizeError;
 use crate::profile::{Profile, LINUX};
 use crate::scenario::runner::{humantime, Env, Finished, Plan as RunPlan, Scenario};
@@ -36,10 +37,6 @@ pub(crate) static BBR: Profile = Profile {
     congestion_control: Some("bbr"),
     ..LINUX
 };
-
-/// Ethernet header bytes per frame, not counted as wire bytes (the link's
-/// rate counts IP bytes).
-const ETHERNET_HEADER: u64 = 14;
 
 /// Whether this executable's nodes take `--fec` (`wanopt edge --help`).
 pub fn supports_fec(exe: &Path) -> bool {
@@ -313,52 +310,15 @@ fn measure(
     if let Some(cc) = mode.congestion() {
         cmd.args(["--congestion", cc]);
     }
-    let before = wan_counters(lab, unix_ms())?;
+    let before = link_totals(lab, unix_ms())?;
     let out = cmd.output().map_err(|e| e.to_string())?;
     if !out.status.success() {
         return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
     }
     let report: ClientReport = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
-    let after = wan_counters(lab, unix_ms())?;
-    let wan = WanDelta {
-        bytes: after.bytes.saturating_sub(before.bytes),
-        lost_frames: after.lost_frames.saturating_sub(before.lost_frames),
-        queue_drops: after.queue_drops.saturating_sub(before.queue_drops),
-    };
+    let wan = WanDelta::from(link_totals(lab, unix_ms())?.since(&before));
     thread::sleep(Duration::from_millis(100));
     Ok((report, wan))
-}
-
-/// The link's counters (IP bytes delivered, frames lost and dropped at
-/// the queue, both directions) as of a snapshot taken at or after `not_before_ms`.
-pub(crate) fn wan_counters(lab: &Lab, not_before_ms: u64) -> Result<WanDelta, String> {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let doc: Option<serde_json::Value> = std::fs::read_to_string(counters_path(lab))
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok());
-        if let Some(doc) = doc {
-            let fresh = ["up", "down"]
-                .iter()
-                .all(|d| doc[d]["at_unix_ms"].as_u64().unwrap_or(0) >= not_before_ms);
-            if fresh {
-                let link = |d: &str, k: &str| doc[d]["link"][k].as_u64().unwrap_or(0);
-                let ip = |d: &str| {
-                    link(d, "bytes_out").saturating_sub(ETHERNET_HEADER * link(d, "frames_out"))
-                };
-                let both = |k: &str| link("up", k) + link("down", k);
-                return Ok(WanDelta {
-                    bytes: ip("up") + ip("down"),
-                    lost_frames: both("dropped_loss"),
-                    queue_drops: both("dropped_queue"),
-                });
-            }
-        }
-        if Instant::now() > deadline {
-            return Err("the emulator's counters are stale (is the emulator running?)".into());
-        }
-        thread::sleep(Duration::from_millis(40));
-    }
 }
 
 impl Scenario for Lossy {

@@ -18,10 +18,11 @@ use crate::bringup::{self, UpConfig};
 use crate::clock::unix_ms;
 use crate::kit::output;
 use crate::kit::stats::round2;
+use crate::link::link_totals;
 use crate::lossy::client::ClientReport;
 use crate::lossy::measure::{mbps, overhead_pct};
 use crate::lossy::results::WanDelta;
-use crate::lossy::run::{supports_fec, wan_counters};
+use crate::lossy::run::supports_fec;
 use crate::optimize::{OptimizeError, CORE_CONTROL, EDGE_CONTROL};
 use crate::profile::LINUX;
 use crate::scenario::runner::{humantime, Env, Finished, Plan as RunPlan, Scenario};
@@ -402,7 +403,7 @@ fn measure(
     let server_log = state.join("rt-server.log");
     let _ = std::fs::remove_file(&client_log);
     let _ = std::fs::remove_file(&server_log);
-    let before = wan_counters(lab, unix_ms())?;
+    let before = link_totals(lab, unix_ms())?;
     let start_ms = unix_ms() + LEAD_IN.as_millis() as u64;
     let start = Instant::now() + LEAD_IN;
     let until = start_ms + seconds * 1_000;
@@ -458,12 +459,7 @@ fn measure(
     client?;
     server?;
     let bulk = bulk?;
-    let after = wan_counters(lab, unix_ms())?;
-    let wan = WanDelta {
-        bytes: after.bytes.saturating_sub(before.bytes),
-        lost_frames: after.lost_frames.saturating_sub(before.lost_frames),
-        queue_drops: after.queue_drops.saturating_sub(before.queue_drops),
-    };
+    let wan = WanDelta::from(link_totals(lab, unix_ms())?.since(&before));
     let client = read_log(&client_log).map_err(|e| e.to_string())?;
     let server = read_log(&server_log).map_err(|e| e.to_string())?;
     let report: ClientReport =

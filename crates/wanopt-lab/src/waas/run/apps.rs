@@ -12,8 +12,9 @@ use super::super::results::{PathSample, Sample};
 use super::super::servers::{self, UPLOADS};
 use super::super::transfer::{compare, Test};
 use super::context::{Context, Failure, Unit, SETTLE, STALL_SECONDS};
-use super::counters::{tunnel_counters, tunnel_delta, wan_counters};
+use super::counters::{tunnel_counters, tunnel_delta};
 use crate::clock::unix_ms;
+use crate::link::link_totals;
 use crate::optimize::{CORE_CONTROL, EDGE_CONTROL};
 use crate::topology::Node;
 
@@ -91,16 +92,16 @@ pub(super) fn transfer(
         })
     };
     let tunnels_before = tunnels();
-    let before = wan_counters(ctx.lab, unix_ms()).map_err(Failure::Failed)?;
+    let before = link_totals(ctx.lab, unix_ms()).map_err(Failure::Failed)?;
     let timed = timed(ctx, &prepared, session.as_mut(), stall);
     let end = unix_ms();
-    let after = wan_counters(ctx.lab, end + SETTLE.as_millis() as u64);
+    let after = link_totals(ctx.lab, end + SETTLE.as_millis() as u64);
     let tunnels_after = tunnels();
     if let Some(s) = session {
         s.close();
     }
     let timing = timed.map_err(failed)?;
-    let after = after.map_err(Failure::Failed)?;
+    let wan = after.map_err(Failure::Failed)?.since(&before);
     check_arrivals(ctx, unit, &prepared)?;
     let share = ctx.layout.share();
     let _ = std::fs::remove_file(share.join(UPLOADS).join(&prepared.remote));
@@ -111,17 +112,17 @@ pub(super) fn transfer(
     };
     Ok(Sample {
         seconds: timing.seconds,
-        wan_bytes_up: after.up.saturating_sub(before.up),
-        wan_bytes_down: after.down.saturating_sub(before.down),
+        wan_bytes_up: wan.up.tx_bytes,
+        wan_bytes_down: wan.down.tx_bytes,
         open_seconds: timing.open,
         save_seconds: timing.save,
         sent_seconds: None,
         session_seconds: timing.session,
         path: PathSample {
-            lost_up: after.lost_up.saturating_sub(before.lost_up),
-            lost_down: after.lost_down.saturating_sub(before.lost_down),
-            queue_drops_up: after.queue_up.saturating_sub(before.queue_up),
-            queue_drops_down: after.queue_down.saturating_sub(before.queue_down),
+            lost_up: wan.up.lost_frames,
+            lost_down: wan.down.lost_frames,
+            queue_drops_up: wan.up.queue_drops,
+            queue_drops_down: wan.down.queue_drops,
             edge,
             core,
         },

@@ -1,64 +1,10 @@
-//! What the lab reads around a `waas-3g` transfer: the emulator's WAN
-//! counters, the nodes' tunnel counters, cache statistics and the flow
-//! resets they counted.
-
-use std::thread;
-use std::time::{Duration, Instant};
+//! What the lab reads around a `waas-3g` transfer besides the emulator's
+//! counters ([`crate::link::published`]): the nodes' tunnel counters,
+//! cache statistics and the flow resets they counted.
 
 use super::super::results::TunnelSample;
 use super::context::Context;
-use crate::bringup::counters_path;
-use crate::topology::{Lab, Node};
-
-/// The emulator's counters per direction: bytes delivered, frames
-/// dropped at random and at a full queue.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct WanCounters {
-    /// IP bytes delivered up.
-    pub(super) up: u64,
-    /// IP bytes delivered down.
-    pub(super) down: u64,
-    /// Frames lost at random, up.
-    pub(super) lost_up: u64,
-    /// Frames lost at random, down.
-    pub(super) lost_down: u64,
-    /// Frames dropped at a full queue, up.
-    pub(super) queue_up: u64,
-    /// Frames dropped at a full queue, down.
-    pub(super) queue_down: u64,
-}
-
-/// The emulator's counters as of a snapshot taken at or after
-/// `not_before_ms` (both directions).
-pub(super) fn wan_counters(lab: &Lab, not_before_ms: u64) -> Result<WanCounters, String> {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let doc: Option<serde_json::Value> = std::fs::read_to_string(counters_path(lab))
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok());
-        if let Some(doc) = doc {
-            let at = |d: &str| doc[d]["at_unix_ms"].as_u64().unwrap_or(0);
-            let tx = |d: &str| doc[d]["io"]["tx_bytes"].as_u64();
-            let link = |d: &str, k: &str| doc[d]["link"][k].as_u64().unwrap_or(0);
-            if at("up") >= not_before_ms && at("down") >= not_before_ms {
-                if let (Some(up), Some(down)) = (tx("up"), tx("down")) {
-                    return Ok(WanCounters {
-                        up,
-                        down,
-                        lost_up: link("up", "dropped_loss"),
-                        lost_down: link("down", "dropped_loss"),
-                        queue_up: link("up", "dropped_queue"),
-                        queue_down: link("down", "dropped_queue"),
-                    });
-                }
-            }
-        }
-        if Instant::now() > deadline {
-            return Err("the emulator's counters are stale (is the emulator running?)".into());
-        }
-        thread::sleep(Duration::from_millis(40));
-    }
-}
+use crate::topology::Node;
 
 /// A node's tunnel counters (its first peer in `wanopt status --json`)
 /// and its reconnections so far, or `None` when the node cannot be asked:
