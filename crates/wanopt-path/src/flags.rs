@@ -25,6 +25,9 @@ pub struct PathFlags<'a> {
     pub mss: u32,
     /// `--probe`: a `wanopt probe --json` report (`-`: standard input).
     pub probe: Option<&'a Path>,
+    /// `--window`: a receive window the hosts are held to, bytes (what it
+    /// allows is window / RTT).
+    pub window: Option<u64>,
 }
 
 /// A flag's value that is not what it should be, or flags missing.

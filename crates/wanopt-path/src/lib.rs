@@ -35,9 +35,11 @@
 //!     loss: None,
 //!     mss: DEFAULT_MSS,
 //!     probe: None,
+//!     window: Some(256 << 10),
 //! };
 //! let text = window(&flags).unwrap();
 //! assert!(text.contains("bandwidth-delay product: 4687500 bytes"));
+//! assert!(text.contains("with a 262144-byte window: at most 13.98 Mbit/s (5.6% of the path)"));
 //! ```
 
 pub mod flags;

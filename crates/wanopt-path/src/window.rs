@@ -7,8 +7,9 @@ use std::fmt::Write as _;
 use thiserror::Error;
 
 use crate::flags::{self, check_mss, FlagError, Overrides, PathFlags};
-use crate::need::{need, window_text};
+use crate::need::{need, window_text, Need};
 use crate::probed::{probed_paths, read_probe, ProbeFileError, ProbedPathError};
+use crate::text::rate_text;
 
 /// A path that cannot be worked out from the flags given (a usage error).
 #[derive(Debug, Error)]
@@ -47,6 +48,7 @@ pub fn window(flags: &PathFlags<'_>) -> Result<String, PathError> {
                 }
             );
             out.push_str(&window_text(&path.need));
+            out.push_str(&held_to(&path.need, flags.window));
         }
         // The loss above is the probe's: say when the probe doubted it.
         for w in &report.warnings {
@@ -59,7 +61,30 @@ pub fn window(flags: &PathFlags<'_>) -> Result<String, PathError> {
     };
     let (rate, rtt) = (flags::rate(rate)?, flags::rtt(rtt)?);
     let loss = flags.loss.map(flags::loss).transpose()?;
-    Ok(window_text(&need(rate, rtt, flags.mss, loss)))
+    let need = need(rate, rtt, flags.mss, loss);
+    Ok(window_text(&need) + &held_to(&need, flags.window))
+}
+
+/// What a receive window of `window` bytes allows on the path: window /
+/// RTT (the line `--window` adds; nothing without it).
+fn held_to(need: &Need, window: Option<u64>) -> String {
+    let Some(window) = window else {
+        return String::new();
+    };
+    let bps = window as f64 * 8.0 / need.rtt.as_secs_f64();
+    let share = bps / need.rate_bps as f64 * 100.0;
+    format!(
+        "with a {window}-byte window: at most {}{}\n",
+        rate_text(bps.min(need.rate_bps as f64)),
+        if share < 100.0 {
+            format!(" ({share:.1}% of the path)")
+        } else {
+            format!(
+                " (the window alone would allow {}: it does not bind)",
+                rate_text(bps)
+            )
+        }
+    )
 }
 
 #[cfg(test)]
@@ -75,6 +100,7 @@ mod tests {
                 loss,
                 mss,
                 probe: None,
+                window: None,
             }
         };
         for (a, needle) in [
@@ -89,5 +115,31 @@ mod tests {
             assert!(e.contains(needle), "{needle:?} not in {e:?}");
             assert!(!e.contains('\n'), "{e}");
         }
+    }
+
+    #[test]
+    fn a_window_caps_the_rate_at_window_over_rtt() {
+        let flags = |rate, rtt| PathFlags {
+            rate: Some(rate),
+            rtt: Some(rtt),
+            loss: None,
+            mss: 1448,
+            probe: None,
+            window: Some(262_144),
+        };
+        let text = window(&flags("1gbit", "20ms")).unwrap_or_default();
+        assert!(
+            text.ends_with(
+                "with a 262144-byte window: at most 104.86 Mbit/s (10.5% of the path)\n"
+            ),
+            "{text}"
+        );
+        let text = window(&flags("600mbit", "250us")).unwrap_or_default();
+        assert!(
+            text.contains(
+                "at most 600 Mbit/s (the window alone would allow 8.39 Gbit/s: it does not bind)"
+            ),
+            "{text}"
+        );
     }
 }

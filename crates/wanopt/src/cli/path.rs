@@ -26,6 +26,10 @@ pub struct PathArgs {
     /// TCP payload bytes per segment (1448: a 1500-byte MTU with timestamps).
     #[arg(long, default_value_t = 1448, value_name = "BYTES")]
     pub mss: u32,
+    /// A receive window the hosts are held to (`256KiB`, `65535`): adds
+    /// what it allows on the path, window / RTT.
+    #[arg(long, value_name = "SIZE", value_parser = super::size::parse_size)]
+    pub window: Option<u64>,
     /// The path as `wanopt probe --json` measured it (`-`: standard
     /// input): each direction with a rate, at the probes' smallest RTT
     /// and its own loss; --rate, --rtt and --loss override the probe's values.
@@ -62,6 +66,7 @@ impl PathArgs {
             loss: self.loss.as_deref(),
             mss: self.mss,
             probe: self.probe.as_deref(),
+            window: self.window,
         }
     }
 }
@@ -74,6 +79,7 @@ impl HostCheckArgs {
             loss: self.loss.as_deref(),
             mss: DEFAULT_MSS,
             probe: self.probe.as_deref(),
+            window: None,
         }
     }
 }
