@@ -26,9 +26,40 @@ pub fn flow_resets(out: &mut String, heading: &str, lines: &[String]) {
     list(out, heading, lines.iter().map(|line| format!("`{line}`")));
 }
 
+/// A report's tail: the cells not measured (with why) and the flow resets
+/// the nodes logged, each a list under its heading after a blank line,
+/// and nothing for an empty one.
+pub fn not_measured_and_resets(
+    out: &mut String,
+    not_measured: impl IntoIterator<Item = String>,
+    resets: &[String],
+) {
+    let not_measured: Vec<String> = not_measured.into_iter().collect();
+    if !not_measured.is_empty() {
+        out.push('\n');
+        list(out, "Not measured", not_measured);
+    }
+    if !resets.is_empty() {
+        out.push('\n');
+        flow_resets(out, "Flow resets (the run fails)", resets);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tail_lists_only_what_there_is() {
+        let mut out = String::new();
+        not_measured_and_resets(&mut out, Vec::new(), &[]);
+        assert_eq!(out, "");
+        not_measured_and_resets(&mut out, ["a: why".to_string()], &["reset".to_string()]);
+        assert_eq!(
+            out,
+            "\n## Not measured\n\n- a: why\n\n## Flow resets (the run fails)\n\n- `reset`\n"
+        );
+    }
 
     #[test]
     fn a_list_is_a_heading_and_a_line_per_item() {

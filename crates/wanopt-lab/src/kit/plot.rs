@@ -156,3 +156,107 @@ impl LineChart {
         write_svg_and_png(self, dir, stem, (900, 560))
     }
 }
+
+/// One series of a [`BarChart`]: a bar in each group that has a value.
+pub struct Bars {
+    /// Its legend.
+    pub name: String,
+    /// Its colour.
+    pub colour: RGBColor,
+    /// A value per group, in the groups' order (`None`: no bar).
+    pub values: Vec<Option<f64>>,
+}
+
+/// Grouped bars on a linear axis from zero, a group per category and a
+/// bar per series in each, with a legend, written as SVG and PNG.
+pub struct BarChart {
+    /// The title.
+    pub caption: String,
+    /// The groups' labels, left to right.
+    pub groups: Vec<String>,
+    /// The y axis's name.
+    pub y_desc: &'static str,
+    /// The series, drawn left to right within each group.
+    pub series: Vec<Bars>,
+}
+
+impl BarChart {
+    /// Where bar `s` of group `g` stands on the x axis (groups at 0, 1, ...).
+    fn bar_x(&self, g: usize, s: usize) -> (f64, f64) {
+        let width = 0.8 / self.series.len().max(1) as f64;
+        let x0 = g as f64 - 0.4 + s as f64 * width;
+        (x0, x0 + width * 0.9)
+    }
+
+    /// Writes `STEM.svg` and `STEM.png` into `dir`.
+    pub fn write(&self, dir: &Path, stem: &str) -> Result<(), PlotError> {
+        write_svg_and_png(self, dir, stem, (900, 560))
+    }
+}
+
+impl Figure for BarChart {
+    fn draw<DB: DrawingBackend>(&self, root: DrawingArea<DB, Shift>) -> Result<(), String>
+    where
+        DB::ErrorType: 'static,
+    {
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        let n = self.groups.len().max(1);
+        // Room above the tallest bar for the legend.
+        let max_y = self
+            .series
+            .iter()
+            .flat_map(|s| s.values.iter().flatten())
+            .fold(1.0, |m: f64, v| m.max(*v))
+            * 1.3;
+        let label = |x: &f64| {
+            let i = x.round();
+            if (x - i).abs() < 1e-6 && i >= 0.0 {
+                self.groups.get(i as usize).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        };
+        let mut chart = ChartBuilder::on(&root)
+            .caption(&self.caption, ("sans-serif", 22))
+            .margin(15)
+            .x_label_area_size(40)
+            .y_label_area_size(55)
+            .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), 0.0..max_y)
+            .map_err(|e| e.to_string())?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(n + 1)
+            .x_label_formatter(&label)
+            .y_desc(self.y_desc)
+            .draw()
+            .map_err(|e| e.to_string())?;
+        for (s, series) in self.series.iter().enumerate() {
+            let colour = series.colour;
+            let bars: Vec<Rectangle<(f64, f64)>> = series
+                .values
+                .iter()
+                .enumerate()
+                .filter_map(|(g, v)| {
+                    let (x0, x1) = self.bar_x(g, s);
+                    Some(Rectangle::new([(x0, 0.0), (x1, (*v)?)], colour.filled()))
+                })
+                .collect();
+            chart
+                .draw_series(bars)
+                .map_err(|e| e.to_string())?
+                .label(series.name.clone())
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 12, y + 5)], colour.filled())
+                });
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()
+            .map_err(|e| e.to_string())?;
+        root.present().map_err(|e| e.to_string())
+    }
+}
