@@ -335,25 +335,14 @@ pub fn markdown(results: &Results) -> String {
     out.push_str(&tables(results));
     let _ = writeln!(out, "## Goals\n");
     out.push_str(&goal_lines(results));
-    if !results.skipped.is_empty() {
-        out.push('\n');
-        markdown::list(
-            &mut out,
-            "Not measured",
-            results
-                .skipped
-                .iter()
-                .map(|s| format!("{}: {}", s.cell, s.reason)),
-        );
-    }
-    if !results.flow_resets.is_empty() {
-        out.push('\n');
-        markdown::flow_resets(
-            &mut out,
-            "Flow resets (the run fails)",
-            &results.flow_resets,
-        );
-    }
+    markdown::not_measured_and_resets(
+        &mut out,
+        results
+            .skipped
+            .iter()
+            .map(|s| format!("{}: {}", s.cell, s.reason)),
+        &results.flow_resets,
+    );
     out
 }
 

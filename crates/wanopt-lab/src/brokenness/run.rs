@@ -1,12 +1,12 @@
 //! The `path-brokenness` scenario on the lab: every cell on a fresh lab, one
-//! download each (the `lossy` scenario's client, timed and sampled), the
-//! link's counters and the server's retransmissions read around it; the
+//! download each ([`crate::download`]: the `lossy` scenario's client, timed
+//! and sampled, the link's counters and the server's retransmissions read
+//! around it); the
 //! window-scale sweeps search the smallest shift that fills the link,
 //! starting from the one window arithmetic gives.
 
 use std::path::Path;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::matrix::{
     needed_wscale, paper_wscale, Cell, Experiment, Mode, Plan, Policy, WscaleSweep,
@@ -14,14 +14,12 @@ use super::matrix::{
 };
 use super::report;
 use super::results::{Counters, Results, Row, Skipped, WscaleMinimum};
-use crate::bringup::{self, counters_path, UpConfig};
-use crate::clock::unix_ms;
+use crate::bringup::{self, UpConfig};
+use crate::download;
 use crate::kit::output;
-use crate::lossy::client::ClientReport;
 use crate::scenario::runner::{humantime, Env, Finished, Plan as RunPlan, Scenario};
 use crate::scenario::RunError;
-use crate::topology::{Lab, Node, SERVER_ADDR};
-use crate::traffic::GENERATOR_PORT;
+use crate::topology::{Lab, Node};
 
 /// Downloads of a window-scale sweep: a binary search over the 15 shifts.
 const SWEEP_TRIES: usize = 4;
@@ -205,45 +203,24 @@ fn measure(env: &Env<'_>, cell: &Cell) -> Result<Row, String> {
         sites: crate::sites::Sites::ONE,
     };
     bringup::up(env.lab, &config, env.exe).map_err(|e| format!("lab up failed: {e}"))?;
-    let before = counters(env.lab, unix_ms())?;
-    let retrans_before = retrans_segs(env.lab);
-    let mut cmd = env.lab.command(Node::Client, &env.exe.to_string_lossy());
-    cmd.args(["lab", "lossy-client", "--workload", "bulk", "--connect"])
-        .arg(format!("{SERVER_ADDR}:{GENERATOR_PORT}"))
-        .args(["--streams", "1", "--seconds", &cell.seconds.to_string()]);
-    if let Some(cc) = cell.mode.congestion() {
-        cmd.args(["--congestion", cc]);
-    }
-    let out = cmd.output().map_err(|e| e.to_string())?;
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
-    }
-    let report: ClientReport = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
-    let after = counters(env.lab, unix_ms())?;
-    let retrans = match (cell.mode.tunnel(), retrans_before, retrans_segs(env.lab)) {
-        (false, Some(b), Some(a)) => Some(a.saturating_sub(b)),
-        _ => None,
-    };
-    thread::sleep(Duration::from_millis(100));
-    let ClientReport::Bulk {
-        seconds,
-        bytes,
-        samples,
-        ..
-    } = report
-    else {
-        return Err(format!("the client measured something else: {report:?}"));
-    };
+    let download = download::bulk(
+        env.lab,
+        env.exe,
+        cell.seconds,
+        cell.mode.congestion(),
+        !cell.mode.tunnel(),
+    )?;
+    let link = &download.link;
     Ok(Row::new(
         cell,
-        seconds,
-        bytes,
-        &samples,
+        download.seconds,
+        download.bytes,
+        &download.samples,
         Counters {
-            retrans_segs: retrans,
-            ce_marked: after.ce_marked.saturating_sub(before.ce_marked),
-            queue_drops: after.queue_drops.saturating_sub(before.queue_drops),
-            lost_frames: after.lost_frames.saturating_sub(before.lost_frames),
+            retrans_segs: download.retrans_segs,
+            ce_marked: link.both(|d| d.ce_marked),
+            queue_drops: link.both(|d| d.queue_drops + d.red_drops),
+            lost_frames: link.both(|d| d.lost_frames),
         },
     ))
 }
@@ -271,59 +248,6 @@ fn receiver_shift(lab: &Lab) -> Option<u8> {
 fn shift_for_buffer(space: u64) -> u8 {
     let space = space.clamp(1, u64::from(u16::MAX) << 14);
     (space.ilog2().saturating_sub(15) as u8).min(14)
-}
-
-/// `RetransSegs` of the server's namespace (`/proc/net/snmp`).
-fn retrans_segs(lab: &Lab) -> Option<u64> {
-    let out = lab
-        .command(Node::Server, "cat")
-        .arg("/proc/net/snmp")
-        .output()
-        .ok()?;
-    parse_retrans_segs(&String::from_utf8_lossy(&out.stdout))
-}
-
-/// `RetransSegs` from the text of `/proc/net/snmp` (a `Tcp:` line of
-/// names, then one of values).
-fn parse_retrans_segs(snmp: &str) -> Option<u64> {
-    let mut tcp = snmp.lines().filter(|l| l.starts_with("Tcp:"));
-    let (names, values) = (tcp.next()?, tcp.next()?);
-    let index = names.split_whitespace().position(|n| n == "RetransSegs")?;
-    values.split_whitespace().nth(index)?.parse().ok()
-}
-
-/// The link's counters, both directions, from a snapshot taken at or after
-/// `not_before_ms`.
-fn counters(lab: &Lab, not_before_ms: u64) -> Result<Counters, String> {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let doc: Option<serde_json::Value> = std::fs::read_to_string(counters_path(lab))
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok());
-        if let Some(doc) = doc {
-            let fresh = ["up", "down"]
-                .iter()
-                .all(|d| doc[d]["at_unix_ms"].as_u64().unwrap_or(0) >= not_before_ms);
-            if fresh {
-                let both = |k: &str| {
-                    ["up", "down"]
-                        .iter()
-                        .map(|d| doc[d]["link"][k].as_u64().unwrap_or(0))
-                        .sum()
-                };
-                return Ok(Counters {
-                    retrans_segs: None,
-                    ce_marked: both("ce_marked"),
-                    queue_drops: both("dropped_queue") + both("dropped_red"),
-                    lost_frames: both("dropped_loss"),
-                });
-            }
-        }
-        if Instant::now() > deadline {
-            return Err("the emulator's counters are stale (is the emulator running?)".into());
-        }
-        thread::sleep(Duration::from_millis(40));
-    }
 }
 
 impl Scenario for Brokenness {
@@ -408,11 +332,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn retransmissions_are_read_from_the_snmp_table() {
-        let snmp = "Ip: Forwarding DefaultTTL\nIp: 1 64\n\
-                    Tcp: RtoAlgorithm RtoMin RetransSegs InErrs\nTcp: 1 200 517 0\n";
-        assert_eq!(parse_retrans_segs(snmp), Some(517));
-        assert_eq!(parse_retrans_segs("Tcp: RtoMin\n"), None);
+    fn the_receivers_shift_follows_its_largest_buffer() {
         // This kernel's 32 MiB maximum announces a shift of 10.
         assert_eq!(shift_for_buffer(33_554_432), 10);
         assert_eq!(shift_for_buffer(6_291_456), 7);
