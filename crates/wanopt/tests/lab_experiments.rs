@@ -1,13 +1,15 @@
 //! The references' experiments that are scenarios of their own, in their
 //! quick forms on a real lab: `lab run initcwnd --quick` (the
-//! initial-window post) and `lab run path-brokenness --quick` (the
-//! path-brokenness paper) write their rows with the interface contract's
-//! keys, and their figures obey the physics they measure. Needs root
-//! (network namespaces); each test has its lab prefix (`wie-`, `wpb-`).
+//! initial-window post), `lab run path-brokenness --quick` (the
+//! path-brokenness paper) and `lab run fwsm --quick` (the firewall
+//! single-flow guide) write their rows with the interface contract's keys,
+//! and their figures obey the physics they measure. Needs root (network
+//! namespaces); each test has its lab prefix (`wie-`, `wpb-`, `wfw-`).
 //!
-//! The scenario tier: about 2 minutes of lab runs, kept out of
-//! `scripts/test` (which must stay under 8 minutes from a clean clone) and
-//! run by `scripts/test-scenarios`, which CI runs after it.
+//! The scenario tier: about 6 minutes of lab runs, one test at a time
+//! (their rates must not share the CPU), kept out of `scripts/test` (which
+//! must stay under 8 minutes from a clean clone) and run by
+//! `scripts/test-scenarios`, which CI runs after it.
 
 mod common;
 
@@ -37,7 +39,7 @@ fn run_quick(prefix: &str, scenario: &str, plots: &[&str]) -> serde_json::Value 
 }
 
 #[test]
-#[ignore = "the scenario tier (about 2 minutes): scripts/test-scenarios runs it, and CI"]
+#[ignore = "the scenario tier: scripts/test-scenarios runs it, and CI"]
 fn initcwnd_quick_times_a_short_file_per_initial_window_and_tunnel() {
     // `--runs` is its option; the waas-3g's are not.
     let out = common::lab_wanopt(
@@ -102,7 +104,7 @@ fn initcwnd_quick_times_a_short_file_per_initial_window_and_tunnel() {
 }
 
 #[test]
-#[ignore = "the scenario tier (about 2 minutes): scripts/test-scenarios runs it, and CI"]
+#[ignore = "the scenario tier: scripts/test-scenarios runs it, and CI"]
 fn path_brokenness_quick_runs_each_experiment_direct_and_through_wanopt() {
     let out = common::lab_wanopt(
         "wpb-",
@@ -202,4 +204,98 @@ fn path_brokenness_quick_runs_each_experiment_direct_and_through_wanopt() {
     );
     let tunnel = row("wscale", "wscale", "wanopt");
     assert!(tunnel["of_rate"].as_f64().unwrap() >= 0.9, "{tunnel}");
+}
+
+#[test]
+#[ignore = "the scenario tier: scripts/test-scenarios runs it, and CI"]
+fn fwsm_quick_measures_the_guides_table_direct_and_through_wanopt() {
+    let out = common::lab_wanopt(
+        "wfw-",
+        &[
+            "lab",
+            "run",
+            "fwsm",
+            "--traces",
+            "/tmp",
+            "--out",
+            "/nonexistent",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    common::require_root();
+    let results = run_quick("wfw-", "fwsm", &["fwsm"]);
+    assert_eq!(results["scenario"], "fwsm");
+    assert!(
+        results["skipped"].as_array().is_some_and(Vec::is_empty),
+        "{results}"
+    );
+    let rows = results["rows"].as_array().unwrap();
+    let row = |config: &str, mode: &str| {
+        rows.iter()
+            .find(|r| r["config"] == config && r["mode"] == mode)
+            .unwrap_or_else(|| panic!("no {config} {mode} row: {results}"))
+    };
+    for config in [
+        "no-firewall",
+        "default",
+        "tuned",
+        "jumbo",
+        "default-loss",
+        "tuned-loss",
+        "default-20ms",
+    ] {
+        for mode in ["cubic", "bbr", "wanopt"] {
+            let r = row(config, mode);
+            for key in [
+                "guide",
+                "guide_mbit_s",
+                "firewall",
+                "middlebox",
+                "reorder",
+                "mtu",
+                "rtt_ms",
+                "loss_pct",
+                "idle_rtt_ms",
+                "payload_bytes",
+                "ceiling_mbit_s",
+                "window_ceiling_mbit_s",
+                "bdp_bytes",
+                "mbit_s",
+                "runs_mbit_s",
+                "of_guide",
+                "retrans_segs",
+                "reordered",
+                "queue_drops",
+                "cpu_busy_pct",
+            ] {
+                assert!(r.get(key).is_some(), "{key} missing: {r}");
+            }
+            // Nothing crosses faster than the firewall (or the ports) lets
+            // one flow of full segments through.
+            assert!(
+                r["mbit_s"].as_f64().unwrap() <= 1.02 * r["ceiling_mbit_s"].as_f64().unwrap(),
+                "{r}"
+            );
+        }
+    }
+    let mbit = |config: &str, mode: &str| row(config, mode)["mbit_s"].as_f64().unwrap();
+    // Through a packet-rate cap, jumbo frames carry more than 1500-byte ones.
+    assert!(
+        mbit("jumbo", "cubic") > 1.05 * mbit("tuned", "cubic"),
+        "{results}"
+    );
+    // The completion unit off reorders, and the path's loss is counted.
+    assert!(row("default", "cubic")["reordered"].as_u64().unwrap() > 0);
+    assert!(row("tuned", "cubic")["reordered"].as_u64().unwrap() == 0);
+    // 20 ms away, the hosts' 256 KB window binds the direct flow (window /
+    // RTT), and the tunnel, whose own windows are the path's, does not.
+    let far = row("default-20ms", "cubic");
+    assert!(
+        far["mbit_s"].as_f64().unwrap() <= 1.05 * far["window_ceiling_mbit_s"].as_f64().unwrap(),
+        "{far}"
+    );
+    assert!(
+        mbit("default-20ms", "wanopt") > 2.0 * mbit("default-20ms", "bbr"),
+        "{results}"
+    );
 }

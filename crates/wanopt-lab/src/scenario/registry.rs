@@ -161,6 +161,15 @@ pub const SCENARIOS: &[Entry] = &[
             runner::run(lab, &mut scenario, &args.out).map(|r| r.verdict)
         },
     },
+    Entry {
+        name: crate::fwsm::SCENARIO,
+        summary: "the firewall single-flow guide: one TCP flow through a firewall's defaults, tuned, and with jumbo frames",
+        takes: &[ScenarioOption::Runs],
+        run: |lab, args| {
+            let mut scenario = crate::fwsm::Fwsm::new(args.quick, args.runs()?);
+            runner::run(lab, &mut scenario, &args.out).map(|r| r.verdict)
+        },
+    },
 ];
 
 /// What a scenario TOML file takes: the grid's options.
@@ -257,7 +266,7 @@ mod tests {
             ),
             (
                 args("no-such-scenario", None, false),
-                "unknown scenario `no-such-scenario`: use `tcp-opt`, `waas-3g`, `lossy`, `realtime`, `sites`, `cellular`, `path-brokenness`, `initcwnd` or a path to a .toml file",
+                "unknown scenario `no-such-scenario`: use `tcp-opt`, `waas-3g`, `lossy`, `realtime`, `sites`, `cellular`, `path-brokenness`, `initcwnd`, `fwsm` or a path to a .toml file",
             ),
         ] {
             // `lab run` checks the options before anything runs.
