@@ -78,7 +78,8 @@ impl Brokenness {
         let outcome = measure(env, cell);
         env.bar.inc(1);
         if cell.mode.tunnel() {
-            self.check_logs(env, cell);
+            let resets = env.flow_resets(&cell.label().replace(' ', "-"));
+            self.results.flow_resets.extend(resets);
         }
         match outcome {
             Ok(row) => {
@@ -134,8 +135,11 @@ impl Brokenness {
         if let Some(reason) = self.unavailable(sweep.mode) {
             self.skip(env, cell(computed).label(), reason, SWEEP_TRIES as u64);
         } else {
-            // Binary search over 0-14 (a larger shift never fills less):
-            // four downloads.
+            // Binary search over 0 to the receiver's own shift (up to it
+            // a larger shift never fills less): four downloads. Above it
+            // the sender reads every window larger than the receiver
+            // meant and overruns it, so a larger shift can fill less;
+            // the receiver's shift is read from the lab of the first try.
             let (mut lo, mut hi) = (0u8, 14u8);
             let mut filled: Option<u8> = None;
             let mut tries = 0;
@@ -154,6 +158,9 @@ impl Brokenness {
                 } else {
                     lo = shift + 1;
                 }
+                if let Some(receiver) = receiver_shift(env.lab) {
+                    hi = hi.min(receiver);
+                }
             }
             env.bar.inc((SWEEP_TRIES - tries) as u64);
             self.results.wscale_minimums.push(WscaleMinimum {
@@ -166,20 +173,6 @@ impl Brokenness {
                 receiver_shift: receiver_shift(env.lab),
             });
             let _ = Brokenness::write_outputs(&self.results, env.out);
-        }
-    }
-
-    /// Checks the nodes' logs for flow resets (kept under `logs/` when
-    /// there are any).
-    fn check_logs(&mut self, env: &Env<'_>, cell: &Cell) {
-        let state = env.lab.state_dir();
-        let logs = [state.join("wanopt-edge.log"), state.join("wanopt-core.log")];
-        let resets = crate::optimize::flow_resets(&logs);
-        if let Some(first) = resets.first() {
-            let label = cell.label().replace(' ', "-");
-            crate::optimize::save_logs(env.lab, env.out, &label);
-            env.say(format!("{label}: FLOW RESET: the run fails: {first}"));
-            self.results.flow_resets.extend(resets);
         }
     }
 }
