@@ -104,6 +104,18 @@ const EDGE_WAN_MAC: &str = "02:00:c6:12:02:01";
 /// Fixed MAC of the core's WAN interface.
 const CORE_WAN_MAC: &str = "02:00:c6:12:02:02";
 
+/// Both ends of each of the four veths from the client to the server.
+const PATH_INTERFACES: [(Node, &str); 8] = [
+    (Node::Client, "eth0"),
+    (Node::Edge, EDGE_LAN_IF),
+    (Node::Edge, "wan0"),
+    (Node::Wan, WAN_EDGE_IF),
+    (Node::Wan, WAN_CORE_IF),
+    (Node::Core, "wan0"),
+    (Node::Core, "lan0"),
+    (Node::Server, "eth0"),
+];
+
 /// A handle on one lab: its namespace prefix and its state directory.
 #[derive(Debug, Clone)]
 pub struct Lab {
@@ -194,16 +206,7 @@ impl Lab {
         for (node, dev, addr) in addrs {
             self.ip_in(node, &["addr", "add", &format!("{addr}/24"), "dev", dev])?;
         }
-        for (node, dev) in [
-            (Node::Client, "eth0"),
-            (Node::Edge, EDGE_LAN_IF),
-            (Node::Edge, "wan0"),
-            (Node::Wan, WAN_EDGE_IF),
-            (Node::Wan, WAN_CORE_IF),
-            (Node::Core, "wan0"),
-            (Node::Core, "lan0"),
-            (Node::Server, "eth0"),
-        ] {
+        for (node, dev) in PATH_INTERFACES {
             self.ip_in(node, &["link", "set", dev, "mtu", "1500", "up"])?;
             self.offloads_off(node, dev)?;
         }
@@ -264,16 +267,7 @@ impl Lab {
     /// server (both ends of each of the four veths) to `mtu` bytes.
     pub fn set_mtu(&self, mtu: u16) -> Result<(), TopologyError> {
         let mtu = mtu.to_string();
-        for (node, dev) in [
-            (Node::Client, "eth0"),
-            (Node::Edge, EDGE_LAN_IF),
-            (Node::Edge, "wan0"),
-            (Node::Wan, WAN_EDGE_IF),
-            (Node::Wan, WAN_CORE_IF),
-            (Node::Core, "wan0"),
-            (Node::Core, "lan0"),
-            (Node::Server, "eth0"),
-        ] {
+        for (node, dev) in PATH_INTERFACES {
             self.ip_in(node, &["link", "set", dev, "mtu", &mtu])?;
         }
         Ok(())

@@ -98,7 +98,8 @@ impl Fwsm {
             }
         }
         if mode.tunnel() {
-            self.check_logs(env, config);
+            let resets = env.flow_resets(config.name);
+            self.results.flow_resets.extend(resets);
         }
         if runs.len() == self.plan.runs {
             let row = Row::new(config, mode, idle_rtt_ms, &runs);
@@ -114,22 +115,6 @@ impl Fwsm {
             }
             self.results.rows.push(row);
             let _ = Fwsm::write_outputs(&self.results, env.out);
-        }
-    }
-
-    /// Checks the nodes' logs for flow resets (kept under `logs/` when
-    /// there are any).
-    fn check_logs(&mut self, env: &Env<'_>, config: &Config) {
-        let state = env.lab.state_dir();
-        let logs = [state.join("wanopt-edge.log"), state.join("wanopt-core.log")];
-        let resets = crate::optimize::flow_resets(&logs);
-        if let Some(first) = resets.first() {
-            crate::optimize::save_logs(env.lab, env.out, config.name);
-            env.say(format!(
-                "{}: FLOW RESET: the run fails: {first}",
-                config.name
-            ));
-            self.results.flow_resets.extend(resets);
         }
     }
 }

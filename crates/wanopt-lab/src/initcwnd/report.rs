@@ -178,7 +178,7 @@ pub fn goals(results: &Results) -> Vec<Goal> {
 }
 
 fn goal_lines(results: &Results) -> String {
-    goals(results).iter().map(|g| g.line() + "\n").collect()
+    crate::kit::goal::lines(&goals(results))
 }
 
 /// The text printed at the end of a run.

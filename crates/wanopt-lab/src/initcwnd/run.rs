@@ -151,7 +151,8 @@ impl Initcwnd {
             let mut failed = None;
             for _ in 0..self.plan.runs {
                 let run = self.fresh_and_warm(env, leg, bytes);
-                self.check_logs(env, leg, bytes);
+                let resets = env.flow_resets(&format!("{}-{}", leg.path.name, size_name(bytes)));
+                self.results.flow_resets.extend(resets);
                 match run {
                     Ok((f, w)) => {
                         fresh.push(f);
@@ -198,20 +199,6 @@ impl Initcwnd {
         transfer(env.lab, env.exe, WARM_UP_BYTES, deadline)?;
         let warm = transfer(env.lab, env.exe, bytes, deadline)?;
         Ok((fresh, warm))
-    }
-
-    /// Checks the nodes' logs for flow resets (kept under `logs/` when
-    /// there are any).
-    fn check_logs(&mut self, env: &Env<'_>, leg: &Leg, bytes: u64) {
-        let state = env.lab.state_dir();
-        let logs = [state.join("wanopt-edge.log"), state.join("wanopt-core.log")];
-        let resets = crate::optimize::flow_resets(&logs);
-        if let Some(first) = resets.first() {
-            let label = format!("{}-{}", leg.path.name, size_name(bytes));
-            crate::optimize::save_logs(env.lab, env.out, &label);
-            env.say(format!("{label}: FLOW RESET: the run fails: {first}"));
-            self.results.flow_resets.extend(resets);
-        }
     }
 }
 

@@ -46,6 +46,11 @@ impl Goal {
     }
 }
 
+/// Every goal's line, each ended by a newline.
+pub fn lines(goals: &[Goal]) -> String {
+    goals.iter().map(|g| g.line() + "\n").collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

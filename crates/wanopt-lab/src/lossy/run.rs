@@ -138,22 +138,16 @@ impl Lossy {
         if !cell.mode.tunnel() {
             return;
         }
-        let state = env.lab.state_dir();
-        let logs = [state.join("wanopt-edge.log"), state.join("wanopt-core.log")];
-        let resets = crate::optimize::flow_resets(&logs);
-        if let Some(first) = resets.first() {
-            let c = &cell.condition;
-            let label = format!(
-                "rtt{}ms-loss{}{}-{}-{what}",
-                c.rtt_ms,
-                c.loss_pct,
-                if c.burst { "-bursts" } else { "" },
-                cell.mode.name()
-            );
-            crate::optimize::save_logs(env.lab, env.out, &label);
-            env.say(format!("{label}: FLOW RESET: the run fails: {first}"));
-            self.results.flow_resets.extend(resets);
-        }
+        let c = &cell.condition;
+        let label = format!(
+            "rtt{}ms-loss{}{}-{}-{what}",
+            c.rtt_ms,
+            c.loss_pct,
+            if c.burst { "-bursts" } else { "" },
+            cell.mode.name()
+        );
+        let resets = env.flow_resets(&label);
+        self.results.flow_resets.extend(resets);
     }
 
     /// Measures `workload` on the lab as it is, as `tunnel`.

@@ -53,6 +53,21 @@ impl Env<'_> {
     pub fn say(&self, line: String) {
         say(&self.bar, line);
     }
+
+    /// The flow resets the lab's edge and core have logged so far: when
+    /// there are any, their logs are kept as `logs/{label}-edge.log` and
+    /// `-core.log` in the output directory and the first is said (a run
+    /// with any fails).
+    pub fn flow_resets(&self, label: &str) -> Vec<String> {
+        let state = self.lab.state_dir();
+        let logs = [state.join("wanopt-edge.log"), state.join("wanopt-core.log")];
+        let resets = crate::optimize::flow_resets(&logs);
+        if let Some(first) = resets.first() {
+            crate::optimize::save_logs(self.lab, self.out, label);
+            self.say(format!("{label}: FLOW RESET: the run fails: {first}"));
+        }
+        resets
+    }
 }
 
 /// A workload the runner runs.
