@@ -86,11 +86,16 @@ pub struct LinkOptions {
     /// `--rate` (e.g. `2us`): a firewall that forwards a bounded number of
     /// packets per second.
     #[arg(long = "per-packet", value_name = "TIME")]
-    #[serde(rename = "per-packet", alias = "per_packet")]
+    #[serde(
+        rename = "per-packet",
+        alias = "per_packet",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub per_packet: Option<String>,
     /// MTU of every interface of the lab's path (client, edge, core,
     /// server), 576 to 9000 (default 1500; e.g. 8500 for jumbo frames).
     #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u16).range(576..=9000))]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub mtu: Option<u16>,
     /// Active queue management: `red` marks CE on ECN-capable packets instead of dropping.
     #[arg(long)]
