@@ -68,13 +68,34 @@ fn permits(len: usize) -> u32 {
 }
 
 impl Incoming {
-    /// The next in-order piece; `None` once the stream ended cleanly.
-    pub(crate) async fn next(&mut self) -> Option<Bytes> {
-        let bytes = self.rx.recv().await?;
-        self.budget.add_permits(permits(bytes.len()) as usize);
-        Some(bytes)
+    /// Waits for the next in-order piece, then takes every piece already
+    /// queued behind it, up to about `max` bytes, into `out`; false once
+    /// the stream ended cleanly and nothing is left. Pieces are as quinn
+    /// hands them (one packet's frame each), so a consumer that writes a
+    /// batch at once makes one system call where it would make dozens.
+    pub(crate) async fn next_batch(&mut self, out: &mut Vec<Bytes>, max: usize) -> bool {
+        let Some(first) = self.rx.recv().await else {
+            return false;
+        };
+        let mut taken = first.len();
+        let mut returned = permits(first.len());
+        out.push(first);
+        while taken < max && out.len() < BATCH_PIECES {
+            let Ok(bytes) = self.rx.try_recv() else {
+                break;
+            };
+            taken += bytes.len();
+            returned += permits(bytes.len());
+            out.push(bytes);
+        }
+        self.budget.add_permits(returned as usize);
+        true
     }
 }
+
+/// Most pieces [`Incoming::next_batch`] takes at once (one vectored write:
+/// well under the kernel's 1024 slices).
+pub(crate) const BATCH_PIECES: usize = 256;
 
 /// Reads `recv` unordered as fast as quinn delivers, reassembles, and hands
 /// in-order pieces to an [`Incoming`] (at most [`READ_AHEAD`] bytes queued).

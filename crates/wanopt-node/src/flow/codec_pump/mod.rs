@@ -61,6 +61,9 @@ const DECODE_SLICE: usize = 16 * 1024;
 /// Decoded bytes written to the LAN socket (and counted) at a time.
 const LAN_WRITE: usize = 64 * 1024;
 
+/// Most bytes of tunnel pieces decoded before their output is written.
+const DECODE_BATCH: usize = 128 * 1024;
+
 /// Referenced chunk bytes each flow keeps to answer the peer's repair
 /// requests (a damaged or just-evicted record at the peer). Bounds memory:
 /// 200 flows hold at most 1.6 GB. Older chunks are read back from the
@@ -293,73 +296,78 @@ async fn downlink(
         let mut control_tx = Some(control_tx);
         let mut plain = Vec::new();
         let mut shut = false;
+        let mut batch = Vec::new();
         loop {
-            let Some(bytes) = incoming.next().await else {
+            if !incoming.next_batch(&mut batch, DECODE_BATCH).await {
                 if !decoder.is_finished() {
                     return Err(Abort::Remote(TunnelFailure::EndedEarly));
                 }
                 return Ok(());
-            };
-            dir.wan.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-            for slice in bytes.chunks(DECODE_SLICE) {
-                // A PPMd or LZMA2 run takes milliseconds to decode (6 ms
-                // for 128 KiB of PPMd): off the runtime's worker, as the
-                // uplink encodes, so the tunnel's other flows and its
-                // connection driver are not held up. Pieces that only add
-                // to a partial frame stay here, and so does a stream's
-                // first run (its engine is known once it started).
-                let off_worker =
-                    multi_thread && decoder.decodes_slowly() && decoder.push_completes_frame(slice);
-                let mut decode = || decoder.push(slice, &mut plain);
-                let decoded = if off_worker {
-                    tokio::task::block_in_place(decode)
-                } else {
-                    decode()
-                };
-                decoded.map_err(|e| Abort::Codec(CodecFailure::BadData(Arc::new(e))))?;
-                let mut control = Vec::new();
-                {
-                    let mut encoder = lock(encoder);
-                    let mut unavailable = Vec::new();
-                    while let Some(message) = decoder.poll_peer_control() {
-                        if let Err(e) = encoder.handle_peer(&message, &mut control) {
-                            unavailable.push(e);
+            }
+            for bytes in batch.drain(..) {
+                dir.wan.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                for slice in bytes.chunks(DECODE_SLICE) {
+                    // A PPMd or LZMA2 run takes milliseconds to decode (6 ms
+                    // for 128 KiB of PPMd): off the runtime's worker, as the
+                    // uplink encodes, so the tunnel's other flows and its
+                    // connection driver are not held up. Pieces that only add
+                    // to a partial frame stay here, and so does a stream's
+                    // first run (its engine is known once it started).
+                    let off_worker = multi_thread
+                        && decoder.decodes_slowly()
+                        && decoder.push_completes_frame(slice);
+                    let mut decode = || decoder.push(slice, &mut plain);
+                    let decoded = if off_worker {
+                        tokio::task::block_in_place(decode)
+                    } else {
+                        decode()
+                    };
+                    decoded.map_err(|e| Abort::Codec(CodecFailure::BadData(Arc::new(e))))?;
+                    let mut control = Vec::new();
+                    {
+                        let mut encoder = lock(encoder);
+                        let mut unavailable = Vec::new();
+                        while let Some(message) = decoder.poll_peer_control() {
+                            if let Err(e) = encoder.handle_peer(&message, &mut control) {
+                                unavailable.push(e);
+                            }
+                        }
+                        let count = unavailable.len();
+                        if let Some(first) = unavailable.into_iter().next() {
+                            // Both byte caches lost chunks (damaged disks): this
+                            // flow cannot go on. Every request was still handled,
+                            // so the next flow sends all the chunks asked for so
+                            // far whole instead of failing on them one by one.
+                            return Err(Abort::Codec(CodecFailure::Unavailable {
+                                first: Arc::new(first),
+                                count,
+                            }));
+                        }
+                        // Repairs go out here, in answer to the peer.
+                        flow.reduce.record_encoder(&encoder);
+                    }
+                    decoder.emit_control(&mut control);
+                    if !control.is_empty() {
+                        match &control_tx {
+                            Some(tx) => tx.send(control).map_err(|_| writer_gone())?,
+                            None => debug!(
+                                "flow {}: {} bytes of control after the end, dropped",
+                                flow.id,
+                                control.len()
+                            ),
                         }
                     }
-                    let count = unavailable.len();
-                    if let Some(first) = unavailable.into_iter().next() {
-                        // Both byte caches lost chunks (damaged disks): this
-                        // flow cannot go on. Every request was still handled,
-                        // so the next flow sends all the chunks asked for so
-                        // far whole instead of failing on them one by one.
-                        return Err(Abort::Codec(CodecFailure::Unavailable {
-                            first: Arc::new(first),
-                            count,
-                        }));
-                    }
-                    // Repairs go out here, in answer to the peer.
-                    flow.reduce.record_encoder(&encoder);
-                }
-                decoder.emit_control(&mut control);
-                if !control.is_empty() {
-                    match &control_tx {
-                        Some(tx) => tx.send(control).map_err(|_| writer_gone())?,
-                        None => debug!(
-                            "flow {}: {} bytes of control after the end, dropped",
-                            flow.id,
-                            control.len()
-                        ),
+                    // Decoded bytes gather over a batch of pieces (one write
+                    // for many packets' worth); references expand to
+                    // megabytes: written and counted a piece at a time, so the
+                    // flow table shows a slow reader's progress (and rate) as
+                    // it goes.
+                    if plain.len() >= LAN_WRITE {
+                        write_plain(wr, &mut plain, dir).await?;
                     }
                 }
-                // References expand to megabytes: written and counted a
-                // piece at a time, so the flow table shows a slow reader's
-                // progress (and rate) as it goes, not once per slice.
-                for piece in plain.chunks(LAN_WRITE) {
-                    wr.write_all(piece).await.map_err(Abort::socket)?;
-                    dir.lan.fetch_add(piece.len() as u64, Ordering::Relaxed);
-                }
-                plain.clear();
             }
+            write_plain(wr, &mut plain, dir).await?;
             flow.reduce.record_decoder(&decoder);
             if decoder.is_finished() && !shut {
                 let _ = wr.shutdown().await;
@@ -373,6 +381,21 @@ async fn downlink(
         }
     };
     tokio::try_join!(reader, consumer).map(|_| ())
+}
+
+/// Writes what was decoded to the LAN, [`LAN_WRITE`] at a time, and
+/// counts it.
+async fn write_plain(
+    wr: &mut (impl AsyncWrite + Unpin),
+    plain: &mut Vec<u8>,
+    dir: &Direction<'_>,
+) -> Result<(), Abort> {
+    for piece in plain.chunks(LAN_WRITE) {
+        wr.write_all(piece).await.map_err(Abort::socket)?;
+        dir.lan.fetch_add(piece.len() as u64, Ordering::Relaxed);
+    }
+    plain.clear();
+    Ok(())
 }
 
 async fn writer(
