@@ -89,8 +89,10 @@ fn init_logging(default: &str) {
         .try_init();
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+/// A node's runtime: `threads` workers.
+fn node_runtime(threads: usize) -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
         .enable_all()
         .build()?)
 }
@@ -109,8 +111,10 @@ fn raise_fd_limit() {
 fn run_node(
     config: wanopt_node::node::NodeConfig,
     reload: wanopt_node::node::Reload,
+    threads: usize,
 ) -> Result<ExitCode, Failure> {
-    let rt = runtime().map_err(Failure::runtime)?;
+    tracing::debug!("runtime of {threads} worker threads");
+    let rt = node_runtime(threads).map_err(Failure::runtime)?;
     let result = rt.block_on(wanopt_node::node::run(
         config,
         Some(reload),
@@ -197,6 +201,7 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
             init_logging("info");
             raise_fd_limit();
             let config = cli::node::core_config(&args).map_err(Failure::usage)?;
+            let threads = cli::node::threads(&args.common).map_err(Failure::usage)?;
             let node = wanopt_node::node::NodeConfig {
                 core: Some(config),
                 edge: None,
@@ -207,7 +212,7 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
                     edge: None,
                 })
             });
-            return run_node(node, reload);
+            return run_node(node, reload, threads);
         }
         Command::Edge(args) => {
             init_logging("info");
@@ -218,6 +223,7 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
             }
             raise_fd_limit();
             let config = cli::node::edge_config(&args).map_err(Failure::usage)?;
+            let threads = cli::node::threads(&args.common).map_err(Failure::usage)?;
             let node = wanopt_node::node::NodeConfig {
                 core: None,
                 edge: Some(config),
@@ -228,14 +234,15 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
                     edge: Some(cli::node::edge_config(&args)?),
                 })
             });
-            return run_node(node, reload);
+            return run_node(node, reload, threads);
         }
         Command::Run(args) => {
             init_logging("info");
             raise_fd_limit();
             let node = cli::run::run_config(&args).map_err(Failure::usage)?;
+            let threads = cli::run::run_threads(&args).map_err(Failure::usage)?;
             let reload = cli::run::reloader(move || cli::run::run_config(&args));
-            return run_node(node, reload);
+            return run_node(node, reload, threads);
         }
         Command::Reload(args) => cli::run::reload(&args).map_err(Failure::runtime)?,
         Command::Status(args) => cli::status::status(&args).map_err(Failure::runtime)?,

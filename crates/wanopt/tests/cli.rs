@@ -257,6 +257,10 @@ fn bad_input_gets_one_clear_line_and_exit_code_2() {
             ["--connect-timeout", "0s"],
             "--connect-timeout must be more than 0",
         ),
+        (
+            ["--threads", "0"],
+            "--threads 0: expected 1 to 1024 worker threads",
+        ),
     ] {
         let (code, _, err) = run(&[&core[..], &extra[..]].concat());
         assert_eq!(code, 2, "{extra:?}: {err}");
@@ -463,6 +467,10 @@ fn options_come_from_a_toml_file_and_flags_override_it() {
         (
             "stream-window = \"wide\"",
             "config file: stream-window: bad size",
+        ),
+        (
+            "threads = 2000",
+            "config file: threads = 2000: expected 1 to 1024 worker threads",
         ),
     ] {
         std::fs::write(

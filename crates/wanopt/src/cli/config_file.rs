@@ -34,6 +34,7 @@ pub(super) struct FileConfig {
     pub(super) fec: Option<String>,
     pub(super) fec_budget: Option<f64>,
     pub(super) max_mtu: Option<u16>,
+    pub(super) threads: Option<usize>,
     pub(super) stream_window: Option<FileSize>,
     pub(super) stream_window_initial: Option<FileSize>,
     pub(super) connection_window: Option<FileSize>,

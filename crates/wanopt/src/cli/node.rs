@@ -94,6 +94,12 @@ pub struct CommonArgs {
     /// what the path allows [default: 1472, a 1500-byte MTU's].
     #[arg(long, value_name = "BYTES")]
     pub max_mtu: Option<u16>,
+    /// Worker threads of the node's runtime: its packets, flows and codec
+    /// run on this many cores at most [default: the CPUs the process may
+    /// use, e.g. as `taskset` leaves them]. Read at start; a reload keeps
+    /// the running value.
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
     /// Largest per-flow receive window of the tunnel, e.g. 16MiB: a flow's
     /// window grows up to it while its receiver keeps up [default: 48MiB;
     /// at least 64KiB].
@@ -395,6 +401,31 @@ fn key(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<(PrivateKey,
         );
     }
     Ok((key, key_path))
+}
+
+/// Most worker threads `--threads` takes.
+const MAX_THREADS: usize = 1024;
+
+/// The node's worker threads: `--threads`, else the config file's
+/// `threads`, else the CPUs this process may run on.
+pub fn threads(flags: &CommonArgs) -> anyhow::Result<usize> {
+    match flags.threads {
+        Some(n) => threads_setting(Some(n), "--threads"),
+        None => {
+            let file = read_file(flags.config.as_deref())?;
+            threads_setting(file.threads, "config file: threads =")
+        }
+    }
+}
+
+/// `threads` (named `what` in an error) checked, or the CPUs this process
+/// may run on.
+pub(super) fn threads_setting(threads: Option<usize>, what: &str) -> anyhow::Result<usize> {
+    match threads {
+        Some(n) if (1..=MAX_THREADS).contains(&n) => Ok(n),
+        Some(n) => bail!("{what} {n}: expected 1 to {MAX_THREADS} worker threads"),
+        None => Ok(std::thread::available_parallelism().map_or(1, |n| n.get())),
+    }
 }
 
 /// The tunnel's tuning: congestion control, duplication, MTU and windows.

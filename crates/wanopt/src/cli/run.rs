@@ -43,6 +43,15 @@ pub struct ReloadArgs {
 }
 
 /// The node `wanopt run --config FILE` runs.
+/// The worker threads of the node `wanopt run` starts (its file's
+/// `threads`, else the CPUs).
+pub fn run_threads(args: &RunArgs) -> anyhow::Result<usize> {
+    super::node::threads_setting(
+        read_file(Some(&args.config))?.threads,
+        "config file: threads =",
+    )
+}
+
 pub fn run_config(args: &RunArgs) -> anyhow::Result<NodeConfig> {
     let file = read_file(Some(&args.config))?;
     let accepts = file.listen.is_some();
