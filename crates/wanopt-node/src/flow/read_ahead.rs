@@ -59,8 +59,10 @@ pub(crate) const READ_AHEAD: usize = 1 << 20;
 
 /// The in-order payload of a stream, read ahead of its consumer.
 pub(crate) struct Incoming {
-    rx: mpsc::UnboundedReceiver<Bytes>,
+    rx: mpsc::UnboundedReceiver<Vec<Bytes>>,
     budget: Arc<Semaphore>,
+    /// Pieces of a batch received but not yet handed out.
+    left: std::vec::IntoIter<Bytes>,
 }
 
 fn permits(len: usize) -> u32 {
@@ -68,28 +70,36 @@ fn permits(len: usize) -> u32 {
 }
 
 impl Incoming {
-    /// Waits for the next in-order piece, then takes every piece already
-    /// queued behind it, up to about `max` bytes, into `out`; false once
+    /// Waits for the next in-order pieces, then takes every piece already
+    /// queued behind them, up to about `max` bytes, into `out`; false once
     /// the stream ended cleanly and nothing is left. Pieces are as quinn
     /// hands them (one packet's frame each), so a consumer that writes a
     /// batch at once makes one system call where it would make dozens.
     pub(crate) async fn next_batch(&mut self, out: &mut Vec<Bytes>, max: usize) -> bool {
-        let Some(first) = self.rx.recv().await else {
-            return false;
-        };
-        let mut taken = first.len();
-        let mut returned = permits(first.len());
-        out.push(first);
-        while taken < max && out.len() < BATCH_PIECES {
-            let Ok(bytes) = self.rx.try_recv() else {
-                break;
+        let mut taken = 0;
+        loop {
+            for bytes in self.left.by_ref() {
+                taken += bytes.len();
+                out.push(bytes);
+                if taken >= max || out.len() >= BATCH_PIECES {
+                    return true;
+                }
+            }
+            let batch = if out.is_empty() {
+                match self.rx.recv().await {
+                    Some(batch) => batch,
+                    None => return false,
+                }
+            } else {
+                match self.rx.try_recv() {
+                    Ok(batch) => batch,
+                    Err(_) => return true,
+                }
             };
-            taken += bytes.len();
-            returned += permits(bytes.len());
-            out.push(bytes);
+            let len: usize = batch.iter().map(Bytes::len).sum();
+            self.budget.add_permits(permits(len) as usize);
+            self.left = batch.into_iter();
         }
-        self.budget.add_permits(returned as usize);
-        true
     }
 }
 
@@ -97,9 +107,24 @@ impl Incoming {
 /// well under the kernel's 1024 slices).
 pub(crate) const BATCH_PIECES: usize = 256;
 
+/// The output of `future` if it is ready at once (polled once, with a
+/// waker that does nothing: the caller awaits it properly when it is
+/// not, which registers the task's own waker again).
+fn ready_now<F: std::future::Future>(future: F) -> Option<F::Output> {
+    let mut future = std::pin::pin!(future);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match future.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(output) => Some(output),
+        std::task::Poll::Pending => None,
+    }
+}
+
 /// Reads `recv` unordered as fast as quinn delivers, reassembles, and hands
 /// in-order pieces to an [`Incoming`] (at most [`READ_AHEAD`] bytes queued).
-/// Returns the reader (to run, joined with the consumer) and the receiver.
+/// Every chunk quinn holds ready goes in one batch (of up to [`CHUNK`]
+/// bytes): one wake-up of the consumer for a train of packets, not one per
+/// packet. Returns the reader (to run, joined with the consumer) and the
+/// receiver.
 pub(crate) fn read_ahead(
     recv: &mut quinn::RecvStream,
     mut reassembler: Reassembler,
@@ -108,35 +133,69 @@ pub(crate) fn read_ahead(
     Incoming,
 ) {
     let (tx, rx) = mpsc::unbounded_channel();
-    let budget = Arc::new(Semaphore::new((READ_AHEAD / 1024).max(CHUNK / 1024)));
+    // A batch is at most CHUNK bytes plus one chunk (of at most CHUNK).
+    let budget = Arc::new(Semaphore::new((READ_AHEAD / 1024).max(2 * CHUNK / 1024)));
     let reader_budget = budget.clone();
     let reader = async move {
         let mut ready: Vec<Bytes> = Vec::new();
         loop {
-            match recv.read_chunk(CHUNK, false).await {
-                Ok(Some(chunk)) => {
-                    reassembler.insert(chunk.offset, chunk.bytes, |b| ready.push(b));
-                    for bytes in ready.drain(..) {
-                        reader_budget
-                            .acquire_many(permits(bytes.len()))
-                            .await
-                            .map_err(|_| Abort::Local(LocalFailure::Closed))?
-                            .forget();
-                        if tx.send(bytes).is_err() {
-                            // The consumer stopped; its own result tells why.
-                            return Ok(());
+            let mut next = Some(recv.read_chunk(CHUNK, false).await);
+            let (mut ended, mut held) = (false, 0);
+            while let Some(read) = next.take() {
+                match read {
+                    Ok(Some(chunk)) => {
+                        reassembler.insert(chunk.offset, chunk.bytes, |b| {
+                            held += b.len();
+                            ready.push(b);
+                        });
+                        if held < CHUNK {
+                            next = ready_now(recv.read_chunk(CHUNK, false));
                         }
                     }
-                }
-                Ok(None) => {
-                    if reassembler.buffered() != 0 {
-                        return Err(Abort::Remote(TunnelFailure::Gap));
+                    Ok(None) => {
+                        if reassembler.buffered() != 0 {
+                            return Err(Abort::Remote(TunnelFailure::Gap));
+                        }
+                        ended = true;
                     }
+                    Err(e) => return Err(Abort::from_read(e)),
+                }
+            }
+            // In batches of at most CHUNK bytes and one piece, each
+            // waiting for its share of the read-ahead.
+            let mut pieces = ready.drain(..).peekable();
+            while pieces.peek().is_some() {
+                let mut batch = Vec::new();
+                let mut len = 0;
+                while len < CHUNK {
+                    let Some(bytes) = pieces.next() else {
+                        break;
+                    };
+                    len += bytes.len();
+                    batch.push(bytes);
+                }
+                reader_budget
+                    .acquire_many(permits(len))
+                    .await
+                    .map_err(|_| Abort::Local(LocalFailure::Closed))?
+                    .forget();
+                if tx.send(batch).is_err() {
+                    // The consumer stopped; its own result tells why.
                     return Ok(());
                 }
-                Err(e) => return Err(Abort::from_read(e)),
+            }
+            drop(pieces);
+            if ended {
+                return Ok(());
             }
         }
     };
-    (reader, Incoming { rx, budget })
+    (
+        reader,
+        Incoming {
+            rx,
+            budget,
+            left: Vec::new().into_iter(),
+        },
+    )
 }

@@ -23,8 +23,11 @@ async fn tcp_to_stream(
     ends: &StreamEnds,
 ) -> Result<(), Abort> {
     let mut urgency = Urgency::new(send.priority().unwrap_or(0), Instant::now());
+    // One buffer, read into again once quinn let go of what was sent from
+    // it (acknowledged), else a new one: no allocation per read.
+    let mut buf = BytesMut::with_capacity(CHUNK);
     loop {
-        let mut buf = BytesMut::with_capacity(CHUNK);
+        buf.reserve(CHUNK);
         match rd.read_buf(&mut buf).await {
             Ok(0) => {
                 let end = ends.expect();
@@ -39,7 +42,7 @@ async fn tcp_to_stream(
                 if let Some(level) = urgency.on_write(Instant::now(), n) {
                     let _ = send.set_priority(level);
                 }
-                send.write_chunk(buf.freeze())
+                send.write_chunk(buf.split().freeze())
                     .await
                     .map_err(Abort::from_write)?;
             }
