@@ -12,6 +12,9 @@
 //! --workspace`), and fails when there is none with data reduction.
 //! Needs root and iproute2, ethtool, iptables, nginx, vsftpd, Samba, curl
 //! and smbclient (`scripts/deps`); fails, saying why, without them.
+//! The end-to-end run takes about 3 minutes: it is ignored unless asked
+//! for (`-- --ignored`), and the scenario tier (`scripts/test-scenarios`)
+//! runs it; `scripts/test` runs the quick check of wrong bytes.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -297,13 +300,19 @@ fn main() {
         });
         std::process::exit(code);
     }
-    type Test = (&'static str, fn() -> Result<(), String>);
+    // (name, test, ignored): an ignored test runs only with `--ignored`
+    // or `--include-ignored`, as libtest has it.
+    type Test = (&'static str, fn() -> Result<(), String>, bool);
     let tests: [Test; 2] = [
-        ("wrong_bytes_fail_loudly", wrong_bytes_fail_loudly),
-        ("scenario_end_to_end", scenario_end_to_end),
+        ("wrong_bytes_fail_loudly", wrong_bytes_fail_loudly, false),
+        // About 3 minutes of a real lab: the scenario tier runs it
+        // (scripts/test-scenarios), so that scripts/test stays under 8.
+        ("scenario_end_to_end", scenario_end_to_end, true),
     ];
+    let only_ignored = args.iter().any(|a| a == "--ignored");
+    let with_ignored = only_ignored || args.iter().any(|a| a == "--include-ignored");
     if args.iter().any(|a| a == "--list") {
-        for (name, _) in tests {
+        for (name, _, _) in tests {
             println!("{name}: test");
         }
         return;
@@ -318,8 +327,16 @@ fn main() {
         .filter(|a| !a.starts_with('-'))
         .collect();
     let mut failed = 0;
-    for (name, test) in tests {
+    for (name, test, ignored) in tests {
         if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
+            continue;
+        }
+        if (ignored && !with_ignored) || (!ignored && only_ignored) {
+            if ignored {
+                println!(
+                    "test {name} ... ignored (the scenario tier runs it: scripts/test-scenarios)"
+                );
+            }
             continue;
         }
         println!("test {name} ...");
