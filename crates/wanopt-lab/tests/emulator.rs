@@ -29,7 +29,9 @@ use wanopt_lab::topology::{Lab, Node, SERVER_ADDR};
 mod middlebox;
 
 type TestResult = Result<(), String>;
-type Test = (&'static str, fn() -> TestResult);
+// (name, test, ignored): an ignored test runs only with `--ignored` or
+// `--include-ignored`, as libtest has it.
+type Test = (&'static str, fn() -> TestResult, bool);
 
 #[derive(Parser)]
 struct Cli {
@@ -276,19 +278,33 @@ fn ping_min(rtt_ms: u64) -> Result<(f64, Option<(f64, f64)>), String> {
     Ok((min, Some((mean, worst))))
 }
 
-/// Delivered rate within 2% of the setting from 1 Mbit/s to 1 Gbit/s: an
-/// iperf3 UDP overload, the server's kernel receive counters read over a
-/// window in the steady state.
+/// Delivered rate within 2% of the setting from 1 to 100 Mbit/s: an iperf3
+/// UDP overload, the server's kernel receive counters read over a window in
+/// the steady state.
 fn rate_matches_setting() -> TestResult {
-    const ATTEMPTS: u32 = 3;
     // Queues of about 240 ms: the sender's scheduling gaps must not drain
     // the bottleneck, or the link idles and the test measures the sender.
-    for (rate, mbit, window, queue) in [
+    rate_rows(&[
         ("1mbit", 1.0, 4.0, "50p"),
         ("10mbit", 10.0, 3.0, "200p"),
         ("100mbit", 100.0, 3.0, "2000p"),
-        ("1gbit", 1000.0, 3.0, "20000p"),
-    ] {
+    ])
+}
+
+/// The same at 1 Gbit/s, near the emulator's ceiling on 2 cores: measured
+/// with other test binaries beside it, a burst of their work starves the
+/// emulator and the blaster, so the scenario tier runs it, alone.
+fn rate_matches_setting_at_1gbit() -> TestResult {
+    rate_rows(&[("1gbit", 1000.0, 3.0, "20000p")])
+}
+
+/// Each row (rate, Mbit/s, window in seconds, queue limit) measured up to
+/// three times while the source could not overload the link or, near the
+/// ceiling, while the link fell short; an answer that stays inconclusive
+/// fails rather than passes.
+fn rate_rows(rows: &[(&str, f64, f64, &str)]) -> TestResult {
+    const ATTEMPTS: u32 = 3;
+    for &(rate, mbit, window, queue) in rows {
         if mbit >= 500.0 && cfg!(debug_assertions) {
             // An unoptimized emulator (and blaster) cannot move 1 Gbit/s on
             // 2 cores; that is a property of the debug build, not of the lab.
@@ -370,6 +386,11 @@ fn rate_matches_setting() -> TestResult {
                 // The source, not the emulator, fell short: the link was not
                 // overloaded, so this says nothing about the shaper.
                 println!("  rate {rate}: inconclusive, the blaster offered only {offered:.0} Mbit/s (machine busy)");
+                if attempt == ATTEMPTS {
+                    return Err(format!(
+                        "rate {rate}: inconclusive {ATTEMPTS} times, the source never overloaded the link (machine busy)"
+                    ));
+                }
                 continue;
             }
             if error < -0.02 && mbit >= 500.0 && attempt < ATTEMPTS {
@@ -813,31 +834,42 @@ fn main() {
         .skip(1)
         .filter(|a| !a.starts_with('-'))
         .collect();
-    let tests: [Test; 9] = [
-        ("rtt_matches_setting", rtt_matches_setting),
-        ("rate_matches_setting", rate_matches_setting),
+    let tests: [Test; 10] = [
+        ("rtt_matches_setting", rtt_matches_setting, false),
+        ("rate_matches_setting", rate_matches_setting, false),
+        // Near the ceiling, CPU contention decides: the scenario tier runs
+        // it alone (scripts/test-scenarios).
+        (
+            "rate_matches_setting_at_1gbit",
+            rate_matches_setting_at_1gbit,
+            true,
+        ),
         (
             "trace_follows_the_recorded_capacity",
             trace_follows_the_recorded_capacity,
+            false,
         ),
-        ("loss_within_bounds", loss_within_bounds),
-        ("same_seed_same_drops", same_seed_same_drops),
+        ("loss_within_bounds", loss_within_bounds, false),
+        ("same_seed_same_drops", same_seed_same_drops, false),
         (
             "full_queue_drops_and_red_marks",
             full_queue_drops_and_red_marks,
+            false,
         ),
         (
             "middlebox_rewrites_what_endpoints_negotiate",
             middlebox::rewrites_what_endpoints_negotiate,
+            false,
         ),
-        ("middlebox_ecn_policies", middlebox::ecn_policies),
+        ("middlebox_ecn_policies", middlebox::ecn_policies, false),
         (
             "per_packet_cost_and_jumbo_frames",
             per_packet_cost_and_jumbo_frames,
+            false,
         ),
     ];
     if args.iter().any(|a| a == "--list") {
-        for (name, _) in tests {
+        for (name, _, _) in tests {
             println!("{name}: test");
         }
         return;
@@ -852,8 +884,18 @@ fn main() {
     }
     let mut failed = 0;
     let mut ran = 0;
-    for (name, test) in tests {
+    let only_ignored = args.iter().any(|a| a == "--ignored");
+    let with_ignored = only_ignored || args.iter().any(|a| a == "--include-ignored");
+    for (name, test, ignored) in tests {
         if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
+            continue;
+        }
+        if (ignored && !with_ignored) || (!ignored && only_ignored) {
+            if ignored {
+                println!(
+                    "test {name} ... ignored (the scenario tier runs it alone: scripts/test-scenarios)"
+                );
+            }
             continue;
         }
         ran += 1;
