@@ -128,18 +128,24 @@ fn stream_headers() -> Vec<Vec<u8>> {
 }
 
 fn control_messages(cache_hello: &[u8]) -> Vec<Vec<u8>> {
-    [(true, cache_hello.to_vec()), (false, Vec::new())]
-        .into_iter()
-        .map(|(reply_wanted, cache_hello)| {
-            ControlRepr::Hello {
-                services: Services::REDUCE,
-                reply_wanted,
-                cache_hello,
-            }
-            .emit()
-            .unwrap()
-        })
-        .collect()
+    [
+        (true, None, cache_hello.to_vec()),
+        (false, None, Vec::new()),
+        (false, Some("198.18.5.11:4433"), cache_hello.to_vec()),
+        (true, Some("[2001:db8::11]:4433"), Vec::new()),
+    ]
+    .into_iter()
+    .map(|(reply_wanted, advertise, cache_hello)| {
+        ControlRepr::Hello {
+            services: Services::REDUCE,
+            reply_wanted,
+            advertise: advertise.and_then(|a| a.parse().ok()),
+            cache_hello,
+        }
+        .emit()
+        .unwrap()
+    })
+    .collect()
 }
 
 fn packet(kind: Kind, seq: u32) -> Packet {
@@ -254,7 +260,12 @@ fn udp_flow_inputs() -> Vec<Vec<u8>> {
         }
         seeds.push(frames.concat());
     }
-    seeds.push([0u32, 1, 3, 2, 2, 9, u32::MAX].iter().flat_map(|n| n.to_be_bytes()).collect());
+    seeds.push(
+        [0u32, 1, 3, 2, 2, 9, u32::MAX]
+            .iter()
+            .flat_map(|n| n.to_be_bytes())
+            .collect(),
+    );
     seeds
 }
 

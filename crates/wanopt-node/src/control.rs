@@ -1,5 +1,6 @@
-//! The control plane: `/status`, `/flows`, `/metrics` (Prometheus text),
-//! `/cache`, `POST /cache/clear` and `POST /reload` over HTTP on a local address. Reading
+//! The control plane: `/health`, `/status`, `/flows`, `/metrics`
+//! (Prometheus text), `/cache`, `POST /cache/clear` and `POST /reload` over
+//! HTTP on a local address. Reading
 //! is open to whoever reaches the address; changing anything needs the
 //! node's token ([`token`]); the listener bounds its connections and their
 //! time ([`mod@serve`]), and every request passes the [`guard`].
@@ -49,6 +50,7 @@ pub struct FlowPath {
 /// The control API's routes over `state`.
 pub fn router(state: Arc<NodeState>) -> Router {
     Router::new()
+        .route("/health", get(health))
         .route("/status", get(status))
         .route("/flows", get(flows))
         .route("/metrics", get(metrics::metrics))
@@ -56,6 +58,19 @@ pub fn router(state: Arc<NodeState>) -> Router {
         .route("/cache/clear", post(cache_clear))
         .route("/reload", post(reload))
         .with_state(state)
+}
+
+/// 200 while the node does its job (a core accepts tunnels, an edge has
+/// one up), 503 otherwise, with the reason in one line: what a balancer's
+/// or keepalived's health check asks.
+async fn health(State(state): State<Arc<NodeState>>) -> impl IntoResponse {
+    match state.health() {
+        Ok(what) => (StatusCode::OK, format!("ok: {what}\n")),
+        Err(why) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("unavailable: {why}\n"),
+        ),
+    }
 }
 
 async fn status(State(state): State<Arc<NodeState>>) -> Json<crate::state::Status> {

@@ -69,6 +69,10 @@ pub struct CoreConfig {
     /// Flows that carry no byte either way this long are reset; `None`:
     /// never.
     pub flow_idle_timeout: Option<Duration>,
+    /// This replica's own address, told to every edge in its hello so that
+    /// the edge's redials reach this replica directly (`--advertise`, for
+    /// a core behind a cluster's shared address).
+    pub advertise: Option<SocketAddr>,
 }
 
 /// How often the core checks whether a burst of handshakes is over and its
@@ -352,7 +356,12 @@ impl Core {
             _ => None,
         };
         let (first_tx, _first_rx) = tokio::sync::oneshot::channel();
-        tokio::spawn(reduce::run_control(conn.clone(), entry.clone(), first_tx));
+        tokio::spawn(reduce::run_control(
+            conn.clone(),
+            entry.clone(),
+            first_tx,
+            self.config.advertise,
+        ));
         let udp_flows = TunnelFlows::new(true);
         tokio::spawn(read_datagrams(
             conn.clone(),

@@ -166,6 +166,7 @@ pub async fn run(
     }
 
     shutdown.await;
+    state.set_closing();
     info!(
         "shutting down: no new flows or tunnels; draining {} flow(s) for up to {drain:?}",
         state.flows.active()

@@ -84,6 +84,8 @@ pub struct NodeState {
     reloads: std::sync::OnceLock<tokio::sync::mpsc::Sender<ReloadRequest>>,
     started: Instant,
     peers: Mutex<BTreeMap<SocketAddr, PeerEntry>>,
+    /// Set when the node begins to shut down (no new tunnels or flows).
+    closing: std::sync::atomic::AtomicBool,
 }
 
 /// One tunnel peer as `/status` shows it.
@@ -288,6 +290,7 @@ impl NodeState {
             reloads: std::sync::OnceLock::new(),
             started: Instant::now(),
             peers: Mutex::new(BTreeMap::new()),
+            closing: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -468,6 +471,27 @@ impl NodeState {
                 peers: Vec::new(),
                 clears: 0,
             },
+        }
+    }
+
+    /// Marks the node as shutting down: [`NodeState::health`] says so.
+    pub fn set_closing(&self) {
+        self.closing
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// What `GET /health` answers: a core (or `run` node) is healthy
+    /// while it accepts tunnels, that is until it begins to shut down; an
+    /// edge while a tunnel to a core is up (what a VRRP pair tracks).
+    /// `Err` holds the one-line reason.
+    pub fn health(&self) -> Result<&'static str, &'static str> {
+        if self.closing.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err("shutting down: no new tunnels or flows");
+        }
+        match self.role {
+            Role::Core | Role::EdgeCore => Ok("accepting tunnels"),
+            Role::Edge if self.tunnel_up() => Ok("tunnel up"),
+            Role::Edge => Err("no tunnel to a core is up"),
         }
     }
 

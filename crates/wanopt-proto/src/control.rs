@@ -2,20 +2,24 @@
 //!
 //! When a tunnel comes up, each node opens one unidirectional QUIC stream to
 //! the other (its *control stream*) and writes a [`ControlRepr::Hello`] on
-//! it: the services it accepts on flows from this peer and, when it accepts
-//! data reduction, its byte cache's hello (opaque here; `wanopt-codec`
-//! parses it). The stream stays open; a node sends another hello when its
-//! cache changes identity (`wanopt cache clear`) and may ask the peer to
-//! answer with its own.
+//! it: the services it accepts on flows from this peer, optionally the
+//! address the sender can be reached at directly (a core replica behind a
+//! shared address advertises its own, so that the edge's redials reach the
+//! replica that holds its cache), and, when it accepts data reduction, its
+//! byte cache's hello (opaque here; `wanopt-codec` parses it). The stream
+//! stays open; a node sends another hello when its cache changes identity
+//! (`wanopt cache clear`) and may ask the peer to answer with its own.
 //!
 //! ```text
 //! all integers big-endian:
 //!  0      1      2             4         5        6
-//!  +------+------+-------------+---------+--------+----------------------+
-//!  | ver  | kind |  length     | svc     | flags  | cache hello          |
-//!  | =1   | =1   | (whole msg) | bits    |        | (length - 6 bytes)   |
-//!  +------+------+-------------+---------+--------+----------------------+
+//!  +------+------+-------------+---------+--------+-------------+--------------+
+//!  | ver  | kind |  length     | svc     | flags  | [advertise] | cache hello  |
+//!  | =1   | =1   | (whole msg) | bits    |        | (flag bit 1)| (the rest)   |
+//!  +------+------+-------------+---------+--------+-------------+--------------+
 //! flags: bit 0 = reply wanted (answer with your own hello)
+//!        bit 1 = advertise present: family (4 or 6), the address (4 or 16
+//!                bytes), the UDP port (2 bytes)
 //! ```
 
 use crate::stream::{HeaderError, Services, VERSION};
@@ -27,6 +31,7 @@ pub const CONTROL_MAX_LEN: usize = 1024;
 
 const KIND_HELLO: u8 = 1;
 const FLAG_REPLY_WANTED: u8 = 1;
+const FLAG_ADVERTISE: u8 = 2;
 
 mod field {
     use std::ops::Range;
@@ -100,9 +105,60 @@ impl<T: AsRef<[u8]>> Control<T> {
         self.buffer.as_ref()[field::FLAGS] & FLAG_REPLY_WANTED != 0
     }
 
-    /// The cache hello (possibly empty).
-    pub fn cache_hello(&self) -> &[u8] {
-        &self.buffer.as_ref()[field::PAYLOAD..self.length()]
+    /// Where the advertised address starts and ends, when the flag is set:
+    /// `Err` when the family is unknown or the message too short for it.
+    fn advertise_span(&self) -> Result<Option<(u8, std::ops::Range<usize>)>, HeaderError> {
+        let b = self.buffer.as_ref();
+        if b[field::FLAGS] & FLAG_ADVERTISE == 0 {
+            return Ok(None);
+        }
+        let end = self.length();
+        let family = *b
+            .get(field::PAYLOAD)
+            .filter(|_| field::PAYLOAD < end)
+            .ok_or(HeaderError::Address)?;
+        let len = match family {
+            4 => 4 + 2,
+            6 => 16 + 2,
+            _ => return Err(HeaderError::Address),
+        };
+        let start = field::PAYLOAD + 1;
+        if start + len > end {
+            return Err(HeaderError::Address);
+        }
+        Ok(Some((family, start..start + len)))
+    }
+
+    /// The address the sender advertises, if any.
+    pub fn advertise(&self) -> Result<Option<std::net::SocketAddr>, HeaderError> {
+        use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+        let Some((family, span)) = self.advertise_span()? else {
+            return Ok(None);
+        };
+        let bytes = &self.buffer.as_ref()[span];
+        let (addr, port) = bytes.split_at(bytes.len() - 2);
+        let ip = match family {
+            4 => IpAddr::V4(Ipv4Addr::from(
+                <[u8; 4]>::try_from(addr).map_err(|_| HeaderError::Address)?,
+            )),
+            _ => IpAddr::V6(Ipv6Addr::from(
+                <[u8; 16]>::try_from(addr).map_err(|_| HeaderError::Address)?,
+            )),
+        };
+        Ok(Some(SocketAddr::new(
+            ip,
+            u16::from_be_bytes([port[0], port[1]]),
+        )))
+    }
+
+    /// The cache hello (possibly empty); `Err` when the advertised address
+    /// is malformed (the hello starts after it).
+    pub fn cache_hello(&self) -> Result<&[u8], HeaderError> {
+        let start = match self.advertise_span()? {
+            Some((_, span)) => span.end,
+            None => field::PAYLOAD,
+        };
+        Ok(&self.buffer.as_ref()[start..self.length()])
     }
 }
 
@@ -115,6 +171,9 @@ pub enum ControlRepr {
         services: Services,
         /// The receiver should answer with its own hello.
         reply_wanted: bool,
+        /// An address the sender is reached at directly (a replica's own,
+        /// behind a cluster's shared address).
+        advertise: Option<std::net::SocketAddr>,
         /// The sender's cache hello (`wanopt-codec` format), empty without
         /// data reduction.
         cache_hello: Vec<u8>,
@@ -125,13 +184,14 @@ impl ControlRepr {
     /// Parses a checked view. Unknown flag bits are reserved and must be 0.
     pub fn parse<T: AsRef<[u8]>>(view: &Control<T>) -> Result<ControlRepr, HeaderError> {
         let flags = view.buffer.as_ref()[field::FLAGS];
-        if flags & !FLAG_REPLY_WANTED != 0 {
+        if flags & !(FLAG_REPLY_WANTED | FLAG_ADVERTISE) != 0 {
             return Err(HeaderError::Kind(flags));
         }
         Ok(ControlRepr::Hello {
             services: view.services(),
             reply_wanted: view.reply_wanted(),
-            cache_hello: view.cache_hello().to_vec(),
+            advertise: view.advertise()?,
+            cache_hello: view.cache_hello()?.to_vec(),
         })
     }
 
@@ -140,18 +200,41 @@ impl ControlRepr {
         let ControlRepr::Hello {
             services,
             reply_wanted,
+            advertise,
             cache_hello,
         } = self;
-        let length = CONTROL_FIXED_LEN + cache_hello.len();
+        let mut address = Vec::new();
+        if let Some(addr) = advertise {
+            match addr.ip() {
+                std::net::IpAddr::V4(ip) => {
+                    address.push(4);
+                    address.extend_from_slice(&ip.octets());
+                }
+                std::net::IpAddr::V6(ip) => {
+                    address.push(6);
+                    address.extend_from_slice(&ip.octets());
+                }
+            }
+            address.extend_from_slice(&addr.port().to_be_bytes());
+        }
+        let length = CONTROL_FIXED_LEN + address.len() + cache_hello.len();
         if length > CONTROL_MAX_LEN {
             return Err(HeaderError::Length(length));
+        }
+        let mut flags = 0;
+        if *reply_wanted {
+            flags |= FLAG_REPLY_WANTED;
+        }
+        if advertise.is_some() {
+            flags |= FLAG_ADVERTISE;
         }
         let mut out = Vec::with_capacity(length);
         out.push(VERSION);
         out.push(KIND_HELLO);
         out.extend_from_slice(&(length as u16).to_be_bytes());
         out.push(services.0);
-        out.push(if *reply_wanted { FLAG_REPLY_WANTED } else { 0 });
+        out.push(flags);
+        out.extend_from_slice(&address);
         out.extend_from_slice(cache_hello);
         Ok(out)
     }
@@ -167,6 +250,7 @@ mod tests {
         let repr = ControlRepr::Hello {
             services: Services::REDUCE,
             reply_wanted: true,
+            advertise: None,
             cache_hello: vec![7; 50],
         };
         let bytes = repr.emit().unwrap();
@@ -177,10 +261,49 @@ mod tests {
     }
 
     #[test]
+    fn an_advertised_address_round_trips_before_the_cache_hello() {
+        for addr in ["198.18.5.11:4433", "[2001:db8::5]:443"] {
+            let repr = ControlRepr::Hello {
+                services: Services::REDUCE,
+                reply_wanted: false,
+                advertise: Some(addr.parse().unwrap()),
+                cache_hello: vec![9; 20],
+            };
+            let bytes = repr.emit().unwrap();
+            let v6 = addr.starts_with('[');
+            assert_eq!(bytes.len(), 6 + 1 + if v6 { 18 } else { 6 } + 20);
+            assert_eq!(bytes[5], FLAG_ADVERTISE);
+            let view = Control::new_checked(&bytes[..]).unwrap();
+            assert_eq!(view.cache_hello().unwrap(), &[9; 20][..]);
+            assert_eq!(ControlRepr::parse(&view).unwrap(), repr);
+        }
+        // The flag with an unknown family, or too few bytes for the
+        // address, is refused.
+        let mut bad = ControlRepr::Hello {
+            services: Services::default(),
+            reply_wanted: false,
+            advertise: Some("10.0.0.1:1".parse().unwrap()),
+            cache_hello: vec![],
+        }
+        .emit()
+        .unwrap();
+        bad[6] = 5;
+        let view = Control::new_checked(&bad[..]).unwrap();
+        assert_eq!(ControlRepr::parse(&view).unwrap_err(), HeaderError::Address);
+        let mut short = vec![VERSION, KIND_HELLO, 0, 9, 0, FLAG_ADVERTISE, 4, 10, 0];
+        let view = Control::new_checked(&short[..]).unwrap();
+        assert_eq!(ControlRepr::parse(&view).unwrap_err(), HeaderError::Address);
+        short[3] = 6;
+        let view = Control::new_checked(&short[..6]).unwrap();
+        assert_eq!(ControlRepr::parse(&view).unwrap_err(), HeaderError::Address);
+    }
+
+    #[test]
     fn bad_messages_are_rejected() {
         let good = ControlRepr::Hello {
             services: Services::default(),
             reply_wanted: false,
+            advertise: None,
             cache_hello: vec![],
         }
         .emit()
@@ -217,6 +340,7 @@ mod tests {
         let long = ControlRepr::Hello {
             services: Services::default(),
             reply_wanted: false,
+            advertise: None,
             cache_hello: vec![0; CONTROL_MAX_LEN],
         };
         assert!(long.emit().is_err());
@@ -235,8 +359,10 @@ mod tests {
 
         #[test]
         fn emitted_hellos_parse(services in any::<u8>(), reply in any::<bool>(),
+                                advertise in proptest::option::of((any::<std::net::IpAddr>(), any::<u16>())
+                                    .prop_map(|(ip, port)| std::net::SocketAddr::new(ip, port))),
                                 hello in proptest::collection::vec(any::<u8>(), 0..100)) {
-            let repr = ControlRepr::Hello { services: Services(services), reply_wanted: reply, cache_hello: hello };
+            let repr = ControlRepr::Hello { services: Services(services), reply_wanted: reply, advertise, cache_hello: hello };
             let bytes = repr.emit().unwrap();
             let view = Control::new_checked(&bytes[..]).unwrap();
             prop_assert_eq!(ControlRepr::parse(&view).unwrap(), repr);

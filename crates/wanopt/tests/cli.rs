@@ -261,6 +261,14 @@ fn bad_input_gets_one_clear_line_and_exit_code_2() {
             ["--threads", "0"],
             "--threads 0: expected 1 to 1024 worker threads",
         ),
+        (
+            ["--tunnel-timeout", "100ms"],
+            "--tunnel-timeout 100ms: expected 400ms to 10min",
+        ),
+        (
+            ["--advertise", "0.0.0.0:4433"],
+            "--advertise 0.0.0.0:4433: give the address and port edges reach this replica at",
+        ),
     ] {
         let (code, _, err) = run(&[&core[..], &extra[..]].concat());
         assert_eq!(code, 2, "{extra:?}: {err}");

@@ -36,6 +36,30 @@ pub(crate) struct Tunnel {
 /// use it without data reduction.
 const HELLO_WAIT: Duration = Duration::from_secs(3);
 
+/// How long a handshake to the shared address may take.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The replica a core advertised (its own address, behind a cluster's
+/// shared one): redials go there first, so that the edge keeps the replica
+/// that holds its byte cache, whichever of the edge's addresses or ports
+/// the redial leaves from. A replica that does not answer within
+/// [`Sticky::patience`] is forgotten and the edge dials the shared address.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Sticky {
+    addr: SocketAddr,
+    /// The last tunnel's round-trip time.
+    rtt: Duration,
+}
+
+impl Sticky {
+    /// Three round trips, from 300 ms to 1 s: a live replica answers a
+    /// handshake in one; a dead one costs no more than this before the
+    /// shared address is tried.
+    fn patience(&self) -> Duration {
+        (self.rtt * 3).clamp(Duration::from_millis(300), Duration::from_secs(1))
+    }
+}
+
 pub(super) async fn resolve(host_port: &str) -> Result<SocketAddr, NodeError> {
     tokio::net::lookup_host(host_port)
         .await
@@ -93,16 +117,21 @@ pub(super) async fn maintain_tunnel(
     let mut last_error = String::new();
     // The address last tried, whose status entry a removal forgets.
     let mut last_addr: Option<SocketAddr> = None;
+    let mut sticky: Option<Sticky> = None;
     while !shutdown.is_triggered() {
         let attempt = async {
-            let addr = match &core {
-                Core::Named(name) => resolve(name).await.map_err(|e| (None, e.to_string()))?,
-                Core::Fixed(addr) => *addr,
+            let (addr, patience) = match (&core, sticky) {
+                (_, Some(sticky)) => (sticky.addr, sticky.patience()),
+                (Core::Named(name), None) => (
+                    resolve(name).await.map_err(|e| (None, e.to_string()))?,
+                    HANDSHAKE_TIMEOUT,
+                ),
+                (Core::Fixed(addr), None) => (*addr, HANDSHAKE_TIMEOUT),
             };
             let connecting = endpoint
                 .connect_with(client_config.clone(), addr, "wanopt")
                 .map_err(|e| (Some(addr), e.to_string()))?;
-            let conn = match tokio::time::timeout(Duration::from_secs(10), connecting).await {
+            let conn = match tokio::time::timeout(patience, connecting).await {
                 Ok(Ok(conn)) => conn,
                 Ok(Err(e)) => return Err((Some(addr), e.to_string())),
                 Err(_) => return Err((Some(addr), "handshake timed out".to_owned())),
@@ -121,7 +150,9 @@ pub(super) async fn maintain_tunnel(
                     Some(addr),
                     format!("closed the tunnel during setup: {reason}"),
                 )),
-                (cache, accepts) = control_exchange(&conn, &state) => Ok((conn, cache, accepts)),
+                (cache, accepts, advertised) = control_exchange(&conn, &state) => {
+                    Ok((conn, cache, accepts, advertised))
+                }
             }
         };
         let attempt = tokio::select! {
@@ -129,9 +160,31 @@ pub(super) async fn maintain_tunnel(
             () = removed.triggered() => break,
         };
         match attempt {
-            Ok((conn, cache, accepts)) => {
+            Ok((conn, cache, accepts, advertised)) => {
                 let addr = conn.remote_address();
+                if let Some(old) = last_addr.filter(|old| *old != addr) {
+                    // The shared address or a former replica: this peer
+                    // is now the tunnel at `addr`.
+                    state.forget_down_peer(old);
+                }
                 last_addr = Some(addr);
+                // An edge with `--path` keeps the addresses its paths
+                // were set up for.
+                let advertised = advertised.filter(|_| matches!(core, Core::Named(_)));
+                sticky = match advertised {
+                    Some(own) if sticky.is_none_or(|s| s.addr != own) => {
+                        info!("core {addr} is the replica at {own}: redials go there while it answers");
+                        Some(Sticky {
+                            addr: own,
+                            rtt: conn.rtt(),
+                        })
+                    }
+                    Some(own) => Some(Sticky {
+                        addr: own,
+                        rtt: conn.rtt(),
+                    }),
+                    None => None,
+                };
                 if removed.is_triggered() {
                     conn.close(
                         quinn::VarInt::from_u32(wanopt_proto::codes::SHUTDOWN),
@@ -189,6 +242,22 @@ pub(super) async fn maintain_tunnel(
                 state.peer_down(addr, Some(reason.to_string()));
                 continue;
             }
+            Err((addr, error)) if sticky.is_some_and(|s| Some(s.addr) == addr) => {
+                // The replica stopped answering: the shared address now,
+                // at once (its balancer sends the edge to a live replica).
+                let replica = sticky.take().map(|s| s.addr);
+                if let Some(replica) = replica {
+                    state.peer_down(replica, Some(error.clone()));
+                    state.datagrams.unbind_paths(replica);
+                    state.datagrams.handshake_failed(replica);
+                }
+                warn!(
+                    "replica {} does not answer ({}); dialing the shared address {core}",
+                    replica.map(|r| r.to_string()).unwrap_or_default(),
+                    identity::readable_handshake_error(error)
+                );
+                continue;
+            }
             Err((addr, error)) => {
                 let error = identity::readable_handshake_error(error);
                 if error != last_error {
@@ -221,12 +290,16 @@ pub(super) async fn maintain_tunnel(
 
 /// Runs the new tunnel's control stream (in the background, for the
 /// connection's life) and waits for the core's first hello; returns the
-/// cache to use when both ends run `reduce`, and the services the core
-/// accepts.
+/// cache to use when both ends run `reduce`, the services the core
+/// accepts and the address it advertises as its own.
 async fn control_exchange(
     conn: &quinn::Connection,
     state: &NodeState,
-) -> (Option<wanopt_codec::PeerCache>, Services) {
+) -> (
+    Option<wanopt_codec::PeerCache>,
+    Services,
+    Option<SocketAddr>,
+) {
     let entry = match (&state.caches, peer_key(conn)) {
         (Some(caches), Some(key)) => match caches.for_peer(key) {
             Ok(entry) => Some(entry),
@@ -238,7 +311,12 @@ async fn control_exchange(
         _ => None,
     };
     let (first_tx, first_rx) = tokio::sync::oneshot::channel();
-    tokio::spawn(reduce::run_control(conn.clone(), entry.clone(), first_tx));
+    tokio::spawn(reduce::run_control(
+        conn.clone(),
+        entry.clone(),
+        first_tx,
+        None,
+    ));
     match tokio::time::timeout(HELLO_WAIT, first_rx).await {
         Ok(Ok(peer)) => {
             let cache_open = entry.is_some();
@@ -254,14 +332,18 @@ async fn control_exchange(
                     (None, Some(_), true) => "off (the core runs --no-reduce)",
                 }
             );
-            (reduce.map(|e| e.cache.clone()), peer.accepts)
+            (
+                reduce.map(|e| e.cache.clone()),
+                peer.accepts,
+                peer.advertise,
+            )
         }
         _ => {
             warn!(
                 "core {}: no control hello within {HELLO_WAIT:?}; flows go without data reduction on this tunnel",
                 conn.remote_address()
             );
-            (None, Services::default())
+            (None, Services::default(), None)
         }
     }
 }

@@ -21,6 +21,8 @@ use super::peer_caches::PeerEntry;
 pub struct PeerServices {
     /// Services the peer accepts on flows from us.
     pub accepts: Services,
+    /// The address the peer advertises as its own (a core replica's).
+    pub advertise: Option<std::net::SocketAddr>,
 }
 
 /// Why a tunnel's control stream failed (the tunnel is then closed).
@@ -63,11 +65,13 @@ fn peer_cache_hello(bytes: &[u8]) -> Result<Option<wanopt_codec::Hello>, Control
 /// Runs a connection's control stream: sends our hello, applies the peer's
 /// hellos to `entry`'s cache (when both ends reduce), answers requests for
 /// hellos and sends new ones after a local clear. `first` is completed
-/// when the peer's first hello arrives. Returns when the connection ends.
+/// when the peer's first hello arrives. Every hello of ours carries
+/// `advertise`. Returns when the connection ends.
 pub async fn run_control(
     conn: quinn::Connection,
     entry: Option<Arc<PeerEntry>>,
     first: oneshot::Sender<PeerServices>,
+    advertise: Option<std::net::SocketAddr>,
 ) {
     let id = conn.stable_id();
     let (tx, mut rx) = mpsc::unbounded_channel::<bool>();
@@ -84,7 +88,7 @@ pub async fn run_control(
             .open_uni()
             .await
             .map_err(ControlStreamError::Open)?;
-        send_hello(&mut send, entry.as_deref(), false).await?;
+        send_hello(&mut send, entry.as_deref(), false, advertise).await?;
         let mut recv = conn
             .accept_uni()
             .await
@@ -93,7 +97,7 @@ pub async fn run_control(
         loop {
             tokio::select! {
                 message = read_message(&mut recv) => {
-                    let ControlRepr::Hello { mut services, reply_wanted, cache_hello } = message?;
+                    let ControlRepr::Hello { mut services, reply_wanted, advertise: advertised, cache_hello } = message?;
                     if let Some(entry) = &entry {
                         if services.contains(Services::REDUCE) {
                             match peer_cache_hello(&cache_hello)? {
@@ -115,14 +119,14 @@ pub async fn run_control(
                         }
                     }
                     if let Some(first) = first.take() {
-                        let _ = first.send(PeerServices { accepts: services });
+                        let _ = first.send(PeerServices { accepts: services, advertise: advertised });
                     }
                     if reply_wanted {
-                        send_hello(&mut send, entry.as_deref(), false).await?;
+                        send_hello(&mut send, entry.as_deref(), false, advertise).await?;
                     }
                 }
                 Some(reply_wanted) = rx.recv() => {
-                    send_hello(&mut send, entry.as_deref(), reply_wanted).await?;
+                    send_hello(&mut send, entry.as_deref(), reply_wanted, advertise).await?;
                 }
             }
         }
@@ -154,6 +158,7 @@ async fn send_hello(
     send: &mut quinn::SendStream,
     entry: Option<&PeerEntry>,
     reply_wanted: bool,
+    advertise: Option<std::net::SocketAddr>,
 ) -> Result<(), ControlStreamError> {
     let mut cache_hello = Vec::new();
     let services = match entry {
@@ -167,6 +172,7 @@ async fn send_hello(
     let message = ControlRepr::Hello {
         services,
         reply_wanted,
+        advertise,
         cache_hello,
     }
     .emit()

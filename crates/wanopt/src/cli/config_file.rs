@@ -35,6 +35,7 @@ pub(super) struct FileConfig {
     pub(super) fec_budget: Option<f64>,
     pub(super) max_mtu: Option<u16>,
     pub(super) threads: Option<usize>,
+    pub(super) tunnel_timeout: Option<String>,
     pub(super) stream_window: Option<FileSize>,
     pub(super) stream_window_initial: Option<FileSize>,
     pub(super) connection_window: Option<FileSize>,
@@ -51,6 +52,7 @@ pub(super) struct FileConfig {
     pub(super) allow: Vec<String>,
     #[serde(default)]
     pub(super) allow_udp: Vec<String>,
+    pub(super) advertise: Option<SocketAddr>,
     // edge
     pub(super) core: Option<String>,
     #[serde(default)]
@@ -109,6 +111,9 @@ impl FileConfig {
         }
         if !self.allow_udp.is_empty() {
             keys.push("allow-udp");
+        }
+        if self.advertise.is_some() {
+            keys.push("advertise");
         }
         keys
     }

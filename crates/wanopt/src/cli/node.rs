@@ -94,6 +94,13 @@ pub struct CommonArgs {
     /// what the path allows [default: 1472, a 1500-byte MTU's].
     #[arg(long, value_name = "BYTES")]
     pub max_mtu: Option<u16>,
+    /// How long a tunnel may stay silent before the node declares it dead
+    /// and (an edge) redials, e.g. 1500ms; keepalives go out at a quarter
+    /// of it. Short in a core cluster, so that an edge leaves a dead
+    /// replica quickly; long enough to ride out the path's outages
+    /// [default: 8s; 400ms to 10min].
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub tunnel_timeout: Option<Duration>,
     /// Worker threads of the node's runtime: its packets, flows and codec
     /// run on this many cores at most [default: the CPUs the process may
     /// use, e.g. as `taskset` leaves them]. Read at start; a reload keeps
@@ -166,6 +173,11 @@ pub struct CoreArgs {
     /// (repeatable; --allow does not cover UDP). None by default.
     #[arg(long, value_name = "RULE")]
     pub allow_udp: Vec<String>,
+    /// This replica's own address, IP:PORT, for a core behind a cluster's
+    /// shared address: told to every edge, whose redials then come here
+    /// directly while this replica answers (and its byte cache stays warm).
+    #[arg(long, value_name = "ADDR")]
+    pub advertise: Option<SocketAddr>,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -428,6 +440,11 @@ pub(super) fn threads_setting(threads: Option<usize>, what: &str) -> anyhow::Res
     }
 }
 
+/// Bounds of `--tunnel-timeout`: below, a few lost keepalives end a live
+/// tunnel; above, quinn's idle timer (a varint of milliseconds) is moot.
+const MIN_TUNNEL_TIMEOUT: Duration = Duration::from_millis(400);
+const MAX_TUNNEL_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// The tunnel's tuning: congestion control, duplication, MTU and windows.
 fn tuning(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<TunnelTuning> {
     let defaults = TunnelTuning::default();
@@ -483,6 +500,23 @@ fn tuning(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<TunnelTun
             tuning.stream_window
         );
     }
+    let timeout = duration(
+        flags.tunnel_timeout,
+        file.tunnel_timeout.as_deref(),
+        "tunnel-timeout",
+        tuning.idle_timeout,
+    )?;
+    if !(MIN_TUNNEL_TIMEOUT..=MAX_TUNNEL_TIMEOUT).contains(&timeout) {
+        bail!(
+            "--tunnel-timeout {}: expected 400ms to 10min",
+            humantime::format_duration(timeout)
+        );
+    }
+    let tuning = TunnelTuning {
+        idle_timeout: timeout,
+        keepalive: (timeout / 4).min(tuning.keepalive),
+        ..tuning
+    };
     if tuning.max_mtu < 1200 {
         bail!(
             "--max-mtu {} is below QUIC's minimum of 1200",
@@ -588,6 +622,12 @@ pub(super) fn core_config_in(args: &CoreArgs, mode: Mode) -> anyhow::Result<Core
         .context("no listen address: give --listen ADDR, e.g. 0.0.0.0:4433")?;
     let allow = rules(&list(&args.allow, std::mem::take(&mut file.allow)))?;
     let allow_udp = rules(&list(&args.allow_udp, std::mem::take(&mut file.allow_udp)))?;
+    let advertise = args.advertise.or(file.advertise);
+    if let Some(addr) = advertise {
+        if addr.ip().is_unspecified() || addr.port() == 0 {
+            bail!("--advertise {addr}: give the address and port edges reach this replica at, e.g. 198.51.100.11:4433");
+        }
+    }
     Ok(CoreConfig {
         listen,
         key: common.key,
@@ -601,6 +641,7 @@ pub(super) fn core_config_in(args: &CoreArgs, mode: Mode) -> anyhow::Result<Core
         tuning: common.tuning,
         limits: common.limits,
         flow_idle_timeout: common.flow_idle_timeout,
+        advertise,
     })
 }
 
