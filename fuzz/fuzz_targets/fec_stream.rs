@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
 use wanopt_proto::fec_stream::{
-    classify, kind, parse_repair, parse_report, parse_source, Decoder, Encoder, Kind, Params, MAX_DEPTH,
-    MAX_K, MAX_M,
+    classify, kind, parse_repair, parse_report, parse_source, Decoder, Encoder, Kind, Params,
+    MAX_DEPTH, MAX_K, MAX_M,
 };
 
 fuzz_target!(|data: &[u8]| {
@@ -37,7 +37,9 @@ fuzz_target!(|data: &[u8]| {
     let now = Instant::now();
     let params = Params::new(8, 2, 2).unwrap();
     enc.set_params(Some(params), Duration::from_millis(5), &mut wire);
-    let sources: Vec<Vec<u8>> = (0..40u8).map(|i| vec![0x40 | (i & 0x3F); 20 + usize::from(i)]).collect();
+    let sources: Vec<Vec<u8>> = (0..40u8)
+        .map(|i| vec![0x40 | (i & 0x3F); 20 + usize::from(i)])
+        .collect();
     let mut dec = Decoder::new();
     let mut rebuilt = Vec::new();
     for (i, s) in sources.iter().enumerate() {
@@ -53,7 +55,10 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     for d in rebuilt.drain(..) {
-        assert!(sources.contains(&d), "a genuine repair rebuilt a wrong datagram");
+        assert!(
+            sources.contains(&d),
+            "a genuine repair rebuilt a wrong datagram"
+        );
     }
     // Then the input, cut into datagrams a few ways and marked as each
     // kind of each strand in turn.
