@@ -201,7 +201,8 @@ pub struct Status {
     #[serde(default)]
     pub flows_limited: u64,
     /// Flows reset since start, by reason (`lan`, `tunnel`, `codec`,
-    /// `peer_codec`, `idle`, `policy`; see [`crate::flow::ResetReason`]).
+    /// `peer_codec`, `idle`, `policy`, `tunnel_lost`; see
+    /// [`crate::flow::ResetReason`]).
     #[serde(default)]
     pub flow_resets: BTreeMap<String, u64>,
     /// Flow receive windows granted now, bytes (`--window-budget`).

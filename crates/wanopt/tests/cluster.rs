@@ -153,6 +153,11 @@ fn redials_reach_the_advertised_replica_and_a_dead_one_sends_the_edge_back_to_th
         (body.starts_with("ok"), body)
     };
     assert!(status, "replica A's /health: {body:?}");
+    // A flow open through A when it dies.
+    let mut open = TcpStream::connect(listen).unwrap();
+    open.write_all(b"open through A").unwrap();
+    let mut got = [0u8; 14];
+    open.read_exact(&mut got).unwrap();
     a.child.kill().unwrap();
     let killed = Instant::now();
     *target.lock().unwrap() = b_addr;
@@ -186,6 +191,22 @@ fn redials_reach_the_advertised_replica_and_a_dead_one_sends_the_edge_back_to_th
         "replica B's advertised address not taken; log:\n{log}"
     );
     assert!(http_get(b.control, "/health").is_some_and(|b| b.starts_with("ok")));
+    // The flow that was open through A ended with a reset, counted as a
+    // lost tunnel; never a wrong byte.
+    open.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut rest = Vec::new();
+    let ended = open.read_to_end(&mut rest);
+    assert!(
+        ended.is_err() && rest.is_empty(),
+        "the flow open through the dead replica did not end with a reset: {ended:?}, {} bytes",
+        rest.len()
+    );
+    let status = edge.status().unwrap();
+    // It, and the flows the test opened on the dying tunnel before the
+    // edge knew.
+    let lost = status["flow_resets"]["tunnel_lost"].as_u64().unwrap_or(0);
+    assert!(lost >= 1, "{status}");
+    assert_eq!(status["flow_resets"]["tunnel"], 0, "{status}");
 }
 
 #[test]

@@ -385,7 +385,7 @@ fn traffic_metrics(m: &mut Exposition, s: &Status) {
     m.metric(
         "flow_resets_total",
         "counter",
-        "Flows reset, by reason: lan (the client or server reset), tunnel (the peer reset the stream or the tunnel was lost), codec (this node could not decode the peer's data), peer_codec (the peer could not decode this node's).",
+        "Flows reset, by reason: lan (the client or server reset), tunnel (the peer reset the stream), codec (this node could not decode the peer's data), peer_codec (the peer could not decode this node's), idle, policy, tunnel_lost (the tunnel died: a failed core replica, a cut longer than --tunnel-timeout).",
         &s.flow_resets
             .iter()
             .map(|(reason, n)| (format!(",reason=\"{reason}\""), *n as f64))

@@ -82,6 +82,21 @@ pub enum TunnelFailure {
     WriterStopped,
 }
 
+impl TunnelFailure {
+    /// Whether the whole tunnel was lost (timed out, closed, reset), not
+    /// just this flow's stream: split TCP cannot move a server's
+    /// connection to another tunnel, so the flow ends.
+    pub fn is_tunnel_lost(&self) -> bool {
+        use quinn::{ReadError, ReadExactError, WriteError};
+        matches!(
+            self,
+            TunnelFailure::Read(ReadError::ConnectionLost(_))
+                | TunnelFailure::Write(WriteError::ConnectionLost(_))
+                | TunnelFailure::NoReply(ReadExactError::ReadError(ReadError::ConnectionLost(_)))
+        )
+    }
+}
+
 /// Why this node's codec ended a flow.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CodecFailure {
@@ -159,6 +174,7 @@ impl Abort {
     pub fn reason(&self) -> Option<ResetReason> {
         match self {
             Abort::Local(_) => Some(ResetReason::Lan),
+            Abort::Remote(failure) if failure.is_tunnel_lost() => Some(ResetReason::TunnelLost),
             Abort::Remote(_) => Some(ResetReason::Tunnel),
             Abort::Refused(_) => None,
             Abort::Codec(_) => Some(ResetReason::Codec),
@@ -174,8 +190,7 @@ impl Abort {
 pub enum ResetReason {
     /// The LAN side (client or server) reset the connection or failed.
     Lan,
-    /// The peer reset the stream (its LAN side did), stopped reading, or
-    /// the tunnel was lost.
+    /// The peer reset the stream (its LAN side did) or stopped reading.
     Tunnel,
     /// This node could not decode the peer's data, or cannot supply the
     /// chunks the peer's decoder asked for.
@@ -186,17 +201,22 @@ pub enum ResetReason {
     Idle,
     /// A reload no longer permitted the flow.
     Policy,
+    /// The tunnel the flow rode was lost (its peer died or stopped
+    /// answering: a core replica that failed, a cut path longer than
+    /// `--tunnel-timeout`).
+    TunnelLost,
 }
 
 impl ResetReason {
     /// Every reason, in the order of [`ResetCounters`].
-    pub const ALL: [ResetReason; 6] = [
+    pub const ALL: [ResetReason; 7] = [
         ResetReason::Lan,
         ResetReason::Tunnel,
         ResetReason::Codec,
         ResetReason::PeerCodec,
         ResetReason::Idle,
         ResetReason::Policy,
+        ResetReason::TunnelLost,
     ];
 
     /// The name in `status` and the `reason` label in `/metrics`.
@@ -208,6 +228,7 @@ impl ResetReason {
             ResetReason::PeerCodec => "peer_codec",
             ResetReason::Idle => "idle",
             ResetReason::Policy => "policy",
+            ResetReason::TunnelLost => "tunnel_lost",
         }
     }
 
@@ -271,6 +292,16 @@ mod tests {
             Some(ResetReason::Tunnel)
         );
         assert!(ResetReason::PeerCodec.is_error() && !ResetReason::Tunnel.is_error());
+        // A tunnel that died is a reason of its own.
+        let lost = quinn::ConnectionError::TimedOut;
+        assert_eq!(
+            Abort::from_read(quinn::ReadError::ConnectionLost(lost.clone())).reason(),
+            Some(ResetReason::TunnelLost)
+        );
+        assert_eq!(
+            Abort::from_write(quinn::WriteError::ConnectionLost(lost)).reason(),
+            Some(ResetReason::TunnelLost)
+        );
     }
 
     #[test]
@@ -292,7 +323,8 @@ mod tests {
                 ("codec", 2),
                 ("peer_codec", 0),
                 ("idle", 0),
-                ("policy", 0)
+                ("policy", 0),
+                ("tunnel_lost", 0)
             ]
         );
     }
