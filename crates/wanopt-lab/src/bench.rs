@@ -175,6 +175,7 @@ pub fn run(lab: &Lab, seconds: u64, runs: usize) -> Result<(), BenchError> {
         core_args: Vec::new(),
         link2: None,
         sites: crate::sites::Sites::ONE,
+        cluster: None,
     };
     bringup::up(lab, &config, &bringup::current_exe()?)?;
     let mut results = Vec::new();

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::cluster::Cluster;
 use crate::emulator::EmulatorConfig;
 use crate::link::LinkSpecs;
 use crate::link::WanLink;
@@ -41,6 +42,9 @@ pub enum UpError {
     /// Starting the optimizer nodes failed.
     #[error("--optimize: {0}")]
     Optimize(crate::optimize::OptimizeError),
+    /// Building the core cluster or starting its director failed.
+    #[error("--cores: {0}")]
+    Cluster(#[from] crate::cluster::ClusterError),
 }
 
 /// What `lab up` builds.
@@ -69,6 +73,9 @@ pub struct UpConfig {
     /// How many branch sites (`lab up --sites`): site 1 is `client` and
     /// `edge`, each other one gets its own namespaces and link.
     pub sites: Sites,
+    /// A core cluster (`lab up --cores N`): `core` directs the tunnels to
+    /// N replicas, each with its own wanopt core.
+    pub cluster: Option<Cluster>,
 }
 
 /// The settings of a running lab, stored in its state directory.
@@ -89,6 +96,9 @@ pub struct Settings {
     /// How many branch sites (1 in settings written before `--sites`).
     #[serde(default)]
     pub sites: Sites,
+    /// The core cluster, if the lab has one.
+    #[serde(default)]
+    pub cluster: Option<Cluster>,
 }
 
 /// The file with the running lab's settings.
@@ -136,11 +146,22 @@ pub fn up(lab: &Lab, config: &UpConfig, exe: &Path) -> Result<(), UpError> {
         None => Ok(()),
     })
     .and_then(|()| lab.create_sites(config.sites).map_err(UpError::from))
+    .and_then(|()| match config.cluster {
+        Some(cluster) => create_cluster(lab, cluster, config),
+        None => Ok(()),
+    })
     .and_then(|()| start_processes(lab, config, exe));
     if result.is_err() {
         let _ = lab.destroy();
     }
     result
+}
+
+/// The cluster's namespaces, links and cgroups, and the director's rules.
+fn create_cluster(lab: &Lab, cluster: Cluster, config: &UpConfig) -> Result<(), UpError> {
+    lab.create_cluster(cluster, config.sites, config.specs.mtu)?;
+    crate::cluster::director::install(lab)?;
+    Ok(())
 }
 
 fn start_processes(lab: &Lab, config: &UpConfig, exe: &Path) -> Result<(), UpError> {
@@ -169,6 +190,9 @@ fn start_processes(lab: &Lab, config: &UpConfig, exe: &Path) -> Result<(), UpErr
             .profile
             .apply_to(lab, site.client(), &site.edge_lan_addr())?;
     }
+    if let Some(cluster) = config.cluster {
+        crate::cluster::keepalived::start(lab, cluster.cores)?;
+    }
     if config.optimize {
         let extra = crate::optimize::ExtraArgs {
             both: &config.node_args,
@@ -176,6 +200,7 @@ fn start_processes(lab: &Lab, config: &UpConfig, exe: &Path) -> Result<(), UpErr
             core: &config.core_args,
             two_paths: config.link2.is_some(),
             sites: config.sites,
+            cluster: config.cluster,
         };
         crate::optimize::start(lab, exe, config.reduce, &extra).map_err(UpError::Optimize)?;
     }
@@ -186,6 +211,7 @@ fn start_processes(lab: &Lab, config: &UpConfig, exe: &Path) -> Result<(), UpErr
         reduce: config.optimize && config.reduce && crate::optimize::supports_reduce(exe),
         link2: config.link2.clone(),
         sites: config.sites,
+        cluster: config.cluster,
     };
     let path = settings_path(lab);
     let text = serde_json::to_string_pretty(&settings).unwrap_or_default();
@@ -324,17 +350,23 @@ mod tests {
             reduce: false,
             link2: Some(specs("rtt 50ms rate 20mbit loss 5%", 1003)),
             sites: Sites::new(3).unwrap_or_default(),
+            cluster: Some(Cluster {
+                cores: crate::cluster::Cores::new(3).unwrap_or_else(|| panic!("3 cores")),
+                cpu: "0.5".parse().ok(),
+            }),
         };
         let text = serde_json::to_string(&settings).unwrap_or_default();
         let back: Settings = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(back.link2, settings.link2);
         assert_eq!(back.sites, settings.sites);
+        assert_eq!(back.cluster, settings.cluster);
         assert_eq!(back.link, settings.link);
         let old = r#"{"link": {"up": "rtt 10ms", "down": "rtt 10ms", "seed": 1},
             "profile": "linux", "optimize": false, "reduce": false}"#;
         let old: Settings = serde_json::from_str(old).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(old.link2, None);
         assert_eq!(old.sites, Sites::ONE);
+        assert_eq!(old.cluster, None);
     }
 
     #[test]

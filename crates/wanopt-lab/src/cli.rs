@@ -22,7 +22,7 @@ use crate::waas::commands;
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum LabCommand {
-    /// Build the lab: namespaces client, edge, wan, core, server, the emulated WAN between edge and core (and with --sites N, clientK and edgeK with their own link for sites 2..N).
+    /// Build the lab: namespaces client, edge, wan, core, server, the emulated WAN between edge and core (and with --sites N, clientK and edgeK with their own link for sites 2..N; with --cores N, replicas core1..coreN behind the director core).
     Up(UpArgs),
     /// Remove every namespace and process of the lab (idempotent).
     Down,
@@ -30,7 +30,7 @@ pub enum LabCommand {
     Exec(ExecArgs),
     /// Print a node's address on the lab network.
     Addr {
-        /// client, edge, core or server (clientN, edgeN: site N of --sites).
+        /// client, edge, core or server (clientN, edgeN: site N of --sites; coreN: replica N of --cores).
         node: String,
     },
     /// Show the link settings and the emulator's counters per direction.
@@ -170,6 +170,16 @@ pub struct UpArgs {
     /// edge with its own key and the core accepts them all.
     #[arg(long, value_name = "N", default_value = "1")]
     pub sites: crate::sites::Sites,
+    /// A core cluster of N replicas, 1 to 8: core becomes a director that
+    /// balances the tunnels (UDP 4433, by the edge's address) over
+    /// namespaces core1..coreN with nftables, keepalived checking each
+    /// replica's health; with --optimize each replica runs a wanopt core.
+    #[arg(long, value_name = "N")]
+    pub cores: Option<crate::cluster::Cores>,
+    /// With --cores: each replica's wanopt process may use this share of
+    /// one CPU, 0.01 to 1.0 (a cgroup v1 cpu group per replica).
+    #[arg(long = "core-cpu", value_name = "FRACTION", requires = "cores")]
+    pub core_cpu: Option<crate::cluster::CpuShare>,
 }
 
 /// The state `lab link` puts a link in.
@@ -184,7 +194,7 @@ pub enum LinkState {
 /// Options of `lab exec`.
 #[derive(Debug, Args)]
 pub struct ExecArgs {
-    /// client, edge, wan, core or server (clientN, edgeN: site N of --sites).
+    /// client, edge, wan, core or server (clientN, edgeN: site N of --sites; coreN: replica N of --cores).
     pub node: String,
     /// The command and its arguments (after `--`).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
@@ -313,12 +323,16 @@ fn up(lab: &Lab, args: &UpArgs) -> anyhow::Result<i32> {
         core_args: args.core_args.clone(),
         link2,
         sites: args.sites,
+        cluster: args.cores.map(|cores| crate::cluster::Cluster {
+            cores,
+            cpu: args.core_cpu,
+        }),
     };
     let exe = bringup::current_exe()?;
     bringup::up(lab, &config, &exe)?;
     let reduce = config.optimize && config.reduce && crate::optimize::supports_reduce(&exe);
     println!(
-        "lab up: up [{}] down [{}] seed {} profile {}{}{}{}{}",
+        "lab up: up [{}] down [{}] seed {} profile {}{}{}{}{}{}",
         config.specs.up,
         config.specs.down,
         config.specs.seed,
@@ -341,6 +355,14 @@ fn up(lab: &Lab, args: &UpArgs) -> anyhow::Result<i32> {
             format!(" sites {}", config.sites)
         } else {
             String::new()
+        },
+        match config.cluster {
+            Some(crate::cluster::Cluster {
+                cores,
+                cpu: Some(cpu),
+            }) => format!(" cores {cores} core-cpu {cpu}"),
+            Some(cluster) => format!(" cores {}", cluster.cores),
+            None => String::new(),
         }
     );
     Ok(0)
@@ -410,6 +432,15 @@ fn exec(lab: &Lab, args: &ExecArgs) -> anyhow::Result<i32> {
                 "the lab has no site {}: bring it up with `wanopt lab up --sites {}` or more",
                 site.number(),
                 site.number()
+            ));
+        }
+    }
+    if let Node::Replica(replica) = node {
+        if !lab.has_replica(replica) {
+            return usage(format!(
+                "the lab has no core replica {}: bring it up with `wanopt lab up --cores {}` or more",
+                replica.number(),
+                replica.number()
             ));
         }
     }
@@ -621,6 +652,36 @@ mod tests {
             matches!(&command, Ok(LabCommand::Exec(a)) if a.node == "client2"),
             "{command:?}"
         );
+    }
+
+    /// `--cores N` takes 1 to 8, `--core-cpu` a share from 0.01 to 1.0 and
+    /// only with `--cores`; anything else is one line.
+    #[test]
+    fn up_takes_a_core_cluster() {
+        let command = parse(&["up", "--cores", "3", "--core-cpu", "0.5", "--optimize"]);
+        let Ok(LabCommand::Up(args)) = command else {
+            panic!("{command:?}")
+        };
+        assert_eq!(args.cores.map(crate::cluster::Cores::count), Some(3));
+        assert_eq!(args.core_cpu.map(|c| c.quota_us()), Some(50_000));
+        let command = parse(&["up"]);
+        assert!(
+            matches!(&command, Ok(LabCommand::Up(a)) if a.cores.is_none()),
+            "{command:?}"
+        );
+        for bad in ["0", "9", "many"] {
+            let e = parse(&["up", &format!("--cores={bad}")])
+                .err()
+                .unwrap_or_else(|| panic!("--cores {bad:?} accepted"));
+            assert!(e.contains("1 to 8 replicas"), "{bad:?}: {e}");
+        }
+        for bad in ["0", "1.5", "x"] {
+            let e = parse(&["up", "--cores", "2", &format!("--core-cpu={bad}")])
+                .err()
+                .unwrap_or_else(|| panic!("--core-cpu {bad:?} accepted"));
+            assert!(e.contains("0.01 to 1.0"), "{bad:?}: {e}");
+        }
+        assert!(parse(&["up", "--core-cpu", "0.5"]).is_err());
     }
 
     #[test]

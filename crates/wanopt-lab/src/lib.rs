@@ -11,6 +11,7 @@ pub mod brokenness;
 pub mod cellular;
 pub mod cli;
 pub mod clock;
+pub mod cluster;
 pub mod download;
 pub mod driver;
 pub mod emulator;

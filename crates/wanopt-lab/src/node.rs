@@ -1,6 +1,8 @@
-//! The lab's nodes: the five namespaces of every lab and each extra
-//! site's client and edge (`lab up --sites`), by name and address.
+//! The lab's nodes: the five namespaces of every lab, each extra site's
+//! client and edge (`lab up --sites`) and each core replica (`lab up
+//! --cores`), by name and address.
 
+use crate::cluster::{Replica, MAX_CORES};
 use crate::link::LinkSpecs;
 
 /// The client's address.
@@ -24,7 +26,7 @@ pub const WAN_CORE_IF: &str = "c0";
 
 /// A name that is no lab node's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown lab node `{0}`: expected one of client, edge, wan, core, server, or clientN, edgeN for site N of `lab up --sites` (N from 1 to {MAX_SITES})")]
+#[error("unknown lab node `{0}`: expected one of client, edge, wan, core, server, clientN, edgeN for site N of `lab up --sites` (N from 1 to {MAX_SITES}), or coreN for replica N of `lab up --cores` (N from 1 to {MAX_CORES})")]
 pub struct UnknownNode(pub String);
 
 /// One namespace of the lab.
@@ -44,6 +46,8 @@ pub enum Node {
     SiteClient(Site),
     /// The edge router of an extra site (`lab up --sites`).
     SiteEdge(Site),
+    /// A core replica behind the director `core` (`lab up --cores`).
+    Replica(Replica),
 }
 
 impl Node {
@@ -66,6 +70,7 @@ impl Node {
             Node::Server => "server".into(),
             Node::SiteClient(site) => format!("client{}", site.number()),
             Node::SiteEdge(site) => format!("edge{}", site.number()),
+            Node::Replica(replica) => format!("core{}", replica.number()),
         }
     }
 
@@ -82,24 +87,28 @@ impl Node {
             Node::Server => Some(SERVER_ADDR.into()),
             Node::SiteClient(site) => Some(site.client_addr()),
             Node::SiteEdge(site) => Some(site.edge_wan_addr()),
+            Node::Replica(replica) => Some(replica.addr()),
         }
     }
 
-    /// Every node a lab of up to [`MAX_SITES`] sites can
-    /// have: [`Node::ALL`], then each extra site's client and edge.
+    /// Every node a lab of up to [`MAX_SITES`] sites and [`MAX_CORES`]
+    /// replicas can have: [`Node::ALL`], each extra site's client and
+    /// edge, then each replica.
     pub fn every_possible() -> impl Iterator<Item = Node> {
         let extra = (2..=MAX_SITES)
             .filter_map(Site::new)
             .flat_map(|site| [site.client(), site.edge()]);
-        Node::ALL.into_iter().chain(extra)
+        let replicas = (1..=MAX_CORES).filter_map(Replica::new).map(Node::Replica);
+        Node::ALL.into_iter().chain(extra).chain(replicas)
     }
 }
 
 impl std::str::FromStr for Node {
     type Err = UnknownNode;
 
-    /// `client`, `edge`, `wan`, `core`, `server`, or `clientN` / `edgeN`
-    /// (site N; `client1` and `edge1` are `client` and `edge`).
+    /// `client`, `edge`, `wan`, `core`, `server`, `clientN` / `edgeN`
+    /// (site N; `client1` and `edge1` are `client` and `edge`), or `coreN`
+    /// (replica N of a core cluster; `core` is its director).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let unknown = || UnknownNode(s.to_string());
         if let Some(node) = Node::ALL.into_iter().find(|n| n.name() == s) {
@@ -119,6 +128,7 @@ impl std::str::FromStr for Node {
             ("edge", 1, _) => Ok(Node::Edge),
             ("client", _, Some(site)) => Ok(site.client()),
             ("edge", _, Some(site)) => Ok(site.edge()),
+            ("core", _, _) => Replica::new(number).map(Node::Replica).ok_or_else(unknown),
             _ => Err(unknown()),
         }
     }
@@ -319,7 +329,7 @@ mod tests {
         for node in Node::every_possible() {
             assert_eq!(node.name().parse::<Node>().ok(), Some(node));
         }
-        assert_eq!(Node::every_possible().count(), 5 + 2 * 15);
+        assert_eq!(Node::every_possible().count(), 5 + 2 * 15 + 8);
         assert!("router".parse::<Node>().is_err());
     }
 
@@ -340,7 +350,9 @@ mod tests {
             "edge02",
             "client+2",
             "wan2",
-            "core2",
+            "core0",
+            "core9",
+            "core02",
             "server2",
             "2",
             "clientx",
@@ -353,6 +365,21 @@ mod tests {
                 .map(|e| e.to_string())
                 .unwrap_or_else(|| panic!("{bad} accepted"));
             assert!(e.contains("clientN, edgeN") && !e.contains('\n'), "{e}");
+            assert!(e.contains("coreN for replica N"), "{e}");
         }
+    }
+
+    /// Replicas are `core1` to `core8`; `core` stays the director.
+    #[test]
+    fn replica_node_names() {
+        let replica = |n| Replica::new(n).map(Node::Replica);
+        assert_eq!("core1".parse::<Node>().ok(), replica(1));
+        assert_eq!("core8".parse::<Node>().ok(), replica(8));
+        assert_eq!("core".parse::<Node>().ok(), Some(Node::Core));
+        assert_eq!(
+            replica(3).and_then(Node::address).as_deref(),
+            Some("198.18.5.13")
+        );
+        assert_eq!(replica(2).map(Node::name).as_deref(), Some("core2"));
     }
 }

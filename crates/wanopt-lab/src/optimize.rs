@@ -8,6 +8,15 @@
 //! with its own key (`wanopt-edgeK`, key `edgeK.key`, cache `cache-edgeK`)
 //! and the one core pins every edge's key.
 //!
+//! With `lab up --cores N` the director `core` runs no node: each replica
+//! `coreK` runs `wanopt-coreK` with the one core key (the replicas are one
+//! core to the edges), listening on `0.0.0.0:4433`, advertising its own
+//! address (`--advertise 198.18.5.(10+K):4433`: edges redial it directly),
+//! its control API on that address, port 7002 (keepalived's health check),
+//! and a short `--tunnel-timeout` on both sides, so an edge leaves a dead
+//! replica quickly. The edges start once keepalived has reported every
+//! replica healthy, so their first tunnels follow the full bucket map.
+//!
 //! Data reduction (the `reduce` service: compression and the persistent
 //! byte cache) is on unless the caller asks for TCP optimization only; each
 //! node keeps its cache in the lab's state directory (`cache-edge`,
@@ -18,6 +27,7 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::cluster::{Cluster, ClusterError, Replica, TUNNEL_TIMEOUT};
 use crate::sites::Sites;
 use crate::topology::{output, Lab, Node, TopologyError, CORE_WAN_ADDR, EDGE_LAN_IF};
 
@@ -64,6 +74,9 @@ pub enum OptimizeError {
         /// The end of its log.
         log: String,
     },
+    /// The core cluster's replicas did not come up healthy.
+    #[error(transparent)]
+    Cluster(ClusterError),
     /// A node did not listen in time.
     #[error("{name} is not listening on port {port}: {log}")]
     NotListening {
@@ -186,10 +199,14 @@ pub fn save_logs(lab: &Lab, dir: &Path, label: &str) -> Vec<std::path::PathBuf> 
     let site_edges = sites
         .extra()
         .map(|site| (site.edge_daemon(), format!("edge{}", site.number())));
+    let replicas = (1..=crate::cluster::MAX_CORES)
+        .filter_map(Replica::new)
+        .map(|replica| (replica.daemon(), format!("core{}", replica.number())));
     let nodes = [("wanopt-edge", "edge"), ("wanopt-core", "core")]
         .map(|(name, role)| (name.to_string(), role.to_string()))
         .into_iter()
-        .chain(site_edges);
+        .chain(site_edges)
+        .chain(replicas);
     for (name, role) in nodes {
         let from = lab.state_dir().join(format!("{name}.log"));
         let to = logs.join(format!("{safe}-{role}.log"));
@@ -242,6 +259,8 @@ pub struct ExtraArgs<'a> {
     /// How many sites: each gets an edge, the core pins every edge's key
     /// (and listens on every address when there are several).
     pub sites: Sites,
+    /// A core cluster: a core per replica instead of one in `core`.
+    pub cluster: Option<Cluster>,
 }
 
 /// Starts the wanopt edge and core of `lab` and the interception rule;
@@ -268,31 +287,46 @@ pub fn start(lab: &Lab, exe: &Path, reduce: bool, extra: &ExtraArgs) -> Result<(
         edge_pubs.push(keygen(exe, key)?);
     }
     let s = |p: &Path| p.to_string_lossy().into_owned();
-    let mut core_args: Vec<String> = vec![
-        "core".into(),
-        "--listen".into(),
-        if extra.two_paths || extra.sites > Sites::ONE {
-            format!("0.0.0.0:{TUNNEL_PORT}")
-        } else {
-            format!("{CORE_WAN_ADDR}:{TUNNEL_PORT}")
-        },
-        "--key".into(),
-        s(&core_key),
-    ];
+    // What every core gets, replicas included.
+    let mut shared: Vec<String> = vec!["--key".into(), s(&core_key)];
     for edge_pub in edge_pubs {
-        core_args.extend(["--peer-key".into(), edge_pub]);
+        shared.extend(["--peer-key".into(), edge_pub]);
     }
-    core_args.extend([
-        "--allow".into(),
-        "198.18.3.0/24".into(),
-        "--control".into(),
-        CORE_CONTROL.into(),
-    ]);
-    core_args.extend(reduce_args(lab, Node::Core, reduce, supported));
-    core_args.extend(node_extra(extra.both, extra.core));
-    lab.spawn_daemon(Node::Core, "wanopt-core", exe, &core_args)
-        .map_err(OptimizeError::Spawn)?;
-    let mut daemons = vec!["wanopt-core".to_string()];
+    shared.extend(["--allow".into(), "198.18.3.0/24".into()]);
+    let mut daemons = Vec::new();
+    match extra.cluster {
+        None => {
+            let listen = if extra.two_paths || extra.sites > Sites::ONE {
+                format!("0.0.0.0:{TUNNEL_PORT}")
+            } else {
+                format!("{CORE_WAN_ADDR}:{TUNNEL_PORT}")
+            };
+            let mut core_args: Vec<String> = vec!["core".into(), "--listen".into(), listen];
+            core_args.extend(shared);
+            core_args.extend(["--control".into(), CORE_CONTROL.into()]);
+            core_args.extend(reduce_args(lab, Node::Core, reduce, supported));
+            core_args.extend(node_extra(extra.both, extra.core));
+            lab.spawn_daemon(Node::Core, "wanopt-core", exe, &core_args)
+                .map_err(OptimizeError::Spawn)?;
+            daemons.push("wanopt-core".to_string());
+        }
+        Some(cluster) => {
+            for replica in cluster.cores.replicas() {
+                let mut args = replica_args(lab, replica, &shared);
+                args.extend(reduce_args(lab, replica.node(), reduce, supported));
+                args.extend(node_extra(extra.both, extra.core));
+                crate::cluster::replicas::spawn(lab, replica, cluster.cpu.is_some(), exe, &args)
+                    .map_err(OptimizeError::Spawn)?;
+                daemons.push(replica.daemon());
+            }
+            for replica in cluster.cores.replicas() {
+                let port = crate::cluster::CONTROL_PORT;
+                wait_listening(lab, replica.node(), port, &replica.daemon(), &daemons)?;
+            }
+            crate::cluster::keepalived::wait_healthy(lab, cluster.cores, Duration::from_secs(10))
+                .map_err(OptimizeError::Cluster)?;
+        }
+    }
     for (node, daemon, key) in &edges {
         let core_addr = match node {
             Node::SiteEdge(site) => site.core_wan_addr(),
@@ -315,6 +349,9 @@ pub fn start(lab: &Lab, exe: &Path, reduce: bool, extra: &ExtraArgs) -> Result<(
             "--control".into(),
             EDGE_CONTROL.into(),
         ];
+        if extra.cluster.is_some() {
+            edge_args.extend(["--tunnel-timeout".into(), TUNNEL_TIMEOUT.into()]);
+        }
         // Link 2 joins site 1's edge to the core.
         if extra.two_paths && *node == Node::Edge {
             for (local, remote) in [
@@ -338,6 +375,29 @@ pub fn start(lab: &Lab, exe: &Path, reduce: bool, extra: &ExtraArgs) -> Result<(
         wait_listening(lab, *node, TRANSPARENT_PORT, daemon, &daemons)?;
     }
     Ok(())
+}
+
+/// A replica's own arguments: its listener, the address it advertises,
+/// its control API (and token file) on its cluster address and the short
+/// tunnel timeout, then the `shared` ones (key, peer keys, allow).
+fn replica_args(lab: &Lab, replica: Replica, shared: &[String]) -> Vec<String> {
+    let token = crate::cluster::keepalived::cluster_dir(lab)
+        .join(format!("control-core{}.token", replica.number()));
+    let mut args: Vec<String> = vec![
+        "core".into(),
+        "--listen".into(),
+        format!("0.0.0.0:{TUNNEL_PORT}"),
+        "--advertise".into(),
+        format!("{}:{TUNNEL_PORT}", replica.addr()),
+        "--control".into(),
+        replica.control(),
+        "--control-token".into(),
+        token.to_string_lossy().into_owned(),
+        "--tunnel-timeout".into(),
+        TUNNEL_TIMEOUT.into(),
+    ];
+    args.extend(shared.iter().cloned());
+    args
 }
 
 /// Sends the TCP that arrives on `edge`'s client-facing interface to its
@@ -423,6 +483,31 @@ mod tests {
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(found[0].starts_with("run1-edge.log: "), "{found:?}");
         assert!(found[0].contains("flow 9") && found[0].contains("out of order"));
+    }
+
+    #[test]
+    fn a_replica_listens_everywhere_and_advertises_its_own_address() {
+        let lab = Lab::new("t9-");
+        let replica = Replica::new(2).unwrap_or_else(|| panic!("replica 2"));
+        let args = replica_args(&lab, replica, &["--key".into(), "k".into()]);
+        assert_eq!(
+            args,
+            [
+                "core",
+                "--listen",
+                "0.0.0.0:4433",
+                "--advertise",
+                "198.18.5.12:4433",
+                "--control",
+                "198.18.5.12:7002",
+                "--control-token",
+                "/run/wanopt-lab/t9/cluster/control-core2.token",
+                "--tunnel-timeout",
+                "1500ms",
+                "--key",
+                "k"
+            ]
+        );
     }
 
     #[test]

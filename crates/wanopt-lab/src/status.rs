@@ -1,6 +1,7 @@
 //! `wanopt lab status`: link settings and emulator counters per direction,
 //! for link 1, (with `lab up --link2`) link 2 and (with `lab up --sites`)
-//! each extra site's link.
+//! each extra site's link; with `lab up --cores` the replicas, their
+//! health and tunnels, and the director's bucket map.
 
 use crate::bringup::{link_counters_path, settings_path, Settings};
 use crate::link::WanLink;
@@ -83,6 +84,9 @@ pub fn print(lab: &Lab) -> Result<(), StatusError> {
             out,
             "settings  (unknown: the lab is still starting or was built by another version)"
         ),
+    }
+    if let Some(cluster) = settings.as_ref().and_then(|s| s.cluster) {
+        out.push_str(&crate::cluster::status::lines(lab, cluster));
     }
     // (state line's label, section prefix, counters file).
     let mut links = vec![(

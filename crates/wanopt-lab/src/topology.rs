@@ -12,7 +12,9 @@
 //! exist side by side; the default prefix is empty.
 //!
 //! `lab up --sites N` adds a client and an edge namespace per extra site,
-//! each with its own link into `wan` and on to `core` (the `sites` module).
+//! each with its own link into `wan` and on to `core` (the `sites` module);
+//! `lab up --cores N` adds N core replicas behind `core` (the `cluster`
+//! module).
 //!
 //! The lab records each namespace it creates (name and namespace inode, in
 //! `created` in its state directory) and tears down only those: a
@@ -50,7 +52,7 @@ pub enum TopologyError {
         stderr: String,
     },
     /// The node name is not one of the lab's namespaces.
-    #[error("unknown lab node `{0}`: expected one of client, edge, wan, core, server, or clientN, edgeN for site N of `lab up --sites` (N from 1 to {max})", max = crate::node::MAX_SITES)]
+    #[error("{}", crate::node::UnknownNode(.0.clone()))]
     UnknownNode(String),
     /// The lab state directory could not be read or written.
     #[error("lab state {path}: {cause}")]
@@ -295,18 +297,38 @@ impl Lab {
 
     /// Notes that the lab created namespace `ns` (with its inode).
     fn record_created(&self, ns: &str) -> Result<(), TopologyError> {
+        let inode = netns_inode(ns).unwrap_or(0);
+        self.record_line(&format!("netns {ns} {inode}"))
+    }
+
+    /// Notes that the lab created the cgroup directory `dir` (a core
+    /// replica's, `lab up --cores N --core-cpu F`): `destroy` removes it.
+    pub(crate) fn record_cgroup(&self, dir: &Path) -> Result<(), TopologyError> {
+        self.record_line(&format!("cgroup {}", dir.display()))
+    }
+
+    /// Appends one line to the record of what the lab created.
+    fn record_line(&self, line: &str) -> Result<(), TopologyError> {
         use std::io::Write;
         let path = self.created_path();
-        let inode = netns_inode(ns).unwrap_or(0);
         fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&path)
-            .and_then(|mut f| writeln!(f, "netns {ns} {inode}"))
+            .and_then(|mut f| writeln!(f, "{line}"))
             .map_err(|source| TopologyError::State {
                 path,
                 cause: source,
             })
+    }
+
+    /// The cgroup directories recorded as created by this lab.
+    fn created_cgroups(&self) -> Vec<PathBuf> {
+        let text = fs::read_to_string(self.created_path()).unwrap_or_default();
+        text.lines()
+            .filter_map(|line| line.strip_prefix("cgroup "))
+            .map(PathBuf::from)
+            .collect()
     }
 
     /// The namespaces recorded as created by this lab, with their inodes.
@@ -335,6 +357,7 @@ impl Lab {
             ..Teardown::default()
         };
         let created = self.created();
+        let cgroups = self.created_cgroups();
         for node in Node::every_possible() {
             let ns = self.netns(node);
             let Some(inode) = netns_inode(&ns) else {
@@ -357,6 +380,10 @@ impl Lab {
             }
             ip(&["netns", "del", &ns])?;
             teardown.removed.push(ns);
+        }
+        // Their processes are gone: the groups are empty now (or soon).
+        for dir in cgroups {
+            crate::cluster::topology::remove_cgroup(&dir);
         }
         let dir = self.state_dir();
         if dir.exists() {
@@ -484,6 +511,16 @@ impl Lab {
         program: &Path,
         args: &[String],
     ) -> Result<u32, TopologyError> {
+        let mut cmd = self.command(node, &program.to_string_lossy());
+        cmd.args(args);
+        self.spawn_daemon_command(name, cmd)
+    }
+
+    /// Starts `cmd` (which enters a lab namespace itself) as a background
+    /// process in its own process group, logging to
+    /// `{state_dir}/{name}.log`, and records its pid under `name` so that
+    /// `destroy` ends it.
+    pub fn spawn_daemon_command(&self, name: &str, mut cmd: Command) -> Result<u32, TopologyError> {
         use std::os::unix::process::CommandExt;
         let log_path = self.state_dir().join(format!("{name}.log"));
         let log = fs::File::create(&log_path).map_err(|source| TopologyError::State {
@@ -494,9 +531,7 @@ impl Lab {
             path: log_path.clone(),
             cause: source,
         })?;
-        let mut cmd = self.command(node, &program.to_string_lossy());
-        cmd.args(args)
-            .stdin(Stdio::null())
+        cmd.stdin(Stdio::null())
             .stdout(log)
             .stderr(log2)
             .process_group(0);

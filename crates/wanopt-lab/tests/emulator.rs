@@ -80,6 +80,7 @@ fn up(options: LinkOptions) -> Result<Guard, String> {
         core_args: Vec::new(),
         link2: None,
         sites: wanopt_lab::sites::Sites::ONE,
+        cluster: None,
     };
     bringup::up(&lab, &config, &exe).map_err(|e| e.to_string())?;
     Ok(Guard(lab))

@@ -127,6 +127,7 @@ fn get_pause_put() -> Result<(), String> {
         core_args: Vec::new(),
         link2: None,
         sites: wanopt_lab::sites::Sites::ONE,
+        cluster: None,
     };
     bringup::up(&lab, &config, &exe).map_err(|e| e.to_string())?;
     let spec = files::find(FILE).ok_or("no 100K.doc in the set")?;

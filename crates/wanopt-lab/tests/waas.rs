@@ -239,6 +239,7 @@ fn wrong_bytes_fail_loudly() -> Result<(), String> {
         core_args: Vec::new(),
         link2: None,
         sites: wanopt_lab::sites::Sites::ONE,
+        cluster: None,
     };
     wanopt_lab::bringup::up(&lab, &config, &exe).map_err(|e| e.to_string())?;
     let ready = lab.state_dir().join("waas-server.ready");

@@ -194,6 +194,7 @@ fn measure(env: &Env<'_>, cell: &Cell) -> Result<Row, String> {
         core_args: Vec::new(),
         link2: None,
         sites: crate::sites::Sites::ONE,
+        cluster: None,
     };
     bringup::up(env.lab, &config, env.exe).map_err(|e| format!("lab up failed: {e}"))?;
     let download = download::bulk(

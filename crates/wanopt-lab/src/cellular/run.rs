@@ -101,6 +101,7 @@ impl Cellular {
             core_args: Vec::new(),
             link2: None,
             sites: crate::sites::Sites::ONE,
+            cluster: None,
         };
         bringup::up(env.lab, &config, env.exe).map_err(|e| format!("lab up failed: {e}"))
     }

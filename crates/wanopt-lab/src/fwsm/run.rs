@@ -132,6 +132,7 @@ fn up(env: &Env<'_>, config: &Config, mode: Mode) -> Result<(), String> {
         core_args: Vec::new(),
         link2: None,
         sites: crate::sites::Sites::ONE,
+        cluster: None,
     };
     bringup::up(env.lab, &lab, env.exe).map_err(|e| format!("lab up failed: {e}"))
 }

@@ -98,6 +98,7 @@ impl Grid {
             core_args: Vec::new(),
             link2: None,
             sites: crate::sites::Sites::ONE,
+            cluster: None,
         };
         if let Err(e) = bringup::up(env.lab, &config, env.exe) {
             env.bar.inc(runs as u64);

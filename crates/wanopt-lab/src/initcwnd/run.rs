@@ -63,6 +63,7 @@ impl Initcwnd {
             core_args: Vec::new(),
             link2: None,
             sites: crate::sites::Sites::ONE,
+            cluster: None,
         };
         bringup::up(env.lab, &config, env.exe).map_err(|e| format!("lab up failed: {e}"))
     }

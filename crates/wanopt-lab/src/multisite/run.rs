@@ -67,6 +67,7 @@ impl SitesScenario {
             core_args: Vec::new(),
             link2: None,
             sites: cell.sites,
+            cluster: None,
         };
         bringup::up(env.lab, &config, env.exe).map_err(|e| format!("lab up failed: {e}"))?;
         let measured = measure(env.lab, env.exe, &self.plan, cell);

@@ -159,6 +159,7 @@ impl Realtime {
             core_args: if tunnel { core_args() } else { Vec::new() },
             link2: cell.condition.link2().map_err(|e| e.to_string())?,
             sites: crate::sites::Sites::ONE,
+            cluster: None,
         };
         bringup::up(env.lab, &config, env.exe).map_err(|e| format!("lab up failed: {e}"))?;
         if tunnel {
