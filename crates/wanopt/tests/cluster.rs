@@ -249,3 +249,55 @@ fn health_says_whether_the_node_does_its_job() {
         Some("ok: tunnel up\n")
     );
 }
+
+#[test]
+fn an_edge_with_two_paths_takes_both_to_the_advertised_replica() {
+    let keys = Keys::new();
+    let a_addr = free_udp();
+    let _a = replica(&keys, "replica-a", a_addr);
+    let shared = balancer(Arc::new(Mutex::new(a_addr)));
+    // Both paths reach the shared address through paths the test cuts.
+    let cut = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let relays = [
+        cuttable_path(shared, Duration::ZERO, cut.clone()),
+        cuttable_path(shared, Duration::ZERO, cut.clone()),
+    ];
+    let echo = echo_server();
+    let listen = free_tcp();
+    let edge = two_path_edge(
+        &keys,
+        relays,
+        &[(listen, echo.to_string())],
+        &["--tunnel-timeout", "1s"],
+    );
+    edge.wait_tunnel_up(Duration::from_secs(10));
+    echo_through(listen, b"through the shared address").unwrap();
+    cut.store(true, std::sync::atomic::Ordering::Relaxed);
+    let a_text = a_addr.to_string();
+    assert!(
+        eventually(Duration::from_secs(6), || peer_address(&edge).as_deref()
+            == Some(a_text.as_str())),
+        "the edge did not redial replica A; status {:?}; log:\n{}",
+        edge.status(),
+        edge.log_text()
+    );
+    echo_through(listen, b"both paths to replica A").unwrap();
+    // Both of its paths now end at the replica's own address, and are up.
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            let status = edge.status().unwrap_or_default();
+            let peers = status["peers"].as_array().cloned().unwrap_or_default();
+            peers.iter().any(|p| {
+                p["address"] == a_text.as_str()
+                    && p["paths"]["paths"].as_array().is_some_and(|paths| {
+                        paths.len() == 2
+                            && paths
+                                .iter()
+                                .all(|q| q["state"] == "up" && q["remote"] == a_text.as_str())
+                    })
+            })
+        }),
+        "the paths to replica A did not both come up: {:?}",
+        edge.status()
+    );
+}

@@ -88,17 +88,35 @@ pub(super) struct Published {
 /// Keeps one connection to the core up, reconnecting with exponential
 /// backoff (100 ms to 5 s) after failures, restarts of the core or path loss.
 /// Where the core is: a name resolved at each attempt, or the address
-/// the edge's paths were set up for.
+/// the edge's paths were set up for (with the paths, `(local, remote)`
+/// in preference order, and their mode).
 pub(super) enum Core {
     Named(String),
-    Fixed(SocketAddr),
+    Fixed {
+        addr: SocketAddr,
+        paths: Vec<(IpAddr, SocketAddr)>,
+        mode: wanopt_proto::path::PathMode,
+    },
+}
+
+impl Core {
+    /// Before a redial to the replica at `replica`: an edge with paths
+    /// sets them up for it, every path to the replica's address (a
+    /// path's far end is the core's address on that path; a replica has
+    /// one, that every path reaches).
+    fn paths_to(&self, state: &NodeState, replica: SocketAddr) {
+        if let Core::Fixed { paths, mode, .. } = self {
+            let mapped: Vec<_> = paths.iter().map(|(local, _)| (*local, replica)).collect();
+            state.datagrams.set_paths(replica, &mapped, *mode);
+        }
+    }
 }
 
 impl std::fmt::Display for Core {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Core::Named(name) => f.write_str(name),
-            Core::Fixed(addr) => write!(f, "{addr}"),
+            Core::Fixed { addr, .. } => write!(f, "{addr}"),
         }
     }
 }
@@ -121,12 +139,15 @@ pub(super) async fn maintain_tunnel(
     while !shutdown.is_triggered() {
         let attempt = async {
             let (addr, patience) = match (&core, sticky) {
-                (_, Some(sticky)) => (sticky.addr, sticky.patience()),
+                (_, Some(sticky)) => {
+                    core.paths_to(&state, sticky.addr);
+                    (sticky.addr, sticky.patience())
+                }
                 (Core::Named(name), None) => (
                     resolve(name).await.map_err(|e| (None, e.to_string()))?,
                     HANDSHAKE_TIMEOUT,
                 ),
-                (Core::Fixed(addr), None) => (*addr, HANDSHAKE_TIMEOUT),
+                (Core::Fixed { addr, .. }, None) => (*addr, HANDSHAKE_TIMEOUT),
             };
             let connecting = endpoint
                 .connect_with(client_config.clone(), addr, "wanopt")
@@ -168,9 +189,6 @@ pub(super) async fn maintain_tunnel(
                     state.forget_down_peer(old);
                 }
                 last_addr = Some(addr);
-                // An edge with `--path` keeps the addresses its paths
-                // were set up for.
-                let advertised = advertised.filter(|_| matches!(core, Core::Named(_)));
                 sticky = match advertised {
                     Some(own) if sticky.is_none_or(|s| s.addr != own) => {
                         info!("core {addr} is the replica at {own}: redials go there while it answers");

@@ -168,7 +168,16 @@ impl Edge {
             true => Core::Named(config.endpoint.clone()),
             // The paths were set up for the address it had at start.
             false => match self.paths_core {
-                Some(addr) => Core::Fixed(addr),
+                Some(addr) => Core::Fixed {
+                    addr,
+                    paths: self
+                        .config
+                        .paths
+                        .iter()
+                        .map(|p| (p.local, p.remote))
+                        .collect(),
+                    mode: self.config.path_use.mode(),
+                },
                 None => Core::Named(config.endpoint.clone()),
             },
         };
