@@ -301,3 +301,66 @@ fn an_edge_with_two_paths_takes_both_to_the_advertised_replica() {
         edge.status()
     );
 }
+
+#[test]
+fn a_cut_longer_than_the_replicas_patience_does_not_forget_the_replica() {
+    let keys = Keys::new();
+    let (a_addr, b_addr) = (free_udp(), free_udp());
+    // Replica A is reached at its advertised address through a path the
+    // test cuts, like the shared address.
+    let cut = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let shared_cut = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let a_path = cuttable_path(a_addr, Duration::ZERO, cut.clone());
+    let mut args = core_args(&keys, a_addr, &["127.0.0.1"]);
+    args.extend(
+        [
+            "--advertise",
+            &a_path.to_string(),
+            "--tunnel-timeout",
+            "1s",
+            "--no-reduce",
+        ]
+        .map(String::from),
+    );
+    let _a = spawn(&keys, "replica-a", &args);
+    let _b = replica(&keys, "replica-b", b_addr);
+    let target = Arc::new(Mutex::new(a_addr));
+    let shared_path = cuttable_path(balancer(target.clone()), Duration::ZERO, shared_cut.clone());
+    let echo = echo_server();
+    let listen = free_tcp();
+    let edge = spawn(
+        &keys,
+        "edge",
+        &edge_args(
+            &keys,
+            shared_path,
+            &[(listen, echo.to_string())],
+            &["--tunnel-timeout", "1s", "--no-reduce"],
+        ),
+    );
+    edge.wait_tunnel_up(Duration::from_secs(10));
+    assert!(
+        eventually(Duration::from_secs(5), || edge
+            .log_text()
+            .contains(&format!("is the replica at {a_path}"))),
+        "replica A's address not taken; log:\n{}",
+        edge.log_text()
+    );
+    // Everything is cut for 3 s (the edge tries the replica and the
+    // shared address in turn), and the balancer would now send the edge
+    // elsewhere: when the replica's path is back, the edge is on A again.
+    cut.store(true, std::sync::atomic::Ordering::Relaxed);
+    shared_cut.store(true, std::sync::atomic::Ordering::Relaxed);
+    *target.lock().unwrap() = b_addr;
+    std::thread::sleep(Duration::from_secs(3));
+    cut.store(false, std::sync::atomic::Ordering::Relaxed);
+    let a_text = a_path.to_string();
+    assert!(
+        eventually(Duration::from_secs(8), || peer_address(&edge).as_deref()
+            == Some(a_text.as_str())),
+        "the edge did not return to replica A after the cut; status {:?}; log:\n{}",
+        edge.status(),
+        edge.log_text()
+    );
+    echo_through(listen, b"back on replica A").unwrap();
+}

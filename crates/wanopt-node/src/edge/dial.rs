@@ -36,8 +36,13 @@ pub(crate) struct Tunnel {
 /// use it without data reduction.
 const HELLO_WAIT: Duration = Duration::from_secs(3);
 
-/// How long a handshake to the shared address may take.
+/// How long a handshake to the core may take.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a handshake to the shared address may take while the edge
+/// alternates between it and its replica (a cut link): the replica gets
+/// its turn again soon after the link is back.
+const SHARED_TURN: Duration = Duration::from_secs(3);
 
 /// The replica a core advertised (its own address, behind a cluster's
 /// shared one): redials go there first, so that the edge keeps the replica
@@ -136,18 +141,30 @@ pub(super) async fn maintain_tunnel(
     // The address last tried, whose status entry a removal forgets.
     let mut last_addr: Option<SocketAddr> = None;
     let mut sticky: Option<Sticky> = None;
+    // Whether the next attempt goes to the replica: attempts alternate
+    // between it and the shared address while neither answers (a cut
+    // link), and the replica is forgotten only when a tunnel comes up
+    // to one that advertises another (or none).
+    let mut to_replica = true;
+    // Addresses marked down since the last tunnel: forgotten once the
+    // peer is up at another.
+    let mut marked_down: Vec<SocketAddr> = Vec::new();
     while !shutdown.is_triggered() {
         let attempt = async {
-            let (addr, patience) = match (&core, sticky) {
+            let shared_patience = match sticky {
+                Some(_) => SHARED_TURN,
+                None => HANDSHAKE_TIMEOUT,
+            };
+            let (addr, patience) = match (&core, sticky.filter(|_| to_replica)) {
                 (_, Some(sticky)) => {
                     core.paths_to(&state, sticky.addr);
                     (sticky.addr, sticky.patience())
                 }
                 (Core::Named(name), None) => (
                     resolve(name).await.map_err(|e| (None, e.to_string()))?,
-                    HANDSHAKE_TIMEOUT,
+                    shared_patience,
                 ),
-                (Core::Fixed { addr, .. }, None) => (*addr, HANDSHAKE_TIMEOUT),
+                (Core::Fixed { addr, .. }, None) => (*addr, shared_patience),
             };
             let connecting = endpoint
                 .connect_with(client_config.clone(), addr, "wanopt")
@@ -183,12 +200,15 @@ pub(super) async fn maintain_tunnel(
         match attempt {
             Ok((conn, cache, accepts, advertised)) => {
                 let addr = conn.remote_address();
-                if let Some(old) = last_addr.filter(|old| *old != addr) {
-                    // The shared address or a former replica: this peer
-                    // is now the tunnel at `addr`.
-                    state.forget_down_peer(old);
+                // The shared address or a former replica: this peer is
+                // now the tunnel at `addr`.
+                for old in last_addr.into_iter().chain(marked_down.drain(..)) {
+                    if old != addr {
+                        state.forget_down_peer(old);
+                    }
                 }
                 last_addr = Some(addr);
+                to_replica = true;
                 sticky = match advertised {
                     Some(own) if sticky.is_none_or(|s| s.addr != own) => {
                         info!("core {addr} is the replica at {own}: redials go there while it answers");
@@ -260,18 +280,20 @@ pub(super) async fn maintain_tunnel(
                 state.peer_down(addr, Some(reason.to_string()));
                 continue;
             }
-            Err((addr, error)) if sticky.is_some_and(|s| Some(s.addr) == addr) => {
-                // The replica stopped answering: the shared address now,
-                // at once (its balancer sends the edge to a live replica).
-                let replica = sticky.take().map(|s| s.addr);
-                if let Some(replica) = replica {
-                    state.peer_down(replica, Some(error.clone()));
-                    state.datagrams.unbind_paths(replica);
-                    state.datagrams.handshake_failed(replica);
+            Err((Some(replica), error))
+                if to_replica && sticky.is_some_and(|s| s.addr == replica) =>
+            {
+                // The replica does not answer: the shared address now, at
+                // once (its balancer sends the edge to a live replica).
+                state.peer_down(replica, Some(error.clone()));
+                state.datagrams.unbind_paths(replica);
+                state.datagrams.handshake_failed(replica);
+                if !marked_down.contains(&replica) {
+                    marked_down.push(replica);
                 }
+                to_replica = false;
                 warn!(
-                    "replica {} does not answer ({}); dialing the shared address {core}",
-                    replica.map(|r| r.to_string()).unwrap_or_default(),
+                    "replica {replica} does not answer ({}); dialing the shared address {core}",
                     identity::readable_handshake_error(error)
                 );
                 continue;
@@ -284,8 +306,13 @@ pub(super) async fn maintain_tunnel(
                 } else {
                     debug!("cannot reach core {core}: {error}");
                 }
+                // The replica again next, if the edge has one.
+                to_replica = true;
                 if let Some(addr) = addr {
                     last_addr = Some(addr);
+                    if !marked_down.contains(&addr) {
+                        marked_down.push(addr);
+                    }
                     state.peer_down(addr, Some(error));
                     state.datagrams.unbind_paths(addr);
                     state.datagrams.handshake_failed(addr);
@@ -300,7 +327,7 @@ pub(super) async fn maintain_tunnel(
     }
     // A removed peer leaves no entry in `status` and `/metrics`.
     if removed.is_triggered() {
-        if let Some(addr) = last_addr {
+        for addr in last_addr.into_iter().chain(marked_down) {
             state.forget_down_peer(addr);
         }
     }
