@@ -17,6 +17,7 @@ const PAGES: &[(&str, &str)] = &[
     ("docs/install.md", include_str!("../../../docs/install.md")),
     ("docs/deploy.md", include_str!("../../../docs/deploy.md")),
     ("docs/sites.md", include_str!("../../../docs/sites.md")),
+    ("docs/cluster.md", include_str!("../../../docs/cluster.md")),
     (
         "docs/interception.md",
         include_str!("../../../docs/interception.md"),
