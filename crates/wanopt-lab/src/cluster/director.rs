@@ -7,7 +7,7 @@
 //!   chain prerouting {
 //!     type nat hook prerouting priority dstnat; policy accept;
 //!     udp dport 4433 fib daddr type local
-//!       meta mark set jhash ip saddr mod 64 seed 0xc17 ct mark set meta mark
+//!       meta mark set jhash ip saddr mod 64 seed 0x31fddc ct mark set meta mark
 //!       dnat to meta mark map @buckets
 //!   }
 //! }
@@ -19,8 +19,9 @@
 //! connection's mark keeps the bucket, so `conntrack -L` shows each
 //! tunnel's. The hash's seed is fixed, so a lab places the same edge on the
 //! same replica every time, and [`bucket_of`] computes it as the kernel
-//! does; it was chosen so that with `--sites N --cores N` (N up to 4) site
-//! K's edge lands on replica K. A packet whose bucket has no owner (every
+//! does; it was chosen so that sites 1 to 6 land on replica
+//! ((K - 1) mod N) + 1 with 2, 3, 4 or 6 replicas: site K on replica K
+//! with as many replicas as sites, six sites two to a replica of three. A packet whose bucket has no owner (every
 //! replica down) is not translated and finds no listener in the director.
 
 use std::net::Ipv4Addr;
@@ -36,7 +37,7 @@ pub const TABLE: &str = "wanopt_cluster";
 pub const MAP: &str = "buckets";
 
 /// The seed of the director's `jhash`.
-pub const HASH_SEED: u32 = 0xc17;
+pub const HASH_SEED: u32 = 0x31_fddc;
 
 /// The director's ruleset, for `nft -f`.
 pub fn ruleset() -> String {
@@ -225,23 +226,21 @@ mod tests {
         assert_eq!(jhash(text, 1), 0xcd62_8161);
     }
 
-    /// The seed puts site K's edge on replica K with as many replicas as
-    /// sites, up to 4 (what the docs and the cluster test rely on).
+    /// The seed puts site K's edge (sites 1 to 6) on replica
+    /// ((K - 1) mod N) + 1 with 2, 3, 4 or 6 replicas: site K on replica K
+    /// with as many replicas as sites, and six sites two to a replica of
+    /// three (what the docs, the cluster test and the `cluster` scenario
+    /// rely on).
     #[test]
     fn site_edges_land_on_their_own_replicas() {
-        let edges: Vec<Ipv4Addr> = [
-            [198, 18, 2, 1],
-            [198, 18, 22, 1],
-            [198, 18, 32, 1],
-            [198, 18, 42, 1],
-        ]
-        .map(Ipv4Addr::from)
-        .to_vec();
-        for n in 2..=4u8 {
+        let edges: Vec<Ipv4Addr> = [2u8, 22, 32, 42, 52, 62]
+            .map(|x| Ipv4Addr::new(198, 18, x, 1))
+            .to_vec();
+        for n in [2u8, 3, 4, 6] {
             let cores = Cores::new(n).unwrap_or_else(|| panic!("{n} cores"));
-            for (k, edge) in edges.iter().take(usize::from(n)).enumerate() {
+            for (k, edge) in edges.iter().enumerate() {
                 let home = home_of(bucket_of(*edge), cores).map(Replica::number);
-                assert_eq!(home, Some(k as u8 + 1), "{edge} with {n} cores");
+                assert_eq!(home, Some(k as u8 % n + 1), "{edge} with {n} cores");
             }
         }
         assert!((0..=255u8).all(|x| bucket_of(Ipv4Addr::new(10, 0, 0, x)) < BUCKETS));
@@ -255,7 +254,7 @@ mod tests {
             "{rules}"
         );
         assert!(
-            rules.contains("jhash ip saddr mod 64 seed 0xc17"),
+            rules.contains("jhash ip saddr mod 64 seed 0x31fddc"),
             "{rules}"
         );
         assert!(rules.contains("dnat to meta mark map @buckets"), "{rules}");
