@@ -176,6 +176,7 @@ pub fn run(lab: &Lab, seconds: u64, runs: usize) -> Result<(), BenchError> {
         link2: None,
         sites: crate::sites::Sites::ONE,
         cluster: None,
+        edges: Default::default(),
     };
     bringup::up(lab, &config, &bringup::current_exe()?)?;
     let mut results = Vec::new();

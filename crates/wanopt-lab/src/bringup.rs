@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::Cluster;
+use crate::edge_pair::Edges;
 use crate::emulator::EmulatorConfig;
 use crate::link::LinkSpecs;
 use crate::link::WanLink;
@@ -45,6 +46,9 @@ pub enum UpError {
     /// Building the core cluster or starting its director failed.
     #[error("--cores: {0}")]
     Cluster(#[from] crate::cluster::ClusterError),
+    /// Building the edge pair or starting its VRRP failed.
+    #[error("--edges 2: {0}")]
+    EdgePair(#[from] crate::edge_pair::EdgePairError),
 }
 
 /// What `lab up` builds.
@@ -76,6 +80,35 @@ pub struct UpConfig {
     /// A core cluster (`lab up --cores N`): `core` directs the tunnels to
     /// N replicas, each with its own wanopt core.
     pub cluster: Option<Cluster>,
+    /// Site 1's edges (`lab up --edges`): one, or an edge pair behind one
+    /// VRRP address (`edge` and `edgeb`).
+    pub edges: Edges,
+}
+
+impl Default for UpConfig {
+    /// The lab of a bare `lab up`: a perfect link, the linux profile, no
+    /// wanopt, one site, one edge, one core.
+    fn default() -> UpConfig {
+        UpConfig {
+            specs: LinkSpecs {
+                up: String::new(),
+                down: String::new(),
+                seed: 1,
+                middlebox: String::new(),
+                mtu: None,
+            },
+            profile: &crate::profile::LINUX,
+            optimize: false,
+            reduce: true,
+            node_args: Vec::new(),
+            edge_args: Vec::new(),
+            core_args: Vec::new(),
+            link2: None,
+            sites: Sites::ONE,
+            cluster: None,
+            edges: Edges::ONE,
+        }
+    }
 }
 
 /// The settings of a running lab, stored in its state directory.
@@ -99,6 +132,9 @@ pub struct Settings {
     /// The core cluster, if the lab has one.
     #[serde(default)]
     pub cluster: Option<Cluster>,
+    /// Site 1's edges (1 in settings written before `--edges`).
+    #[serde(default)]
+    pub edges: Edges,
 }
 
 /// The file with the running lab's settings.
@@ -146,6 +182,14 @@ pub fn up(lab: &Lab, config: &UpConfig, exe: &Path) -> Result<(), UpError> {
         None => Ok(()),
     })
     .and_then(|()| lab.create_sites(config.sites).map_err(UpError::from))
+    .and_then(|()| {
+        if config.edges.is_pair() {
+            lab.create_edge_pair(config.specs.mtu)
+                .map_err(UpError::from)
+        } else {
+            Ok(())
+        }
+    })
     .and_then(|()| match config.cluster {
         Some(cluster) => create_cluster(lab, cluster, config),
         None => Ok(()),
@@ -170,6 +214,9 @@ fn start_processes(lab: &Lab, config: &UpConfig, exe: &Path) -> Result<(), UpErr
         start_link_emulator(lab, WanLink::Two, specs, exe)?;
     }
     start_emulators(lab, config.sites, &config.specs, exe)?;
+    if config.edges.is_pair() {
+        start_edge_b_emulator(lab, &config.specs, exe)?;
+    }
     let ready = lab.state_dir().join("gen-server.ready");
     let mut args: Vec<String> = vec![
         "lab".into(),
@@ -201,8 +248,14 @@ fn start_processes(lab: &Lab, config: &UpConfig, exe: &Path) -> Result<(), UpErr
             two_paths: config.link2.is_some(),
             sites: config.sites,
             cluster: config.cluster,
+            edges: config.edges,
         };
         crate::optimize::start(lab, exe, config.reduce, &extra).map_err(UpError::Optimize)?;
+    }
+    if config.edges.is_pair() {
+        // After the nodes: with them, each edge's VRRP tracks its wanopt.
+        crate::edge_pair::vrrp::start(lab, config.optimize)?;
+        crate::edge_pair::vrrp::wait_master(lab, Duration::from_secs(10))?;
     }
     let settings = Settings {
         link: config.specs.clone(),
@@ -212,6 +265,7 @@ fn start_processes(lab: &Lab, config: &UpConfig, exe: &Path) -> Result<(), UpErr
         link2: config.link2.clone(),
         sites: config.sites,
         cluster: config.cluster,
+        edges: config.edges,
     };
     let path = settings_path(lab);
     let text = serde_json::to_string_pretty(&settings).unwrap_or_default();
@@ -300,6 +354,20 @@ fn wait_for(lab: &Lab, file: &Path, log: &str, name: &str) -> Result<(), UpError
     })
 }
 
+/// (Re)starts the emulator of edge B's link (`lab up --edges 2`), with
+/// the lab's link options and its own seed.
+pub fn start_edge_b_emulator(lab: &Lab, link: &LinkSpecs, exe: &Path) -> Result<(), UpError> {
+    use crate::edge_pair::{edge_b_specs, EDGE_B_COUNTERS, EDGE_B_EMULATOR, WAN_EDGE_B_IFS};
+    start_emulator_on(
+        lab,
+        (EDGE_B_EMULATOR, "emulator of edge B's link"),
+        (WAN_EDGE_B_IFS.0.to_string(), WAN_EDGE_B_IFS.1.to_string()),
+        lab.state_dir().join(EDGE_B_COUNTERS),
+        &edge_b_specs(link),
+        exe,
+    )
+}
+
 /// Starts the emulator of every extra site's link, with the lab's link
 /// options and each site's own seed.
 pub fn start_emulators(
@@ -354,12 +422,14 @@ mod tests {
                 cores: crate::cluster::Cores::new(3).unwrap_or_else(|| panic!("3 cores")),
                 cpu: "0.5".parse().ok(),
             }),
+            edges: Edges::PAIR,
         };
         let text = serde_json::to_string(&settings).unwrap_or_default();
         let back: Settings = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(back.link2, settings.link2);
         assert_eq!(back.sites, settings.sites);
         assert_eq!(back.cluster, settings.cluster);
+        assert_eq!(back.edges, Edges::PAIR);
         assert_eq!(back.link, settings.link);
         let old = r#"{"link": {"up": "rtt 10ms", "down": "rtt 10ms", "seed": 1},
             "profile": "linux", "optimize": false, "reduce": false}"#;
@@ -367,6 +437,7 @@ mod tests {
         assert_eq!(old.link2, None);
         assert_eq!(old.sites, Sites::ONE);
         assert_eq!(old.cluster, None);
+        assert_eq!(old.edges, Edges::ONE);
     }
 
     #[test]

@@ -22,7 +22,7 @@ use crate::waas::commands;
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum LabCommand {
-    /// Build the lab: namespaces client, edge, wan, core, server, the emulated WAN between edge and core (and with --sites N, clientK and edgeK with their own link for sites 2..N; with --cores N, replicas core1..coreN behind the director core).
+    /// Build the lab: namespaces client, edge, wan, core, server, the emulated WAN between edge and core (and with --sites N, clientK and edgeK with their own link for sites 2..N; with --edges 2, a second edge edgeb behind one VRRP address; with --cores N, replicas core1..coreN behind the director core).
     Up(UpArgs),
     /// Remove every namespace and process of the lab (idempotent).
     Down,
@@ -30,7 +30,7 @@ pub enum LabCommand {
     Exec(ExecArgs),
     /// Print a node's address on the lab network.
     Addr {
-        /// client, edge, core or server (clientN, edgeN: site N of --sites; coreN: replica N of --cores).
+        /// client, edge, core or server (clientN, edgeN: site N of --sites; edgeb: the second edge of --edges 2; coreN: replica N of --cores).
         node: String,
     },
     /// Show the link settings and the emulator's counters per direction.
@@ -180,6 +180,12 @@ pub struct UpArgs {
     /// one CPU, 0.01 to 1.0 (a cgroup v1 cpu group per replica).
     #[arg(long = "core-cpu", value_name = "FRACTION", requires = "cores")]
     pub core_cpu: Option<crate::cluster::CpuShare>,
+    /// Site 1's edges, 1 or 2: with 2 an edge pair, edge and edgeb, on the
+    /// client's LAN behind one VRRP address (the client's gateway
+    /// 198.18.1.1, keepalived in each edge), edgeb with its own link to
+    /// the core; with --optimize both run a wanopt edge.
+    #[arg(long, value_name = "N", default_value = "1")]
+    pub edges: crate::edge_pair::Edges,
 }
 
 /// The state `lab link` puts a link in.
@@ -194,7 +200,7 @@ pub enum LinkState {
 /// Options of `lab exec`.
 #[derive(Debug, Args)]
 pub struct ExecArgs {
-    /// client, edge, wan, core or server (clientN, edgeN: site N of --sites; coreN: replica N of --cores).
+    /// client, edge, wan, core or server (clientN, edgeN: site N of --sites; edgeb: the second edge of --edges 2; coreN: replica N of --cores).
     pub node: String,
     /// The command and its arguments (after `--`).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
@@ -313,6 +319,11 @@ fn up(lab: &Lab, args: &UpArgs) -> anyhow::Result<i32> {
         Ok(p) => p,
         Err(e) => return usage(e),
     };
+    if args.edges.is_pair() && (args.cores.is_some() || link2.is_some()) {
+        return usage(
+            "--edges 2 builds an edge pair on link 1 and one core: it does not combine with --cores or --link2",
+        );
+    }
     let config = UpConfig {
         specs,
         profile,
@@ -327,12 +338,13 @@ fn up(lab: &Lab, args: &UpArgs) -> anyhow::Result<i32> {
             cores,
             cpu: args.core_cpu,
         }),
+        edges: args.edges,
     };
     let exe = bringup::current_exe()?;
     bringup::up(lab, &config, &exe)?;
     let reduce = config.optimize && config.reduce && crate::optimize::supports_reduce(&exe);
     println!(
-        "lab up: up [{}] down [{}] seed {} profile {}{}{}{}{}{}",
+        "lab up: up [{}] down [{}] seed {} profile {}{}{}{}{}{}{}",
         config.specs.up,
         config.specs.down,
         config.specs.seed,
@@ -363,6 +375,11 @@ fn up(lab: &Lab, args: &UpArgs) -> anyhow::Result<i32> {
             }) => format!(" cores {cores} core-cpu {cpu}"),
             Some(cluster) => format!(" cores {}", cluster.cores),
             None => String::new(),
+        },
+        if config.edges.is_pair() {
+            " edges 2"
+        } else {
+            ""
         }
     );
     Ok(0)
@@ -443,6 +460,9 @@ fn exec(lab: &Lab, args: &ExecArgs) -> anyhow::Result<i32> {
                 replica.number()
             ));
         }
+    }
+    if node == Node::EdgeB && !lab.has_edge_b() {
+        return usage("the lab has no edge B: bring it up with `wanopt lab up --edges 2`");
     }
     let Some((program, rest)) = args.command.split_first() else {
         return usage("lab exec needs a command after --");
@@ -682,6 +702,32 @@ mod tests {
             assert!(e.contains("0.01 to 1.0"), "{bad:?}: {e}");
         }
         assert!(parse(&["up", "--core-cpu", "0.5"]).is_err());
+    }
+
+    /// `--edges N` takes 1 (the default) or 2; anything else is one line.
+    #[test]
+    fn up_takes_an_edge_count() {
+        let command = parse(&["up", "--edges", "2", "--optimize"]);
+        assert!(
+            matches!(&command, Ok(LabCommand::Up(a)) if a.edges.is_pair()),
+            "{command:?}"
+        );
+        let command = parse(&["up"]);
+        assert!(
+            matches!(&command, Ok(LabCommand::Up(a)) if a.edges == crate::edge_pair::Edges::ONE),
+            "{command:?}"
+        );
+        for bad in ["0", "3", "two"] {
+            let e = parse(&["up", &format!("--edges={bad}")])
+                .err()
+                .unwrap_or_else(|| panic!("--edges {bad:?} accepted"));
+            assert!(e.contains("a branch has 1 or 2 edges"), "{bad:?}: {e}");
+        }
+        let command = parse(&["exec", "edgeb", "--", "true"]);
+        assert!(
+            matches!(&command, Ok(LabCommand::Exec(a)) if a.node == "edgeb"),
+            "{command:?}"
+        );
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod clock;
 pub mod cluster;
 pub mod download;
 pub mod driver;
+pub mod edge_pair;
 pub mod emulator;
 mod exit;
 pub mod fwsm;

@@ -1,6 +1,7 @@
 //! The lab's nodes: the five namespaces of every lab, each extra site's
-//! client and edge (`lab up --sites`) and each core replica (`lab up
-//! --cores`), by name and address.
+//! client and edge (`lab up --sites`), site 1's second edge (`lab up
+//! --edges 2`) and each core replica (`lab up --cores`), by name and
+//! address.
 
 use crate::cluster::{Replica, MAX_CORES};
 use crate::link::LinkSpecs;
@@ -26,7 +27,7 @@ pub const WAN_CORE_IF: &str = "c0";
 
 /// A name that is no lab node's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown lab node `{0}`: expected one of client, edge, wan, core, server, clientN, edgeN for site N of `lab up --sites` (N from 1 to {MAX_SITES}), or coreN for replica N of `lab up --cores` (N from 1 to {MAX_CORES})")]
+#[error("unknown lab node `{0}`: expected one of client, edge, wan, core, server, clientN, edgeN for site N of `lab up --sites` (N from 1 to {MAX_SITES}), edgeb for the second edge of `lab up --edges 2`, or coreN for replica N of `lab up --cores` (N from 1 to {MAX_CORES})")]
 pub struct UnknownNode(pub String);
 
 /// One namespace of the lab.
@@ -48,6 +49,8 @@ pub enum Node {
     SiteEdge(Site),
     /// A core replica behind the director `core` (`lab up --cores`).
     Replica(Replica),
+    /// Site 1's second edge router (`lab up --edges 2`).
+    EdgeB,
 }
 
 impl Node {
@@ -71,6 +74,7 @@ impl Node {
             Node::SiteClient(site) => format!("client{}", site.number()),
             Node::SiteEdge(site) => format!("edge{}", site.number()),
             Node::Replica(replica) => format!("core{}", replica.number()),
+            Node::EdgeB => crate::edge_pair::EDGE_B_NAME.into(),
         }
     }
 
@@ -88,18 +92,23 @@ impl Node {
             Node::SiteClient(site) => Some(site.client_addr()),
             Node::SiteEdge(site) => Some(site.edge_wan_addr()),
             Node::Replica(replica) => Some(replica.addr()),
+            Node::EdgeB => Some(crate::edge_pair::EDGE_B_WAN_ADDR.into()),
         }
     }
 
-    /// Every node a lab of up to [`MAX_SITES`] sites and [`MAX_CORES`]
-    /// replicas can have: [`Node::ALL`], each extra site's client and
-    /// edge, then each replica.
+    /// Every node a lab of up to [`MAX_SITES`] sites, [`MAX_CORES`]
+    /// replicas and an edge pair can have: [`Node::ALL`], each extra
+    /// site's client and edge, each replica, then edge B.
     pub fn every_possible() -> impl Iterator<Item = Node> {
         let extra = (2..=MAX_SITES)
             .filter_map(Site::new)
             .flat_map(|site| [site.client(), site.edge()]);
         let replicas = (1..=MAX_CORES).filter_map(Replica::new).map(Node::Replica);
-        Node::ALL.into_iter().chain(extra).chain(replicas)
+        Node::ALL
+            .into_iter()
+            .chain(extra)
+            .chain(replicas)
+            .chain([Node::EdgeB])
     }
 }
 
@@ -107,11 +116,16 @@ impl std::str::FromStr for Node {
     type Err = UnknownNode;
 
     /// `client`, `edge`, `wan`, `core`, `server`, `clientN` / `edgeN`
-    /// (site N; `client1` and `edge1` are `client` and `edge`), or `coreN`
-    /// (replica N of a core cluster; `core` is its director).
+    /// (site N; `client1` and `edge1` are `client` and `edge`), `edgeb`
+    /// (site 1's second edge), or `coreN` (replica N of a core cluster;
+    /// `core` is its director).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let unknown = || UnknownNode(s.to_string());
-        if let Some(node) = Node::ALL.into_iter().find(|n| n.name() == s) {
+        if let Some(node) = Node::ALL
+            .into_iter()
+            .chain([Node::EdgeB])
+            .find(|n| n.name() == s)
+        {
             return Ok(node);
         }
         let (role, number) = s
@@ -329,7 +343,7 @@ mod tests {
         for node in Node::every_possible() {
             assert_eq!(node.name().parse::<Node>().ok(), Some(node));
         }
-        assert_eq!(Node::every_possible().count(), 5 + 2 * 15 + 8);
+        assert_eq!(Node::every_possible().count(), 5 + 2 * 15 + 8 + 1);
         assert!("router".parse::<Node>().is_err());
     }
 
@@ -358,6 +372,8 @@ mod tests {
             "clientx",
             "edge-1",
             "client300",
+            "edgec",
+            "edgeb2",
         ] {
             let e = bad
                 .parse::<Node>()
@@ -366,6 +382,7 @@ mod tests {
                 .unwrap_or_else(|| panic!("{bad} accepted"));
             assert!(e.contains("clientN, edgeN") && !e.contains('\n'), "{e}");
             assert!(e.contains("coreN for replica N"), "{e}");
+            assert!(e.contains("edgeb for the second edge"), "{e}");
         }
     }
 

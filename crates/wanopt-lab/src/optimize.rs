@@ -17,6 +17,14 @@
 //! replica quickly. The edges start once keepalived has reported every
 //! replica healthy, so their first tunnels follow the full bucket map.
 //!
+//! With `lab up --edges 2` edge B runs its own `wanopt edge` too
+//! (`wanopt-edgeb`, key `edgeb.key`, cache `cache-edgeb`, `--core` at the
+//! core's address on its own link), both edges with the cluster's short
+//! `--tunnel-timeout` (the core too), and each edge's interception adds
+//! rules that answer a TCP packet of a connection its conntrack does not
+//! know (not a SYN: a flow that was open through the other edge) with a
+//! reset, so nothing is left half-open after a VRRP takeover.
+//!
 //! Data reduction (the `reduce` service: compression and the persistent
 //! byte cache) is on unless the caller asks for TCP optimization only; each
 //! node keeps its cache in the lab's state directory (`cache-edge`,
@@ -28,6 +36,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::cluster::{Cluster, ClusterError, Replica, TUNNEL_TIMEOUT};
+use crate::edge_pair::Edges;
 use crate::sites::Sites;
 use crate::topology::{output, Lab, Node, TopologyError, CORE_WAN_ADDR, EDGE_LAN_IF};
 
@@ -206,7 +215,11 @@ pub fn save_logs(lab: &Lab, dir: &Path, label: &str) -> Vec<std::path::PathBuf> 
         .map(|(name, role)| (name.to_string(), role.to_string()))
         .into_iter()
         .chain(site_edges)
-        .chain(replicas);
+        .chain(replicas)
+        .chain([(
+            crate::edge_pair::EDGE_B_DAEMON.to_string(),
+            "edgeb".to_string(),
+        )]);
     for (name, role) in nodes {
         let from = lab.state_dir().join(format!("{name}.log"));
         let to = logs.join(format!("{safe}-{role}.log"));
@@ -261,6 +274,9 @@ pub struct ExtraArgs<'a> {
     pub sites: Sites,
     /// A core cluster: a core per replica instead of one in `core`.
     pub cluster: Option<Cluster>,
+    /// Site 1's edges: with a pair, edge B runs an edge too and the core
+    /// listens on every address.
+    pub edges: Edges,
 }
 
 /// Starts the wanopt edge and core of `lab` and the interception rule;
@@ -278,6 +294,10 @@ pub fn start(lab: &Lab, exe: &Path, reduce: bool, extra: &ExtraArgs) -> Result<(
     let core_pub = keygen(exe, &core_key)?;
     // Site 1's edge first, then each extra site's: (node, process, key).
     let mut edges = vec![(Node::Edge, "wanopt-edge".to_string(), dir.join("edge.key"))];
+    if extra.edges.is_pair() {
+        let daemon = crate::edge_pair::EDGE_B_DAEMON.to_string();
+        edges.push((Node::EdgeB, daemon, dir.join("edgeb.key")));
+    }
     for site in extra.sites.extra() {
         let key = dir.join(format!("edge{}.key", site.number()));
         edges.push((site.edge(), site.edge_daemon(), key));
@@ -296,7 +316,7 @@ pub fn start(lab: &Lab, exe: &Path, reduce: bool, extra: &ExtraArgs) -> Result<(
     let mut daemons = Vec::new();
     match extra.cluster {
         None => {
-            let listen = if extra.two_paths || extra.sites > Sites::ONE {
+            let listen = if extra.two_paths || extra.sites > Sites::ONE || extra.edges.is_pair() {
                 format!("0.0.0.0:{TUNNEL_PORT}")
             } else {
                 format!("{CORE_WAN_ADDR}:{TUNNEL_PORT}")
@@ -304,6 +324,10 @@ pub fn start(lab: &Lab, exe: &Path, reduce: bool, extra: &ExtraArgs) -> Result<(
             let mut core_args: Vec<String> = vec!["core".into(), "--listen".into(), listen];
             core_args.extend(shared);
             core_args.extend(["--control".into(), CORE_CONTROL.into()]);
+            if extra.edges.is_pair() {
+                // A dead edge's flows end at the server within the timeout.
+                core_args.extend(["--tunnel-timeout".into(), TUNNEL_TIMEOUT.into()]);
+            }
             core_args.extend(reduce_args(lab, Node::Core, reduce, supported));
             core_args.extend(node_extra(extra.both, extra.core));
             lab.spawn_daemon(Node::Core, "wanopt-core", exe, &core_args)
@@ -330,6 +354,7 @@ pub fn start(lab: &Lab, exe: &Path, reduce: bool, extra: &ExtraArgs) -> Result<(
     for (node, daemon, key) in &edges {
         let core_addr = match node {
             Node::SiteEdge(site) => site.core_wan_addr(),
+            Node::EdgeB => crate::edge_pair::CORE_EDGE_B_ADDR.to_string(),
             _ => CORE_WAN_ADDR.to_string(),
         };
         let mut edge_args: Vec<String> = vec![
@@ -349,7 +374,7 @@ pub fn start(lab: &Lab, exe: &Path, reduce: bool, extra: &ExtraArgs) -> Result<(
             "--control".into(),
             EDGE_CONTROL.into(),
         ];
-        if extra.cluster.is_some() {
+        if extra.cluster.is_some() || extra.edges.is_pair() {
             edge_args.extend(["--tunnel-timeout".into(), TUNNEL_TIMEOUT.into()]);
         }
         // Link 2 joins site 1's edge to the core.
@@ -369,6 +394,9 @@ pub fn start(lab: &Lab, exe: &Path, reduce: bool, extra: &ExtraArgs) -> Result<(
         lab.spawn_daemon(*node, daemon, exe, &edge_args)
             .map_err(OptimizeError::Spawn)?;
         intercept(lab, *node)?;
+        if extra.edges.is_pair() && matches!(node, Node::Edge | Node::EdgeB) {
+            reset_unknown(lab, *node)?;
+        }
         daemons.push(daemon.clone());
     }
     for (node, daemon, _) in &edges {
@@ -419,6 +447,52 @@ fn intercept(lab: &Lab, edge: Node) -> Result<(), OptimizeError> {
     ])
     .arg(TRANSPARENT_PORT.to_string());
     output(rule).map_err(OptimizeError::Interception)?;
+    Ok(())
+}
+
+/// The rules that answer, on `edge`'s client-facing interface, a TCP
+/// packet that conntrack takes for a new connection but that is no SYN
+/// (or that it finds invalid) with a reset: a client's packet of a flow
+/// that was open through the other edge of a pair. Without them the
+/// kernel picks the flow up mid-stream (`nf_conntrack_tcp_loose`) and
+/// forwards it unintercepted, or hands it to the listener, to whatever
+/// answer either gives. `INPUT` sees those the REDIRECT rule sent to the
+/// listener, `FORWARD` any other.
+pub fn reset_rules() -> Vec<Vec<String>> {
+    ["INPUT", "FORWARD"]
+        .into_iter()
+        .map(|chain| {
+            [
+                "-A",
+                chain,
+                "-i",
+                EDGE_LAN_IF,
+                "-p",
+                "tcp",
+                "-m",
+                "conntrack",
+                "--ctstate",
+                "NEW,INVALID",
+                "!",
+                "--syn",
+                "-j",
+                "REJECT",
+                "--reject-with",
+                "tcp-reset",
+            ]
+            .map(String::from)
+            .to_vec()
+        })
+        .collect()
+}
+
+/// Installs [`reset_rules`] in `edge`.
+fn reset_unknown(lab: &Lab, edge: Node) -> Result<(), OptimizeError> {
+    for rule in reset_rules() {
+        let mut cmd = lab.command(edge, "iptables");
+        cmd.args(rule);
+        output(cmd).map_err(OptimizeError::Interception)?;
+    }
     Ok(())
 }
 

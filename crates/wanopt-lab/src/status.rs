@@ -1,7 +1,9 @@
 //! `wanopt lab status`: link settings and emulator counters per direction,
 //! for link 1, (with `lab up --link2`) link 2 and (with `lab up --sites`)
 //! each extra site's link; with `lab up --cores` the replicas, their
-//! health and tunnels, and the director's bucket map.
+//! health and tunnels, and the director's bucket map; with `lab up
+//! --edges 2` each edge's VRRP state, who holds the address, and edge B's
+//! link.
 
 use crate::bringup::{link_counters_path, settings_path, Settings};
 use crate::link::WanLink;
@@ -88,6 +90,11 @@ pub fn print(lab: &Lab) -> Result<(), StatusError> {
     if let Some(cluster) = settings.as_ref().and_then(|s| s.cluster) {
         out.push_str(&crate::cluster::status::lines(lab, cluster));
     }
+    let pair = settings.as_ref().is_some_and(|s| s.edges.is_pair());
+    if pair {
+        let optimize = settings.as_ref().is_some_and(|s| s.optimize);
+        out.push_str(&crate::edge_pair::vrrp::status_lines(lab, optimize));
+    }
     // (state line's label, section prefix, counters file).
     let mut links = vec![(
         "link 1".to_string(),
@@ -107,6 +114,13 @@ pub fn print(lab: &Lab) -> Result<(), StatusError> {
             format!("site {}", site.number()),
             format!("site{} ", site.number()),
             lab.state_dir().join(site.counters_file()),
+        ));
+    }
+    if pair {
+        links.push((
+            "link edgeb".into(),
+            "edgeb ".into(),
+            lab.state_dir().join(crate::edge_pair::EDGE_B_COUNTERS),
         ));
     }
     let counters: Vec<(String, String, serde_json::Value)> = links

@@ -272,6 +272,7 @@ fn cluster_failover() -> Result<(), String> {
             cores,
             cpu: "0.5".parse().ok(),
         }),
+        edges: Default::default(),
     };
     let began = Instant::now();
     bringup::up(&lab, &config, &exe).map_err(|e| format!("lab up: {e}"))?;

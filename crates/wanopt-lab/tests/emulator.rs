@@ -81,6 +81,7 @@ fn up(options: LinkOptions) -> Result<Guard, String> {
         link2: None,
         sites: wanopt_lab::sites::Sites::ONE,
         cluster: None,
+        edges: Default::default(),
     };
     bringup::up(&lab, &config, &exe).map_err(|e| e.to_string())?;
     Ok(Guard(lab))

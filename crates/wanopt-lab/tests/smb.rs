@@ -128,6 +128,7 @@ fn get_pause_put() -> Result<(), String> {
         link2: None,
         sites: wanopt_lab::sites::Sites::ONE,
         cluster: None,
+        edges: Default::default(),
     };
     bringup::up(&lab, &config, &exe).map_err(|e| e.to_string())?;
     let spec = files::find(FILE).ok_or("no 100K.doc in the set")?;

@@ -240,6 +240,7 @@ fn wrong_bytes_fail_loudly() -> Result<(), String> {
         link2: None,
         sites: wanopt_lab::sites::Sites::ONE,
         cluster: None,
+        edges: Default::default(),
     };
     wanopt_lab::bringup::up(&lab, &config, &exe).map_err(|e| e.to_string())?;
     let ready = lab.state_dir().join("waas-server.ready");

@@ -195,6 +195,7 @@ fn measure(env: &Env<'_>, cell: &Cell) -> Result<Row, String> {
         link2: None,
         sites: crate::sites::Sites::ONE,
         cluster: None,
+        edges: Default::default(),
     };
     bringup::up(env.lab, &config, env.exe).map_err(|e| format!("lab up failed: {e}"))?;
     let download = download::bulk(

@@ -102,6 +102,7 @@ impl Cellular {
             link2: None,
             sites: crate::sites::Sites::ONE,
             cluster: None,
+            edges: Default::default(),
         };
         bringup::up(env.lab, &config, env.exe).map_err(|e| format!("lab up failed: {e}"))
     }

@@ -133,6 +133,7 @@ fn up(env: &Env<'_>, config: &Config, mode: Mode) -> Result<(), String> {
         link2: None,
         sites: crate::sites::Sites::ONE,
         cluster: None,
+        edges: Default::default(),
     };
     bringup::up(env.lab, &lab, env.exe).map_err(|e| format!("lab up failed: {e}"))
 }

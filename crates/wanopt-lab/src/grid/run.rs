@@ -99,6 +99,7 @@ impl Grid {
             link2: None,
             sites: crate::sites::Sites::ONE,
             cluster: None,
+            edges: Default::default(),
         };
         if let Err(e) = bringup::up(env.lab, &config, env.exe) {
             env.bar.inc(runs as u64);

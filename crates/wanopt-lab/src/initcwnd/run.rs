@@ -64,6 +64,7 @@ impl Initcwnd {
             link2: None,
             sites: crate::sites::Sites::ONE,
             cluster: None,
+            edges: Default::default(),
         };
         bringup::up(env.lab, &config, env.exe).map_err(|e| format!("lab up failed: {e}"))
     }

@@ -129,6 +129,7 @@ impl Lossy {
             link2: None,
             sites: crate::sites::Sites::ONE,
             cluster: None,
+            edges: Default::default(),
         };
         bringup::up(env.lab, &config, env.exe).map_err(|e| format!("lab up failed: {e}"))
     }

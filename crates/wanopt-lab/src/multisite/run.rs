@@ -68,6 +68,7 @@ impl SitesScenario {
             link2: None,
             sites: cell.sites,
             cluster: None,
+            edges: Default::default(),
         };
         bringup::up(env.lab, &config, env.exe).map_err(|e| format!("lab up failed: {e}"))?;
         let measured = measure(env.lab, env.exe, &self.plan, cell);

@@ -160,6 +160,7 @@ impl Realtime {
             link2: cell.condition.link2().map_err(|e| e.to_string())?,
             sites: crate::sites::Sites::ONE,
             cluster: None,
+            edges: Default::default(),
         };
         bringup::up(env.lab, &config, env.exe).map_err(|e| format!("lab up failed: {e}"))?;
         if tunnel {

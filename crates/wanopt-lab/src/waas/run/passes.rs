@@ -34,6 +34,7 @@ pub(super) fn bring_up(ctx: &mut Context<'_>, optimize: bool) -> Result<(), Stri
         link2: None,
         sites: crate::sites::Sites::ONE,
         cluster: None,
+        edges: Default::default(),
     };
     bringup::up(ctx.lab, &config, ctx.exe).map_err(|e| format!("lab up failed: {e}"))?;
     if ctx.endpoints.is_null() {
