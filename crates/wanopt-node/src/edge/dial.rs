@@ -166,31 +166,33 @@ pub(super) async fn maintain_tunnel(
                 ),
                 (Core::Fixed { addr, .. }, None) => (*addr, shared_patience),
             };
-            let connecting = endpoint
-                .connect_with(client_config.clone(), addr, "wanopt")
-                .map_err(|e| (Some(addr), e.to_string()))?;
-            let conn = match tokio::time::timeout(patience, connecting).await {
-                Ok(Ok(conn)) => conn,
-                Ok(Err(e)) => return Err((Some(addr), e.to_string())),
-                Err(_) => return Err((Some(addr), "handshake timed out".to_owned())),
-            };
-            state
-                .datagrams
-                .bind_paths(&conn, crate::transport::datagram::Side::Client);
-            // The client's side of a TLS 1.3 handshake completes before the
-            // core has checked the edge's certificate: a core that does not
-            // pin this edge closes the connection right after. So the
-            // tunnel is up only once the core answered on the control
-            // stream (or stayed silent but open for HELLO_WAIT).
-            tokio::select! {
-                biased;
-                reason = conn.closed() => Err((
-                    Some(addr),
-                    format!("closed the tunnel during setup: {reason}"),
-                )),
-                (cache, accepts, advertised) = control_exchange(&conn, &state) => {
-                    Ok((conn, cache, accepts, advertised))
+            let up = dial_once(&endpoint, &client_config, &state, addr, patience).await?;
+            // Through the shared address onto another replica while the
+            // edge had one: a cut link that came back during that
+            // handshake, or a replica that died. One more try of the
+            // replica tells which; the edge stays where its cache is.
+            match sticky {
+                Some(own) if addr != own.addr && up.advertised != Some(own.addr) => {
+                    core.paths_to(&state, own.addr);
+                    match dial_once(&endpoint, &client_config, &state, own.addr, own.patience())
+                        .await
+                    {
+                        Ok(back) => {
+                            info!(
+                                "core {addr} is another replica, and the edge's own at {} answers: back there",
+                                own.addr
+                            );
+                            up.conn.close(
+                                quinn::VarInt::from_u32(wanopt_proto::codes::SHUTDOWN),
+                                b"the edge went back to its replica",
+                            );
+                            state.datagrams.unbind_paths(addr);
+                            Ok(back)
+                        }
+                        Err(_) => Ok(up),
+                    }
                 }
+                _ => Ok(up),
             }
         };
         let attempt = tokio::select! {
@@ -198,7 +200,12 @@ pub(super) async fn maintain_tunnel(
             () = removed.triggered() => break,
         };
         match attempt {
-            Ok((conn, cache, accepts, advertised)) => {
+            Ok(DialedTunnel {
+                conn,
+                cache,
+                accepts,
+                advertised,
+            }) => {
                 let addr = conn.remote_address();
                 // The shared address or a former replica: this peer is
                 // now the tunnel at `addr`.
@@ -330,6 +337,55 @@ pub(super) async fn maintain_tunnel(
         for addr in last_addr.into_iter().chain(marked_down) {
             state.forget_down_peer(addr);
         }
+    }
+}
+
+/// A tunnel that came up: the connection, the cache to use, what the
+/// core accepts and the address it advertises.
+struct DialedTunnel {
+    conn: quinn::Connection,
+    cache: Option<wanopt_codec::PeerCache>,
+    accepts: Services,
+    advertised: Option<SocketAddr>,
+}
+
+/// One handshake to `addr` within `patience`, and the control exchange;
+/// `Err` with the address tried and why.
+async fn dial_once(
+    endpoint: &quinn::Endpoint,
+    client_config: &quinn::ClientConfig,
+    state: &NodeState,
+    addr: SocketAddr,
+    patience: Duration,
+) -> Result<DialedTunnel, (Option<SocketAddr>, String)> {
+    let connecting = endpoint
+        .connect_with(client_config.clone(), addr, "wanopt")
+        .map_err(|e| (Some(addr), e.to_string()))?;
+    let conn = match tokio::time::timeout(patience, connecting).await {
+        Ok(Ok(conn)) => conn,
+        Ok(Err(e)) => return Err((Some(addr), e.to_string())),
+        Err(_) => return Err((Some(addr), "handshake timed out".to_owned())),
+    };
+    state
+        .datagrams
+        .bind_paths(&conn, crate::transport::datagram::Side::Client);
+    // The client's side of a TLS 1.3 handshake completes before the core
+    // has checked the edge's certificate: a core that does not pin this
+    // edge closes the connection right after. So the tunnel is up only
+    // once the core answered on the control stream (or stayed silent but
+    // open for HELLO_WAIT).
+    tokio::select! {
+        biased;
+        reason = conn.closed() => Err((
+            Some(addr),
+            format!("closed the tunnel during setup: {reason}"),
+        )),
+        (cache, accepts, advertised) = control_exchange(&conn, state) => Ok(DialedTunnel {
+            conn,
+            cache,
+            accepts,
+            advertised,
+        }),
     }
 }
 
