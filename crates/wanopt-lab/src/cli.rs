@@ -683,7 +683,20 @@ mod tests {
             panic!("{command:?}")
         };
         assert_eq!(args.cores.map(crate::cluster::Cores::count), Some(3));
-        assert_eq!(args.core_cpu.map(|c| c.quota_us()), Some(50_000));
+        assert_eq!(args.core_cpu.map(|c| c.quota_us()), Some(5_000));
+        assert_eq!(args.core_cpu.map(|c| c.period_us()), Some(10_000));
+        for (share, period, quota) in [
+            (0.01, 100_000, 1_000),
+            (0.05, 20_000, 1_000),
+            (1.0, 10_000, 10_000),
+        ] {
+            let share: crate::cluster::CpuShare = share.to_string().parse().unwrap();
+            assert_eq!(
+                (share.period_us(), share.quota_us()),
+                (period, quota),
+                "{share}"
+            );
+        }
         let command = parse(&["up"]);
         assert!(
             matches!(&command, Ok(LabCommand::Up(a)) if a.cores.is_none()),

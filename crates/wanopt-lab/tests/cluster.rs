@@ -481,8 +481,8 @@ fn check_cgroups(lab: &Lab, cores: Cores) -> Result<(), String> {
             .running_pid(&replica.daemon())
             .ok_or_else(|| format!("core{}'s wanopt is not running", replica.number()))?;
         let procs = read("cgroup.procs");
-        if read("cpu.cfs_quota_us").trim() != "50000"
-            || read("cpu.cfs_period_us").trim() != "100000"
+        if read("cpu.cfs_quota_us").trim() != "5000"
+            || read("cpu.cfs_period_us").trim() != "10000"
             || !procs.lines().any(|l| l.trim() == pid.to_string())
         {
             return Err(format!(

@@ -46,6 +46,7 @@
 pub mod director;
 pub mod keepalived;
 pub mod replicas;
+pub mod scenario;
 pub mod status;
 pub mod topology;
 
@@ -148,12 +149,27 @@ pub struct CpuShare(u16);
 pub struct CpuShareError(String);
 
 impl CpuShare {
-    /// The cgroup's `cpu.cfs_period_us`.
-    pub const PERIOD_US: u32 = 100_000;
+    /// The shortest `cpu.cfs_period_us`: a capped replica runs at least
+    /// every 10 ms, so that it behaves like a slower CPU rather than one
+    /// that stops for most of 100 ms and then sends a burst its links'
+    /// queues cannot hold.
+    pub const MIN_PERIOD_US: u32 = 10_000;
 
-    /// The cgroup's `cpu.cfs_quota_us`: the share of [`Self::PERIOD_US`].
+    /// The smallest quota the kernel takes, microseconds.
+    const MIN_QUOTA_US: u32 = 1_000;
+
+    /// The cgroup's `cpu.cfs_period_us`: 10 ms, or longer for a share
+    /// whose quota would be under the kernel's 1 ms minimum (100 ms at
+    /// 0.01).
+    pub fn period_us(self) -> u32 {
+        // self.0 is thousandths: quota = period * self.0 / 1000 >= 1 ms.
+        let for_min_quota = (Self::MIN_QUOTA_US * 1000).div_ceil(u32::from(self.0).max(1));
+        Self::MIN_PERIOD_US.max(for_min_quota)
+    }
+
+    /// The cgroup's `cpu.cfs_quota_us`: the share of [`Self::period_us`].
     pub fn quota_us(self) -> u32 {
-        u32::from(self.0) * (Self::PERIOD_US / 1000)
+        self.period_us() * u32::from(self.0) / 1000
     }
 
     /// The share as a fraction of one CPU.

@@ -189,7 +189,7 @@ impl Lab {
         fs::create_dir(&dir).map_err(cgroup_error(&dir))?;
         self.record_cgroup(&dir)?;
         for (file, value) in [
-            ("cpu.cfs_period_us", CpuShare::PERIOD_US),
+            ("cpu.cfs_period_us", share.period_us()),
             ("cpu.cfs_quota_us", share.quota_us()),
         ] {
             let path = dir.join(file);

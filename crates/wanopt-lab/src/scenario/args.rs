@@ -7,7 +7,7 @@ use clap::Args;
 /// Options of `lab run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// `tcp-opt`, `waas-3g`, `lossy`, `realtime`, `sites`, `cellular`, `path-brokenness`, `initcwnd`, `fwsm` or a path to a scenario TOML file.
+    /// `tcp-opt`, `waas-3g`, `lossy`, `realtime`, `sites`, `cluster`, `cellular`, `path-brokenness`, `initcwnd`, `fwsm` or a path to a scenario TOML file.
     pub scenario: String,
     /// Output directory.
     #[arg(long, default_value = "lab-results")]

@@ -129,6 +129,15 @@ pub const SCENARIOS: &[Entry] = &[
         },
     },
     Entry {
+        name: crate::cluster::scenario::SCENARIO,
+        summary: "a core cluster: six sites through 1-3 replicas, a replica killed, one added, redials",
+        takes: &[],
+        run: |lab, args| {
+            let mut scenario = crate::cluster::scenario::ClusterScenario::new(args.quick);
+            runner::run(lab, &mut scenario, &args.out).map(|r| r.verdict)
+        },
+    },
+    Entry {
         name: crate::cellular::SCENARIO,
         summary: "recorded cellular traces: a download and an interactive ping beside it",
         takes: &[ScenarioOption::Runs, ScenarioOption::Traces],
@@ -266,7 +275,7 @@ mod tests {
             ),
             (
                 args("no-such-scenario", None, false),
-                "unknown scenario `no-such-scenario`: use `tcp-opt`, `waas-3g`, `lossy`, `realtime`, `sites`, `cellular`, `path-brokenness`, `initcwnd`, `fwsm` or a path to a .toml file",
+                "unknown scenario `no-such-scenario`: use `tcp-opt`, `waas-3g`, `lossy`, `realtime`, `sites`, `cluster`, `cellular`, `path-brokenness`, `initcwnd`, `fwsm` or a path to a .toml file",
             ),
         ] {
             // `lab run` checks the options before anything runs.
