@@ -43,7 +43,7 @@ pub enum LabCommand {
         #[arg(value_enum)]
         state: LinkState,
     },
-    /// Run a scenario (`tcp-opt`, `waas-3g`, `lossy`, `realtime`, `sites`, `cellular`, `path-brokenness`, `initcwnd`, `fwsm` or a TOML file) and write results, a report and plots.
+    /// Run a scenario (`tcp-opt`, `waas-3g`, `lossy`, `realtime`, `sites`, `cluster`, `cellular`, `path-brokenness`, `initcwnd`, `fwsm` or a TOML file) and write results, a report and plots.
     Run(crate::scenario::RunArgs),
     /// Measure the emulator's own ceiling (pps, Gbit/s of 1500-byte packets each way) with iperf3.
     BenchCeiling {

@@ -296,12 +296,16 @@ mod tests {
 
     #[test]
     fn cpu_shares_are_a_hundredth_to_one() {
-        let share = |s: &str| s.parse::<CpuShare>().map(CpuShare::quota_us);
-        assert_eq!(share("0.5"), Ok(50_000));
-        assert_eq!(share("0.01"), Ok(1_000));
-        assert_eq!(share("1"), Ok(100_000));
-        assert_eq!(share("1.0"), Ok(100_000));
-        assert_eq!(share(" 0.25 "), Ok(25_000));
+        // (quota, period) in microseconds: the quota is the share of a
+        // 10 ms period, longer where it would be under 1 ms.
+        let share = |s: &str| s.parse::<CpuShare>().map(|c| (c.quota_us(), c.period_us()));
+        assert_eq!(share("0.5"), Ok((5_000, 10_000)));
+        assert_eq!(share("0.01"), Ok((1_000, 100_000)));
+        assert_eq!(share("0.05"), Ok((1_000, 20_000)));
+        assert_eq!(share("0.03"), Ok((1_000, 33_334)));
+        assert_eq!(share("1"), Ok((10_000, 10_000)));
+        assert_eq!(share("1.0"), Ok((10_000, 10_000)));
+        assert_eq!(share(" 0.25 "), Ok((2_500, 10_000)));
         for bad in ["0", "0.001", "1.5", "-0.5", "half", "", "NaN", "inf"] {
             let e = bad
                 .parse::<CpuShare>()
