@@ -195,6 +195,18 @@ impl Lab {
             let path = dir.join(file);
             fs::write(&path, format!("{value}\n")).map_err(cgroup_error(&path))?;
         }
+        // On a lab machine whose few cores also run the edges, emulators
+        // and hosts, a capped replica would lose the quota of a period in
+        // which it waited for a core: it is first in line (a weight of 8
+        // where others have 1) and may spend a period's unused quota in
+        // the next (burst), so that it gets its share, no more. Kernels
+        // without burst (before 5.14) only get the weight.
+        let weight = dir.join("cpu.shares");
+        fs::write(&weight, "8192\n").map_err(cgroup_error(&weight))?;
+        let burst = dir.join("cpu.cfs_burst_us");
+        if burst.exists() {
+            fs::write(&burst, format!("{}\n", share.quota_us())).map_err(cgroup_error(&burst))?;
+        }
         Ok(())
     }
 }
