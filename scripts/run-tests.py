@@ -25,7 +25,7 @@ LONGEST = {
     "smb": 80, "waas": 20, "emulator": 80, "intercept": 42, "probe": 29,
     "udp": 21, "lab_link2": 18, "isolation": 17, "lab_sites": 17,
     "fec_calls": 16, "fec": 15, "flood": 15, "reduce": 15, "parity": 14,
-    "cluster": 12, "edge_pair": 18,
+    "cluster": 30,
 }
 # Binaries whose tests compare rates or gaps that CPU contention moves (a
 # bulk flow's share beside a flood, the longest gap across a cut): they

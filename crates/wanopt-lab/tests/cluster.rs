@@ -18,6 +18,8 @@
 //!   address that replica advertised (`--advertise`: the node's job);
 //! - `lab down` removes the replicas' namespaces and cgroups.
 //!
+//! And an edge pair at a branch ([`edge_pair`], its own prefix `wep-`).
+//!
 //! One test binary without the libtest harness, like `waas.rs`: the binary
 //! is also the lab's executable (`<this> lab status`), and the wanopt
 //! nodes are the `wanopt` binary beside the test's directory
@@ -42,6 +44,9 @@ use wanopt_lab::cluster::director::{bucket_of, bucket_owners, home_of, tunnels};
 use wanopt_lab::cluster::{keepalived, replicas, Cluster, Cores, Replica};
 use wanopt_lab::link::LinkSpecs;
 use wanopt_lab::topology::{Lab, Node};
+
+#[path = "cluster/edge_pair.rs"]
+mod edge_pair;
 
 #[derive(Parser)]
 struct Cli {
@@ -110,13 +115,13 @@ fn enter(lab: &Lab, node: Node) -> Result<(), String> {
         .map_err(|e| format!("setns {path}: {e}"))
 }
 
-/// An echo server in `server` on [`ECHO`].
-fn echo_server(lab: &Lab) -> Result<(), String> {
+/// An echo server in `server` on `addr`.
+fn echo_server(lab: &Lab, addr: &'static str) -> Result<(), String> {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let lab = lab.clone();
     thread::spawn(move || {
         let listener = enter(&lab, Node::Server)
-            .and_then(|()| TcpListener::bind(ECHO).map_err(|e| format!("bind {ECHO}: {e}")));
+            .and_then(|()| TcpListener::bind(addr).map_err(|e| format!("bind {addr}: {e}")));
         let listener = match listener {
             Ok(l) => {
                 let _ = ready_tx.send(Ok(()));
@@ -277,7 +282,7 @@ fn cluster_failover() -> Result<(), String> {
     let began = Instant::now();
     bringup::up(&lab, &config, &exe).map_err(|e| format!("lab up: {e}"))?;
     println!("  lab up in {:.1} s", began.elapsed().as_secs_f64());
-    echo_server(&lab)?;
+    echo_server(&lab, ECHO)?;
 
     // Placement: the kernel's buckets are ours, site K is on replica K.
     for site in 1..=3u8 {
@@ -526,7 +531,17 @@ fn main() {
         std::process::exit(code);
     }
     type Test = (&'static str, fn() -> Result<(), String>);
-    let tests: [Test; 1] = [("cluster_failover", cluster_failover)];
+    let tests: [Test; 3] = [
+        ("cluster_failover", cluster_failover),
+        (
+            "edge_pair_takeover_when_wanopt_dies",
+            edge_pair::takeover_when_wanopt_dies,
+        ),
+        (
+            "edge_pair_takeover_when_edge_a_goes_silent",
+            edge_pair::takeover_when_edge_a_goes_silent,
+        ),
+    ];
     if args.iter().any(|a| a == "--list") {
         for (name, _) in tests {
             println!("{name}: test");
@@ -534,7 +549,7 @@ fn main() {
         return;
     }
     if !nix::unistd::Uid::effective().is_root() {
-        println!("cluster tests cannot run: they need root (network namespaces); run them as root, as scripts/test does");
+        println!("cluster and edge pair tests cannot run: they need root (network namespaces); run them as root, as scripts/test does");
         std::process::exit(1);
     }
     let filters: Vec<&String> = args

@@ -15,48 +15,21 @@
 //!   conntrack does not know with a reset, it neither drops nor forwards
 //!   it), within 2 s, and `ss -tn` in the client no longer shows it.
 //!
-//! One test binary without the libtest harness, like `cluster.rs`: the
-//! binary is also the lab's executable (`<this> lab status`), and the
-//! wanopt nodes are the `wanopt` binary beside the test's directory
-//! (`target/release/wanopt`: `cargo build --release -p wanopt --bin
-//! wanopt`). Needs root, iproute2, ethtool, iptables, nftables, keepalived
-//! and curl (`scripts/deps`). About 15 s.
+//! A module of the `cluster` test binary, which is also the lab's
+//! executable (`<this> lab status`) and finds the `wanopt` binary beside
+//! it. About 15 s.
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
-use std::process::Command;
+use std::net::{SocketAddr, TcpStream};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use clap::{Parser, Subcommand};
-
 use wanopt_lab::bringup::{self, UpConfig};
-use wanopt_lab::cli::LabCommand;
 use wanopt_lab::edge_pair::{vrrp, Edges};
 use wanopt_lab::link::LinkSpecs;
 use wanopt_lab::topology::{Lab, Node};
 
-#[derive(Parser)]
-struct Cli {
-    #[command(subcommand)]
-    command: Top,
-}
-
-#[derive(Subcommand)]
-enum Top {
-    #[command(subcommand)]
-    Lab(Box<LabCommand>),
-}
-
-/// Deletes the lab when dropped.
-struct Guard(Lab);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.destroy();
-    }
-}
+use super::{echo, echo_server, enter, lab_command, wanopt_binary, Guard};
 
 /// The echo server, in `server`.
 const ECHO: &str = "198.18.3.2:6303";
@@ -69,90 +42,6 @@ fn prefix() -> String {
         "{}wep-",
         std::env::var("WANOPT_LAB_PREFIX").unwrap_or_default()
     )
-}
-
-/// The wanopt binary beside this test's directory, if its edge has
-/// `--tunnel-timeout`.
-fn wanopt_binary() -> Result<PathBuf, String> {
-    let me = std::env::current_exe().map_err(|e| e.to_string())?;
-    let candidate = me
-        .parent()
-        .and_then(|d| d.parent())
-        .map(|d| d.join("wanopt"))
-        .ok_or("no target directory")?;
-    let help = Command::new(&candidate)
-        .args(["edge", "--help"])
-        .output()
-        .map_err(|e| {
-            format!(
-                "{}: {e}: build it first (cargo build --release -p wanopt --bin wanopt)",
-                candidate.display()
-            )
-        })?;
-    if !String::from_utf8_lossy(&help.stdout).contains("--tunnel-timeout") {
-        return Err(format!(
-            "{}: its edge has no --tunnel-timeout: rebuild it (cargo build --release -p wanopt --bin wanopt)",
-            candidate.display()
-        ));
-    }
-    Ok(candidate)
-}
-
-/// Moves this thread into the lab namespace `node`.
-fn enter(lab: &Lab, node: Node) -> Result<(), String> {
-    let path = format!("/run/netns/{}", lab.netns(node));
-    let file = std::fs::File::open(&path).map_err(|e| format!("{path}: {e}"))?;
-    nix::sched::setns(file, nix::sched::CloneFlags::CLONE_NEWNET)
-        .map_err(|e| format!("setns {path}: {e}"))
-}
-
-/// An echo server in `server` on [`ECHO`].
-fn echo_server(lab: &Lab) -> Result<(), String> {
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let lab = lab.clone();
-    thread::spawn(move || {
-        let listener = enter(&lab, Node::Server)
-            .and_then(|()| TcpListener::bind(ECHO).map_err(|e| format!("bind {ECHO}: {e}")));
-        let listener = match listener {
-            Ok(l) => {
-                let _ = ready_tx.send(Ok(()));
-                l
-            }
-            Err(e) => {
-                let _ = ready_tx.send(Err(e));
-                return;
-            }
-        };
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            thread::spawn(move || {
-                let mut buf = vec![0u8; 16 * 1024];
-                while let Ok(n) = stream.read(&mut buf) {
-                    if n == 0 || stream.write_all(&buf[..n]).is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-    });
-    ready_rx
-        .recv_timeout(Duration::from_secs(5))
-        .map_err(|e| format!("the echo server did not start: {e}"))?
-}
-
-/// One round trip of `message` through the echo server on `stream`.
-fn echo(stream: &mut TcpStream, message: &[u8]) -> Result<(), String> {
-    stream
-        .write_all(message)
-        .map_err(|e| format!("write: {e}"))?;
-    let mut back = vec![0u8; message.len()];
-    stream
-        .read_exact(&mut back)
-        .map_err(|e| format!("read: {e}"))?;
-    if back != message {
-        return Err("the echo differs".into());
-    }
-    Ok(())
 }
 
 /// A connection from the client to the echo server, after one round
@@ -321,7 +210,7 @@ fn takeover(failure: Failure) -> Result<(), String> {
     let exe = wanopt_binary()?;
     let lab = lab_up(&exe)?;
     let _guard = Guard(lab.clone());
-    echo_server(&lab)?;
+    echo_server(&lab, ECHO)?;
 
     // Edge A is the gateway and carries the client's flows.
     let mut old = connect(&lab, Duration::from_secs(5)).map_err(|e| format!("first flow: {e}"))?;
@@ -436,83 +325,10 @@ fn takeover(failure: Failure) -> Result<(), String> {
     Ok(())
 }
 
-fn takeover_when_wanopt_dies() -> Result<(), String> {
+pub fn takeover_when_wanopt_dies() -> Result<(), String> {
     takeover(Failure::Wanopt)
 }
 
-fn takeover_when_edge_a_goes_silent() -> Result<(), String> {
+pub fn takeover_when_edge_a_goes_silent() -> Result<(), String> {
     takeover(Failure::Silent)
-}
-
-/// `<this> lab ARGS` in the test's lab; its stdout.
-fn lab_command(lab: &Lab, args: &[&str]) -> Result<String, String> {
-    let me = std::env::current_exe().map_err(|e| e.to_string())?;
-    let out = Command::new(me)
-        .arg("lab")
-        .args(args)
-        .env("WANOPT_LAB_PREFIX", lab.prefix())
-        .output()
-        .map_err(|e| e.to_string())?;
-    if !out.status.success() {
-        return Err(format!(
-            "lab {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some("lab") {
-        let cli = Cli::parse();
-        let Top::Lab(command) = cli.command;
-        let code = wanopt_lab::cli::run(*command).unwrap_or_else(|e| {
-            eprintln!("lab: {e:#}");
-            1
-        });
-        std::process::exit(code);
-    }
-    type Test = (&'static str, fn() -> Result<(), String>);
-    let tests: [Test; 2] = [
-        ("takeover_when_wanopt_dies", takeover_when_wanopt_dies),
-        (
-            "takeover_when_edge_a_goes_silent",
-            takeover_when_edge_a_goes_silent,
-        ),
-    ];
-    if args.iter().any(|a| a == "--list") {
-        for (name, _) in tests {
-            println!("{name}: test");
-        }
-        return;
-    }
-    if !nix::unistd::Uid::effective().is_root() {
-        println!("edge pair tests cannot run: they need root (network namespaces); run them as root, as scripts/test does");
-        std::process::exit(1);
-    }
-    let filters: Vec<&String> = args
-        .iter()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    let mut failed = 0;
-    for (name, test) in tests {
-        if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
-            continue;
-        }
-        println!("test {name} ...");
-        let start = Instant::now();
-        let result = std::panic::catch_unwind(test).unwrap_or_else(|_| Err("panicked".into()));
-        match result {
-            Ok(()) => println!("test {name} ... ok ({:.1}s)", start.elapsed().as_secs_f64()),
-            Err(e) => {
-                failed += 1;
-                println!("test {name} ... FAILED: {e}");
-            }
-        }
-    }
-    if failed > 0 {
-        std::process::exit(1);
-    }
 }
