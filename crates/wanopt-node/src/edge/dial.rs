@@ -138,98 +138,23 @@ pub(super) async fn maintain_tunnel(
     const MAX_BACKOFF: Duration = Duration::from_secs(5);
     let mut backoff = MIN_BACKOFF;
     let mut last_error = String::new();
-    // The address last tried, whose status entry a removal forgets.
-    let mut last_addr: Option<SocketAddr> = None;
-    let mut sticky: Option<Sticky> = None;
-    // Whether the next attempt goes to the replica: attempts alternate
-    // between it and the shared address while neither answers (a cut
-    // link), and the replica is forgotten only when a tunnel comes up
-    // to one that advertises another (or none).
-    let mut to_replica = true;
-    // Addresses marked down since the last tunnel: forgotten once the
-    // peer is up at another.
-    let mut marked_down: Vec<SocketAddr> = Vec::new();
+    let mut target = Target::default();
     while !shutdown.is_triggered() {
-        let attempt = async {
-            let shared_patience = match sticky {
-                Some(_) => SHARED_TURN,
-                None => HANDSHAKE_TIMEOUT,
-            };
-            let (addr, patience) = match (&core, sticky.filter(|_| to_replica)) {
-                (_, Some(sticky)) => {
-                    core.paths_to(&state, sticky.addr);
-                    (sticky.addr, sticky.patience())
-                }
-                (Core::Named(name), None) => (
-                    resolve(name).await.map_err(|e| (None, e.to_string()))?,
-                    shared_patience,
-                ),
-                (Core::Fixed { addr, .. }, None) => (*addr, shared_patience),
-            };
-            let up = dial_once(&endpoint, &client_config, &state, addr, patience).await?;
-            // Through the shared address onto another replica while the
-            // edge had one: a cut link that came back during that
-            // handshake, or a replica that died. One more try of the
-            // replica tells which; the edge stays where its cache is.
-            match sticky {
-                Some(own) if addr != own.addr && up.advertised != Some(own.addr) => {
-                    core.paths_to(&state, own.addr);
-                    match dial_once(&endpoint, &client_config, &state, own.addr, own.patience())
-                        .await
-                    {
-                        Ok(back) => {
-                            info!(
-                                "core {addr} is another replica, and the edge's own at {} answers: back there",
-                                own.addr
-                            );
-                            up.conn.close(
-                                quinn::VarInt::from_u32(wanopt_proto::codes::SHUTDOWN),
-                                b"the edge went back to its replica",
-                            );
-                            state.datagrams.unbind_paths(addr);
-                            Ok(back)
-                        }
-                        Err(_) => Ok(up),
-                    }
-                }
-                _ => Ok(up),
-            }
+        let dialer = Dialer {
+            endpoint: &endpoint,
+            client_config: &client_config,
+            core: &core,
+            state: &state,
         };
         let attempt = tokio::select! {
-            attempt = attempt => attempt,
+            attempt = dialer.attempt(&target) => attempt,
             () = removed.triggered() => break,
         };
         match attempt {
-            Ok(DialedTunnel {
-                conn,
-                cache,
-                accepts,
-                advertised,
-            }) => {
+            Ok(up) => {
+                let conn = up.conn.clone();
                 let addr = conn.remote_address();
-                // The shared address or a former replica: this peer is
-                // now the tunnel at `addr`.
-                for old in last_addr.into_iter().chain(marked_down.drain(..)) {
-                    if old != addr {
-                        state.forget_down_peer(old);
-                    }
-                }
-                last_addr = Some(addr);
-                to_replica = true;
-                sticky = match advertised {
-                    Some(own) if sticky.is_none_or(|s| s.addr != own) => {
-                        info!("core {addr} is the replica at {own}: redials go there while it answers");
-                        Some(Sticky {
-                            addr: own,
-                            rtt: conn.rtt(),
-                        })
-                    }
-                    Some(own) => Some(Sticky {
-                        addr: own,
-                        rtt: conn.rtt(),
-                    }),
-                    None => None,
-                };
+                target.up(addr, up.advertised, conn.rtt(), &state);
                 if removed.is_triggered() {
                     conn.close(
                         quinn::VarInt::from_u32(wanopt_proto::codes::SHUTDOWN),
@@ -237,45 +162,9 @@ pub(super) async fn maintain_tunnel(
                     );
                     break;
                 }
-                info!("tunnel up to core {addr} (rtt {:?})", conn.rtt());
-                state.peer_up(&conn);
-                let flows = TunnelFlows::new(false);
-                tokio::spawn(read_datagrams(
-                    conn.clone(),
-                    flows.clone(),
-                    state.udp.clone(),
-                ));
-                if accepts.contains(Services::UDP) {
-                    published.udp.send_replace(Some(UdpTunnel {
-                        conn: conn.clone(),
-                        flows,
-                    }));
-                } else if published.wants_udp {
-                    warn!("core {addr} does not carry UDP flows (an older wanopt): --forward-udp datagrams are dropped; upgrade the core");
-                }
-                published.tunnel.send_replace(Some(Tunnel {
-                    conn: conn.clone(),
-                    cache,
-                }));
-                (published.changed)();
                 backoff = MIN_BACKOFF;
                 last_error.clear();
-                // A removal closes the tunnel at once; a shutdown leaves
-                // it to the drain.
-                let reason = tokio::select! {
-                    reason = conn.closed() => reason,
-                    () = removed.triggered() => {
-                        conn.close(
-                            quinn::VarInt::from_u32(wanopt_proto::codes::SHUTDOWN),
-                            b"peer removed from the configuration",
-                        );
-                        conn.closed().await
-                    }
-                };
-                published.tunnel.send_replace(None);
-                published.udp.send_replace(None);
-                (published.changed)();
-                state.datagrams.unbind_paths(addr);
+                let reason = carry(up, &state, &published, &removed).await;
                 if removed.is_triggered() {
                     state.peer_gone(&conn);
                     break;
@@ -287,18 +176,11 @@ pub(super) async fn maintain_tunnel(
                 state.peer_down(addr, Some(reason.to_string()));
                 continue;
             }
-            Err((Some(replica), error))
-                if to_replica && sticky.is_some_and(|s| s.addr == replica) =>
-            {
+            Err((Some(replica), error)) if target.is_replica_turn(replica) => {
                 // The replica does not answer: the shared address now, at
                 // once (its balancer sends the edge to a live replica).
-                state.peer_down(replica, Some(error.clone()));
-                state.datagrams.unbind_paths(replica);
-                state.datagrams.handshake_failed(replica);
-                if !marked_down.contains(&replica) {
-                    marked_down.push(replica);
-                }
-                to_replica = false;
+                target.failed(replica, error.clone(), &state);
+                target.to_replica = false;
                 warn!(
                     "replica {replica} does not answer ({}); dialing the shared address {core}",
                     identity::readable_handshake_error(error)
@@ -314,15 +196,9 @@ pub(super) async fn maintain_tunnel(
                     debug!("cannot reach core {core}: {error}");
                 }
                 // The replica again next, if the edge has one.
-                to_replica = true;
+                target.to_replica = true;
                 if let Some(addr) = addr {
-                    last_addr = Some(addr);
-                    if !marked_down.contains(&addr) {
-                        marked_down.push(addr);
-                    }
-                    state.peer_down(addr, Some(error));
-                    state.datagrams.unbind_paths(addr);
-                    state.datagrams.handshake_failed(addr);
+                    target.failed(addr, error, &state);
                 }
             }
         }
@@ -334,10 +210,200 @@ pub(super) async fn maintain_tunnel(
     }
     // A removed peer leaves no entry in `status` and `/metrics`.
     if removed.is_triggered() {
-        for addr in last_addr.into_iter().chain(marked_down) {
-            state.forget_down_peer(addr);
+        target.forget(None, &state);
+    }
+}
+
+/// Where the next attempt goes, and what the attempts so far left in the
+/// node's status.
+#[derive(Default)]
+struct Target {
+    /// The replica the core advertised, if any.
+    sticky: Option<Sticky>,
+    /// Whether the next attempt goes to the replica: attempts alternate
+    /// between it and the shared address while neither answers (a cut
+    /// link), and the replica is forgotten only when a tunnel comes up to
+    /// one that advertises another (or none).
+    to_replica: bool,
+    /// Addresses marked down since the last tunnel (and the last one
+    /// tried): forgotten once the peer is up at another, or removed.
+    marked_down: Vec<SocketAddr>,
+}
+
+impl Target {
+    /// Whether `addr` is the replica and it was its turn.
+    fn is_replica_turn(&self, addr: SocketAddr) -> bool {
+        self.to_replica && self.sticky.is_some_and(|s| s.addr == addr)
+    }
+
+    /// A tunnel came up at `addr`, whose core advertises `advertised`.
+    fn up(
+        &mut self,
+        addr: SocketAddr,
+        advertised: Option<SocketAddr>,
+        rtt: Duration,
+        state: &NodeState,
+    ) {
+        // The shared address or a former replica: this peer is now the
+        // tunnel at `addr`.
+        self.forget(Some(addr), state);
+        self.to_replica = true;
+        if let Some(own) = advertised.filter(|own| self.sticky.is_none_or(|s| s.addr != *own)) {
+            info!("core {addr} is the replica at {own}: redials go there while it answers");
+        }
+        self.sticky = advertised.map(|addr| Sticky { addr, rtt });
+    }
+
+    /// An attempt at `addr` failed with `error`.
+    fn failed(&mut self, addr: SocketAddr, error: String, state: &NodeState) {
+        state.peer_down(addr, Some(error));
+        state.datagrams.unbind_paths(addr);
+        state.datagrams.handshake_failed(addr);
+        if !self.marked_down.contains(&addr) {
+            self.marked_down.push(addr);
         }
     }
+
+    /// Forgets the status entries of every address marked down, but
+    /// `keep`.
+    fn forget(&mut self, keep: Option<SocketAddr>, state: &NodeState) {
+        for old in self.marked_down.drain(..) {
+            if Some(old) != keep {
+                state.forget_down_peer(old);
+            }
+        }
+        if let Some(keep) = keep {
+            self.marked_down.push(keep);
+        }
+    }
+}
+
+/// What an attempt dials with.
+struct Dialer<'a> {
+    endpoint: &'a quinn::Endpoint,
+    client_config: &'a quinn::ClientConfig,
+    core: &'a Core,
+    state: &'a NodeState,
+}
+
+impl Dialer<'_> {
+    /// One attempt: the replica if it is its turn, else the shared
+    /// address (and then the replica once more, if the shared address led
+    /// to another one).
+    async fn attempt(&self, target: &Target) -> Result<DialedTunnel, (Option<SocketAddr>, String)> {
+        let Dialer { core, state, .. } = *self;
+        let shared_patience = match target.sticky {
+            Some(_) => SHARED_TURN,
+            None => HANDSHAKE_TIMEOUT,
+        };
+        let (addr, patience) = match (core, target.sticky.filter(|_| target.to_replica)) {
+            (_, Some(sticky)) => {
+                core.paths_to(state, sticky.addr);
+                (sticky.addr, sticky.patience())
+            }
+            (Core::Named(name), None) => (
+                resolve(name).await.map_err(|e| (None, e.to_string()))?,
+                shared_patience,
+            ),
+            (Core::Fixed { addr, .. }, None) => (*addr, shared_patience),
+        };
+        let up = self.once(addr, patience).await?;
+        // Through the shared address onto another replica while the edge
+        // had one: a cut link that came back during that handshake, or a
+        // replica that died. One more try of the replica tells which; the
+        // edge stays where its cache is.
+        let Some(own) = target
+            .sticky
+            .filter(|own| addr != own.addr && up.advertised != Some(own.addr))
+        else {
+            return Ok(up);
+        };
+        core.paths_to(state, own.addr);
+        match self.once(own.addr, own.patience()).await {
+            Ok(back) => {
+                info!(
+                    "core {addr} is another replica, and the edge's own at {} answers: back there",
+                    own.addr
+                );
+                up.conn.close(
+                    quinn::VarInt::from_u32(wanopt_proto::codes::SHUTDOWN),
+                    b"the edge went back to its replica",
+                );
+                state.datagrams.unbind_paths(addr);
+                Ok(back)
+            }
+            Err(_) => Ok(up),
+        }
+    }
+
+    async fn once(
+        &self,
+        addr: SocketAddr,
+        patience: Duration,
+    ) -> Result<DialedTunnel, (Option<SocketAddr>, String)> {
+        dial_once(
+            self.endpoint,
+            self.client_config,
+            self.state,
+            addr,
+            patience,
+        )
+        .await
+    }
+}
+
+/// Publishes a tunnel that came up for flows and carries it until it
+/// closes (or the peer is removed, which closes it at once; a shutdown
+/// leaves it to the drain); why it closed.
+async fn carry(
+    up: DialedTunnel,
+    state: &NodeState,
+    published: &Published,
+    removed: &Shutdown,
+) -> quinn::ConnectionError {
+    let DialedTunnel {
+        conn,
+        cache,
+        accepts,
+        ..
+    } = up;
+    let addr = conn.remote_address();
+    info!("tunnel up to core {addr} (rtt {:?})", conn.rtt());
+    state.peer_up(&conn);
+    let flows = TunnelFlows::new(false);
+    tokio::spawn(read_datagrams(
+        conn.clone(),
+        flows.clone(),
+        state.udp.clone(),
+    ));
+    if accepts.contains(Services::UDP) {
+        published.udp.send_replace(Some(UdpTunnel {
+            conn: conn.clone(),
+            flows,
+        }));
+    } else if published.wants_udp {
+        warn!("core {addr} does not carry UDP flows (an older wanopt): --forward-udp datagrams are dropped; upgrade the core");
+    }
+    published.tunnel.send_replace(Some(Tunnel {
+        conn: conn.clone(),
+        cache,
+    }));
+    (published.changed)();
+    let reason = tokio::select! {
+        reason = conn.closed() => reason,
+        () = removed.triggered() => {
+            conn.close(
+                quinn::VarInt::from_u32(wanopt_proto::codes::SHUTDOWN),
+                b"peer removed from the configuration",
+            );
+            conn.closed().await
+        }
+    };
+    published.tunnel.send_replace(None);
+    published.udp.send_replace(None);
+    (published.changed)();
+    state.datagrams.unbind_paths(addr);
+    reason
 }
 
 /// A tunnel that came up: the connection, the cache to use, what the
