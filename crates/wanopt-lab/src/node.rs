@@ -3,7 +3,6 @@
 //! --edges 2`) and each core replica (`lab up --cores`), by name and
 //! address.
 
-use crate::cluster::{Replica, MAX_CORES};
 use crate::link::LinkSpecs;
 
 /// The client's address.
@@ -74,7 +73,7 @@ impl Node {
             Node::SiteClient(site) => format!("client{}", site.number()),
             Node::SiteEdge(site) => format!("edge{}", site.number()),
             Node::Replica(replica) => format!("core{}", replica.number()),
-            Node::EdgeB => crate::edge_pair::EDGE_B_NAME.into(),
+            Node::EdgeB => EDGE_B_NAME.into(),
         }
     }
 
@@ -92,7 +91,7 @@ impl Node {
             Node::SiteClient(site) => Some(site.client_addr()),
             Node::SiteEdge(site) => Some(site.edge_wan_addr()),
             Node::Replica(replica) => Some(replica.addr()),
-            Node::EdgeB => Some(crate::edge_pair::EDGE_B_WAN_ADDR.into()),
+            Node::EdgeB => Some(EDGE_B_WAN_ADDR.into()),
         }
     }
 
@@ -331,6 +330,65 @@ impl Site {
                 .wrapping_add(SEED_OFFSET + 2 * u64::from(self.0)),
             ..lab_link.clone()
         }
+    }
+}
+
+/// UDP port of the core's tunnel.
+pub const TUNNEL_PORT: u16 = 4433;
+
+/// The most replicas a core cluster (`lab up --cores N`) has.
+pub const MAX_CORES: u8 = 8;
+
+/// Port of each replica's control API (on its cluster address), where
+/// keepalived asks for `/health`.
+pub const CONTROL_PORT: u16 = 7002;
+
+/// The second edge of site 1 (`lab up --edges 2`): its namespace's short
+/// name.
+pub const EDGE_B_NAME: &str = "edgeb";
+
+/// Edge B's address on its WAN segment.
+pub const EDGE_B_WAN_ADDR: &str = "198.18.6.1";
+
+/// One replica of the cluster: its number is 1 to [`MAX_CORES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Replica(u8);
+
+impl Replica {
+    /// Replica `number`, if 1 to [`MAX_CORES`].
+    pub fn new(number: u8) -> Option<Replica> {
+        (1..=MAX_CORES).contains(&number).then_some(Replica(number))
+    }
+
+    /// The replica's number.
+    pub fn number(self) -> u8 {
+        self.0
+    }
+
+    /// The replica's namespace.
+    pub fn node(self) -> Node {
+        Node::Replica(self)
+    }
+
+    /// The replica's address on the cluster segment: 198.18.5.(10+K).
+    pub fn addr(self) -> String {
+        format!("198.18.5.{}", 10 + self.0)
+    }
+
+    /// The director's interface towards the replica (a port of
+    /// [`crate::cluster::CLUSTER_BRIDGE`]).
+    pub fn director_if(self) -> String {
+        format!("rep{}", self.0)
+    }
+
+    /// The name the replica's wanopt core is recorded under.
+    pub fn daemon(self) -> String {
+        format!("wanopt-core{}", self.0)
+    }
+
+    /// The replica's control API (`--control`).
+    pub fn control(self) -> String {
+        format!("{}:{CONTROL_PORT}", self.addr())
     }
 }
 

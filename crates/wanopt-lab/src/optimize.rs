@@ -98,8 +98,7 @@ pub enum OptimizeError {
     },
 }
 
-/// UDP port of the core's tunnel.
-pub const TUNNEL_PORT: u16 = 4433;
+pub use crate::node::TUNNEL_PORT;
 /// TCP port of the edge's transparent listener.
 pub const TRANSPARENT_PORT: u16 = 7000;
 /// Control address of the edge (inside `edge`).

@@ -383,7 +383,7 @@ impl Lab {
         }
         // Their processes are gone: the groups are empty now (or soon).
         for dir in cgroups {
-            crate::cluster::topology::remove_cgroup(&dir);
+            remove_cgroup(&dir);
         }
         let dir = self.state_dir();
         if dir.exists() {
@@ -664,6 +664,18 @@ fn process_ended(pid: u32) -> bool {
 impl From<crate::node::UnknownNode> for TopologyError {
     fn from(e: crate::node::UnknownNode) -> TopologyError {
         TopologyError::UnknownNode(e.0)
+    }
+}
+
+/// Removes a cgroup directory once its processes are gone (they may take
+/// a moment to leave after being killed); gives up after 2 s.
+pub(crate) fn remove_cgroup(dir: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while dir.exists() {
+        if fs::remove_dir(dir).is_ok() || Instant::now() > deadline {
+            return;
+        }
+        thread::sleep(Duration::from_millis(20));
     }
 }
 

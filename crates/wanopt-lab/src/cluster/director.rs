@@ -27,7 +27,7 @@
 use std::net::Ipv4Addr;
 
 use super::{Cores, Replica, BUCKETS};
-use crate::optimize::TUNNEL_PORT;
+use crate::node::TUNNEL_PORT;
 use crate::topology::{output, Lab, Node, TopologyError};
 
 /// The nftables table of the director's rules (family `ip`).

@@ -50,10 +50,8 @@ pub mod scenario;
 pub mod status;
 pub mod topology;
 
+pub use crate::node::{Replica, CONTROL_PORT, MAX_CORES};
 pub use topology::ClusterError;
-
-/// The most replicas a cluster has.
-pub const MAX_CORES: u8 = 8;
 
 /// Hash buckets of the director's map.
 pub const BUCKETS: u32 = 64;
@@ -66,10 +64,6 @@ pub const DIRECTOR_ADDR: &str = "198.18.5.1";
 
 /// The director's bridge on the cluster segment.
 pub const CLUSTER_BRIDGE: &str = "cluster0";
-
-/// Port of each replica's control API (on its cluster address), where
-/// keepalived asks for `/health`.
-pub const CONTROL_PORT: u16 = 7002;
 
 /// How long a silent tunnel lives in a cluster (both nodes'
 /// `--tunnel-timeout`): an edge whose replica died redials well within the
@@ -101,7 +95,7 @@ impl Cores {
 
     /// The replicas, in order.
     pub fn replicas(self) -> impl Iterator<Item = Replica> {
-        (1..=self.0).map(Replica)
+        (1..=self.0).filter_map(Replica::new)
     }
 }
 
@@ -223,48 +217,6 @@ pub struct Cluster {
     /// Each replica's wanopt process's share of one CPU, if capped.
     #[serde(default)]
     pub cpu: Option<CpuShare>,
-}
-
-/// One replica of the cluster: its number is 1 to [`MAX_CORES`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Replica(u8);
-
-impl Replica {
-    /// Replica `number`, if 1 to [`MAX_CORES`].
-    pub fn new(number: u8) -> Option<Replica> {
-        (1..=MAX_CORES).contains(&number).then_some(Replica(number))
-    }
-
-    /// The replica's number.
-    pub fn number(self) -> u8 {
-        self.0
-    }
-
-    /// The replica's namespace.
-    pub fn node(self) -> crate::node::Node {
-        crate::node::Node::Replica(self)
-    }
-
-    /// The replica's address on the cluster segment: 198.18.5.(10+K).
-    pub fn addr(self) -> String {
-        format!("198.18.5.{}", 10 + self.0)
-    }
-
-    /// The director's interface towards the replica (a port of
-    /// [`CLUSTER_BRIDGE`]).
-    pub fn director_if(self) -> String {
-        format!("rep{}", self.0)
-    }
-
-    /// The name the replica's wanopt core is recorded under.
-    pub fn daemon(self) -> String {
-        format!("wanopt-core{}", self.0)
-    }
-
-    /// The replica's control API (`--control`).
-    pub fn control(self) -> String {
-        format!("{}:{CONTROL_PORT}", self.addr())
-    }
 }
 
 #[cfg(test)]

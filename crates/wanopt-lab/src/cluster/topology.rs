@@ -14,8 +14,6 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::thread;
-use std::time::{Duration, Instant};
 
 use super::{Cluster, CpuShare, Replica, CLUSTER_BRIDGE, CLUSTER_NET, DIRECTOR_ADDR};
 use crate::sites::Sites;
@@ -184,7 +182,7 @@ impl Lab {
         };
         // A group left by a lab that was not taken down goes first.
         if dir.exists() {
-            remove_cgroup(&dir);
+            crate::topology::remove_cgroup(&dir);
         }
         fs::create_dir(&dir).map_err(cgroup_error(&dir))?;
         self.record_cgroup(&dir)?;
@@ -226,18 +224,6 @@ pub fn in_cgroup(cgroup: &Path, command: &[String]) -> Command {
     .arg(cgroup)
     .args(command);
     sh
-}
-
-/// Removes a cgroup directory once its processes are gone (they may take
-/// a moment to leave after being killed); gives up after 2 s.
-pub(crate) fn remove_cgroup(dir: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while dir.exists() {
-        if fs::remove_dir(dir).is_ok() || Instant::now() > deadline {
-            return;
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[cfg(test)]

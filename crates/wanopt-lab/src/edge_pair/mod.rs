@@ -39,8 +39,7 @@ pub mod vrrp;
 
 pub use topology::EdgePairError;
 
-/// The edge B namespace's short name.
-pub const EDGE_B_NAME: &str = "edgeb";
+pub use crate::node::{EDGE_B_NAME, EDGE_B_WAN_ADDR};
 
 /// The client LAN's virtual address: the client's gateway, held by the
 /// VRRP master (the lab's one-edge LAN address).
@@ -49,8 +48,6 @@ pub const VIRTUAL_ADDR: &str = crate::node::EDGE_LAN_ADDR;
 pub const EDGE_A_LAN_ADDR: &str = "198.18.1.3";
 /// Edge B's own address on the client LAN.
 pub const EDGE_B_LAN_ADDR: &str = "198.18.1.4";
-/// Edge B's address on its WAN segment.
-pub const EDGE_B_WAN_ADDR: &str = "198.18.6.1";
 /// The core's address on edge B's WAN segment.
 pub const CORE_EDGE_B_ADDR: &str = "198.18.6.2";
 /// Fixed MAC of edge B's WAN interface.

@@ -47,8 +47,9 @@ pub struct Row {
     /// `failover`: the site's goodput before the kill, Mbit/s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mbit_s_before: Option<f64>,
-    /// Milliseconds from the kill (`failover`) or the start (`added`) to
-    /// the first new flow of the site that worked.
+    /// Milliseconds from the kill to the first new flow of the site that
+    /// worked (`failover`); from the end of the downloads (`added`: the
+    /// sites one after another, so it adds up).
     pub first_flow_ms: Option<f64>,
     /// The site's flows that were reset.
     pub resets: u32,
