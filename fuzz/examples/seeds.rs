@@ -346,6 +346,25 @@ fn tcp_frame(flags: u8, options: &[u8], payload: &[u8]) -> Vec<u8> {
     frame
 }
 
+/// A UDP/IPv4 frame from 10.0.0.1:40000 to 10.0.0.2:`port` with `payload`.
+fn udp_frame(port: u16, payload: &[u8]) -> Vec<u8> {
+    let ip_len = 20 + 8 + payload.len();
+    let mut frame = vec![0u8; 14 + ip_len];
+    frame[12..14].copy_from_slice(&[0x08, 0x00]);
+    let total = (ip_len as u16).to_be_bytes();
+    frame[14..34].copy_from_slice(&[
+        0x45, 0, total[0], total[1], 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+    ]);
+    Ipv4Packet::new_checked(&mut frame[14..])
+        .unwrap()
+        .fill_checksum();
+    frame[34..36].copy_from_slice(&40000u16.to_be_bytes());
+    frame[36..38].copy_from_slice(&port.to_be_bytes());
+    frame[38..40].copy_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    frame[42..].copy_from_slice(payload);
+    frame
+}
+
 fn netem_inputs() -> Vec<Vec<u8>> {
     const SYN: u8 = 0x02;
     const ACK: u8 = 0x10;
@@ -372,7 +391,34 @@ fn netem_inputs() -> Vec<Vec<u8>> {
     };
     let mut whole = vec![0x10];
     whole.extend(&frames[0]);
-    vec![records(0x00, 1), records(0x35, 20), records(0xff, 0), whole]
+    // UDP: knob 0x01 polices 10.0.0.1 (the source) to 48 kbit/s with a
+    // 1510-byte bucket, so a burst of 1000-byte datagrams is cut; knob
+    // 0x33 blocks port 53 (0x33 + 2) and lets TCP beside it through.
+    let datagrams = |knobs: u8, port: u16, count: usize| {
+        let mut input = vec![knobs];
+        for i in 0..count {
+            let frame = if i % 4 == 3 {
+                frames[2].clone()
+            } else {
+                udp_frame(port, &[i as u8; 1000])
+            };
+            input.push(if i % 8 == 0 { 200 } else { 0 });
+            input.extend((frame.len() as u16).to_be_bytes());
+            input.extend(frame);
+        }
+        input
+    };
+    let mut whole_udp = vec![0x33];
+    whole_udp.extend(udp_frame(53, b"query"));
+    vec![
+        records(0x00, 1),
+        records(0x35, 20),
+        records(0xff, 0),
+        whole,
+        datagrams(0x01, 4433, 12),
+        datagrams(0x33, 53, 6),
+        whole_udp,
+    ]
 }
 
 /// Some text, as a node carries it (PPMd takes it, LZ4 and zstd compress it).

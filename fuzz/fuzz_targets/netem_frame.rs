@@ -1,7 +1,7 @@
-//! Feeds arbitrary frames through the middlebox rules and a congested link
-//! with RED/ECN marking, loss, duplication, jitter and reordering: nothing
-//! may panic, every frame in must be accounted for, and no frame may leave
-//! before it arrived.
+//! Feeds arbitrary frames through the middlebox rules (TCP rewrites, UDP
+//! blocking and policing) and a congested link with RED/ECN marking, loss,
+//! duplication, jitter and reordering: nothing may panic, every frame in
+//! must be accounted for, and no frame may leave before it arrived.
 //!
 //! Input: one knob byte, then records of `gap (1 byte, x10 us)`,
 //! `length (2 bytes, big-endian, mod 2048)` and that many frame bytes.
@@ -29,7 +29,20 @@ fn rules(knobs: u8) -> Vec<Rule> {
             after_queue: false,
         },
         Rule {
-            matches: Match::AnyTcp,
+            matches: Match::Port(u16::from(knobs).wrapping_add(2)),
+            actions: vec![Action::BlockUdp],
+            after_queue: false,
+        },
+        Rule {
+            matches: Match::Address([10, 0, 0, knobs].into()),
+            actions: vec![Action::PoliceUdp {
+                rate: BitsPerSecond(8_000 + u64::from(knobs) * 40_000),
+                burst_bytes: 1500 + u64::from(knobs) * 10,
+            }],
+            after_queue: false,
+        },
+        Rule {
+            matches: Match::Any,
             after_queue: false,
             actions: vec![
                 Action::StripSackPermitted,
@@ -72,7 +85,7 @@ fuzz_target!(|data: &[u8]| {
     };
     // The whole input is also one frame for the middlebox's parsers.
     let mut whole = rest.to_vec();
-    let _ = Middlebox::new(rules(knobs), 1).process(&mut whole);
+    let _ = Middlebox::new(rules(knobs), 1).process(Instant::now(), &mut whole);
     let _ = frame_ecn(&whole, FrameKind::of(&whole));
 
     let mut middlebox = Middlebox::new(rules(knobs), u64::from(knobs));
@@ -86,7 +99,7 @@ fuzz_target!(|data: &[u8]| {
         rest = remaining;
         now += Duration::from_micros(u64::from(*gap) * 10);
         let mut frame = bytes.to_vec();
-        if middlebox.process(&mut frame) == Verdict::Drop {
+        if middlebox.process(now, &mut frame) == Verdict::Drop {
             continue;
         }
         assert_eq!(frame.len(), len, "rewrites never change a frame's length");

@@ -59,7 +59,7 @@ pub fn build(config: LinkConfig, seed: u64, rules: &[Rule], middlebox_seed: u64)
 impl FrameLink for Bump {
     fn handle_frame(&mut self, now: Instant, mut frame: Vec<u8>) {
         if let Some(middlebox) = &mut self.middlebox {
-            if middlebox.process(&mut frame) == Verdict::Drop {
+            if middlebox.process(now, &mut frame) == Verdict::Drop {
                 return;
             }
         }
@@ -71,7 +71,7 @@ impl FrameLink for Bump {
             let dropped = self
                 .after_queue
                 .as_mut()
-                .is_some_and(|middlebox| middlebox.process(&mut frame) == Verdict::Drop);
+                .is_some_and(|middlebox| middlebox.process(now, &mut frame) == Verdict::Drop);
             if !dropped {
                 return Some(frame);
             }

@@ -1,12 +1,14 @@
 //! Parsing of middlebox rules from text, for command lines and scenario files.
 //!
-//! Rules are separated by `;` and tried in order (first match wins). A rule
-//! is an optional matcher followed by one or more actions:
+//! Rules are separated by `;` and tried in order (first match of the
+//! packet's protocol wins). A rule is an optional matcher followed by one
+//! or more actions. A rule with `block-udp` or `police-udp` is a UDP rule
+//! and has that one action; every other rule is a TCP rule:
 //!
 //! | token | meaning |
 //! | --- | --- |
-//! | `port N` | match segments from or to TCP port N (default: every TCP segment) |
-//! | `address A.B.C.D` | match segments from or to this IPv4 address |
+//! | `port N` | match segments (datagrams, for a UDP rule) from or to port N (default: every one of the rule's protocol) |
+//! | `address A.B.C.D` | match segments (datagrams) from or to this IPv4 address |
 //! | `after-queue` | the rule stands after the link's queue, not in front of it ([`Rule::after_queue`]) |
 //! | `strip-sack-permitted` | [`Action::StripSackPermitted`] |
 //! | `strip-wscale` | [`Action::StripWindowScale`] |
@@ -20,27 +22,36 @@
 //! | `set-ce` | [`Action::SetCe`] |
 //! | `clear-ce` | [`Action::ClearCe`] |
 //! | `rewrite-ecn V` | [`Action::RewriteEcn`]: `not-ect`, `ect0`, `ect1`, `ce` (or the bits `00`, `10`, `01`, `11`) |
-//! | `drop` | [`Action::Drop`] |
+//! | `drop` | [`Action::Drop`] (TCP segments) |
+//! | `block-udp` | [`Action::BlockUdp`]: drop UDP datagrams, TCP untouched |
+//! | `police-udp RATE` | [`Action::PoliceUdp`]: a token bucket on UDP at RATE (`2mbit`, `500kbit`, as `rate` in a link spec), as deep as 50 ms of the rate and at least 3000 bytes; what it cannot pass is dropped |
+//! | `burst SIZE` | after `police-udp RATE`: the bucket's depth instead (`15kb`, `64kib`, `20000b`; at least 1500 bytes) |
 //!
 //! ```
-//! use wanopt_netem::middlebox::parse_rules;
+//! use wanopt_netem::middlebox::{parse_rules, Protocol};
 //!
-//! let rules = parse_rules("port 22 drop; strip-sack-permitted mss 1200").unwrap();
-//! assert_eq!(rules.len(), 2);
+//! let rules = parse_rules("port 22 drop; port 443 block-udp; police-udp 2mbit burst 20kb").unwrap();
+//! assert_eq!(rules.len(), 3);
+//! assert_eq!(rules[1].protocol(), Protocol::Udp);
 //! ```
 
 use std::net::Ipv4Addr;
 
 use thiserror::Error;
 
-use crate::middlebox::{Action, Match, Rule};
+use crate::middlebox::udp::default_burst_bytes;
+use crate::middlebox::{Action, Match, Protocol, Rule};
+use crate::units::{parse_queue_limit, parse_rate, ParseRateError, QueueLimit};
 use crate::wire::Ecn;
+
+/// The smallest `burst` of `police-udp`: one full-size Ethernet datagram.
+pub const MIN_BURST_BYTES: u64 = 1500;
 
 /// Why a middlebox rule list did not parse.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ParseRulesError {
     /// A word that is neither a matcher nor an action.
-    #[error("unknown middlebox action `{token}`: expected strip-sack-permitted, strip-wscale, wscale N, mss N, randomize-seq, randomize-seq-broken-sack, bleach-ecn, bleach-ip-ecn, bleach-tcp-ecn, block-ecn-setup, set-ce, clear-ce, rewrite-ecn V or drop")]
+    #[error("unknown middlebox action `{token}`: expected strip-sack-permitted, strip-wscale, wscale N, mss N, randomize-seq, randomize-seq-broken-sack, bleach-ecn, bleach-ip-ecn, bleach-tcp-ecn, block-ecn-setup, set-ce, clear-ce, rewrite-ecn V, drop, block-udp or police-udp RATE")]
     UnknownAction {
         /// The word as written.
         token: String,
@@ -63,6 +74,21 @@ pub enum ParseRulesError {
         /// What is expected instead.
         expected: &'static str,
     },
+    /// The rate of `police-udp` does not parse.
+    #[error("middlebox `police-udp {value}`: {cause}")]
+    Rate {
+        /// The rate as written.
+        value: String,
+        /// Why it does not parse.
+        #[source]
+        cause: ParseRateError,
+    },
+    /// A UDP action beside another action in one rule.
+    #[error("middlebox rule `{rule}` mixes actions: block-udp and police-udp stand alone in a rule (with a matcher); write separate rules, like `port 443 block-udp; mss 1200`")]
+    MixedUdpRule {
+        /// The rule as written.
+        rule: String,
+    },
     /// A rule with a matcher but no action, or nothing between two `;`.
     #[error("middlebox rule `{rule}` has no action: add one, like `{rule} strip-sack-permitted`")]
     NoAction {
@@ -82,7 +108,7 @@ pub fn parse_rules(spec: &str) -> Result<Vec<Rule>, ParseRulesError> {
 
 fn parse_rule(text: &str) -> Result<Rule, ParseRulesError> {
     let mut tokens = text.split_whitespace().peekable();
-    let mut matches = Match::AnyTcp;
+    let mut matches = Match::Any;
     let mut actions = Vec::new();
     let mut after_queue = false;
     while let Some(token) = tokens.next() {
@@ -159,6 +185,38 @@ fn parse_rule(text: &str) -> Result<Rule, ParseRulesError> {
                 actions.push(Action::RewriteEcn(ecn));
             }
             "drop" => actions.push(Action::Drop),
+            "block-udp" => actions.push(Action::BlockUdp),
+            "police-udp" => {
+                let text = value("2mbit")?;
+                let rate = parse_rate(text).map_err(|cause| ParseRulesError::Rate {
+                    value: text.to_owned(),
+                    cause,
+                })?;
+                actions.push(Action::PoliceUdp {
+                    rate,
+                    burst_bytes: default_burst_bytes(rate),
+                });
+            }
+            "burst" => {
+                let text = value("15kb")?;
+                let bytes =
+                    match parse_queue_limit(text) {
+                        Ok(QueueLimit::Bytes(bytes)) if bytes >= MIN_BURST_BYTES => bytes,
+                        _ => return Err(invalid(
+                            text,
+                            "a burst is a size of at least 1500 bytes, like 15kb, 64kib or 20000b",
+                        )),
+                    };
+                match actions.last_mut() {
+                    Some(Action::PoliceUdp { burst_bytes, .. }) => *burst_bytes = bytes,
+                    _ => {
+                        return Err(invalid(
+                            text,
+                            "`burst` follows `police-udp RATE`, like `police-udp 2mbit burst 15kb`",
+                        ))
+                    }
+                }
+            }
             _ => {
                 return Err(ParseRulesError::UnknownAction {
                     token: token.to_owned(),
@@ -168,6 +226,15 @@ fn parse_rule(text: &str) -> Result<Rule, ParseRulesError> {
     }
     if actions.is_empty() {
         return Err(ParseRulesError::NoAction {
+            rule: text.trim().to_owned(),
+        });
+    }
+    let udp_actions = actions
+        .iter()
+        .filter(|action| action.protocol() == Protocol::Udp)
+        .count();
+    if udp_actions > 0 && actions.len() > 1 {
+        return Err(ParseRulesError::MixedUdpRule {
             rule: text.trim().to_owned(),
         });
     }
@@ -205,7 +272,7 @@ mod tests {
                 },
                 Rule {
                     after_queue: false,
-                    matches: Match::AnyTcp,
+                    matches: Match::Any,
                     actions: vec![
                         Action::StripSackPermitted,
                         Action::SetWindowScale(0),
@@ -246,7 +313,7 @@ mod tests {
     fn bad_rules_say_what_is_wrong() {
         assert_eq!(
             parse_rules("strip-sack").unwrap_err().to_string(),
-            "unknown middlebox action `strip-sack`: expected strip-sack-permitted, strip-wscale, wscale N, mss N, randomize-seq, randomize-seq-broken-sack, bleach-ecn, bleach-ip-ecn, bleach-tcp-ecn, block-ecn-setup, set-ce, clear-ce, rewrite-ecn V or drop"
+            "unknown middlebox action `strip-sack`: expected strip-sack-permitted, strip-wscale, wscale N, mss N, randomize-seq, randomize-seq-broken-sack, bleach-ecn, bleach-ip-ecn, bleach-tcp-ecn, block-ecn-setup, set-ce, clear-ce, rewrite-ecn V, drop, block-udp or police-udp RATE"
         );
         assert_eq!(
             parse_rules("mss").unwrap_err().to_string(),
@@ -272,5 +339,81 @@ mod tests {
             parse_rules("port 70000 drop"),
             Err(ParseRulesError::InvalidValue { .. })
         ));
+    }
+
+    #[test]
+    fn udp_rules_parse_with_their_matchers_and_bursts() {
+        let rules = parse_rules(
+            "port 443 block-udp; address 10.0.0.2 police-udp 2mbit; police-udp 500kbit burst 20kb; after-queue POLICE-UDP 1gbit",
+        )
+        .unwrap();
+        let summary: Vec<(Match, Action, bool)> = rules
+            .iter()
+            .map(|rule| (rule.matches, rule.actions[0], rule.after_queue))
+            .collect();
+        let police = |bits: u64, burst_bytes: u64| Action::PoliceUdp {
+            rate: crate::units::BitsPerSecond(bits),
+            burst_bytes,
+        };
+        assert_eq!(
+            summary,
+            [
+                (Match::Port(443), Action::BlockUdp, false),
+                (
+                    Match::Address(Ipv4Addr::new(10, 0, 0, 2)),
+                    police(2_000_000, 12_500),
+                    false
+                ),
+                (Match::Any, police(500_000, 20_000), false),
+                (Match::Any, police(1_000_000_000, 6_250_000), true),
+            ]
+        );
+        assert!(rules.iter().all(|rule| rule.protocol() == Protocol::Udp));
+        assert_eq!(
+            parse_rules("port 22 drop").unwrap()[0].protocol(),
+            Protocol::Tcp
+        );
+    }
+
+    #[test]
+    fn bad_udp_rules_say_what_is_wrong() {
+        let error = |rules: &str| parse_rules(rules).unwrap_err().to_string();
+        assert_eq!(
+            error("police-udp"),
+            "middlebox `police-udp` needs a value, like `police-udp 2mbit`"
+        );
+        assert!(error("police-udp 2mbps")
+            .starts_with("middlebox `police-udp 2mbps`: `2mbps` is ambiguous"));
+        assert!(error("police-udp 2").starts_with("middlebox `police-udp 2`: `2` has no unit"));
+        let too_small = "a burst is a size of at least 1500 bytes, like 15kb, 64kib or 20000b";
+        assert_eq!(
+            error("police-udp 2mbit burst 100b"),
+            format!("middlebox `burst 100b`: {too_small}")
+        );
+        assert_eq!(
+            error("police-udp 2mbit burst 10p"),
+            format!("middlebox `burst 10p`: {too_small}")
+        );
+        assert_eq!(
+            error("block-udp burst 15kb"),
+            "middlebox `burst 15kb`: `burst` follows `police-udp RATE`, like `police-udp 2mbit burst 15kb`"
+        );
+        for mixed in [
+            "port 443 block-udp drop",
+            "mss 1200 police-udp 1mbit",
+            "block-udp police-udp 1mbit",
+        ] {
+            assert_eq!(
+                error(mixed),
+                format!("middlebox rule `{mixed}` mixes actions: block-udp and police-udp stand alone in a rule (with a matcher); write separate rules, like `port 443 block-udp; mss 1200`")
+            );
+        }
+        for rules in [
+            "block-udp x",
+            "police-udp 2mbit x",
+            "police-udp 1mbit burst",
+        ] {
+            assert!(!error(rules).contains('\n'), "{rules}");
+        }
     }
 }

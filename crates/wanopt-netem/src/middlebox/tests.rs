@@ -1,4 +1,8 @@
-//! Tests of the middlebox rules on real-looking TCP/IPv4 frames.
+//! Tests of the middlebox rules on real-looking TCP/IPv4 and UDP/IPv4
+//! frames.
+
+use std::sync::OnceLock;
+use std::time::Instant;
 
 use proptest::prelude::*;
 
@@ -8,6 +12,12 @@ use crate::wire::TcpSegment;
 
 const CLIENT: [u8; 4] = [10, 0, 0, 1];
 const SERVER: [u8; 4] = [10, 0, 0, 2];
+
+/// The start of the virtual clock: TCP rules ignore the time.
+fn now() -> Instant {
+    static START: OnceLock<Instant> = OnceLock::new();
+    *START.get_or_init(Instant::now)
+}
 
 /// A TCP/IPv4 frame with the given options (padded to 4 bytes with END),
 /// valid checksums, and `payload_len` bytes of payload.
@@ -81,7 +91,7 @@ fn one_rule(actions: Vec<Action>) -> Middlebox {
     Middlebox::new(
         vec![Rule {
             after_queue: false,
-            matches: Match::AnyTcp,
+            matches: Match::Any,
             actions,
         }],
         7,
@@ -92,7 +102,7 @@ fn one_rule(actions: Vec<Action>) -> Middlebox {
 fn strip_sack_permitted_leaves_nops_and_a_valid_checksum() {
     let mut frame = syn();
     assert!(checksums_valid(&frame));
-    let verdict = one_rule(vec![Action::StripSackPermitted]).process(&mut frame);
+    let verdict = one_rule(vec![Action::StripSackPermitted]).process(now(), &mut frame);
     assert_eq!(verdict, Verdict::Rewritten);
     assert_eq!(&tcp(&frame).options()[4..6], &[1, 1]);
     assert_eq!(&tcp(&frame).options()[..4], &[2, 4, 0x05, 0xb4]);
@@ -104,11 +114,11 @@ fn strip_sack_permitted_leaves_nops_and_a_valid_checksum() {
 #[test]
 fn window_scale_can_be_stripped_or_changed() {
     let mut frame = syn();
-    one_rule(vec![Action::StripWindowScale]).process(&mut frame);
+    one_rule(vec![Action::StripWindowScale]).process(now(), &mut frame);
     assert_eq!(&tcp(&frame).options()[17..20], &[1, 1, 1]);
     assert!(checksums_valid(&frame));
     let mut frame = syn();
-    one_rule(vec![Action::SetWindowScale(2)]).process(&mut frame);
+    one_rule(vec![Action::SetWindowScale(2)]).process(now(), &mut frame);
     assert_eq!(&tcp(&frame).options()[17..20], &[3, 3, 2]);
     assert!(checksums_valid(&frame));
 }
@@ -117,14 +127,14 @@ fn window_scale_can_be_stripped_or_changed() {
 fn mss_is_clamped_only_when_above_the_limit() {
     let mut frame = syn();
     assert_eq!(
-        one_rule(vec![Action::ClampMss(1200)]).process(&mut frame),
+        one_rule(vec![Action::ClampMss(1200)]).process(now(), &mut frame),
         Verdict::Rewritten
     );
     assert_eq!(&tcp(&frame).options()[..4], &[2, 4, 0x04, 0xb0]);
     assert!(checksums_valid(&frame));
     let before = frame.clone();
     assert_eq!(
-        one_rule(vec![Action::ClampMss(1300)]).process(&mut frame),
+        one_rule(vec![Action::ClampMss(1300)]).process(now(), &mut frame),
         Verdict::Pass
     );
     assert_eq!(frame, before);
@@ -133,7 +143,7 @@ fn mss_is_clamped_only_when_above_the_limit() {
 #[test]
 fn ecn_bleaching_clears_ip_and_tcp_bits() {
     let mut frame = syn();
-    one_rule(vec![Action::BleachIpEcn, Action::BleachTcpEcn]).process(&mut frame);
+    one_rule(vec![Action::BleachIpEcn, Action::BleachTcpEcn]).process(now(), &mut frame);
     let ip = Ipv4Packet::new_checked(&frame[14..]).unwrap();
     assert_eq!(ip.ecn(), Ecn::NotEct);
     assert_eq!(tcp(&frame).flags(), FLAG_SYN);
@@ -168,7 +178,7 @@ fn data() -> Vec<u8> {
 #[test]
 fn ecn_setup_syns_are_dropped_and_nothing_else() {
     let mut middlebox = one_rule(vec![Action::BlockEcnSetup, Action::ClampMss(1200)]);
-    assert_eq!(middlebox.process(&mut syn()), Verdict::Drop);
+    assert_eq!(middlebox.process(now(), &mut syn()), Verdict::Drop);
     // The retried SYN without ECE and CWR passes (and gets the rule's
     // other actions), as do an ECN-setup SYN-ACK and data with ECE.
     let mut retry = syn();
@@ -176,7 +186,7 @@ fn ecn_setup_syns_are_dropped_and_nothing_else() {
     TcpSegment::new_checked(&mut retry[34..])
         .unwrap()
         .fill_checksum_v4(CLIENT, SERVER);
-    assert_eq!(middlebox.process(&mut retry), Verdict::Rewritten);
+    assert_eq!(middlebox.process(now(), &mut retry), Verdict::Rewritten);
     assert_eq!(&tcp(&retry).options()[..4], &[2, 4, 0x04, 0xb0]);
     let mut syn_ack = tcp_frame(
         (SERVER, 80),
@@ -187,7 +197,7 @@ fn ecn_setup_syns_are_dropped_and_nothing_else() {
         &[],
         0,
     );
-    assert_eq!(middlebox.process(&mut syn_ack), Verdict::Pass);
+    assert_eq!(middlebox.process(now(), &mut syn_ack), Verdict::Pass);
     let mut echo = tcp_frame(
         (CLIENT, 40000),
         (SERVER, 80),
@@ -197,7 +207,7 @@ fn ecn_setup_syns_are_dropped_and_nothing_else() {
         &[],
         0,
     );
-    assert_eq!(middlebox.process(&mut echo), Verdict::Pass);
+    assert_eq!(middlebox.process(now(), &mut echo), Verdict::Pass);
     assert_eq!(middlebox.counters().dropped, 1);
 }
 
@@ -211,7 +221,7 @@ fn set_ce_marks_only_ecn_capable_packets() {
         (Ecn::NotEct, Ecn::NotEct),
     ] {
         let mut frame = with_ecn(data(), before);
-        let verdict = middlebox.process(&mut frame);
+        let verdict = middlebox.process(now(), &mut frame);
         assert_eq!(ecn_of(&frame), after, "{before:?}");
         assert_eq!(verdict == Verdict::Rewritten, before != after);
         assert!(checksums_valid(&frame));
@@ -222,20 +232,20 @@ fn set_ce_marks_only_ecn_capable_packets() {
 fn clear_ce_hides_marks_and_rewrite_ecn_overwrites_every_field() {
     let mut frame = with_ecn(data(), Ecn::Ce);
     assert_eq!(
-        one_rule(vec![Action::ClearCe]).process(&mut frame),
+        one_rule(vec![Action::ClearCe]).process(now(), &mut frame),
         Verdict::Rewritten
     );
     assert_eq!(ecn_of(&frame), Ecn::Ect0);
     assert!(checksums_valid(&frame));
     let mut frame = with_ecn(data(), Ecn::Ect1);
     assert_eq!(
-        one_rule(vec![Action::ClearCe]).process(&mut frame),
+        one_rule(vec![Action::ClearCe]).process(now(), &mut frame),
         Verdict::Pass
     );
     for to in [Ecn::NotEct, Ecn::Ect0, Ecn::Ect1, Ecn::Ce] {
         // The Not-ECT SYN is rewritten too: `rewrite-ecn ce` marks it.
         let mut frame = with_ecn(syn(), Ecn::NotEct);
-        one_rule(vec![Action::RewriteEcn(to)]).process(&mut frame);
+        one_rule(vec![Action::RewriteEcn(to)]).process(now(), &mut frame);
         assert_eq!(ecn_of(&frame), to);
         assert!(checksums_valid(&frame));
     }
@@ -260,7 +270,7 @@ fn sequence_randomization_is_undone_on_the_way_back() {
         &[],
         100,
     );
-    up.process(&mut request);
+    up.process(now(), &mut request);
     let seen_by_server = tcp(&request).sequence();
     assert_ne!(seen_by_server, 5000);
     assert!(checksums_valid(&request));
@@ -280,7 +290,7 @@ fn sequence_randomization_is_undone_on_the_way_back() {
         &sack,
         0,
     );
-    down.process(&mut reply);
+    down.process(now(), &mut reply);
     assert!(checksums_valid(&reply));
     assert_eq!(tcp(&reply).acknowledgment(), 5100);
     let view = tcp(&reply);
@@ -298,7 +308,7 @@ fn sequence_randomization_without_sack_rewriting_breaks_sack() {
     sack.extend_from_slice(&1200u32.to_be_bytes());
     sack.extend_from_slice(&1300u32.to_be_bytes());
     let mut reply = tcp_frame((SERVER, 80), (CLIENT, 40000), 1, 1100, FLAG_ACK, &sack, 0);
-    middlebox.process(&mut reply);
+    middlebox.process(now(), &mut reply);
     assert_ne!(tcp(&reply).acknowledgment(), 1100);
     assert_eq!(&tcp(&reply).options()[4..8], &1200u32.to_be_bytes());
     assert!(checksums_valid(&reply));
@@ -315,14 +325,14 @@ fn first_matching_rule_wins() {
             },
             Rule {
                 after_queue: false,
-                matches: Match::AnyTcp,
+                matches: Match::Any,
                 actions: vec![Action::ClampMss(1200)],
             },
         ],
         1,
     );
     let mut frame = syn();
-    middlebox.process(&mut frame);
+    middlebox.process(now(), &mut frame);
     assert_eq!(&tcp(&frame).options()[..6], &[2, 4, 0x05, 0xb4, 1, 1]);
     let mut other = tcp_frame(
         (CLIENT, 1),
@@ -333,7 +343,7 @@ fn first_matching_rule_wins() {
         &[2, 4, 5, 0xb4, 4, 2],
         0,
     );
-    middlebox.process(&mut other);
+    middlebox.process(now(), &mut other);
     assert_eq!(&tcp(&other).options()[..6], &[2, 4, 0x04, 0xb0, 4, 2]);
     assert_eq!(middlebox.counters().rewritten, 2);
 }
@@ -348,13 +358,23 @@ fn drop_rules_drop_and_other_traffic_passes() {
         }],
         1,
     );
-    assert_eq!(middlebox.process(&mut syn()), Verdict::Drop);
+    assert_eq!(middlebox.process(now(), &mut syn()), Verdict::Drop);
     let mut udp = syn();
     udp[14 + 9] = 17;
-    assert_eq!(middlebox.process(&mut udp), Verdict::Pass);
-    assert_eq!(middlebox.process(&mut syn()[..40]), Verdict::Pass);
-    assert_eq!(middlebox.process(&mut []), Verdict::Pass);
+    assert_eq!(middlebox.process(now(), &mut udp), Verdict::Pass);
+    assert_eq!(middlebox.process(now(), &mut syn()[..40]), Verdict::Pass);
+    assert_eq!(middlebox.process(now(), &mut []), Verdict::Pass);
     assert_eq!(middlebox.counters().dropped, 1);
+}
+
+fn udp_action_strategy() -> impl Strategy<Value = Action> {
+    prop_oneof![
+        Just(Action::BlockUdp),
+        (1u64..1 << 40, 0u64..1 << 24).prop_map(|(rate, burst_bytes)| Action::PoliceUdp {
+            rate: BitsPerSecond(rate),
+            burst_bytes,
+        }),
+    ]
 }
 
 fn action_strategy() -> impl Strategy<Value = Action> {
@@ -386,8 +406,8 @@ proptest! {
     ) {
         let mut frame = tcp_frame((CLIENT, 40000), (SERVER, 80), sequence, acknowledgment, flags, &options, payload_len);
         let length = frame.len();
-        let mut middlebox = Middlebox::new(vec![Rule { matches: Match::AnyTcp, actions, after_queue: false }], seed);
-        middlebox.process(&mut frame);
+        let mut middlebox = Middlebox::new(vec![Rule { matches: Match::Any, actions, after_queue: false }], seed);
+        middlebox.process(now(), &mut frame);
         prop_assert_eq!(frame.len(), length);
         prop_assert!(checksums_valid(&frame));
     }
@@ -396,6 +416,8 @@ proptest! {
     fn arbitrary_bytes_never_panic(
         mut bytes in prop::collection::vec(any::<u8>(), 0..200),
         actions in prop::collection::vec(action_strategy(), 0..6),
+        udp_actions in prop::collection::vec(udp_action_strategy(), 0..3),
+        udp in any::<bool>(),
     ) {
         if bytes.len() > 14 {
             bytes[12] = 0x08;
@@ -403,9 +425,16 @@ proptest! {
             bytes[14] = 0x40 | (bytes[14] & 0x0f);
         }
         if bytes.len() > 23 {
-            bytes[23] = 6;
+            bytes[23] = if udp { 17 } else { 6 };
         }
-        let mut middlebox = Middlebox::new(vec![Rule { matches: Match::AnyTcp, actions, after_queue: false }], 3);
-        let _ = middlebox.process(&mut bytes);
+        let rules = vec![
+            Rule { matches: Match::Port(53), actions: udp_actions, after_queue: false },
+            Rule { matches: Match::Any, actions, after_queue: false },
+        ];
+        let mut middlebox = Middlebox::new(rules, 3);
+        let _ = middlebox.process(now(), &mut bytes);
     }
 }
+
+#[path = "udp_tests.rs"]
+mod udp_tests;

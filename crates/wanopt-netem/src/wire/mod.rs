@@ -9,6 +9,7 @@ pub mod ethernet;
 pub mod ipv4;
 pub mod ipv6;
 pub mod tcp;
+pub mod udp;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -17,6 +18,7 @@ pub use ethernet::{EtherType, EthernetFrame};
 pub use ipv4::Ipv4Packet;
 pub use ipv6::Ipv6Packet;
 pub use tcp::{TcpOption, TcpSegment};
+pub use udp::UdpDatagram;
 
 /// Why a buffer is not a valid header of the expected kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
