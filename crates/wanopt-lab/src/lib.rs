@@ -29,6 +29,7 @@ pub mod node;
 pub mod optimize;
 pub mod profile;
 pub mod rawsock;
+pub mod reach;
 pub mod realtime;
 pub mod rng;
 pub mod scenario;

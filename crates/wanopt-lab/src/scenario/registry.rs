@@ -138,6 +138,15 @@ pub const SCENARIOS: &[Entry] = &[
         },
     },
     Entry {
+        name: crate::reach::SCENARIO,
+        summary: "paths that block or police UDP: the tunnel's TCP transport against kernel BBR, and its way back to QUIC",
+        takes: &[],
+        run: |lab, args| {
+            let mut scenario = crate::reach::Reach::new(args.quick);
+            runner::run(lab, &mut scenario, &args.out).map(|r| r.verdict)
+        },
+    },
+    Entry {
         name: crate::cellular::SCENARIO,
         summary: "recorded cellular traces: a download and an interactive ping beside it",
         takes: &[ScenarioOption::Runs, ScenarioOption::Traces],
@@ -275,7 +284,7 @@ mod tests {
             ),
             (
                 args("no-such-scenario", None, false),
-                "unknown scenario `no-such-scenario`: use `tcp-opt`, `waas-3g`, `lossy`, `realtime`, `sites`, `cluster`, `cellular`, `path-brokenness`, `initcwnd`, `fwsm` or a path to a .toml file",
+                "unknown scenario `no-such-scenario`: use `tcp-opt`, `waas-3g`, `lossy`, `realtime`, `sites`, `cluster`, `reach`, `cellular`, `path-brokenness`, `initcwnd`, `fwsm` or a path to a .toml file",
             ),
         ] {
             // `lab run` checks the options before anything runs.
