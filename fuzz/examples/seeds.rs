@@ -47,6 +47,7 @@ fn main() {
         .concat(),
     );
     write(out, "netem_frame", netem_inputs());
+    write(out, "carrier_frames", carrier_inputs());
     let frames = codec_inputs(&edge, &core);
     write(out, "codec_wire", codec_wires(&edge, &core, &frames[..4]));
     write(out, "codec_frames", frames);
@@ -516,4 +517,17 @@ fn ppmd_inputs(edge: &PeerCache) -> Vec<Vec<u8>> {
     }
     assert!(!seeds.is_empty(), "text goes through PPMd");
     seeds
+}
+
+/// A step byte, then frames as the TCP carrier writes them (the last one
+/// cut short), and a stream that is not a carrier's (a zero length).
+fn carrier_inputs() -> Vec<Vec<u8>> {
+    use wanopt_proto::carrier::encode;
+    let mut wire = vec![7];
+    for len in [1, 40, 1200, 1472] {
+        encode(&vec![0xC3; len], &mut wire).expect("frames encode");
+    }
+    let mut cut = wire.clone();
+    cut.truncate(wire.len() - 100);
+    vec![wire, cut, vec![1, 0, 0, 0, 5]]
 }

@@ -23,9 +23,10 @@ use crate::flow::{carry, report, Facing, FlowState};
 use crate::policy::{Permit, RuleSet};
 use crate::reduce::{self, PeerEntry, ReduceConfig};
 use crate::state::NodeState;
+use crate::transport::carrier;
 use crate::transport::handshakes::InProgress;
 use crate::transport::identity::{self, peer_key, PrivateKey, PublicKey};
-use crate::transport::tunnel::{self, TunnelTuning};
+use crate::transport::tunnel::{self, Transport, TunnelTuning};
 
 /// A peer the core accepts tunnels from, and what it may reach.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,7 +74,35 @@ pub struct CoreConfig {
     /// the edge's redials reach this replica directly (`--advertise`, for
     /// a core behind a cluster's shared address).
     pub advertise: Option<SocketAddr>,
+    /// Where it accepts tunnels over TCP (`--listen-tcp`).
+    pub listen_tcp: ListenTcp,
 }
+
+/// Where a core accepts tunnels carried on TCP (`crate::transport::carrier`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListenTcp {
+    /// Nowhere (`--listen-tcp off`).
+    Off,
+    /// The default: the UDP listen address's IP on port 443; a core that
+    /// cannot bind it says so and accepts tunnels on UDP alone.
+    Default(SocketAddr),
+    /// As given: a core that cannot bind it does not start.
+    At(SocketAddr),
+}
+
+impl ListenTcp {
+    /// The default for a core listening on UDP at `listen`.
+    pub fn default_for(listen: SocketAddr) -> ListenTcp {
+        ListenTcp::Default(SocketAddr::new(listen.ip(), carrier::DEFAULT_PORT))
+    }
+}
+
+/// Carrier connections a core sets up at once (before their tunnel's
+/// handshake is admitted); more wait in the kernel's backlog.
+const CARRIER_SETUPS: usize = 64;
+
+/// How long a carrier connection may take to start its handshake.
+const CARRIER_HANDSHAKE: Duration = Duration::from_secs(10);
 
 /// How often the core checks whether a burst of handshakes is over and its
 /// memory can be given back ([`crate::transport::handshakes::Handshakes::trim_after_burst`]).
@@ -154,8 +183,12 @@ pub(crate) fn start(
         return Err(UsageError::NoPeerKey.into());
     }
     warn_empty_allowlists(&config.peers, dialed);
+    let pinned_keys = pinned(&config.peers, dialed);
     let server_config =
-        tunnel::server_config(&config.key, &pinned(&config.peers, dialed), &config.tuning)?;
+        tunnel::server_config(&config.key, &pinned_keys, &config.tuning, Transport::Quic)?;
+    let tcp_server =
+        tunnel::server_config(&config.key, &pinned_keys, &config.tuning, Transport::Tcp)?;
+    let carriers = bind_carriers(config.listen_tcp)?;
     let endpoint = tunnel::endpoint(
         config.listen,
         Some(server_config),
@@ -188,15 +221,23 @@ pub(crate) fn start(
         state: state.clone(),
         host: HostAddrs::default(),
         endpoint: endpoint.clone(),
+        tcp_server: std::sync::RwLock::new(tcp_server),
+        carrier_setups: Arc::new(tokio::sync::Semaphore::new(CARRIER_SETUPS)),
         reloads: tokio::sync::watch::channel(0).0,
     });
+    if let Some(listener) = carriers {
+        tasks.spawn(core.clone().serve_carriers(listener));
+    }
     {
         let endpoint = endpoint.clone();
         let core = core.clone();
         tasks.spawn(async move {
             while let Some(incoming) = endpoint.accept().await {
                 if let Some((incoming, handshake)) = core.state.handshakes.admit(incoming) {
-                    tokio::spawn(core.clone().connection(incoming, handshake));
+                    tokio::spawn(
+                        core.clone()
+                            .connection(incoming, handshake, Transport::Quic),
+                    );
                 }
             }
         });
@@ -225,6 +266,11 @@ pub(crate) struct Core {
     limits: Arc<FlowLimits>,
     host: HostAddrs,
     endpoint: quinn::Endpoint,
+    /// The server configuration of tunnels over TCP (each carrier
+    /// connection gets an endpoint of its own).
+    tcp_server: std::sync::RwLock<quinn::ServerConfig>,
+    /// Carrier connections being set up.
+    carrier_setups: Arc<tokio::sync::Semaphore>,
     /// Bumped by each reload of the accepted peers: live flows check
     /// that they are still permitted.
     reloads: tokio::sync::watch::Sender<u64>,
@@ -276,6 +322,9 @@ impl Core {
         if new.listen != self.config.listen {
             return Err(UsageError::NeedsRestart("listen").into());
         }
+        if new.listen_tcp != self.config.listen_tcp {
+            return Err(UsageError::NeedsRestart("listen-tcp").into());
+        }
         if new.peers.is_empty() {
             return Err(UsageError::NoPeerKey.into());
         }
@@ -293,16 +342,25 @@ impl Core {
     ) -> Result<String, NodeError> {
         self.check_reload(new)?;
         warn_empty_allowlists(&new.peers, dialed);
+        let pinned_keys = pinned(&new.peers, dialed);
         let server_config = tunnel::server_config(
             &self.config.key,
-            &pinned(&new.peers, dialed),
+            &pinned_keys,
             &self.config.tuning,
+            Transport::Quic,
+        )?;
+        let tcp_server = tunnel::server_config(
+            &self.config.key,
+            &pinned_keys,
+            &self.config.tuning,
+            Transport::Tcp,
         )?;
         let old = std::mem::replace(
             &mut *self.peers.write().unwrap_or_else(|e| e.into_inner()),
             Arc::new(new.peers.clone()),
         );
         self.endpoint.set_server_config(Some(server_config));
+        *self.tcp_server.write().unwrap_or_else(|e| e.into_inner()) = tcp_server;
         self.reloads.send_modify(|n| *n += 1);
         let removed: Vec<PublicKey> = old
             .iter()
@@ -327,7 +385,83 @@ impl Core {
         ))
     }
 
-    async fn connection(self: Arc<Self>, incoming: quinn::Incoming, handshake: InProgress) {
+    /// Accepts carrier connections (tunnels over TCP) until the node
+    /// stops.
+    async fn serve_carriers(self: Arc<Self>, listener: tokio::net::TcpListener) {
+        loop {
+            let (stream, peer) = match listener.accept().await {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    warn!("tcp tunnel listener: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            let Ok(setup) = self.carrier_setups.clone().try_acquire_owned() else {
+                debug!("tcp tunnel from {peer} refused: {CARRIER_SETUPS} others are being set up");
+                continue;
+            };
+            tokio::spawn(self.clone().carrier(stream, peer, setup));
+        }
+    }
+
+    /// One carrier connection: the edge's preamble, its tunnel's
+    /// handshake, then the tunnel; the tunnel closes when the connection
+    /// is lost.
+    async fn carrier(
+        self: Arc<Self>,
+        stream: TcpStream,
+        peer: SocketAddr,
+        setup: tokio::sync::OwnedSemaphorePermit,
+    ) {
+        let server = self
+            .tcp_server
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let (endpoint, lost) = match carrier::accept(
+            stream,
+            peer,
+            server,
+            &self.config.key.reset_key(),
+            self.config.tuning.socket_buffer,
+        )
+        .await
+        {
+            Ok(carrier) => carrier,
+            Err(e) => {
+                debug!("tcp tunnel refused: {e}");
+                return;
+            }
+        };
+        let incoming = match tokio::time::timeout(CARRIER_HANDSHAKE, endpoint.accept()).await {
+            Ok(Some(incoming)) => incoming,
+            _ => {
+                debug!("tcp tunnel from {peer}: no handshake within {CARRIER_HANDSHAKE:?}");
+                return;
+            }
+        };
+        let Some((incoming, handshake)) = self.state.handshakes.admit(incoming) else {
+            return;
+        };
+        drop(setup);
+        let closer = {
+            let endpoint = endpoint.clone();
+            tokio::spawn(async move {
+                let why = lost.wait().await;
+                endpoint.close(quinn::VarInt::from_u32(codes::CARRIER_LOST), why.as_bytes());
+            })
+        };
+        self.connection(incoming, handshake, Transport::Tcp).await;
+        closer.abort();
+    }
+
+    async fn connection(
+        self: Arc<Self>,
+        incoming: quinn::Incoming,
+        handshake: InProgress,
+        over: Transport,
+    ) {
         let remote = incoming.remote_address();
         let conn = match incoming.await {
             Ok(conn) => conn,
@@ -340,11 +474,17 @@ impl Core {
         };
         drop(handshake);
         tunnel::authenticated(&conn);
-        self.state
-            .datagrams
-            .bind_paths(&conn, crate::transport::datagram::Side::Server);
-        info!("tunnel up from edge {remote}");
-        self.state.peer_up(&conn);
+        if over == Transport::Quic {
+            self.state
+                .datagrams
+                .bind_paths(&conn, crate::transport::datagram::Side::Server);
+        }
+        info!("tunnel up from edge {remote} over {}", over.name());
+        self.state.peer_up(
+            &conn,
+            over,
+            &format!("the edge dialed over {}", over.name()),
+        );
         let entry = match (&self.state.caches, peer_key(&conn)) {
             (Some(caches), Some(key)) => match caches.for_peer(key) {
                 Ok(entry) => Some(entry),
@@ -743,4 +883,45 @@ fn reset_stream(send: &mut quinn::SendStream, recv: &mut quinn::RecvStream, code
     let code = quinn::VarInt::from_u32(code);
     let _ = send.reset(code);
     let _ = recv.stop(code);
+}
+
+/// Binds the carrier listener `at` asks for: `None` when off, or when the
+/// default address cannot be bound (said in the log); an error when a
+/// given address cannot.
+fn bind_carriers(at: ListenTcp) -> Result<Option<tokio::net::TcpListener>, NodeError> {
+    let (addr, required) = match at {
+        ListenTcp::Off => return Ok(None),
+        ListenTcp::Default(addr) => (addr, false),
+        ListenTcp::At(addr) => (addr, true),
+    };
+    let bind = || -> std::io::Result<tokio::net::TcpListener> {
+        let socket = socket2::Socket::new(
+            socket2::Domain::for_address(addr),
+            socket2::Type::STREAM,
+            Some(socket2::Protocol::TCP),
+        )?;
+        if addr.is_ipv6() {
+            let _ = socket.set_only_v6(false);
+        }
+        socket.set_reuse_address(true)?;
+        socket.set_nonblocking(true)?;
+        socket.bind(&addr.into())?;
+        socket.listen(1024)?;
+        tokio::net::TcpListener::from_std(socket.into())
+    };
+    match bind() {
+        Ok(listener) => {
+            info!("core listening on tcp {addr} (tunnels where UDP is blocked)");
+            Ok(Some(listener))
+        }
+        Err(source) if required => Err(NodeError::Bind {
+            what: "tunnels over TCP (--listen-tcp)",
+            addr,
+            source,
+        }),
+        Err(e) => {
+            warn!("no tunnels over TCP: cannot listen on tcp {addr} ({e}); give --listen-tcp ADDR:PORT, or --listen-tcp off to silence this");
+            Ok(None)
+        }
+    }
 }

@@ -17,7 +17,7 @@ use crate::transport::datagram::{
 use crate::transport::handshakes::Handshakes;
 use crate::transport::identity::{peer_key, PublicKey};
 use crate::transport::model;
-use crate::transport::tunnel::{Congestion, ReceiveBudget};
+use crate::transport::tunnel::{Congestion, ReceiveBudget, Transport};
 
 /// A reload asked for over the control API: the reply is what changed,
 /// or why nothing did.
@@ -58,6 +58,8 @@ struct PeerEntry {
     last_sample: Option<(Instant, u64, u64)>,
     tx_bps: f64,
     rx_bps: f64,
+    /// What carries the tunnel, and why (kept while it is down).
+    transport: Option<(Transport, String)>,
 }
 
 /// Shared state of a running node.
@@ -140,6 +142,12 @@ pub struct PeerStatus {
     pub reconnects: u64,
     /// The last connection error, if any.
     pub last_error: Option<String>,
+    /// What carries the tunnel: `quic` (UDP) or `tcp`.
+    #[serde(default)]
+    pub transport: Option<String>,
+    /// Why that transport (the edge's choice, as it said it).
+    #[serde(default)]
+    pub transport_why: Option<String>,
 }
 
 /// wanopt's BBR as it models the path in this node's sending direction.
@@ -328,6 +336,7 @@ impl NodeState {
             last_sample: None,
             tx_bps: 0.0,
             rx_bps: 0.0,
+            transport: None,
         });
         if entry.connection.take().is_some() {
             entry.since = Instant::now();
@@ -339,8 +348,8 @@ impl NodeState {
         entry.rx_bps = 0.0;
     }
 
-    /// Records a tunnel that came up.
-    pub fn peer_up(&self, connection: &quinn::Connection) {
+    /// Records a tunnel that came up, `over` UDP or TCP, and why.
+    pub fn peer_up(&self, connection: &quinn::Connection, over: Transport, why: &str) {
         let address = connection.remote_address();
         let key = peer_key(connection);
         let mut peers = self.peers();
@@ -359,6 +368,7 @@ impl NodeState {
                 last_sample: None,
                 tx_bps: 0.0,
                 rx_bps: 0.0,
+                transport: Some((over, why.to_owned())),
             },
         );
     }
@@ -511,6 +521,11 @@ impl NodeState {
                 let stats = e.connection.as_ref().map(|c| c.stats());
                 let rtt = stats.as_ref().map(|s| s.path.rtt);
                 let bbr = e.connection.as_ref().and_then(BbrStatus::of);
+                let over = e.transport.as_ref().map(|(t, _)| *t);
+                let layered = e
+                    .connection
+                    .as_ref()
+                    .filter(|_| over != Some(Transport::Tcp));
                 PeerStatus {
                     address: address.to_string(),
                     state: if e.connection.is_some() { "up" } else { "down" }.into(),
@@ -530,14 +545,10 @@ impl NodeState {
                     lost_packets: stats.as_ref().map(|s| s.path.lost_packets),
                     datagrams_expired: stats.as_ref().map(|s| s.datagrams_expired),
                     congestion_events: stats.as_ref().map(|s| s.path.congestion_events),
-                    duplication: e
-                        .connection
-                        .as_ref()
-                        .map(|_| self.datagrams.status(*address)),
-                    fec: e
-                        .connection
-                        .as_ref()
-                        .map(|_| self.datagrams.fec_status(*address)),
+                    duplication: layered.map(|_| self.datagrams.status(*address)),
+                    fec: layered.map(|_| self.datagrams.fec_status(*address)),
+                    transport: over.map(|t| t.name().to_owned()),
+                    transport_why: e.transport.as_ref().map(|(_, why)| why.clone()),
                     paths: self.datagrams.paths_status(*address),
                     state_secs: now.saturating_duration_since(e.since).as_secs_f64(),
                     reconnects: e.reconnects,

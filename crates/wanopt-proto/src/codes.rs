@@ -18,3 +18,6 @@ pub const NOT_PINNED: u32 = 4;
 /// resets its TCP connection as for [`TCP_RESET`] and logs that its peer
 /// could not decode its data.
 pub const CODEC_ERROR: u32 = 5;
+/// Connection close code: the TCP connection that carried the tunnel
+/// (`carrier`) failed or closed; the reason says how.
+pub const CARRIER_LOST: u32 = 6;

@@ -142,6 +142,10 @@ pub struct EdgeConfig {
     /// Flows that carry no byte either way this long are reset; `None`:
     /// never.
     pub flow_idle_timeout: Option<Duration>,
+    /// Which transports reach the cores (`--transport`).
+    pub transport: super::TransportChoice,
+    /// The cores' TCP port for tunnels over TCP (`--tcp-port`).
+    pub tcp_port: u16,
 }
 
 impl std::fmt::Debug for PrivateKey {

@@ -17,7 +17,11 @@ use crate::flow::udp::{read_datagrams, TunnelFlows};
 use crate::lifecycle::Shutdown;
 use crate::reduce;
 use crate::state::NodeState;
+use crate::transport::carrier;
 use crate::transport::identity::{self, peer_key};
+use crate::transport::tunnel::Transport;
+
+use super::reach::{Reach, Silence, LOOK_EVERY, QUIC_RETRY, QUIC_TRY};
 
 /// Whether `ip` is one of this host's addresses (binding to it succeeds).
 pub(super) fn is_local(ip: IpAddr) -> bool {
@@ -30,6 +34,23 @@ pub(crate) struct Tunnel {
     pub(super) conn: quinn::Connection,
     /// The byte cache for the core, when both ends run `reduce`.
     pub(super) cache: Option<wanopt_codec::PeerCache>,
+    /// What carries it.
+    pub(super) transport: Transport,
+    /// Held by each flow for its life: a tunnel the edge moved away from
+    /// closes once no flow holds it.
+    pub(super) users: Arc<()>,
+}
+
+/// What an edge dials over TCP with (`crate::transport::carrier`).
+pub(super) struct TcpDial {
+    /// The QUIC configuration of tunnels over TCP.
+    pub(super) client: quinn::ClientConfig,
+    /// The key of the carrier endpoints' stateless resets.
+    pub(super) reset: ring::hmac::Key,
+    /// The carrier connections' socket buffers.
+    pub(super) buffer: usize,
+    /// Which transports, and what `auto` learned.
+    pub(super) reach: Reach,
 }
 
 /// How long a new tunnel waits for the core's control hello before flows
@@ -129,6 +150,7 @@ impl std::fmt::Display for Core {
 pub(super) async fn maintain_tunnel(
     endpoint: quinn::Endpoint,
     client_config: quinn::ClientConfig,
+    mut tcp: TcpDial,
     core: Core,
     state: Arc<NodeState>,
     published: Published,
@@ -139,19 +161,35 @@ pub(super) async fn maintain_tunnel(
     let mut backoff = MIN_BACKOFF;
     let mut last_error = String::new();
     let mut target = Target::default();
+    let mut moved: Option<DialedTunnel> = None;
     while !shutdown.is_triggered() {
         let dialer = Dialer {
             endpoint: &endpoint,
             client_config: &client_config,
+            tcp: &tcp,
             core: &core,
             state: &state,
         };
-        let attempt = tokio::select! {
-            attempt = dialer.attempt(&target) => attempt,
-            () = removed.triggered() => break,
+        let attempt = match moved.take() {
+            Some(up) => Ok(up),
+            None => tokio::select! {
+                attempt = dialer.attempt(&target) => attempt,
+                () = removed.triggered() => break,
+            },
         };
         match attempt {
             Ok(up) => {
+                match up.transport {
+                    Transport::Tcp => tcp.reach.to_tcp(up.why.clone()),
+                    Transport::Quic => tcp.reach.to_quic(),
+                }
+                let dialer = Dialer {
+                    endpoint: &endpoint,
+                    client_config: &client_config,
+                    tcp: &tcp,
+                    core: &core,
+                    state: &state,
+                };
                 let conn = up.conn.clone();
                 let addr = conn.remote_address();
                 target.up(addr, up.advertised, conn.rtt(), &state);
@@ -164,7 +202,13 @@ pub(super) async fn maintain_tunnel(
                 }
                 backoff = MIN_BACKOFF;
                 last_error.clear();
-                let reason = carry(up, &state, &published, &removed).await;
+                let reason = match carry(up, &state, &published, &removed, &dialer).await {
+                    Carried::Closed(reason) => reason,
+                    Carried::Moved(next) => {
+                        moved = Some(next);
+                        continue;
+                    }
+                };
                 if removed.is_triggered() {
                     state.peer_gone(&conn);
                     break;
@@ -279,9 +323,11 @@ impl Target {
 }
 
 /// What an attempt dials with.
+#[derive(Clone, Copy)]
 struct Dialer<'a> {
     endpoint: &'a quinn::Endpoint,
     client_config: &'a quinn::ClientConfig,
+    tcp: &'a TcpDial,
     core: &'a Core,
     state: &'a NodeState,
 }
@@ -336,20 +382,145 @@ impl Dialer<'_> {
         }
     }
 
+    /// One dial of the core at `addr` (its UDP address) within
+    /// `patience`: over what `--transport` and what `auto` learned say,
+    /// and over TCP when `auto`'s QUIC handshake does not complete within
+    /// [`QUIC_TRY`].
     async fn once(
         &self,
         addr: SocketAddr,
         patience: Duration,
     ) -> Result<DialedTunnel, (Option<SocketAddr>, String)> {
-        dial_once(
-            self.endpoint,
-            self.client_config,
+        let reach = &self.tcp.reach;
+        let (first, why) = reach.first();
+        if first == Transport::Tcp {
+            return self.over_tcp(addr, patience, why).await;
+        }
+        if !reach.falls_back() {
+            return self.over_quic(addr, patience).await;
+        }
+        let quic_patience = patience.min(QUIC_TRY);
+        match self.over_quic(addr, quic_patience).await {
+            Err((_, e)) if e == HANDSHAKE_TIMED_OUT => {
+                let why = format!("no QUIC handshake within {quic_patience:?}");
+                self.over_tcp(addr, patience, why)
+                    .await
+                    .map_err(|(a, tcp)| (a, format!("{e} over UDP; over TCP: {tcp}")))
+            }
+            done => done,
+        }
+    }
+
+    async fn over_quic(
+        &self,
+        addr: SocketAddr,
+        patience: Duration,
+    ) -> Result<DialedTunnel, (Option<SocketAddr>, String)> {
+        let connecting = self
+            .endpoint
+            .connect_with(self.client_config.clone(), addr, "wanopt")
+            .map_err(|e| (Some(addr), e.to_string()))?;
+        let why = match self.tcp.reach.choice {
+            super::reach::TransportChoice::Quic => "--transport quic",
+            _ => "UDP gets through",
+        };
+        handshake(
+            connecting,
             self.state,
             addr,
             patience,
+            (Transport::Quic, why.to_owned()),
         )
         .await
     }
+
+    /// A dial of the core at `addr` (its UDP address) over TCP, to its
+    /// carrier port, for `why`.
+    async fn over_tcp(
+        &self,
+        addr: SocketAddr,
+        patience: Duration,
+        why: String,
+    ) -> Result<DialedTunnel, (Option<SocketAddr>, String)> {
+        let TcpDial {
+            client,
+            reset,
+            buffer,
+            reach,
+        } = self.tcp;
+        let to = reach.tcp_addr(addr);
+        let started = std::time::Instant::now();
+        let (endpoint, lost) = carrier::connect(to, patience, reset, *buffer)
+            .await
+            .map_err(|e| (Some(addr), e.to_string()))?;
+        let connecting = endpoint
+            .connect_with(client.clone(), to, "wanopt")
+            .map_err(|e| (Some(addr), e.to_string()))?;
+        let left = patience.saturating_sub(started.elapsed());
+        let mut up = handshake(connecting, self.state, to, left, (Transport::Tcp, why))
+            .await
+            .map_err(|(_, e)| (Some(addr), format!("over TCP {to}: {e}")))?;
+        carrier::close_when_lost(up.conn.clone(), lost);
+        up.dialed = addr;
+        Ok(up)
+    }
+
+    /// Waits until the tunnel `up` should make way for another, and
+    /// returns that one (only with `--transport auto`): on QUIC, when it
+    /// goes silent and a tunnel over TCP comes up; on TCP, when a QUIC
+    /// handshake completes again.
+    async fn next_move(
+        &self,
+        conn: &quinn::Connection,
+        over: Transport,
+        dialed: SocketAddr,
+    ) -> DialedTunnel {
+        if !self.tcp.reach.retries_quic() {
+            return std::future::pending().await;
+        }
+        let mut silence = Silence::default();
+        loop {
+            if over == Transport::Tcp {
+                tokio::time::sleep(QUIC_RETRY).await;
+                match self.over_quic(dialed, QUIC_TRY).await {
+                    Ok(up) => {
+                        info!("core {dialed}: QUIC works again: new flows go over UDP, flows open over TCP finish there");
+                        return up;
+                    }
+                    Err((_, e)) => debug!("core {dialed}: QUIC still does not work: {e}"),
+                }
+                continue;
+            }
+            tokio::time::sleep(LOOK_EVERY).await;
+            let stats = conn.stats();
+            let Some(silent) = silence.look(
+                std::time::Instant::now(),
+                stats.udp_tx.datagrams,
+                stats.udp_rx.datagrams,
+                conn.rtt(),
+            ) else {
+                continue;
+            };
+            let why = format!("UDP went silent ({} ms unanswered)", silent.as_millis());
+            warn!("core {dialed}: {why}; dialing it over TCP");
+            match self.over_tcp(dialed, HANDSHAKE_TIMEOUT, why).await {
+                Ok(up) => return up,
+                Err((_, e)) => {
+                    debug!("core {dialed}: not over TCP either: {e}");
+                    silence = Silence::default();
+                    tokio::time::sleep(QUIC_TRY).await;
+                }
+            }
+        }
+    }
+}
+
+/// How [`carry`] ended.
+enum Carried {
+    /// The tunnel closed, for this reason.
+    Closed(quinn::ConnectionError),
+    /// New flows moved to another tunnel (`--transport auto`): carry it.
+    Moved(DialedTunnel),
 }
 
 /// Publishes a tunnel that came up for flows and carries it until it
@@ -360,16 +531,24 @@ async fn carry(
     state: &NodeState,
     published: &Published,
     removed: &Shutdown,
-) -> quinn::ConnectionError {
+    dialer: &Dialer<'_>,
+) -> Carried {
     let DialedTunnel {
         conn,
         cache,
         accepts,
+        transport,
+        why,
+        dialed,
         ..
     } = up;
     let addr = conn.remote_address();
-    info!("tunnel up to core {addr} (rtt {:?})", conn.rtt());
-    state.peer_up(&conn);
+    info!(
+        "tunnel up to core {addr} over {} ({why}; rtt {:?})",
+        transport.name(),
+        conn.rtt()
+    );
+    state.peer_up(&conn, transport, &why);
     let flows = TunnelFlows::new(false);
     tokio::spawn(read_datagrams(
         conn.clone(),
@@ -384,13 +563,27 @@ async fn carry(
     } else if published.wants_udp {
         warn!("core {addr} does not carry UDP flows (an older wanopt): --forward-udp datagrams are dropped; upgrade the core");
     }
+    let users = Arc::new(());
     published.tunnel.send_replace(Some(Tunnel {
         conn: conn.clone(),
         cache,
+        transport,
+        users: users.clone(),
     }));
     (published.changed)();
     let reason = tokio::select! {
         reason = conn.closed() => reason,
+        next = dialer.next_move(&conn, transport, dialed) => {
+            // New flows take the new tunnel; this one closes once its
+            // flows are done.
+            state.peer_down(addr, None);
+            state.forget_down_peer(addr);
+            if transport == Transport::Quic {
+                state.datagrams.unbind_paths(addr);
+            }
+            tokio::spawn(close_when_unused(conn, users, next.transport));
+            return Carried::Moved(next);
+        }
         () = removed.triggered() => {
             conn.close(
                 quinn::VarInt::from_u32(wanopt_proto::codes::SHUTDOWN),
@@ -403,7 +596,25 @@ async fn carry(
     published.udp.send_replace(None);
     (published.changed)();
     state.datagrams.unbind_paths(addr);
-    reason
+    Carried::Closed(reason)
+}
+
+/// Closes a tunnel the edge moved away from once no flow holds it.
+async fn close_when_unused(conn: quinn::Connection, users: Arc<()>, to: Transport) {
+    loop {
+        tokio::select! {
+            _ = conn.closed() => return,
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+        if Arc::strong_count(&users) == 1 {
+            let why = format!("new flows moved to {}", to.name());
+            conn.close(
+                quinn::VarInt::from_u32(wanopt_proto::codes::SHUTDOWN),
+                why.as_bytes(),
+            );
+            return;
+        }
+    }
 }
 
 /// A tunnel that came up: the connection, the cache to use, what the
@@ -413,28 +624,36 @@ struct DialedTunnel {
     cache: Option<wanopt_codec::PeerCache>,
     accepts: Services,
     advertised: Option<SocketAddr>,
+    /// What carries it, and why.
+    transport: Transport,
+    why: String,
+    /// The core's UDP address it was dialed for.
+    dialed: SocketAddr,
 }
 
-/// One handshake to `addr` within `patience`, and the control exchange;
-/// `Err` with the address tried and why.
-async fn dial_once(
-    endpoint: &quinn::Endpoint,
-    client_config: &quinn::ClientConfig,
+/// What a dial that took too long says.
+const HANDSHAKE_TIMED_OUT: &str = "handshake timed out";
+
+/// One handshake to `addr` within `patience`, over a transport (for a
+/// reason), and the control exchange; `Err` with the address tried and
+/// why.
+async fn handshake(
+    connecting: quinn::Connecting,
     state: &NodeState,
     addr: SocketAddr,
     patience: Duration,
+    (transport, why): (Transport, String),
 ) -> Result<DialedTunnel, (Option<SocketAddr>, String)> {
-    let connecting = endpoint
-        .connect_with(client_config.clone(), addr, "wanopt")
-        .map_err(|e| (Some(addr), e.to_string()))?;
     let conn = match tokio::time::timeout(patience, connecting).await {
         Ok(Ok(conn)) => conn,
         Ok(Err(e)) => return Err((Some(addr), e.to_string())),
-        Err(_) => return Err((Some(addr), "handshake timed out".to_owned())),
+        Err(_) => return Err((Some(addr), HANDSHAKE_TIMED_OUT.to_owned())),
     };
-    state
-        .datagrams
-        .bind_paths(&conn, crate::transport::datagram::Side::Client);
+    if transport == Transport::Quic {
+        state
+            .datagrams
+            .bind_paths(&conn, crate::transport::datagram::Side::Client);
+    }
     // The client's side of a TLS 1.3 handshake completes before the core
     // has checked the edge's certificate: a core that does not pin this
     // edge closes the connection right after. So the tunnel is up only
@@ -451,6 +670,9 @@ async fn dial_once(
             cache,
             accepts,
             advertised,
+            transport,
+            why,
+            dialed: addr,
         }),
     }
 }

@@ -16,6 +16,7 @@ use wanopt_proto::{OpenRepr, Services, Target};
 mod config;
 mod dial;
 mod listen;
+mod reach;
 mod upstreams;
 
 use crate::class::{service_names, LivePolicy, Proto};
@@ -30,8 +31,9 @@ use crate::state::NodeState;
 use crate::transport::datagram::StreamEnds;
 use crate::transport::tunnel;
 pub use config::{EdgeConfig, FailMode, PathUse};
-use dial::{is_local, maintain_tunnel, Core, Published, Tunnel};
+use dial::{is_local, maintain_tunnel, Core, Published, TcpDial, Tunnel};
 pub(crate) use listen::{bind, tunnel_bind, Listeners};
+pub use reach::{Reach, TransportChoice};
 pub use upstreams::UpstreamConfig;
 use upstreams::{Upstream, Upstreams};
 
@@ -160,8 +162,23 @@ pub(crate) fn start(
 impl Edge {
     /// Starts the task that keeps `config`'s tunnel up.
     fn dial(&self, config: UpstreamConfig) -> Result<Arc<Upstream>, NodeError> {
-        let client_config =
-            tunnel::client_config(&self.config.key, &config.keys, &self.config.tuning)?;
+        let client_config = tunnel::client_config(
+            &self.config.key,
+            &config.keys,
+            &self.config.tuning,
+            tunnel::Transport::Quic,
+        )?;
+        let tcp = TcpDial {
+            client: tunnel::client_config(
+                &self.config.key,
+                &config.keys,
+                &self.config.tuning,
+                tunnel::Transport::Tcp,
+            )?,
+            reset: self.config.key.reset_key(),
+            buffer: self.config.tuning.socket_buffer,
+            reach: Reach::new(self.config.transport, self.config.tcp_port),
+        };
         let (tunnel_tx, tunnel_rx) = watch::channel(None);
         let (udp_tx, udp_rx) = watch::channel(None);
         let core = match self.config.paths.is_empty() {
@@ -185,6 +202,7 @@ impl Edge {
         tokio::spawn(maintain_tunnel(
             self.endpoint.clone(),
             client_config,
+            tcp,
             core,
             self.state.clone(),
             Published {
@@ -438,7 +456,13 @@ impl Edge {
                 return;
             }
         };
-        let Some(Tunnel { conn, cache }) = tunnel else {
+        let Some(Tunnel {
+            conn,
+            cache,
+            transport,
+            users: _users,
+        }) = tunnel
+        else {
             info!("tunnel down: resetting flow {source} -> {dest}");
             flows.totals.flows.fetch_add(1, Ordering::Relaxed);
             flows.totals.refused.fetch_add(1, Ordering::Relaxed);
@@ -465,6 +489,10 @@ impl Edge {
         let treatment = policy.classes.classify(Proto::Tcp, dst, None);
         let services = services.with(treatment.services());
         names.extend(service_names(treatment.services()));
+        if transport == tunnel::Transport::Tcp {
+            // The tunnel is carried on TCP: said with the flow's services.
+            names.push("over-tcp");
+        }
         let guard = flows.start(
             None,
             source,

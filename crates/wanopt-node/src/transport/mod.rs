@@ -7,10 +7,13 @@
 //! - [`handshakes`]: admission of incoming tunnel handshakes (a core's);
 //! - [`bbr`]: wanopt's congestion controller;
 //! - [`model`]: the one reader of the controller's model of the path;
+//! - [`carrier`]: the tunnel's packets on a TCP connection, where UDP is
+//!   blocked or policed;
 //! - [`datagram`]: the socket adapter over the datagram layer under QUIC
 //!   (tail duplication, FEC, paths: `wanopt_proto::datagram`).
 
 pub mod bbr;
+pub mod carrier;
 pub mod datagram;
 pub mod handshakes;
 pub mod identity;

@@ -131,7 +131,7 @@ impl TunnelTuning {
         self.max_mtu.saturating_sub(room).max(1200)
     }
 
-    fn transport(&self) -> TransportConfig {
+    fn transport(&self, over: Transport) -> TransportConfig {
         let mut t = TransportConfig::default();
         let clamp = |v: u64| VarInt::from_u64(v).unwrap_or(VarInt::MAX);
         t.stream_receive_window(clamp(self.stream_window))
@@ -173,6 +173,16 @@ impl TunnelTuning {
             .keep_alive_interval(Some(self.keepalive))
             .max_idle_timeout(IdleTimeout::try_from(self.idle_timeout).ok())
             .initial_mtu(1200);
+        if over == Transport::Tcp {
+            // TCP segments the packets and controls the rate (see
+            // `super::carrier`).
+            t.initial_mtu(super::carrier::CARRIED_MTU)
+                .mtu_discovery_config(None)
+                .congestion_controller_factory(super::carrier::Unlimited::factory(
+                    self.connection_window,
+                ));
+            return t;
+        }
         let mut mtu = MtuDiscoveryConfig::default();
         mtu.upper_bound(self.quic_mtu());
         t.mtu_discovery_config(Some(mtu));
@@ -241,11 +251,34 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-/// The client side (edge) QUIC configuration.
+/// What carries the tunnel's QUIC packets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// UDP datagrams (under the datagram layer: duplication, FEC, paths).
+    Quic,
+    /// One TCP connection (`super::carrier`), where UDP is blocked or
+    /// policed.
+    Tcp,
+}
+
+impl Transport {
+    /// Its name in status, metrics and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Quic => "quic",
+            Transport::Tcp => "tcp",
+        }
+    }
+}
+
+/// The client side (edge) QUIC configuration, for tunnels `over` UDP or
+/// TCP.
 pub fn client_config(
     key: &PrivateKey,
     peers: &[PublicKey],
     tuning: &TunnelTuning,
+    over: Transport,
 ) -> Result<quinn::ClientConfig, TunnelError> {
     let provider = provider();
     let (cert, private) = key.certificate()?;
@@ -262,15 +295,17 @@ pub fn client_config(
     tls.alpn_protocols = vec![ALPN.to_vec()];
     let quic = QuicClientConfig::try_from(tls).map_err(|e| TunnelError::Tls(e.to_string()))?;
     let mut config = quinn::ClientConfig::new(Arc::new(quic));
-    config.transport_config(Arc::new(tuning.transport()));
+    config.transport_config(Arc::new(tuning.transport(over)));
     Ok(config)
 }
 
-/// The server side (core) QUIC configuration.
+/// The server side (core) QUIC configuration, for tunnels `over` UDP or
+/// TCP.
 pub fn server_config(
     key: &PrivateKey,
     peers: &[PublicKey],
     tuning: &TunnelTuning,
+    over: Transport,
 ) -> Result<quinn::ServerConfig, TunnelError> {
     let provider = provider();
     let (cert, private) = key.certificate()?;
@@ -284,7 +319,7 @@ pub fn server_config(
     tls.max_early_data_size = 0;
     let quic = QuicServerConfig::try_from(tls).map_err(|e| TunnelError::Tls(e.to_string()))?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(quic));
-    config.transport_config(Arc::new(tuning.transport()));
+    config.transport_config(Arc::new(tuning.transport(over)));
     // A Retry round trip is asked only under load (see `super::handshakes`).
     config.migration(true);
     Ok(config)

@@ -8,7 +8,7 @@ use anyhow::{bail, Context};
 use serde::Deserialize;
 
 use wanopt_node::datagram::DuplicationMode;
-use wanopt_node::edge::{FailMode, PathUse};
+use wanopt_node::edge::{FailMode, PathUse, TransportChoice};
 use wanopt_node::reduce::CompressionMode;
 use wanopt_node::tunnel::Congestion;
 
@@ -53,6 +53,7 @@ pub(super) struct FileConfig {
     #[serde(default)]
     pub(super) allow_udp: Vec<String>,
     pub(super) advertise: Option<SocketAddr>,
+    pub(super) listen_tcp: Option<String>,
     // edge
     pub(super) core: Option<String>,
     #[serde(default)]
@@ -75,6 +76,8 @@ pub(super) struct FileConfig {
     #[serde(default)]
     pub(super) no_reduce_to: Vec<String>,
     pub(super) lan_if: Option<String>,
+    pub(super) transport: Option<TransportChoice>,
+    pub(super) tcp_port: Option<u16>,
     /// `[[peer]]` sections.
     #[serde(default)]
     pub(super) peer: Vec<PeerSection>,
@@ -115,6 +118,9 @@ impl FileConfig {
         if self.advertise.is_some() {
             keys.push("advertise");
         }
+        if self.listen_tcp.is_some() {
+            keys.push("listen-tcp");
+        }
         keys
     }
 
@@ -136,6 +142,8 @@ impl FileConfig {
             ("class", !self.class.is_empty()),
             ("no-reduce-to", !self.no_reduce_to.is_empty()),
             ("lan-if", self.lan_if.is_some()),
+            ("transport", self.transport.is_some()),
+            ("tcp-port", self.tcp_port.is_some()),
         ];
         set.into_iter()
             .filter_map(|(key, given)| given.then_some(key))

@@ -10,10 +10,12 @@ use clap::Args;
 
 use wanopt_node::budget::DEFAULT_COMPRESSOR_MEMORY;
 use wanopt_node::class::{Classes, TrafficClass};
-use wanopt_node::core::CoreConfig;
+use wanopt_node::core::{CoreConfig, ListenTcp};
 use wanopt_node::datagram::DuplicationMode;
 use wanopt_node::datagram::FecMode;
-use wanopt_node::edge::{EdgeConfig, FailMode, Forward, PathUse, WanPath, MAX_PATHS};
+use wanopt_node::edge::{
+    EdgeConfig, FailMode, Forward, PathUse, TransportChoice, WanPath, MAX_PATHS,
+};
 use wanopt_node::flow::udp::edge::UdpForward;
 use wanopt_node::identity::PrivateKey;
 use wanopt_node::limits::FlowLimitsConfig;
@@ -178,6 +180,11 @@ pub struct CoreArgs {
     /// directly while this replica answers (and its byte cache stays warm).
     #[arg(long, value_name = "ADDR")]
     pub advertise: Option<SocketAddr>,
+    /// Where to accept tunnels over TCP, for edges whose networks block or
+    /// police UDP: ADDR:PORT, or `off` [default: the --listen address's IP,
+    /// port 443; said in the log and skipped when it cannot be bound].
+    #[arg(long, value_name = "ADDR|off")]
+    pub listen_tcp: Option<String>,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -188,6 +195,15 @@ pub struct EdgeArgs {
     /// The core's UDP address, HOST:PORT.
     #[arg(long, value_name = "ADDR")]
     pub core: Option<String>,
+    /// How the tunnel reaches the core: `quic` (UDP), `tcp` (the same
+    /// tunnel carried on TCP, to --tcp-port) or `auto` (QUIC; over TCP when
+    /// no QUIC handshake completes within 3 s or UDP goes silent, back to
+    /// QUIC for new flows when it works again) [default: auto].
+    #[arg(long, value_name = "auto|quic|tcp")]
+    pub transport: Option<TransportChoice>,
+    /// The cores' TCP port for tunnels over TCP [default: 443].
+    #[arg(long, value_name = "PORT")]
+    pub tcp_port: Option<u16>,
     /// Carry connections accepted on LISTEN to DEST through the core
     /// (repeatable), e.g. 127.0.0.1:8080=198.51.100.7:80.
     #[arg(long, value_name = "LISTEN=DEST")]
@@ -628,8 +644,17 @@ pub(super) fn core_config_in(args: &CoreArgs, mode: Mode) -> anyhow::Result<Core
             bail!("--advertise {addr}: give the address and port edges reach this replica at, e.g. 198.51.100.11:4433");
         }
     }
+    let listen_tcp = match args.listen_tcp.as_deref().or(file.listen_tcp.as_deref()) {
+        None => ListenTcp::default_for(listen),
+        Some("off") => ListenTcp::Off,
+        Some(addr) => match addr.parse::<SocketAddr>() {
+            Ok(addr) if addr.port() != 0 => ListenTcp::At(addr),
+            _ => bail!("--listen-tcp {addr}: give ADDR:PORT (e.g. 0.0.0.0:443) or off"),
+        },
+    };
     Ok(CoreConfig {
         listen,
+        listen_tcp,
         key: common.key,
         peers: common.peers.accepted(&allow, &allow_udp),
         udp_idle_timeout: common.udp_idle_timeout,
@@ -734,6 +759,14 @@ pub(super) fn edge_config_in(args: &EdgeArgs, mode: Mode) -> anyhow::Result<Edge
         tuning: common.tuning,
         limits: common.limits,
         flow_idle_timeout: common.flow_idle_timeout,
+        transport: args.transport.or(file.transport).unwrap_or_default(),
+        tcp_port: match args.tcp_port.or(file.tcp_port) {
+            Some(0) => bail!(
+                "--tcp-port 0: give the port the cores accept tunnels over TCP on (default 443)"
+            ),
+            Some(port) => port,
+            None => wanopt_node::transport::carrier::DEFAULT_PORT,
+        },
     })
 }
 

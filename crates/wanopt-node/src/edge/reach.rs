@@ -1,0 +1,219 @@
+//! How an edge reaches its core: QUIC over UDP, or the same tunnel
+//! carried on TCP (`crate::transport::carrier`) where UDP does not get
+//! through (`--transport auto|quic|tcp`).
+//!
+//! In `auto` the edge tries QUIC first; when no handshake completes
+//! within [`QUIC_TRY`] it dials over TCP and stays there for its redials.
+//! A tunnel on QUIC that goes silent while the edge sends
+//! ([`Silence`]) is a path that stopped carrying UDP: the edge dials over
+//! TCP beside it and new flows move there. A tunnel on TCP tries QUIC
+//! again every [`QUIC_RETRY`]; when a handshake completes new flows go
+//! back to QUIC, and the flows open on TCP finish there.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use crate::transport::tunnel::Transport;
+
+/// How long `auto` waits for a QUIC handshake before it dials over TCP.
+pub const QUIC_TRY: Duration = Duration::from_secs(3);
+
+/// How often a tunnel on TCP tries QUIC again (`auto`).
+pub const QUIC_RETRY: Duration = Duration::from_secs(20);
+
+/// How often a tunnel on QUIC is looked at for silence.
+pub const LOOK_EVERY: Duration = Duration::from_millis(250);
+
+/// The shortest silence that counts: a peer that answers at all answers a
+/// keepalive or an ack-eliciting packet well within this.
+const MIN_SILENCE: Duration = Duration::from_secs(1);
+
+/// Which transports an edge may use (`--transport`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TransportChoice {
+    /// QUIC, and TCP where UDP does not get through.
+    #[default]
+    Auto,
+    /// QUIC only.
+    Quic,
+    /// TCP only.
+    Tcp,
+}
+
+impl std::str::FromStr for TransportChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(TransportChoice::Auto),
+            "quic" => Ok(TransportChoice::Quic),
+            "tcp" => Ok(TransportChoice::Tcp),
+            other => Err(format!(
+                "unknown transport {other:?} (expected auto, quic or tcp)"
+            )),
+        }
+    }
+}
+
+/// How an edge reaches one core: its choice, the core's TCP port, and
+/// what `auto` has learned.
+#[derive(Debug, Clone)]
+pub struct Reach {
+    /// `--transport`.
+    pub choice: TransportChoice,
+    /// The core's TCP port (`--tcp-port`).
+    pub tcp_port: u16,
+    /// `auto` after QUIC failed: redials go over TCP, with this reason.
+    on_tcp: Option<String>,
+}
+
+impl Reach {
+    /// A choice and the core's TCP port.
+    pub fn new(choice: TransportChoice, tcp_port: u16) -> Reach {
+        Reach {
+            choice,
+            tcp_port,
+            on_tcp: None,
+        }
+    }
+
+    /// The core's carrier address for its UDP address `addr`.
+    pub fn tcp_addr(&self, addr: SocketAddr) -> SocketAddr {
+        SocketAddr::new(addr.ip(), self.tcp_port)
+    }
+
+    /// What the next dial tries first, and the reason to give when it is
+    /// TCP.
+    pub fn first(&self) -> (Transport, String) {
+        match (self.choice, &self.on_tcp) {
+            (TransportChoice::Quic, _) => (Transport::Quic, "--transport quic".to_owned()),
+            (TransportChoice::Tcp, _) => (Transport::Tcp, "--transport tcp".to_owned()),
+            (TransportChoice::Auto, Some(why)) => (Transport::Tcp, why.clone()),
+            (TransportChoice::Auto, None) => (Transport::Quic, "UDP gets through".to_owned()),
+        }
+    }
+
+    /// Whether a failed QUIC dial is followed by one over TCP.
+    pub fn falls_back(&self) -> bool {
+        self.choice == TransportChoice::Auto
+    }
+
+    /// `auto` moved to TCP, for `why`: redials go there first.
+    pub fn to_tcp(&mut self, why: String) {
+        if self.choice == TransportChoice::Auto {
+            self.on_tcp = Some(why);
+        }
+    }
+
+    /// QUIC works again: redials try it first.
+    pub fn to_quic(&mut self) {
+        self.on_tcp = None;
+    }
+
+    /// Whether a tunnel on TCP tries QUIC again now and then.
+    pub fn retries_quic(&self) -> bool {
+        self.choice == TransportChoice::Auto
+    }
+}
+
+/// Watches a tunnel on QUIC for silence: the edge keeps sending (data,
+/// acknowledgements, keepalives) and nothing comes back for
+/// `max(1 s, 4 RTT)`. Fed the connection's UDP counters every
+/// [`LOOK_EVERY`].
+#[derive(Debug, Default)]
+pub struct Silence {
+    /// Datagrams received at the last look.
+    received: u64,
+    /// Datagrams sent when the peer was last heard.
+    sent_when_heard: u64,
+    /// When the edge first sent after the peer was last heard.
+    unanswered_since: Option<Instant>,
+}
+
+impl Silence {
+    /// Takes the counters at `now`; returns how long the edge has sent
+    /// unanswered, once that is past `max(1 s, 4 rtt)`.
+    pub fn look(
+        &mut self,
+        now: Instant,
+        sent: u64,
+        received: u64,
+        rtt: Duration,
+    ) -> Option<Duration> {
+        if received != self.received {
+            self.received = received;
+            self.sent_when_heard = sent;
+            self.unanswered_since = None;
+            return None;
+        }
+        if sent == self.sent_when_heard {
+            return None;
+        }
+        let since = *self.unanswered_since.get_or_insert(now);
+        let silent = now.saturating_duration_since(since);
+        (silent >= MIN_SILENCE.max(rtt * 4)).then_some(silent)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn choices_parse_and_say_what_they_try_first() {
+        assert_eq!("auto".parse(), Ok(TransportChoice::Auto));
+        assert_eq!("tcp".parse(), Ok(TransportChoice::Tcp));
+        assert!("udp"
+            .parse::<TransportChoice>()
+            .unwrap_err()
+            .contains("expected auto, quic or tcp"));
+        let mut auto = Reach::new(TransportChoice::Auto, 443);
+        assert_eq!(auto.first().0, Transport::Quic);
+        assert!(auto.falls_back() && auto.retries_quic());
+        auto.to_tcp("no QUIC handshake within 3s".into());
+        assert_eq!(
+            auto.first(),
+            (Transport::Tcp, "no QUIC handshake within 3s".into())
+        );
+        auto.to_quic();
+        assert_eq!(auto.first().0, Transport::Quic);
+        let mut quic = Reach::new(TransportChoice::Quic, 443);
+        quic.to_tcp("ignored".into());
+        assert_eq!(quic.first().0, Transport::Quic);
+        assert!(!quic.falls_back());
+        let tcp = Reach::new(TransportChoice::Tcp, 8443);
+        assert_eq!(tcp.first().0, Transport::Tcp);
+        assert_eq!(
+            tcp.tcp_addr("192.0.2.1:4433".parse().unwrap()),
+            "192.0.2.1:8443".parse().unwrap()
+        );
+    }
+
+    #[test]
+    fn silence_is_sending_unanswered_for_a_second_or_four_round_trips() {
+        let t0 = Instant::now();
+        let rtt = Duration::from_millis(50);
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let mut s = Silence::default();
+        // Heard, then idle: nothing sent, no silence however long.
+        assert_eq!(s.look(at(0), 10, 10, rtt), None);
+        assert_eq!(s.look(at(5000), 10, 10, rtt), None);
+        // Sent, unanswered: counted from the first look that saw it.
+        assert_eq!(s.look(at(5250), 12, 10, rtt), None);
+        assert_eq!(s.look(at(6000), 14, 10, rtt), None);
+        assert_eq!(
+            s.look(at(6250), 15, 10, rtt),
+            Some(Duration::from_millis(1000))
+        );
+        // An answer resets it.
+        assert_eq!(s.look(at(6500), 16, 11, rtt), None);
+        assert_eq!(s.look(at(7600), 17, 11, rtt), None);
+        // A long round trip waits four of them.
+        let mut slow = Silence::default();
+        let rtt = Duration::from_millis(600);
+        assert_eq!(slow.look(at(0), 1, 1, rtt), None);
+        assert_eq!(slow.look(at(100), 2, 1, rtt), None);
+        assert_eq!(slow.look(at(2000), 3, 1, rtt), None);
+        assert!(slow.look(at(2500), 4, 1, rtt).is_some());
+    }
+}
