@@ -43,6 +43,15 @@ pub enum LabCommand {
         #[arg(value_enum)]
         state: LinkState,
     },
+    /// Change a WAN link's middlebox rules while the lab runs (`none` or "" clears them; see docs/lab.md).
+    Middlebox {
+        /// The link: 1, or 2 with `lab up --link2`.
+        #[arg(long, default_value_t = 1)]
+        link: u32,
+        /// The rules, as `lab up --middlebox` takes them (e.g. "port 443 block-udp; police-udp 2mbit").
+        #[arg(allow_hyphen_values = true)]
+        rules: String,
+    },
     /// Run a scenario (`tcp-opt`, `waas-3g`, `lossy`, `realtime`, `sites`, `cluster`, `cellular`, `path-brokenness`, `initcwnd`, `fwsm` or a TOML file) and write results, a report and plots.
     Run(crate::scenario::RunArgs),
     /// Measure the emulator's own ceiling (pps, Gbit/s of 1500-byte packets each way) with iperf3.
@@ -257,6 +266,19 @@ pub fn run(command: LabCommand) -> anyhow::Result<i32> {
             }
         },
         LabCommand::Link { number, state } => link(&lab, number, state),
+        LabCommand::Middlebox { link, rules } => {
+            match crate::link::set_middlebox(&lab, link, &rules) {
+                Ok(applied) => {
+                    println!("{applied}");
+                    Ok(0)
+                }
+                Err(e) if e.is_usage() => usage(e),
+                Err(e) => {
+                    eprintln!("wanopt lab: {e}");
+                    Ok(1)
+                }
+            }
+        }
         LabCommand::Run(args) => lab_run(&lab, &args),
         LabCommand::BenchCeiling { seconds, runs } => {
             crate::bench::run(&lab, seconds.clamp(1, 60), runs.clamp(1, 20))?;
@@ -758,6 +780,11 @@ mod tests {
         );
         assert!(parse(&["link", "1", "sideways"]).is_err());
         assert!(parse(&["link", "one", "up"]).is_err());
+        let command = parse(&["middlebox", "--link=2", "port 443 block-udp"]);
+        assert!(
+            matches!(&command, Ok(LabCommand::Middlebox { link: 2, rules }) if rules == "port 443 block-udp"),
+            "{command:?}"
+        );
     }
 
     /// A failed run says why in the words `lab run` always used.

@@ -19,7 +19,7 @@ use wanopt_netem::middlebox::Rule;
 use wanopt_netem::LinkConfig;
 
 use crate::driver::{self, Direction, DriverError};
-use crate::link::CutState;
+use crate::link::{CutState, RulesSwitch};
 use crate::link::{LinkOptionError, LinkSpecs};
 
 /// Everything the emulator process needs.
@@ -146,12 +146,14 @@ extern "C" fn on_signal(_: libc::c_int) {
 }
 
 /// Runs the emulator until SIGTERM or SIGINT; SIGUSR1 cuts the link and
-/// SIGUSR2 restores it ([`crate::link::cut`]).
+/// SIGUSR2 restores it ([`crate::link::cut`]), SIGHUP changes the
+/// middlebox rules ([`crate::link::rules`]).
 pub fn run(config: EmulatorConfig) -> Result<(), EmulateError> {
     use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
     // Before any other thread starts: they inherit the blocked signals.
     let cut = Arc::new(CutState::default());
-    crate::link::cut::take_signals(cut.clone()).map_err(EmulateError::CutSignals)?;
+    let rules = Arc::new(RulesSwitch::new(&config.counters));
+    crate::link::cut::take_signals(cut.clone(), rules.clone()).map_err(EmulateError::CutSignals)?;
     let handler = SigAction::new(
         SigHandler::Handler(on_signal),
         SaFlags::empty(),
@@ -195,8 +197,9 @@ pub fn run(config: EmulatorConfig) -> Result<(), EmulateError> {
             let (up, down) = directions(
                 &config,
                 &cut,
-                crate::model::build(up.clone(), seed, middlebox, seed),
-                crate::model::build(down.clone(), seed.wrapping_add(1), middlebox, seed),
+                crate::model::build(up.clone(), seed, middlebox, seed).following(rules.clone()),
+                crate::model::build(down.clone(), seed.wrapping_add(1), middlebox, seed)
+                    .following(rules),
             );
             driver::run(up, down, settings, &config.counters, stop)?;
         }

@@ -1,12 +1,14 @@
 //! The bridge to the sans-IO emulator model in `wanopt-netem`.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use wanopt_netem::middlebox::{Middlebox, Rule, Verdict};
 use wanopt_netem::units::{self, ParseSpecError};
 use wanopt_netem::{DeliveryTrace, Link, LinkConfig};
 
-use crate::link::FrameLink;
+use crate::link::rules::RulesFollower;
+use crate::link::{FrameLink, RulesSwitch};
 
 /// Parses a one-direction link spec (`"rtt 100ms rate 250mbit queue 2bdp"`)
 /// on top of a perfect link; `trace FILE` reads a trace of delivery
@@ -30,11 +32,14 @@ pub fn validate(spec: &str) -> Result<(), ParseSpecError> {
 }
 
 /// One direction of the wan namespace: the middlebox rules in front of the
-/// queue (if any), the link, and the rules after the queue (if any).
+/// queue (if any), the link, and the rules after the queue (if any); with
+/// [`Bump::following`], rules that change while it runs (`lab middlebox`).
 pub struct Bump {
     middlebox: Option<Middlebox>,
     link: Link,
     after_queue: Option<Middlebox>,
+    middlebox_seed: u64,
+    follower: Option<RulesFollower>,
 }
 
 /// Builds one direction from its link configuration and seed, with
@@ -53,11 +58,45 @@ pub fn build(config: LinkConfig, seed: u64, rules: &[Rule], middlebox_seed: u64)
         middlebox: place(false),
         link: Link::new(config, seed),
         after_queue: place(true),
+        middlebox_seed,
+        follower: None,
+    }
+}
+
+impl Bump {
+    /// The same direction, taking the rules of `switch` whenever they
+    /// change.
+    pub fn following(mut self, switch: Arc<RulesSwitch>) -> Bump {
+        self.follower = Some(RulesFollower::new(switch));
+        self
+    }
+
+    /// Takes new rules if the switch has them: each place's middlebox gets
+    /// its rules (its counters go on), one is made for a place that had
+    /// none.
+    fn follow_switch(&mut self) {
+        let Some(rules) = self.follower.as_mut().and_then(RulesFollower::poll_change) else {
+            return;
+        };
+        let seed = self.middlebox_seed;
+        for (after_queue, place) in [(false, &mut self.middlebox), (true, &mut self.after_queue)] {
+            let rules: Vec<Rule> = rules
+                .iter()
+                .filter(|rule| rule.after_queue == after_queue)
+                .cloned()
+                .collect();
+            match place {
+                Some(middlebox) => middlebox.set_rules(rules),
+                None if !rules.is_empty() => *place = Some(Middlebox::new(rules, seed)),
+                None => {}
+            }
+        }
     }
 }
 
 impl FrameLink for Bump {
     fn handle_frame(&mut self, now: Instant, mut frame: Vec<u8>) {
+        self.follow_switch();
         if let Some(middlebox) = &mut self.middlebox {
             if middlebox.process(now, &mut frame) == Verdict::Drop {
                 return;
@@ -66,6 +105,7 @@ impl FrameLink for Bump {
         self.link.handle_frame(now, frame)
     }
     fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
+        self.follow_switch();
         loop {
             let mut frame = self.link.poll_transmit(now)?;
             let dropped = self
@@ -99,6 +139,10 @@ impl FrameLink for Bump {
                     serde_json::to_value(middlebox.counters()).unwrap_or(serde_json::Value::Null),
                 );
             }
+        }
+        let change = self.follower.as_ref().and_then(RulesFollower::to_json);
+        if let (Some(map), Some(change)) = (value.as_object_mut(), change) {
+            map.insert("middlebox_rules".into(), change);
         }
         value
     }

@@ -84,10 +84,8 @@ pub struct Confirmed {
     pub changed_unix_ms: Option<u64>,
 }
 
-/// Cuts (`down`) or restores link `number` of `lab` and waits until its
-/// emulator shows the new state in both directions.
-pub fn set_link(lab: &Lab, number: u32, down: bool) -> Result<Confirmed, LinkControlError> {
-    use nix::sys::signal::{kill, Signal};
+/// Link `number` of the running `lab` and its emulator's pid.
+pub fn running_emulator(lab: &Lab, number: u32) -> Result<(WanLink, i32), LinkControlError> {
     if !lab.is_up() {
         return Err(LinkControlError::NotUp(TopologyError::NotUp(
             lab.netns(Node::Wan),
@@ -101,17 +99,36 @@ pub fn set_link(lab: &Lab, number: u32, down: bool) -> Result<Confirmed, LinkCon
     let pid = lab
         .running_pid(link.daemon())
         .ok_or(LinkControlError::NoEmulator(link.number()))?;
+    Ok((link, pid))
+}
+
+/// Sends `signal` to `link`'s emulator, `pid`.
+pub fn signal_emulator(
+    link: WanLink,
+    pid: i32,
+    signal: nix::sys::signal::Signal,
+) -> Result<(), LinkControlError> {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal).map_err(|cause| {
+        LinkControlError::Signal {
+            link: link.number(),
+            pid,
+            cause,
+        }
+    })
+}
+
+/// Cuts (`down`) or restores link `number` of `lab` and waits until its
+/// emulator shows the new state in both directions.
+pub fn set_link(lab: &Lab, number: u32, down: bool) -> Result<Confirmed, LinkControlError> {
+    use nix::sys::signal::Signal;
+    let (link, pid) = running_emulator(lab, number)?;
     let requested = unix_ms();
     let signal = if down {
         Signal::SIGUSR1
     } else {
         Signal::SIGUSR2
     };
-    kill(nix::unistd::Pid::from_raw(pid), signal).map_err(|cause| LinkControlError::Signal {
-        link: link.number(),
-        pid,
-        cause,
-    })?;
+    signal_emulator(link, pid, signal)?;
     let path = lab.state_dir().join(link.counters_file());
     let deadline = Instant::now() + CONFIRM_WITHIN;
     loop {

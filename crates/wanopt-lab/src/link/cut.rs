@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 
+use super::rules::RulesSwitch;
 use crate::clock::unix_ms;
 
 /// Whether a link is cut, and since when; shared by the emulator's signal
@@ -59,15 +60,17 @@ impl CutState {
     }
 }
 
-/// Blocks SIGUSR1 and SIGUSR2 in the calling thread, and so in every
-/// thread it starts afterwards, and starts the thread that takes them:
-/// SIGUSR1 cuts the link, SIGUSR2 restores it. Call it before starting
-/// any other thread.
-pub fn take_signals(state: Arc<CutState>) -> std::io::Result<()> {
+/// Blocks SIGUSR1, SIGUSR2 and SIGHUP in the calling thread, and so in
+/// every thread it starts afterwards, and starts the thread that takes
+/// them: SIGUSR1 cuts the link, SIGUSR2 restores it, SIGHUP reads new
+/// middlebox rules into `rules` (`lab middlebox`, [`super::rules`]). Call
+/// it before starting any other thread.
+pub fn take_signals(state: Arc<CutState>, rules: Arc<RulesSwitch>) -> std::io::Result<()> {
     use nix::sys::signal::{SigSet, Signal};
     let mut signals = SigSet::empty();
     signals.add(Signal::SIGUSR1);
     signals.add(Signal::SIGUSR2);
+    signals.add(Signal::SIGHUP);
     signals.thread_block()?;
     thread::Builder::new()
         .name("wan-cut".into())
@@ -75,6 +78,11 @@ pub fn take_signals(state: Arc<CutState>) -> std::io::Result<()> {
             match signals.wait() {
                 Ok(Signal::SIGUSR1) => state.set_down(true),
                 Ok(Signal::SIGUSR2) => state.set_down(false),
+                Ok(Signal::SIGHUP) => {
+                    if let Err(e) = rules.reload() {
+                        tracing::warn!("middlebox rules unchanged: {e}");
+                    }
+                }
                 Ok(_) | Err(_) => {}
             }
         })
