@@ -836,7 +836,7 @@ fn main() {
         .skip(1)
         .filter(|a| !a.starts_with('-'))
         .collect();
-    let tests: [Test; 10] = [
+    let tests: [Test; 11] = [
         ("rtt_matches_setting", rtt_matches_setting, false),
         ("rate_matches_setting", rate_matches_setting, false),
         // Near the ceiling, CPU contention decides: the scenario tier runs
@@ -864,6 +864,11 @@ fn main() {
             false,
         ),
         ("middlebox_ecn_policies", middlebox::ecn_policies, false),
+        (
+            "middlebox_udp_rules_change_while_running",
+            middlebox::udp_rules_change_while_running,
+            false,
+        ),
         (
             "per_packet_cost_and_jumbo_frames",
             per_packet_cost_and_jumbo_frames,

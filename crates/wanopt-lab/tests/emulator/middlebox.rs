@@ -376,3 +376,88 @@ pub(super) fn ecn_policies() -> TestResult {
     }
     Ok(())
 }
+
+/// What arrives of an iperf3 UDP run at `offered` (e.g. `5M`) for
+/// `seconds`, Mbit/s of IP packets. A fresh one-off server.
+fn udp_run(lab: &Lab, offered: &str, seconds: u32) -> Result<f64, String> {
+    const PAYLOAD: u64 = 1200;
+    iperf_server(lab)?;
+    let t = seconds.to_string();
+    let length = PAYLOAD.to_string();
+    let doc = iperf_json(lab, &["-u", "-l", &length, "-b", offered, "-t", &t])?;
+    let sum = &doc["end"]["sum"];
+    let packets = sum["packets"].as_u64().unwrap_or(0);
+    let lost = sum["lost_packets"].as_u64().unwrap_or(packets);
+    let ip_bits = packets.saturating_sub(lost) * (PAYLOAD + 28) * 8;
+    Ok(ip_bits as f64 / f64::from(seconds) / 1e6)
+}
+
+/// `wanopt_lab::link::set_middlebox` changes the rules of a running lab
+/// and returns once they apply: UDP is blocked from the next datagram on
+/// (every one the middlebox saw) while TCP still flows, then policed to 1 Mbit/s as iperf3's receiver
+/// counts it, then let through again; the counters and the lab's settings
+/// follow, and bad rules change nothing.
+pub(super) fn udp_rules_change_while_running() -> TestResult {
+    use wanopt_lab::link::set_middlebox;
+    let guard = up(LinkOptions {
+        rtt: Some("10ms".into()),
+        ..LinkOptions::default()
+    })?;
+    let lab = &guard.0;
+    let show = |e: wanopt_lab::link::MiddleboxControlError| e.to_string();
+    set_middlebox(lab, 1, "block-udp").map_err(show)?;
+    // 200 datagrams from the client (this binary's probe-send), then TCP.
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let addr = format!("{SERVER_ADDR}:6000");
+    let exe = exe.to_string_lossy();
+    let sent = run_in(
+        lab,
+        Node::Client,
+        &exe,
+        &["probe-send", &addr, "200", "500"],
+    )?;
+    if !sent.status.success() {
+        return Err("probe-send failed".into());
+    }
+    iperf_server(lab)?;
+    let tcp = iperf_json(lab, &["-t", "1", "-b", "5M"])?;
+    let tcp_bytes = tcp["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0);
+    let c = counters(lab);
+    let udp = &c["up"]["link"]["middlebox"];
+    let (inspected, blocked) = (udp["udp_inspected"].as_u64(), udp["udp_blocked"].as_u64());
+    println!("  block-udp: {blocked:?} of {inspected:?} datagrams blocked; tcp {tcp_bytes} bytes");
+    if blocked < Some(200) || blocked != inspected || tcp_bytes < 500_000 {
+        return Err(format!(
+            "block-udp: {blocked:?} of {inspected:?} blocked, {tcp_bytes} TCP bytes"
+        ));
+    }
+
+    let bad = set_middlebox(lab, 1, "police-udp 1mbps").err().map(show);
+    if !bad
+        .as_deref()
+        .is_some_and(|e| e.contains("nothing changed"))
+    {
+        return Err(format!("bad rules were not refused: {bad:?}"));
+    }
+    set_middlebox(lab, 1, "police-udp 1mbit").map_err(show)?;
+    let policed = udp_run(lab, "5M", 2)?;
+    println!("  police-udp 1mbit: {policed:.3} Mbit/s of 5 Mbit/s arrived");
+    // The rate, plus a 6250-byte bucket over 2 s (2.5%).
+    if !(0.9..=1.1).contains(&policed) {
+        return Err(format!("police-udp 1mbit passed {policed:.3} Mbit/s"));
+    }
+
+    set_middlebox(lab, 1, "none").map_err(show)?;
+    let free = udp_run(lab, "3M", 1)?;
+    let c = counters(lab);
+    let settings =
+        std::fs::read_to_string(wanopt_lab::bringup::settings_path(lab)).unwrap_or_default();
+    println!("  none: {free:.3} Mbit/s of 3 Mbit/s arrived");
+    if free < 2.8 || c["down"]["link"]["middlebox_rules"]["rules"] != "" {
+        return Err(format!("after clearing: {free} Mbit/s, counters {c}"));
+    }
+    if !settings.contains("\"middlebox\": \"\"") {
+        return Err(format!("the settings kept old rules: {settings}"));
+    }
+    Ok(())
+}
