@@ -111,7 +111,13 @@ fn flood(
     stop: &AtomicBool,
 ) -> u64 {
     let stranger = PrivateKey::generate();
-    let config = tunnel::client_config(&stranger, &[core_key], &TunnelTuning::default()).unwrap();
+    let config = tunnel::client_config(
+        &stranger,
+        &[core_key],
+        &TunnelTuning::default(),
+        tunnel::Transport::Quic,
+    )
+    .unwrap();
     // 256 ports on 64 addresses (all of 127/8 is loopback).
     let sockets: Vec<UdpSocket> = (0..=255u8)
         .map(|i| {

@@ -52,7 +52,9 @@ fn transport(edge: &Node) -> Option<(String, String)> {
 
 fn core_with_tcp(keys: &Keys, udp: SocketAddr, tcp: SocketAddr) -> Node {
     let mut args = core_args(keys, udp, &["127.0.0.1"]);
-    args.extend(["--listen-tcp".into(), tcp.to_string(), "--no-reduce".into()]);
+    let off = args.iter().position(|a| a == "--listen-tcp").unwrap();
+    args[off + 1] = tcp.to_string();
+    args.push("--no-reduce".into());
     spawn(keys, "core", &args)
 }
 

@@ -18,6 +18,7 @@ const PAGES: &[(&str, &str)] = &[
     ("docs/deploy.md", include_str!("../../../docs/deploy.md")),
     ("docs/sites.md", include_str!("../../../docs/sites.md")),
     ("docs/cluster.md", include_str!("../../../docs/cluster.md")),
+    ("docs/reach.md", include_str!("../../../docs/reach.md")),
     (
         "docs/interception.md",
         include_str!("../../../docs/interception.md"),

@@ -510,9 +510,13 @@ fn a_malformed_stream_header_resets_that_stream_and_the_core_serves_others() {
     rt.block_on(async {
         let key = PrivateKey::read(&edge_key).unwrap();
         let tuning = tunnel::TunnelTuning::default();
-        let config =
-            tunnel::client_config(&key, &[PublicKey::from_base64(&core_pub).unwrap()], &tuning)
-                .unwrap();
+        let config = tunnel::client_config(
+            &key,
+            &[PublicKey::from_base64(&core_pub).unwrap()],
+            &tuning,
+            tunnel::Transport::Quic,
+        )
+        .unwrap();
         let datagrams = wanopt_node::datagram::DatagramHandle::new(tuning.duplication);
         let endpoint = tunnel::endpoint(
             "127.0.0.1:0".parse().unwrap(),

@@ -399,7 +399,12 @@ impl Dialer<'_> {
         if !reach.falls_back() {
             return self.over_quic(addr, patience).await;
         }
-        let quic_patience = patience.min(QUIC_TRY);
+        // An edge with several paths gives QUIC its whole patience: the
+        // paths' own failover may need it before TCP is worth a try.
+        let quic_patience = match self.core {
+            Core::Fixed { .. } => patience,
+            Core::Named(_) => patience.min(QUIC_TRY),
+        };
         match self.over_quic(addr, quic_patience).await {
             Err((_, e)) if e == HANDSHAKE_TIMED_OUT => {
                 let why = format!("no QUIC handshake within {quic_patience:?}");

@@ -176,11 +176,7 @@ impl TunnelTuning {
         if over == Transport::Tcp {
             // TCP segments the packets and controls the rate (see
             // `super::carrier`).
-            t.initial_mtu(super::carrier::CARRIED_MTU)
-                .mtu_discovery_config(None)
-                .congestion_controller_factory(super::carrier::Unlimited::factory(
-                    self.connection_window,
-                ));
+            super::carrier::settings::over_tcp(&mut t, self.connection_window);
             return t;
         }
         let mut mtu = MtuDiscoveryConfig::default();

@@ -202,6 +202,10 @@ pub fn core_args(keys: &Keys, listen: SocketAddr, allow: &[&str]) -> Vec<String>
         core_key.display().to_string(),
         "--peer-key".into(),
         edge_pub,
+        // Tests that run cores side by side on loopback would share
+        // 127.0.0.1:443 (`reach.rs` gives its cores ports of their own).
+        "--listen-tcp".into(),
+        "off".into(),
     ];
     for a in allow {
         args.push("--allow".into());
@@ -230,6 +234,11 @@ pub fn edge_args(
     for (listen, dest) in forwards {
         args.push("--forward".into());
         args.push(format!("{listen}={dest}"));
+    }
+    if !extra.contains(&"--transport") {
+        // QUIC only: the behaviour under test, with no TCP fallback to
+        // another test's core.
+        args.extend(["--transport".into(), "quic".into()]);
     }
     args.extend(extra.iter().map(|s| s.to_string()));
     args

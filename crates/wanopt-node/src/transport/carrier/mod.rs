@@ -16,6 +16,7 @@
 //! accepted connection ([`accept`]).
 
 mod controller;
+pub mod settings;
 mod socket;
 
 use std::net::SocketAddr;
@@ -32,9 +33,7 @@ pub use socket::{CarrierSocket, Lost};
 
 use super::tunnel::{self, TunnelError};
 
-/// The QUIC packet size on a carrier: TCP segments it, so larger packets
-/// only cost fewer headers and calls.
-pub const CARRIED_MTU: u16 = 8192;
+pub use settings::CARRIED_MTU;
 
 /// Unsent bytes the kernel holds per carrier connection
 /// (`TCP_NOTSENT_LOWAT`): enough to keep the path busy between two

@@ -13,6 +13,10 @@ use wanopt_proto::{
     codes, open_header_len, HeaderError, Open, OpenRepr, ReplyRepr, Services, Status, Target,
 };
 
+mod carriers;
+
+pub use carriers::ListenTcp;
+
 use crate::class::{service_names, Priority};
 use crate::error::{NodeError, UsageError};
 use crate::flow::limits::{FlowLimits, FlowLimitsConfig};
@@ -23,7 +27,6 @@ use crate::flow::{carry, report, Facing, FlowState};
 use crate::policy::{Permit, RuleSet};
 use crate::reduce::{self, PeerEntry, ReduceConfig};
 use crate::state::NodeState;
-use crate::transport::carrier;
 use crate::transport::handshakes::InProgress;
 use crate::transport::identity::{self, peer_key, PrivateKey, PublicKey};
 use crate::transport::tunnel::{self, Transport, TunnelTuning};
@@ -77,32 +80,6 @@ pub struct CoreConfig {
     /// Where it accepts tunnels over TCP (`--listen-tcp`).
     pub listen_tcp: ListenTcp,
 }
-
-/// Where a core accepts tunnels carried on TCP (`crate::transport::carrier`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ListenTcp {
-    /// Nowhere (`--listen-tcp off`).
-    Off,
-    /// The default: the UDP listen address's IP on port 443; a core that
-    /// cannot bind it says so and accepts tunnels on UDP alone.
-    Default(SocketAddr),
-    /// As given: a core that cannot bind it does not start.
-    At(SocketAddr),
-}
-
-impl ListenTcp {
-    /// The default for a core listening on UDP at `listen`.
-    pub fn default_for(listen: SocketAddr) -> ListenTcp {
-        ListenTcp::Default(SocketAddr::new(listen.ip(), carrier::DEFAULT_PORT))
-    }
-}
-
-/// Carrier connections a core sets up at once (before their tunnel's
-/// handshake is admitted); more wait in the kernel's backlog.
-const CARRIER_SETUPS: usize = 64;
-
-/// How long a carrier connection may take to start its handshake.
-const CARRIER_HANDSHAKE: Duration = Duration::from_secs(10);
 
 /// How often the core checks whether a burst of handshakes is over and its
 /// memory can be given back ([`crate::transport::handshakes::Handshakes::trim_after_burst`]).
@@ -188,7 +165,7 @@ pub(crate) fn start(
         tunnel::server_config(&config.key, &pinned_keys, &config.tuning, Transport::Quic)?;
     let tcp_server =
         tunnel::server_config(&config.key, &pinned_keys, &config.tuning, Transport::Tcp)?;
-    let carriers = bind_carriers(config.listen_tcp)?;
+    let carriers = carriers::bind(config.listen_tcp)?;
     let endpoint = tunnel::endpoint(
         config.listen,
         Some(server_config),
@@ -222,7 +199,7 @@ pub(crate) fn start(
         host: HostAddrs::default(),
         endpoint: endpoint.clone(),
         tcp_server: std::sync::RwLock::new(tcp_server),
-        carrier_setups: Arc::new(tokio::sync::Semaphore::new(CARRIER_SETUPS)),
+        carrier_setups: Arc::new(tokio::sync::Semaphore::new(carriers::CARRIER_SETUPS)),
         reloads: tokio::sync::watch::channel(0).0,
     });
     if let Some(listener) = carriers {
@@ -383,77 +360,6 @@ impl Core {
             "accepted peers: {added} added, {} removed ({closed} tunnel(s) closed), {changed} with new allowlists",
             removed.len()
         ))
-    }
-
-    /// Accepts carrier connections (tunnels over TCP) until the node
-    /// stops.
-    async fn serve_carriers(self: Arc<Self>, listener: tokio::net::TcpListener) {
-        loop {
-            let (stream, peer) = match listener.accept().await {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    warn!("tcp tunnel listener: {e}");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            };
-            let Ok(setup) = self.carrier_setups.clone().try_acquire_owned() else {
-                debug!("tcp tunnel from {peer} refused: {CARRIER_SETUPS} others are being set up");
-                continue;
-            };
-            tokio::spawn(self.clone().carrier(stream, peer, setup));
-        }
-    }
-
-    /// One carrier connection: the edge's preamble, its tunnel's
-    /// handshake, then the tunnel; the tunnel closes when the connection
-    /// is lost.
-    async fn carrier(
-        self: Arc<Self>,
-        stream: TcpStream,
-        peer: SocketAddr,
-        setup: tokio::sync::OwnedSemaphorePermit,
-    ) {
-        let server = self
-            .tcp_server
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let (endpoint, lost) = match carrier::accept(
-            stream,
-            peer,
-            server,
-            &self.config.key.reset_key(),
-            self.config.tuning.socket_buffer,
-        )
-        .await
-        {
-            Ok(carrier) => carrier,
-            Err(e) => {
-                debug!("tcp tunnel refused: {e}");
-                return;
-            }
-        };
-        let incoming = match tokio::time::timeout(CARRIER_HANDSHAKE, endpoint.accept()).await {
-            Ok(Some(incoming)) => incoming,
-            _ => {
-                debug!("tcp tunnel from {peer}: no handshake within {CARRIER_HANDSHAKE:?}");
-                return;
-            }
-        };
-        let Some((incoming, handshake)) = self.state.handshakes.admit(incoming) else {
-            return;
-        };
-        drop(setup);
-        let closer = {
-            let endpoint = endpoint.clone();
-            tokio::spawn(async move {
-                let why = lost.wait().await;
-                endpoint.close(quinn::VarInt::from_u32(codes::CARRIER_LOST), why.as_bytes());
-            })
-        };
-        self.connection(incoming, handshake, Transport::Tcp).await;
-        closer.abort();
     }
 
     async fn connection(
@@ -883,45 +789,4 @@ fn reset_stream(send: &mut quinn::SendStream, recv: &mut quinn::RecvStream, code
     let code = quinn::VarInt::from_u32(code);
     let _ = send.reset(code);
     let _ = recv.stop(code);
-}
-
-/// Binds the carrier listener `at` asks for: `None` when off, or when the
-/// default address cannot be bound (said in the log); an error when a
-/// given address cannot.
-fn bind_carriers(at: ListenTcp) -> Result<Option<tokio::net::TcpListener>, NodeError> {
-    let (addr, required) = match at {
-        ListenTcp::Off => return Ok(None),
-        ListenTcp::Default(addr) => (addr, false),
-        ListenTcp::At(addr) => (addr, true),
-    };
-    let bind = || -> std::io::Result<tokio::net::TcpListener> {
-        let socket = socket2::Socket::new(
-            socket2::Domain::for_address(addr),
-            socket2::Type::STREAM,
-            Some(socket2::Protocol::TCP),
-        )?;
-        if addr.is_ipv6() {
-            let _ = socket.set_only_v6(false);
-        }
-        socket.set_reuse_address(true)?;
-        socket.set_nonblocking(true)?;
-        socket.bind(&addr.into())?;
-        socket.listen(1024)?;
-        tokio::net::TcpListener::from_std(socket.into())
-    };
-    match bind() {
-        Ok(listener) => {
-            info!("core listening on tcp {addr} (tunnels where UDP is blocked)");
-            Ok(Some(listener))
-        }
-        Err(source) if required => Err(NodeError::Bind {
-            what: "tunnels over TCP (--listen-tcp)",
-            addr,
-            source,
-        }),
-        Err(e) => {
-            warn!("no tunnels over TCP: cannot listen on tcp {addr} ({e}); give --listen-tcp ADDR:PORT, or --listen-tcp off to silence this");
-            Ok(None)
-        }
-    }
 }
