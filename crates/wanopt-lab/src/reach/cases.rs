@@ -99,17 +99,27 @@ impl<'a> CaseRun<'a> {
             .flatten()
     }
 
-    /// A download of `length` bytes on a new stream; its wrong bytes count.
-    fn download(&mut self, length: u64, stall: Duration) -> Outcome {
+    /// A download of `length` bytes on a new stream, given up after
+    /// `deadline` if any; its wrong bytes count.
+    fn download(&mut self, length: u64, deadline: Option<Duration>) -> Outcome {
         self.seed = self.seed.wrapping_add(1);
-        let outcome = transfer::download(self.lab, Request::new(self.seed, length, stall));
+        let request = Request {
+            deadline,
+            ..Request::new(self.seed, length, STALL)
+        };
+        let outcome = transfer::download(self.lab, request);
         self.row.wrong_bytes += outcome.wrong_bytes;
         outcome
     }
 
     /// A measured download: its reset counts, its failure is noted.
     fn measured(&mut self, what: &str, length: u64) -> Outcome {
-        let outcome = self.download(length, STALL);
+        self.measured_until(what, length, None)
+    }
+
+    /// A measured download given up after `deadline` if any.
+    fn measured_until(&mut self, what: &str, length: u64, deadline: Option<Duration>) -> Outcome {
+        let outcome = self.download(length, deadline);
         self.row.resets += u32::from(outcome.was_reset());
         if let Some(f) = &outcome.failure {
             self.row.failures.push(format!("{what}: {f}"));
@@ -121,7 +131,7 @@ impl<'a> CaseRun<'a> {
     /// until one works: ms from `since` to its first byte.
     fn first_flow(&mut self, since: Instant) -> Option<f64> {
         while since.elapsed() < FIRST_FLOW_LIMIT {
-            let probe = self.download(self.plan.probe_bytes, STALL);
+            let probe = self.download(self.plan.probe_bytes, None);
             if probe.complete() {
                 let first = probe.first_byte?;
                 return Some(ms(first.saturating_duration_since(since)));
@@ -164,8 +174,10 @@ impl<'a> CaseRun<'a> {
             }
         }
         self.row.fetch_ms = median(self.row.fetch_runs_ms.clone());
-        let bulk = self.measured("bulk", self.plan.bulk_bytes);
-        if bulk.complete() {
+        // A crawling tunnel is measured over the deadline, not waited for.
+        let deadline = Some(self.plan.bulk_deadline());
+        let bulk = self.measured_until("bulk", self.plan.bulk_bytes, deadline);
+        if bulk.complete() || bulk.cut_at_deadline() {
             self.row.mbit_s = bulk.mbit_s();
         }
         if let Some(status) = self.status() {
@@ -255,10 +267,16 @@ impl<'a> CaseRun<'a> {
     fn blocked_mid(&mut self) -> Result<(), String> {
         self.start()?;
         self.warm();
-        let (handle, _stop) = self.long_download(OPEN_FLOW_STALL);
+        let (handle, stop) = self.long_download(OPEN_FLOW_STALL);
         thread::sleep(CHANGE_AFTER);
+        // From here the first byte is timed from the block.
+        self.row.first_byte_ms = None;
         let rules = self.row.case.rules_mid_run().unwrap_or_default();
-        nodes::set_middlebox(self.lab, self.exe, rules)?;
+        if let Err(e) = nodes::set_middlebox(self.lab, rules) {
+            stop.store(true, Ordering::Relaxed);
+            let _ = self.join(handle);
+            return Err(e);
+        }
         let blocked = Instant::now();
         (self.say)("  blocked-mid: UDP blocked".into());
         self.row.first_byte_ms = self.first_flow(blocked);
@@ -284,7 +302,7 @@ impl<'a> CaseRun<'a> {
         self.start()?;
         self.warm();
         let rules = self.row.case.rules_mid_run().unwrap_or_default();
-        nodes::set_middlebox(self.lab, self.exe, rules)?;
+        nodes::set_middlebox(self.lab, rules)?;
         let opened = Instant::now();
         (self.say)("  returns: UDP let through again".into());
         if self.tunnel() {

@@ -135,21 +135,11 @@ pub fn resets_since(
 }
 
 /// Replaces link 1's middlebox rules (`""`: none) while the lab runs,
-/// through `wanopt lab middlebox RULES`.
-pub fn set_middlebox(lab: &Lab, exe: &Path, rules: &str) -> Result<(), String> {
-    let out = Command::new(exe)
-        .args(["lab", "middlebox", rules])
-        .env("WANOPT_LAB_PREFIX", lab.prefix())
-        .output()
-        .map_err(|e| format!("wanopt lab middlebox: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "wanopt lab middlebox {rules:?}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
+/// once both directions of its emulator apply them.
+pub fn set_middlebox(lab: &Lab, rules: &str) -> Result<(), String> {
+    crate::link::set_middlebox(lab, 1, rules)
+        .map(drop)
+        .map_err(|e| format!("middlebox {rules:?}: {e}"))
 }
 
 #[cfg(test)]

@@ -175,6 +175,14 @@ impl Plan {
         f64::from(RTT_MS) + self.fetch_bytes as f64 * 8.0 / (f64::from(LINK_MBIT) * 1e3)
     }
 
+    /// How long the bulk download may take: four times its time at the
+    /// link's rate, at least 10 s (a tunnel that crawls is measured over
+    /// it, not waited for).
+    pub fn bulk_deadline(&self) -> std::time::Duration {
+        let at_rate = self.bulk_bytes as f64 * 8.0 / (f64::from(LINK_MBIT) * 1e6);
+        std::time::Duration::from_secs_f64((4.0 * at_rate).max(10.0))
+    }
+
     /// Progress steps: one per case, mode and run.
     pub fn steps(&self) -> u64 {
         self.cases.len() as u64 * MODES.len() as u64 * u64::from(self.runs)
@@ -195,6 +203,8 @@ mod tests {
         assert!(full.bulk_bytes > quick.bulk_bytes && full.fetches > quick.fetches);
         // 180 KB at 50 Mbit/s is 28.8 ms, after a 40 ms round trip.
         assert!((quick.floor_ms() - 68.8).abs() < 1e-9);
+        assert_eq!(quick.bulk_deadline().as_secs_f64(), 12.8);
+        assert_eq!(full.bulk_deadline().as_secs_f64(), 38.4);
     }
 
     #[test]

@@ -121,6 +121,8 @@ pub struct Request {
     pub stall: Duration,
     /// Give up when this is set.
     pub stop: Option<Arc<AtomicBool>>,
+    /// Give up this long after the request (what arrived still counts).
+    pub deadline: Option<Duration>,
 }
 
 impl Request {
@@ -132,6 +134,7 @@ impl Request {
             length,
             stall,
             stop: None,
+            deadline: None,
         }
     }
 }
@@ -168,6 +171,11 @@ impl Outcome {
         Some(ms(self.ended.saturating_duration_since(self.requested?)))
     }
 
+    /// Whether it ended at its deadline, every byte that arrived right.
+    pub fn cut_at_deadline(&self) -> bool {
+        self.failure.as_deref() == Some(DEADLINE) && self.wrong_bytes == 0
+    }
+
     /// Goodput from the request to the end, Mbit/s.
     pub fn mbit_s(&self) -> Option<f64> {
         let seconds = self.request_to_end_ms()? / 1e3;
@@ -180,6 +188,9 @@ impl Outcome {
         self.failure.as_deref().is_some_and(is_reset)
     }
 }
+
+/// The failure of a download that reached its deadline.
+pub const DEADLINE: &str = "not done by its deadline";
 
 /// A duration in milliseconds.
 pub fn ms(d: Duration) -> f64 {
@@ -305,6 +316,12 @@ fn fetch(request: &Request, outcome: &mut Outcome) -> Result<(), String> {
             .is_some_and(|s| s.load(Ordering::Relaxed))
         {
             return Err("stopped".into());
+        }
+        if request
+            .deadline
+            .is_some_and(|d| outcome.requested.is_some_and(|r| r.elapsed() >= d))
+        {
+            return Err(DEADLINE.into());
         }
         match stream.read(&mut got) {
             Ok(0) => {
