@@ -31,6 +31,9 @@ pub const OPEN_FIXED_LEN: usize = 13;
 pub const OPEN_MAX_LEN: usize = OPEN_FIXED_LEN + 2 * (2 + 255 + 2);
 /// Length of the reply header.
 pub const REPLY_LEN: usize = 4;
+/// How long a core sends filler on a [`Services::PROBE`] stream,
+/// milliseconds.
+pub const PROBE_SPAN_MS: u64 = 2000;
 
 const KIND_OPEN: u8 = 1;
 const KIND_REPLY: u8 = 2;
@@ -197,6 +200,11 @@ impl Services {
     pub const URGENT: Services = Services(8);
     /// The flow goes behind the others (priority `low`).
     pub const BACKGROUND: Services = Services(16);
+    /// Not a flow: the edge measures what the tunnel carries toward it
+    /// (a tunnel over TCP, against one over UDP that loses). The core
+    /// answers `Ok` and sends filler for [`PROBE_SPAN_MS`], then ends
+    /// the stream; it connects to nothing.
+    pub const PROBE: Services = Services(32);
 
     /// Whether every service of `other` is in `self`.
     pub fn contains(self, other: Services) -> bool {

@@ -177,3 +177,51 @@ fn auto_falls_back_to_tcp_comes_back_to_quic_and_moves_when_udp_goes_silent() {
     let _ = first.join();
     assert!(edge.log_text().contains("UDP went silent"));
 }
+
+#[test]
+fn auto_moves_new_flows_to_tcp_when_udp_is_policed() {
+    let keys = Keys::new();
+    let (udp, tcp) = (free_udp(), free_tcp());
+    let _core = core_with_tcp(&keys, udp, tcp);
+    // UDP from the edge policed to 2 Mbit/s (a bucket of 4 KB); TCP on
+    // loopback is not.
+    let relay = bottleneck_path(udp, Duration::from_millis(5), 250_000, 4_000);
+    let echo = echo_server();
+    let forward = free_tcp();
+    let port = tcp.port().to_string();
+    let edge = spawn(
+        &keys,
+        "edge",
+        &edge_args(
+            &keys,
+            relay,
+            &[(forward, echo.to_string())],
+            &["--transport", "auto", "--tcp-port", &port, "--no-reduce"],
+        ),
+    );
+    edge.wait_tunnel_up(Duration::from_secs(10));
+    assert_eq!(transport(&edge).map(|(t, _)| t), Some("quic".into()));
+    // An upload that keeps the tunnel busy and losing at the policer.
+    let busy = std::thread::spawn(move || echo_exact(forward, 16 << 20, 5));
+    let started = Instant::now();
+    assert!(
+        eventually(Duration::from_secs(20), || transport(&edge)
+            .is_some_and(|(t, why)| t == "tcp" && why.contains("policed"))),
+        "did not move to TCP; log:\n{}",
+        edge.log_text()
+    );
+    eprintln!(
+        "moved after {:?}: {:?}",
+        started.elapsed(),
+        transport(&edge)
+    );
+    // A new flow goes over TCP at loopback's rate, byte-exact.
+    let new = Instant::now();
+    echo_exact(forward, 8 << 20, 6).unwrap();
+    assert!(
+        new.elapsed() < Duration::from_secs(8),
+        "8 MB each way took {:?} (2 Mbit/s would take 32 s)",
+        new.elapsed()
+    );
+    drop(busy);
+}

@@ -154,3 +154,28 @@ pub(super) fn bind(at: ListenTcp) -> Result<Option<tokio::net::TcpListener>, Nod
         }
     }
 }
+
+/// Answers an edge's probe stream (`Services::PROBE`): `Connected`,
+/// then filler for `PROBE_SPAN_MS`, as fast as the tunnel takes it, then
+/// the stream's end. Nothing is connected and no flow is counted.
+pub(super) async fn answer_probe(mut send: quinn::SendStream, mut recv: quinn::RecvStream) {
+    let reply = wanopt_proto::ReplyRepr {
+        status: wanopt_proto::Status::Connected,
+    }
+    .emit();
+    let _ = recv.stop(quinn::VarInt::from_u32(0));
+    if send.write_all(&reply).await.is_err() {
+        return;
+    }
+    let filler = bytes::Bytes::from(vec![0u8; 64 << 10]);
+    let until =
+        tokio::time::Instant::now() + Duration::from_millis(wanopt_proto::stream::PROBE_SPAN_MS);
+    while tokio::time::Instant::now() < until {
+        match tokio::time::timeout_at(until, send.write_chunk(filler.clone())).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => return,
+            Err(_) => break,
+        }
+    }
+    let _ = send.finish();
+}

@@ -463,6 +463,10 @@ impl Core {
             reset_stream(&mut send, &mut recv, codes::TCP_RESET);
             return;
         };
+        if header.services.contains(Services::PROBE) {
+            carriers::answer_probe(send, recv).await;
+            return;
+        }
         if header.services.contains(Services::UDP) {
             self.udp_stream(send, recv, (peer, &rules), header, conn, udp_flows)
                 .await;

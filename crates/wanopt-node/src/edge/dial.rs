@@ -21,7 +21,8 @@ use crate::transport::carrier;
 use crate::transport::identity::{self, peer_key};
 use crate::transport::tunnel::Transport;
 
-use super::reach::{Reach, Silence, LOOK_EVERY, QUIC_RETRY, QUIC_TRY};
+use super::moves::close_when_unused;
+use super::reach::{Reach, QUIC_RETRY, QUIC_TRY};
 
 /// Whether `ip` is one of this host's addresses (binding to it succeeds).
 pub(super) fn is_local(ip: IpAddr) -> bool {
@@ -58,7 +59,7 @@ pub(super) struct TcpDial {
 const HELLO_WAIT: Duration = Duration::from_secs(3);
 
 /// How long a handshake to the core may take.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a handshake to the shared address may take while the edge
 /// alternates between it and its replica (a cut link): the replica gets
@@ -324,12 +325,12 @@ impl Target {
 
 /// What an attempt dials with.
 #[derive(Clone, Copy)]
-struct Dialer<'a> {
+pub(super) struct Dialer<'a> {
     endpoint: &'a quinn::Endpoint,
     client_config: &'a quinn::ClientConfig,
-    tcp: &'a TcpDial,
+    pub(super) tcp: &'a TcpDial,
     core: &'a Core,
-    state: &'a NodeState,
+    pub(super) state: &'a NodeState,
 }
 
 impl Dialer<'_> {
@@ -416,7 +417,7 @@ impl Dialer<'_> {
         }
     }
 
-    async fn over_quic(
+    pub(super) async fn over_quic(
         &self,
         addr: SocketAddr,
         patience: Duration,
@@ -441,7 +442,7 @@ impl Dialer<'_> {
 
     /// A dial of the core at `addr` (its UDP address) over TCP, to its
     /// carrier port, for `why`.
-    async fn over_tcp(
+    pub(super) async fn over_tcp(
         &self,
         addr: SocketAddr,
         patience: Duration,
@@ -468,55 +469,6 @@ impl Dialer<'_> {
         carrier::close_when_lost(up.conn.clone(), lost);
         up.dialed = addr;
         Ok(up)
-    }
-
-    /// Waits until the tunnel `up` should make way for another, and
-    /// returns that one (only with `--transport auto`): on QUIC, when it
-    /// goes silent and a tunnel over TCP comes up; on TCP, when a QUIC
-    /// handshake completes again.
-    async fn next_move(
-        &self,
-        conn: &quinn::Connection,
-        over: Transport,
-        dialed: SocketAddr,
-    ) -> DialedTunnel {
-        if !self.tcp.reach.retries_quic() {
-            return std::future::pending().await;
-        }
-        let mut silence = Silence::default();
-        loop {
-            if over == Transport::Tcp {
-                tokio::time::sleep(QUIC_RETRY).await;
-                match self.over_quic(dialed, QUIC_TRY).await {
-                    Ok(up) => {
-                        info!("core {dialed}: QUIC works again: new flows go over UDP, flows open over TCP finish there");
-                        return up;
-                    }
-                    Err((_, e)) => debug!("core {dialed}: QUIC still does not work: {e}"),
-                }
-                continue;
-            }
-            tokio::time::sleep(LOOK_EVERY).await;
-            let stats = conn.stats();
-            let Some(silent) = silence.look(
-                std::time::Instant::now(),
-                stats.udp_tx.datagrams,
-                stats.udp_rx.datagrams,
-                conn.rtt(),
-            ) else {
-                continue;
-            };
-            let why = format!("UDP went silent ({} ms unanswered)", silent.as_millis());
-            warn!("core {dialed}: {why}; dialing it over TCP");
-            match self.over_tcp(dialed, HANDSHAKE_TIMEOUT, why).await {
-                Ok(up) => return up,
-                Err((_, e)) => {
-                    debug!("core {dialed}: not over TCP either: {e}");
-                    silence = Silence::default();
-                    tokio::time::sleep(QUIC_TRY).await;
-                }
-            }
-        }
     }
 }
 
@@ -545,6 +497,7 @@ async fn carry(
         transport,
         why,
         dialed,
+        quic_retry,
         ..
     } = up;
     let addr = conn.remote_address();
@@ -578,7 +531,7 @@ async fn carry(
     (published.changed)();
     let reason = tokio::select! {
         reason = conn.closed() => reason,
-        next = dialer.next_move(&conn, transport, dialed) => {
+        next = dialer.next_move(&conn, (transport, dialed, quic_retry)) => {
             // New flows take the new tunnel; this one closes once its
             // flows are done.
             state.peer_down(addr, None);
@@ -604,36 +557,20 @@ async fn carry(
     Carried::Closed(reason)
 }
 
-/// Closes a tunnel the edge moved away from once no flow holds it.
-async fn close_when_unused(conn: quinn::Connection, users: Arc<()>, to: Transport) {
-    loop {
-        tokio::select! {
-            _ = conn.closed() => return,
-            () = tokio::time::sleep(Duration::from_secs(1)) => {}
-        }
-        if Arc::strong_count(&users) == 1 {
-            let why = format!("new flows moved to {}", to.name());
-            conn.close(
-                quinn::VarInt::from_u32(wanopt_proto::codes::SHUTDOWN),
-                why.as_bytes(),
-            );
-            return;
-        }
-    }
-}
-
 /// A tunnel that came up: the connection, the cache to use, what the
 /// core accepts and the address it advertises.
-struct DialedTunnel {
-    conn: quinn::Connection,
+pub(super) struct DialedTunnel {
+    pub(super) conn: quinn::Connection,
     cache: Option<wanopt_codec::PeerCache>,
     accepts: Services,
     advertised: Option<SocketAddr>,
     /// What carries it, and why.
     transport: Transport,
-    why: String,
+    pub(super) why: String,
     /// The core's UDP address it was dialed for.
-    dialed: SocketAddr,
+    pub(super) dialed: SocketAddr,
+    /// How long a tunnel over TCP waits before it tries QUIC again.
+    pub(super) quic_retry: Duration,
 }
 
 /// What a dial that took too long says.
@@ -678,6 +615,7 @@ async fn handshake(
             transport,
             why,
             dialed: addr,
+            quic_retry: QUIC_RETRY,
         }),
     }
 }

@@ -16,6 +16,7 @@ use wanopt_proto::{OpenRepr, Services, Target};
 mod config;
 mod dial;
 mod listen;
+mod moves;
 mod reach;
 mod upstreams;
 

@@ -24,6 +24,31 @@ pub const QUIC_RETRY: Duration = Duration::from_secs(20);
 /// How often a tunnel on QUIC is looked at for silence.
 pub const LOOK_EVERY: Duration = Duration::from_millis(250);
 
+/// How often a tunnel on TCP tries QUIC again after it moved there
+/// because UDP was policed: a QUIC handshake then completes at once, and
+/// says nothing of the rate.
+pub const POLICED_RETRY: Duration = Duration::from_secs(600);
+
+/// Loss, either way, over [`LOSS_WINDOW`] that makes a tunnel on QUIC
+/// worth a probe over TCP.
+pub const PROBE_LOSS: f64 = 0.02;
+
+/// The span the loss is taken over.
+const LOSS_WINDOW: Duration = Duration::from_secs(3);
+
+/// Packets a direction must have carried in [`LOSS_WINDOW`] for its loss
+/// to count.
+const LOSS_PACKETS: u64 = 300;
+
+/// The first wait between two probes over TCP, doubled after each that
+/// finds TCP no better, up to [`PROBE_GAP_MAX`].
+const PROBE_GAP: Duration = Duration::from_secs(30);
+const PROBE_GAP_MAX: Duration = Duration::from_secs(600);
+
+/// How much faster than QUIC the tunnel over TCP must carry for UDP to
+/// count as policed.
+pub const POLICED_FACTOR: f64 = 2.0;
+
 /// The shortest silence that counts: a peer that answers at all answers a
 /// keepalive or an ack-eliciting packet well within this.
 const MIN_SILENCE: Duration = Duration::from_secs(1);
@@ -155,6 +180,91 @@ impl Silence {
     }
 }
 
+/// A tunnel's packet counters at one moment: what this node sent and
+/// lost (acknowledgements tell), and what the peer sent it and it
+/// missed (the datagram layer's count).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Counts {
+    /// Packets sent.
+    pub sent: u64,
+    /// Of those, declared lost.
+    pub lost: u64,
+    /// The peer's packets that arrived.
+    pub received: u64,
+    /// The peer's packets that did not.
+    pub missed: u64,
+}
+
+/// Watches a tunnel on QUIC for loss that a policer would cause, and
+/// spaces the probes over TCP that tell a policer from a lossy path.
+#[derive(Debug)]
+pub struct Policing {
+    samples: std::collections::VecDeque<(Instant, Counts)>,
+    next_probe: Option<Instant>,
+    gap: Duration,
+}
+
+impl Default for Policing {
+    fn default() -> Self {
+        Policing {
+            samples: Default::default(),
+            next_probe: None,
+            gap: PROBE_GAP,
+        }
+    }
+}
+
+impl Policing {
+    /// Takes the counters at `now`; the worse direction's loss over the
+    /// last [`LOSS_WINDOW`], when it carried enough to count, once a
+    /// probe is due and the loss is at least [`PROBE_LOSS`].
+    pub fn look(&mut self, now: Instant, counts: Counts) -> Option<f64> {
+        self.samples.push_back((now, counts));
+        while self
+            .samples
+            .front()
+            .is_some_and(|(at, _)| now.saturating_duration_since(*at) > LOSS_WINDOW)
+        {
+            self.samples.pop_front();
+        }
+        let (at, old) = *self.samples.front()?;
+        if now.saturating_duration_since(at) < LOSS_WINDOW * 3 / 4 {
+            return None;
+        }
+        let ratio =
+            |lost: u64, total: u64| (total >= LOSS_PACKETS).then(|| lost as f64 / total as f64);
+        let up = ratio(
+            counts.lost.saturating_sub(old.lost),
+            counts.sent.saturating_sub(old.sent),
+        );
+        let missed = counts.missed.saturating_sub(old.missed);
+        let down = ratio(
+            missed,
+            counts.received.saturating_sub(old.received) + missed,
+        );
+        let loss = up
+            .into_iter()
+            .chain(down)
+            .fold(None, |w: Option<f64>, l| Some(w.map_or(l, |w| w.max(l))))?;
+        let due = self.next_probe.is_none_or(|next| now >= next);
+        (due && loss >= PROBE_LOSS).then_some(loss)
+    }
+
+    /// A probe ran at `now` and found TCP no better: the next waits
+    /// twice as long.
+    pub fn not_better(&mut self, now: Instant) {
+        self.next_probe = Some(now + self.gap);
+        self.gap = (self.gap * 2).min(PROBE_GAP_MAX);
+        self.samples.clear();
+    }
+}
+
+/// Whether a tunnel over TCP that carried `tcp_bps` while the one over
+/// QUIC carried `quic_bps` (the larger direction) says UDP is policed.
+pub fn policed(quic_bps: f64, tcp_bps: f64) -> bool {
+    tcp_bps > POLICED_FACTOR * quic_bps && tcp_bps > 1e6
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -215,5 +325,46 @@ mod tests {
         assert_eq!(slow.look(at(100), 2, 1, rtt), None);
         assert_eq!(slow.look(at(2000), 3, 1, rtt), None);
         assert!(slow.look(at(2500), 4, 1, rtt).is_some());
+    }
+
+    #[test]
+    fn policing_probes_on_loss_and_backs_off() {
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let mut p = Policing::default();
+        let counts = |sent, lost, received, missed| Counts {
+            sent,
+            lost,
+            received,
+            missed,
+        };
+        // Too little traffic: no verdict, however lossy.
+        assert_eq!(p.look(at(0), counts(0, 0, 0, 0)), None);
+        assert_eq!(p.look(at(3000), counts(100, 50, 100, 50)), None);
+        // A download losing 5% of the core's packets.
+        let mut q = Policing::default();
+        q.look(at(0), counts(0, 0, 0, 0));
+        assert_eq!(
+            q.look(at(1000), counts(50, 0, 300, 15)),
+            None,
+            "window not yet full"
+        );
+        let loss = q.look(at(2500), counts(100, 0, 950, 50)).unwrap();
+        assert!((loss - 0.05).abs() < 1e-9, "{loss}");
+        // No better over TCP: the next probe waits 30 s, then 60.
+        q.not_better(at(2500));
+        assert_eq!(q.look(at(5000), counts(150, 0, 1900, 100)), None);
+        assert_eq!(q.look(at(30_000), counts(300, 0, 9000, 500)), None);
+        assert!(q.look(at(32_600), counts(350, 0, 10_000, 560)).is_some());
+        q.not_better(at(32_600));
+        assert_eq!(q.gap, Duration::from_secs(120));
+        // A clean upload never asks for a probe.
+        let mut clean = Policing::default();
+        clean.look(at(0), counts(0, 0, 0, 0));
+        assert_eq!(clean.look(at(3000), counts(5000, 20, 2500, 0)), None);
+        // The verdict: TCP at least twice what QUIC carries.
+        assert!(policed(2e6, 45e6));
+        assert!(!policed(30e6, 40e6));
+        assert!(!policed(0.1e6, 0.5e6));
     }
 }

@@ -1,0 +1,214 @@
+//! A tunnel making way for another (`--transport auto`): a tunnel on
+//! QUIC that goes silent, or that a probe over TCP shows policed, hands
+//! new flows to a tunnel over TCP; a tunnel on TCP hands them back when
+//! QUIC works again. The tunnel left closes once its flows are done.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tracing::{debug, info, warn};
+use wanopt_proto::{OpenRepr, ReplyRepr, Services, Target};
+
+use super::dial::{DialedTunnel, Dialer, HANDSHAKE_TIMEOUT};
+use super::reach::{self, Counts, Policing, Silence, LOOK_EVERY, POLICED_RETRY, QUIC_TRY};
+use crate::transport::tunnel::Transport;
+
+impl Dialer<'_> {
+    /// Waits until the tunnel `conn` (over `over`, dialed for the core's
+    /// UDP address `dialed`) should make way for another, and returns
+    /// that one (only with `--transport auto`): on QUIC, when it goes
+    /// silent, or loses and a probe over TCP carries far more, and a
+    /// tunnel over TCP is up; on TCP, when a QUIC handshake completes
+    /// again (after `retry`).
+    pub(super) async fn next_move(
+        &self,
+        conn: &quinn::Connection,
+        (over, dialed, retry): (Transport, SocketAddr, Duration),
+    ) -> DialedTunnel {
+        if !self.tcp.reach.retries_quic() {
+            return std::future::pending().await;
+        }
+        if over == Transport::Tcp {
+            return self.back_to_quic(dialed, retry).await;
+        }
+        let mut silence = Silence::default();
+        let mut policing = Policing::default();
+        loop {
+            tokio::time::sleep(LOOK_EVERY).await;
+            let now = Instant::now();
+            let stats = conn.stats();
+            let silent = silence.look(
+                now,
+                stats.udp_tx.datagrams,
+                stats.udp_rx.datagrams,
+                conn.rtt(),
+            );
+            if let Some(silent) = silent {
+                let why = format!("UDP went silent ({} ms unanswered)", silent.as_millis());
+                warn!("core {dialed}: {why}; dialing it over TCP");
+                match self.over_tcp(dialed, HANDSHAKE_TIMEOUT, why).await {
+                    Ok(up) => return up,
+                    Err((_, e)) => {
+                        debug!("core {dialed}: not over TCP either: {e}");
+                        silence = Silence::default();
+                        tokio::time::sleep(QUIC_TRY).await;
+                    }
+                }
+                continue;
+            }
+            let fec = self.state.datagrams.fec_status(conn.remote_address());
+            let counts = Counts {
+                sent: stats.path.sent_packets,
+                lost: stats.path.lost_packets,
+                received: fec.received,
+                missed: fec.lost,
+            };
+            let Some(loss) = policing.look(now, counts) else {
+                continue;
+            };
+            debug!(
+                "core {dialed}: {:.1}% loss over QUIC: probing over TCP",
+                loss * 100.0
+            );
+            match self.probe_over_tcp(conn, dialed).await {
+                Some(up) => return up,
+                None => policing.not_better(Instant::now()),
+            }
+        }
+    }
+
+    /// A tunnel on TCP: tries QUIC every `retry` until a handshake
+    /// completes.
+    async fn back_to_quic(&self, dialed: SocketAddr, retry: Duration) -> DialedTunnel {
+        loop {
+            tokio::time::sleep(retry).await;
+            match self.over_quic(dialed, QUIC_TRY).await {
+                Ok(up) => {
+                    info!("core {dialed}: QUIC works again: new flows go over UDP, flows open over TCP finish there");
+                    return up;
+                }
+                Err((_, e)) => debug!("core {dialed}: QUIC still does not work: {e}"),
+            }
+        }
+    }
+
+    /// Dials the core over TCP beside the tunnel on QUIC `quic` and has it
+    /// send filler for a probe's span: the tunnel over TCP, when it
+    /// carried far more than the one over QUIC meanwhile (UDP is
+    /// policed); `None` (and the probe's tunnel closed) otherwise.
+    async fn probe_over_tcp(
+        &self,
+        quic: &quinn::Connection,
+        dialed: SocketAddr,
+    ) -> Option<DialedTunnel> {
+        let mut up = match self
+            .over_tcp(dialed, HANDSHAKE_TIMEOUT, String::new())
+            .await
+        {
+            Ok(up) => up,
+            Err((_, e)) => {
+                debug!("core {dialed}: no probe over TCP: {e}");
+                return None;
+            }
+        };
+        let before = quic.stats();
+        let started = Instant::now();
+        let tcp_bps = match probe_rate(&up.conn).await {
+            Ok(bps) => bps,
+            Err(e) => {
+                debug!("core {dialed}: probe over TCP failed: {e}");
+                0.0
+            }
+        };
+        let after = quic.stats();
+        let secs = started.elapsed().as_secs_f64().max(0.001);
+        let quic_bps = (after.udp_rx.bytes.saturating_sub(before.udp_rx.bytes))
+            .max(after.udp_tx.bytes.saturating_sub(before.udp_tx.bytes))
+            as f64
+            * 8.0
+            / secs;
+        let (q, t) = (quic_bps / 1e6, tcp_bps / 1e6);
+        if !reach::policed(quic_bps, tcp_bps) {
+            info!("core {dialed}: QUIC carries {q:.1} Mbit/s, a probe over TCP {t:.1}: QUIC stays");
+            up.conn.close(
+                quinn::VarInt::from_u32(wanopt_proto::codes::SHUTDOWN),
+                b"probe done",
+            );
+            return None;
+        }
+        up.why = format!("UDP policed ({q:.1} Mbit/s over QUIC, {t:.1} over TCP)");
+        up.quic_retry = POLICED_RETRY;
+        warn!("core {dialed}: {}: new flows go over TCP", up.why);
+        Some(up)
+    }
+}
+
+/// What the tunnel `conn` carries toward this node on a probe stream,
+/// bits per second, after the stream's first quarter (its start-up).
+async fn probe_rate(conn: &quinn::Connection) -> Result<f64, String> {
+    let header = OpenRepr {
+        flow_id: 0,
+        services: Services::PROBE,
+        destination: Target::Addr(SocketAddr::from(([0, 0, 0, 0], 0))),
+        source: SocketAddr::from(([0, 0, 0, 0], 0)),
+    }
+    .emit()
+    .map_err(|e| e.to_string())?;
+    let (mut send, mut recv) = conn.open_bi().await.map_err(|e| e.to_string())?;
+    send.write_all(&header).await.map_err(|e| e.to_string())?;
+    let _ = send.finish();
+    let mut reply = [0u8; wanopt_proto::stream::REPLY_LEN];
+    recv.read_exact(&mut reply)
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = wanopt_proto::Reply::new_checked(&reply[..])
+        .and_then(|view| ReplyRepr::parse(&view))
+        .map_err(|e| e.to_string())?
+        .status;
+    if status != wanopt_proto::Status::Connected {
+        return Err(format!("the core answered {status}"));
+    }
+    let span = Duration::from_millis(wanopt_proto::stream::PROBE_SPAN_MS);
+    let start = Instant::now();
+    let settled = start + span / 4;
+    let (mut bytes, mut from) = (0u64, None);
+    let mut buf = vec![0u8; 64 << 10];
+    let deadline = start + span * 2;
+    loop {
+        let n = match tokio::time::timeout_at(deadline.into(), recv.read(&mut buf)).await {
+            Ok(Ok(Some(n))) => n,
+            Ok(Ok(None)) | Err(_) => break,
+            Ok(Err(e)) => return Err(e.to_string()),
+        };
+        let now = Instant::now();
+        if now >= settled {
+            from.get_or_insert(now);
+            bytes += n as u64;
+        }
+    }
+    let secs = from.map_or(0.0, |from| from.elapsed().as_secs_f64());
+    Ok(if secs > 0.0 {
+        bytes as f64 * 8.0 / secs
+    } else {
+        0.0
+    })
+}
+
+/// Closes a tunnel the edge moved away from once no flow holds it.
+pub(super) async fn close_when_unused(conn: quinn::Connection, users: Arc<()>, to: Transport) {
+    loop {
+        tokio::select! {
+            _ = conn.closed() => return,
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+        if Arc::strong_count(&users) == 1 {
+            let why = format!("new flows moved to {}", to.name());
+            conn.close(
+                quinn::VarInt::from_u32(wanopt_proto::codes::SHUTDOWN),
+                why.as_bytes(),
+            );
+            return;
+        }
+    }
+}
