@@ -197,8 +197,9 @@ pub struct EdgeArgs {
     pub core: Option<String>,
     /// How the tunnel reaches the core: `quic` (UDP), `tcp` (the same
     /// tunnel carried on TCP, to --tcp-port) or `auto` (QUIC; over TCP when
-    /// no QUIC handshake completes within 3 s or UDP goes silent, back to
-    /// QUIC for new flows when it works again) [default: auto].
+    /// no QUIC handshake completes within 3 s, UDP goes silent, or a probe
+    /// shows UDP policed; back to QUIC for new flows when it works again)
+    /// [default: auto].
     #[arg(long, value_name = "auto|quic|tcp")]
     pub transport: Option<TransportChoice>,
     /// The cores' TCP port for tunnels over TCP [default: 443].
