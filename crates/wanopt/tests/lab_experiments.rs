@@ -2,12 +2,13 @@
 //! quick forms on a real lab: `lab run initcwnd --quick` (the
 //! initial-window post), `lab run path-brokenness --quick` (the
 //! path-brokenness paper), `lab run fwsm --quick` (the firewall
-//! single-flow guide) and `lab run cluster --quick` (a core cluster) write
-//! their rows with the interface contract's keys, and their figures obey
-//! the physics they measure. Needs root (network namespaces); each test
-//! has its lab prefix (`wie-`, `wpb-`, `wfw-`, `wcs-`).
+//! single-flow guide), `lab run cluster --quick` (a core cluster) and `lab
+//! run reach --quick` (paths that block or police UDP) write their rows
+//! with the interface contract's keys, and their figures obey the physics
+//! they measure. Needs root (network namespaces); each test has its lab
+//! prefix (`wie-`, `wpb-`, `wfw-`, `wcs-`, `wre-`).
 //!
-//! The scenario tier: about 9 minutes of lab runs, one test at a time
+//! The scenario tier: about 12 minutes of lab runs, one test at a time
 //! (their rates must not share the CPU), kept out of `scripts/test` (which
 //! must stay under 8 minutes from a clean clone) and run by
 //! `scripts/test-scenarios`, which CI runs after it.
@@ -364,4 +365,79 @@ fn cluster_quick_scales_fails_over_adds_and_keeps_an_edge_on_its_replica() {
     let redials = &results["redials"];
     assert_eq!(redials["redials"], 10, "{redials}");
     assert_eq!(redials["returned"], 10, "{redials}");
+}
+
+#[test]
+#[ignore = "the scenario tier: scripts/test-scenarios runs it, and CI"]
+fn reach_quick_carries_flows_where_udp_is_blocked_policed_and_returns() {
+    common::require_root();
+    let results = run_quick("wre-", "reach", &[]);
+    assert_eq!(results["scenario"], "reach");
+    assert!(
+        results["skipped"].as_array().is_some_and(Vec::is_empty),
+        "{results}"
+    );
+    let rows = results["rows"].as_array().cloned().unwrap_or_default();
+    for row in &rows {
+        for key in [
+            "case",
+            "mode",
+            "transport",
+            "mbit_s",
+            "first_byte_ms",
+            "resets",
+            "wrong_bytes",
+            "fetch_ms",
+            "floor_ms",
+            "moved_after_ms",
+        ] {
+            assert!(row.get(key).is_some(), "{key} missing: {row}");
+        }
+        assert_eq!(row["wrong_bytes"], 0, "{row}");
+    }
+    let row = |case: &str, mode: &str| {
+        rows.iter()
+            .find(|r| r["case"] == case && r["mode"] == mode)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {case} {mode} row: {results}"))
+    };
+    let figure = |case: &str, mode: &str, key: &str| {
+        row(case, mode)[key]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{case} {mode}: no {key}: {results}"))
+    };
+    // Every case ran once in each mode.
+    assert_eq!(rows.len(), 10, "{results}");
+    // Direct, the rules on UDP leave kernel TCP alone: the link's rate.
+    for case in ["open", "blocked", "policed"] {
+        let direct = figure(case, "direct", "mbit_s");
+        assert!(direct > 40.0 && direct < 50.5, "{case}: {direct}");
+    }
+    // Through wanopt: QUIC where UDP is open, TCP where it is blocked or
+    // policed, QUIC again once it returns; the bounds are the goals' with
+    // room for a loaded machine (the report judges the goals themselves).
+    assert_eq!(row("open", "wanopt")["transport"], "quic", "{results}");
+    assert_eq!(row("blocked", "wanopt")["transport"], "tcp", "{results}");
+    assert_eq!(row("policed", "wanopt")["transport"], "tcp", "{results}");
+    assert_eq!(row("returns", "wanopt")["transport"], "quic", "{results}");
+    assert!(figure("blocked", "wanopt", "first_byte_ms") < 5000.0);
+    assert!(figure("blocked-mid", "wanopt", "first_byte_ms") < 5000.0);
+    assert!(figure("policed", "wanopt", "moved_after_ms") < 10_000.0);
+    assert!(figure("returns", "wanopt", "moved_after_ms") < 60_000.0);
+    for case in ["blocked", "policed"] {
+        let ratio = figure(case, "wanopt", "mbit_s") / figure(case, "direct", "mbit_s");
+        assert!(ratio > 0.8, "{case}: wanopt over direct {ratio}");
+    }
+    let fetch = figure("blocked", "wanopt", "fetch_ms") / figure("blocked", "wanopt", "floor_ms");
+    assert!(fetch < 1.3, "the warm fetch at {fetch} x its floor");
+    // The download open when UDP was blocked was reset, and the edge
+    // counted why, or it continued.
+    let mid = row("blocked-mid", "wanopt");
+    let counted = mid["reset_reasons"]
+        .as_object()
+        .is_some_and(|reasons| !reasons.is_empty());
+    assert!(
+        mid["open_flow"] == "continued" || (mid["open_flow"] == "reset" && counted),
+        "{mid}"
+    );
 }
