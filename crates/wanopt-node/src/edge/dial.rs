@@ -539,7 +539,12 @@ async fn carry(
             if transport == Transport::Quic {
                 state.datagrams.unbind_paths(addr);
             }
-            tokio::spawn(close_when_unused(conn, users, next.transport));
+            tokio::spawn(close_when_unused(
+                conn,
+                users,
+                next.transport,
+                next.left_silent,
+            ));
             return Carried::Moved(next);
         }
         () = removed.triggered() => {
@@ -571,6 +576,8 @@ pub(super) struct DialedTunnel {
     pub(super) dialed: SocketAddr,
     /// How long a tunnel over TCP waits before it tries QUIC again.
     pub(super) quic_retry: Duration,
+    /// It came up because the tunnel before it went silent.
+    pub(super) left_silent: bool,
 }
 
 /// What a dial that took too long says.
@@ -616,6 +623,7 @@ async fn handshake(
             why,
             dialed: addr,
             quic_retry: QUIC_RETRY,
+            left_silent: false,
         }),
     }
 }

@@ -48,7 +48,10 @@ impl Dialer<'_> {
                 let why = format!("UDP went silent ({} ms unanswered)", silent.as_millis());
                 warn!("core {dialed}: {why}; dialing it over TCP");
                 match self.over_tcp(dialed, HANDSHAKE_TIMEOUT, why).await {
-                    Ok(up) => return up,
+                    Ok(mut up) => {
+                        up.left_silent = true;
+                        return up;
+                    }
                     Err((_, e)) => {
                         debug!("core {dialed}: not over TCP either: {e}");
                         silence = Silence::default();
@@ -57,21 +60,32 @@ impl Dialer<'_> {
                 }
                 continue;
             }
+            if crate::transport::model::bbr(conn)
+                .is_some_and(|bbr| matches!(bbr.mode.name(), "startup" | "drain"))
+            {
+                // Still finding the path's rate: its losses say nothing
+                // of a policer.
+                policing.reset();
+                continue;
+            }
             let fec = self.state.datagrams.fec_status(conn.remote_address());
             let counts = Counts {
                 sent: stats.path.sent_packets,
                 lost: stats.path.lost_packets,
                 received: fec.received,
                 missed: fec.lost,
+                bytes_out: stats.udp_tx.bytes,
+                bytes_in: stats.udp_rx.bytes,
             };
-            let Some(loss) = policing.look(now, counts) else {
+            let Some((loss, quic_bps)) = policing.look(now, counts) else {
                 continue;
             };
             debug!(
-                "core {dialed}: {:.1}% loss over QUIC: probing over TCP",
-                loss * 100.0
+                "core {dialed}: {:.1}% loss over QUIC at {:.1} Mbit/s: probing over TCP",
+                loss * 100.0,
+                quic_bps / 1e6
             );
-            match self.probe_over_tcp(conn, dialed).await {
+            match self.probe_over_tcp(dialed, quic_bps).await {
                 Some(up) => return up,
                 None => policing.not_better(Instant::now()),
             }
@@ -93,15 +107,11 @@ impl Dialer<'_> {
         }
     }
 
-    /// Dials the core over TCP beside the tunnel on QUIC `quic` and has it
-    /// send filler for a probe's span: the tunnel over TCP, when it
-    /// carried far more than the one over QUIC meanwhile (UDP is
-    /// policed); `None` (and the probe's tunnel closed) otherwise.
-    async fn probe_over_tcp(
-        &self,
-        quic: &quinn::Connection,
-        dialed: SocketAddr,
-    ) -> Option<DialedTunnel> {
+    /// Dials the core over TCP beside the tunnel on QUIC, which carried
+    /// `quic_bps` before, and has it send filler for a probe's span: the
+    /// tunnel over TCP, when it carried far more (UDP is policed); `None`
+    /// (and the probe's tunnel closed) otherwise.
+    async fn probe_over_tcp(&self, dialed: SocketAddr, quic_bps: f64) -> Option<DialedTunnel> {
         let mut up = match self
             .over_tcp(dialed, HANDSHAKE_TIMEOUT, String::new())
             .await
@@ -112,8 +122,6 @@ impl Dialer<'_> {
                 return None;
             }
         };
-        let before = quic.stats();
-        let started = Instant::now();
         let tcp_bps = match probe_rate(&up.conn).await {
             Ok(bps) => bps,
             Err(e) => {
@@ -121,16 +129,9 @@ impl Dialer<'_> {
                 0.0
             }
         };
-        let after = quic.stats();
-        let secs = started.elapsed().as_secs_f64().max(0.001);
-        let quic_bps = (after.udp_rx.bytes.saturating_sub(before.udp_rx.bytes))
-            .max(after.udp_tx.bytes.saturating_sub(before.udp_tx.bytes))
-            as f64
-            * 8.0
-            / secs;
         let (q, t) = (quic_bps / 1e6, tcp_bps / 1e6);
         if !reach::policed(quic_bps, tcp_bps) {
-            info!("core {dialed}: QUIC carries {q:.1} Mbit/s, a probe over TCP {t:.1}: QUIC stays");
+            info!("core {dialed}: QUIC carried {q:.1} Mbit/s, a probe over TCP {t:.1}: QUIC stays");
             up.conn.close(
                 quinn::VarInt::from_u32(wanopt_proto::codes::SHUTDOWN),
                 b"probe done",
@@ -195,12 +196,38 @@ async fn probe_rate(conn: &quinn::Connection) -> Result<f64, String> {
     })
 }
 
-/// Closes a tunnel the edge moved away from once no flow holds it.
-pub(super) async fn close_when_unused(conn: quinn::Connection, users: Arc<()>, to: Transport) {
+/// How long a tunnel on QUIC that went silent may stay so after its new
+/// flows moved to TCP before it is closed (its flows then end, counted
+/// `tunnel_lost`, rather than wait for the tunnel's timeout); a tunnel
+/// that hears from its peer within it keeps its flows.
+pub const SILENT_GRACE: Duration = Duration::from_secs(2);
+
+/// Closes a tunnel the edge moved away from once no flow holds it, or,
+/// when it moved because the tunnel went `silent`, once it stayed silent
+/// for [`SILENT_GRACE`] more.
+pub(super) async fn close_when_unused(
+    conn: quinn::Connection,
+    users: Arc<()>,
+    to: Transport,
+    silent: bool,
+) {
+    let heard = conn.stats().udp_rx.datagrams;
+    let mut grace = silent.then(|| Instant::now() + SILENT_GRACE);
     loop {
         tokio::select! {
             _ = conn.closed() => return,
-            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+            () = tokio::time::sleep(LOOK_EVERY) => {}
+        }
+        if let Some(until) = grace {
+            if conn.stats().udp_rx.datagrams != heard {
+                grace = None;
+            } else if Instant::now() >= until {
+                conn.close(
+                    quinn::VarInt::from_u32(wanopt_proto::codes::SHUTDOWN),
+                    b"UDP stayed silent",
+                );
+                return;
+            }
         }
         if Arc::strong_count(&users) == 1 {
             let why = format!("new flows moved to {}", to.name());
