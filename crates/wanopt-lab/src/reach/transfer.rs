@@ -58,7 +58,7 @@ pub fn serve(lab: &Lab, congestion: Option<&'static str>) -> Result<Server, Stri
         let bound = enter(&lab, Node::Server)
             .and_then(|()| TcpListener::bind(&addr).map_err(|e| format!("bind {addr}: {e}")))
             .and_then(|l| {
-                l.set_nonblocking(true).map_err(|e| e.to_string())?;
+                accept_timeout(&l, ACCEPT_LOOK).map_err(|e| e.to_string())?;
                 Ok(l)
             });
         let listener = match bound {
@@ -72,13 +72,12 @@ pub fn serve(lab: &Lab, congestion: Option<&'static str>) -> Result<Server, Stri
             }
         };
         while !stopped.load(Ordering::Relaxed) {
-            match listener.accept() {
-                Ok((stream, _)) => {
-                    thread::spawn(move || {
-                        let _ = answer(stream, congestion);
-                    });
-                }
-                Err(_) => thread::sleep(Duration::from_millis(20)),
+            // A timed-out accept (the stop flag is looked at again) or
+            // one that failed for its connection is passed over.
+            if let Ok((stream, _)) = listener.accept() {
+                thread::spawn(move || {
+                    let _ = answer(stream, congestion);
+                });
             }
         }
     });
@@ -86,6 +85,36 @@ pub fn serve(lab: &Lab, congestion: Option<&'static str>) -> Result<Server, Stri
         .recv_timeout(Duration::from_secs(5))
         .map_err(|e| format!("the checked server did not start: {e}"))??;
     Ok(Server { stop })
+}
+
+/// How often the server's blocking accept looks at its stop flag.
+const ACCEPT_LOOK: Duration = Duration::from_millis(100);
+
+/// Makes `listener`'s blocking accept give up after `timeout` (Linux's
+/// accept honours `SO_RCVTIMEO`): a connection is taken the moment it
+/// comes, not at the next poll (a 20 ms poll added 10 ms on average to
+/// every fetch).
+fn accept_timeout(listener: &TcpListener, timeout: Duration) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let tv = libc::timeval {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_usec: timeout.subsec_micros() as libc::suseconds_t,
+    };
+    // SAFETY: setsockopt on a live fd with a pointer to a timeval.
+    let rc = unsafe {
+        libc::setsockopt(
+            listener.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            (&tv as *const libc::timeval).cast(),
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 /// One request: 16 bytes (seed, length, big-endian), then the stream.

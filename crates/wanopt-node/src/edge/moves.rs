@@ -60,14 +60,6 @@ impl Dialer<'_> {
                 }
                 continue;
             }
-            if crate::transport::model::bbr(conn)
-                .is_some_and(|bbr| matches!(bbr.mode.name(), "startup" | "drain"))
-            {
-                // Still finding the path's rate: its losses say nothing
-                // of a policer.
-                policing.reset();
-                continue;
-            }
             let fec = self.state.datagrams.fec_status(conn.remote_address());
             let counts = Counts {
                 sent: stats.path.sent_packets,

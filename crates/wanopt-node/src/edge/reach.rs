@@ -36,9 +36,12 @@ pub const PROBE_LOSS: f64 = 0.02;
 /// The span the loss is taken over.
 const LOSS_WINDOW: Duration = Duration::from_secs(3);
 
-/// Packets a direction must have carried in [`LOSS_WINDOW`] for its loss
-/// to count.
-const LOSS_PACKETS: u64 = 300;
+/// Packets a direction must have carried in each second of
+/// [`LOSS_WINDOW`] for its loss to count.
+const SPAN_PACKETS: u64 = 100;
+
+/// The span of the rates [`Policing`] takes the best of.
+const RATE_SPAN: Duration = Duration::from_secs(1);
 
 /// The first wait between two probes over TCP, doubled after each that
 /// finds TCP no better, up to [`PROBE_GAP_MAX`].
@@ -227,45 +230,65 @@ impl Policing {
     /// the rate of the busier direction over the window, bits per second.
     pub fn look(&mut self, now: Instant, counts: Counts) -> Option<(f64, f64)> {
         self.samples.push_back((now, counts));
+        // Keep one sample at least LOSS_WINDOW old.
         while self
             .samples
-            .front()
-            .is_some_and(|(at, _)| now.saturating_duration_since(*at) > LOSS_WINDOW)
+            .get(1)
+            .is_some_and(|(at, _)| now.saturating_duration_since(*at) >= LOSS_WINDOW)
         {
             self.samples.pop_front();
         }
-        let (at, old) = *self.samples.front()?;
-        if now.saturating_duration_since(at) < LOSS_WINDOW * 3 / 4 {
+        let (start, _) = *self.samples.front()?;
+        if now.saturating_duration_since(start) < LOSS_WINDOW {
             return None;
         }
-        let ratio =
-            |lost: u64, total: u64| (total >= LOSS_PACKETS).then(|| lost as f64 / total as f64);
-        let up = ratio(
-            counts.lost.saturating_sub(old.lost),
-            counts.sent.saturating_sub(old.sent),
-        );
-        let missed = counts.missed.saturating_sub(old.missed);
-        let down = ratio(
-            missed,
-            counts.received.saturating_sub(old.received) + missed,
-        );
-        let loss = up
-            .into_iter()
-            .chain(down)
-            .fold(None, |w: Option<f64>, l| Some(w.map_or(l, |w| w.max(l))))?;
+        // Loss in each second of the window, not a burst in one (a
+        // controller's start-up overshoot): a policer drops whenever the
+        // sender probes above its rate.
+        let mut cuts = Vec::with_capacity(4);
+        let mut next = start;
+        for (at, c) in &self.samples {
+            if *at >= next {
+                cuts.push(*c);
+                next = *at + RATE_SPAN;
+            }
+        }
+        if cuts.last() != Some(&counts) {
+            cuts.push(counts);
+        }
+        let spans = cuts.windows(2).map(|w| span_loss(&w[0], &w[1]));
+        let mut worst_span = f64::INFINITY;
+        for loss in spans {
+            worst_span = worst_span.min(loss?);
+        }
+        let (_, old) = self.samples.front()?;
+        let loss = span_loss(old, &counts)?;
         let due = self.next_probe.is_none_or(|next| now >= next);
-        let secs = now.saturating_duration_since(at).as_secs_f64();
-        let bytes = counts
-            .bytes_in
-            .saturating_sub(old.bytes_in)
-            .max(counts.bytes_out.saturating_sub(old.bytes_out));
-        (due && loss >= PROBE_LOSS).then_some((loss, bytes as f64 * 8.0 / secs))
+        (due && worst_span >= PROBE_LOSS).then(|| (loss, self.best_second()))
     }
 
-    /// Forgets the samples (the controller is still finding the path's
-    /// rate: what it loses then says nothing of a policer).
-    pub fn reset(&mut self) {
-        self.samples.clear();
+    /// The highest rate over any second of the window, bits per second,
+    /// the busier direction: a transfer that was still starting at the
+    /// window's beginning is judged by what it reached.
+    fn best_second(&self) -> f64 {
+        let mut best = 0.0f64;
+        for (i, (from, a)) in self.samples.iter().enumerate() {
+            let Some((to, b)) = self
+                .samples
+                .iter()
+                .skip(i + 1)
+                .find(|(to, _)| to.saturating_duration_since(*from) >= RATE_SPAN)
+            else {
+                break;
+            };
+            let bytes = b
+                .bytes_in
+                .saturating_sub(a.bytes_in)
+                .max(b.bytes_out.saturating_sub(a.bytes_out));
+            let secs = to.saturating_duration_since(*from).as_secs_f64();
+            best = best.max(bytes as f64 * 8.0 / secs);
+        }
+        best
     }
 
     /// A probe ran at `now` and found TCP no better: the next waits
@@ -274,6 +297,22 @@ impl Policing {
         self.next_probe = Some(now + self.gap);
         self.gap = (self.gap * 2).min(PROBE_GAP_MAX);
         self.samples.clear();
+    }
+}
+
+/// The worse direction's loss between two samples, when that direction
+/// carried at least [`SPAN_PACKETS`].
+fn span_loss(old: &Counts, new: &Counts) -> Option<f64> {
+    let ratio = |lost: u64, total: u64| (total >= SPAN_PACKETS).then(|| lost as f64 / total as f64);
+    let up = ratio(
+        new.lost.saturating_sub(old.lost),
+        new.sent.saturating_sub(old.sent),
+    );
+    let missed = new.missed.saturating_sub(old.missed);
+    let down = ratio(missed, new.received.saturating_sub(old.received) + missed);
+    match (up, down) {
+        (Some(u), Some(d)) => Some(u.max(d)),
+        (one, other) => one.or(other),
     }
 }
 
@@ -347,45 +386,65 @@ mod tests {
     }
 
     #[test]
-    fn policing_probes_on_loss_and_backs_off() {
+    fn policing_probes_on_loss_in_every_second_and_backs_off() {
         let t0 = Instant::now();
         let at = |ms| t0 + Duration::from_millis(ms);
-        let mut p = Policing::default();
-        let counts = |sent, lost, received, missed| Counts {
-            sent,
-            lost,
-            received,
-            missed,
-            bytes_out: sent * 100,
-            bytes_in: received * 1200,
+        // A download: `received` packets of 1200 bytes arrive per 250 ms
+        // look, `missed` lost on the way.
+        let feed = |p: &mut Policing, from: u64, looks: u64, per: (u64, u64)| {
+            let mut last = None;
+            for k in 0..looks {
+                let n = from + k;
+                let counts = Counts {
+                    sent: n * 10,
+                    lost: 0,
+                    received: n * per.0,
+                    missed: n * per.1,
+                    bytes_out: n * 10 * 60,
+                    bytes_in: n * per.0 * 1200,
+                };
+                last = p.look(at(n * 250), counts);
+            }
+            last
         };
         // Too little traffic: no verdict, however lossy.
-        assert_eq!(p.look(at(0), counts(0, 0, 0, 0)), None);
-        assert_eq!(p.look(at(3000), counts(100, 50, 100, 50)), None);
-        // A download losing 5% of the core's packets.
+        assert_eq!(feed(&mut Policing::default(), 0, 16, (10, 3)), None);
+        // 5% loss in every second: a probe once the window is full.
         let mut q = Policing::default();
-        q.look(at(0), counts(0, 0, 0, 0));
-        assert_eq!(
-            q.look(at(1000), counts(50, 0, 300, 15)),
-            None,
-            "window not yet full"
-        );
-        let (loss, rate) = q.look(at(2500), counts(100, 0, 950, 50)).unwrap();
+        assert_eq!(feed(&mut q, 0, 12, (38, 2)), None, "window not yet full");
+        let (loss, rate) = feed(&mut q, 12, 1, (38, 2)).unwrap();
         assert!((loss - 0.05).abs() < 1e-9, "{loss}");
-        // 950 packets of 1200 bytes in 2.5 s.
-        assert!((rate - 950.0 * 1200.0 * 8.0 / 2.5).abs() < 1.0, "{rate}");
+        assert!((rate - 38.0 * 4.0 * 1200.0 * 8.0).abs() < 1.0, "{rate}");
         // No better over TCP: the next probe waits 30 s, then 60.
-        q.not_better(at(2500));
-        assert_eq!(q.look(at(5000), counts(150, 0, 1900, 100)), None);
-        assert_eq!(q.look(at(30_000), counts(300, 0, 9000, 500)), None);
-        assert!(q.look(at(32_600), counts(350, 0, 10_000, 560)).is_some());
-        q.not_better(at(32_600));
+        q.not_better(at(3000));
+        assert_eq!(feed(&mut q, 13, 100, (38, 2)), None);
+        assert!(feed(&mut q, 113, 20, (38, 2)).is_some());
+        q.not_better(at(33_000));
         assert_eq!(q.gap, Duration::from_secs(120));
+        // A burst of loss in one second (a start-up overshoot) and none
+        // after: no probe.
+        let mut burst = Policing::default();
+        feed(&mut burst, 0, 4, (30, 10));
+        let mut n = 4;
+        let missed = 40;
+        let mut verdict = None;
+        while n < 20 {
+            let counts = Counts {
+                sent: n * 10,
+                lost: 0,
+                received: n * 40,
+                missed,
+                bytes_out: 0,
+                bytes_in: n * 40 * 1200,
+            };
+            verdict = verdict.or(burst.look(at(n * 250), counts));
+            n += 1;
+        }
+        assert_eq!(verdict, None);
         // A clean upload never asks for a probe.
         let mut clean = Policing::default();
-        clean.look(at(0), counts(0, 0, 0, 0));
-        assert_eq!(clean.look(at(3000), counts(5000, 20, 2500, 0)), None);
-        // The verdict: TCP at least twice what QUIC carries.
+        assert_eq!(feed(&mut clean, 0, 16, (40, 0)), None);
+        // The verdict: TCP at least three times what QUIC carried.
         assert!(policed(2e6, 45e6));
         assert!(!policed(17e6, 35e6));
         assert!(!policed(0.1e6, 0.5e6));
