@@ -183,9 +183,9 @@ fn auto_moves_new_flows_to_tcp_when_udp_is_policed() {
     let keys = Keys::new();
     let (udp, tcp) = (free_udp(), free_tcp());
     let _core = core_with_tcp(&keys, udp, tcp);
-    // UDP from the edge policed to 2 Mbit/s (a bucket of 4 KB); TCP on
+    // UDP from the edge policed to 2 Mbit/s (room for one datagram); TCP on
     // loopback is not.
-    let relay = bottleneck_path(udp, Duration::from_millis(5), 250_000, 4_000);
+    let relay = bottleneck_path(udp, Duration::from_millis(5), 250_000, 1_500);
     let echo = echo_server();
     let forward = free_tcp();
     let port = tcp.port().to_string();
