@@ -81,6 +81,19 @@ fn transport_tcp_carries_flows_byte_exact() {
         transport(&edge),
         Some(("tcp".into(), "--transport tcp".into()))
     );
+    let metrics = http_get(edge.control, "/metrics").unwrap_or_default();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("wanopt_tunnel_over_tcp{") && l.ends_with(" 1")),
+        "/metrics says the tunnel is over TCP:\n{metrics}"
+    );
+    let human = std::process::Command::new(BIN)
+        .args(["status", "--control", &edge.control.to_string()])
+        .output()
+        .unwrap();
+    let human = String::from_utf8_lossy(&human.stdout);
+    assert!(human.contains("over      tcp (--transport tcp)"), "{human}");
     // Several flows at once, each byte-checked.
     let flows: Vec<_> = (0..4)
         .map(|i| std::thread::spawn(move || echo_exact(forward, 3 << 20, 11 + i)))
@@ -224,4 +237,62 @@ fn auto_moves_new_flows_to_tcp_when_udp_is_policed() {
         new.elapsed()
     );
     drop(busy);
+}
+
+#[test]
+fn udp_flows_ride_the_tunnel_over_tcp() {
+    let keys = Keys::new();
+    let (udp, tcp) = (free_udp(), free_tcp());
+    let mut args = core_args(&keys, udp, &[]);
+    let off = args.iter().position(|a| a == "--listen-tcp").unwrap();
+    args[off + 1] = tcp.to_string();
+    args.extend([
+        "--allow-udp".into(),
+        "127.0.0.1".into(),
+        "--no-reduce".into(),
+    ]);
+    let _core = spawn(&keys, "core", &args);
+    let echo = udp_echo();
+    let listen = free_udp();
+    let forward = format!("{listen}={echo}");
+    let port = tcp.port().to_string();
+    let edge = spawn(
+        &keys,
+        "edge",
+        &edge_args(
+            &keys,
+            udp,
+            &[],
+            &[
+                "--transport",
+                "tcp",
+                "--tcp-port",
+                &port,
+                "--forward-udp",
+                &forward,
+                "--no-reduce",
+            ],
+        ),
+    );
+    edge.wait_tunnel_up(Duration::from_secs(10));
+    let client = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    client
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    // Small and large datagrams (fragmented in the tunnel) come back whole.
+    for (i, len) in [1usize, 100, 1200, 8000, 30_000].into_iter().enumerate() {
+        let mut payload = vec![0u8; len];
+        Pattern::new(40 + i as u64).fill(&mut payload);
+        let mut back = vec![0u8; 65_536];
+        let got = (0..5).find_map(|_| {
+            client.send_to(&payload, listen).unwrap();
+            client.recv(&mut back).ok()
+        });
+        assert_eq!(
+            got.map(|n| &back[..n]),
+            Some(&payload[..]),
+            "a {len}-byte datagram over the tunnel over TCP"
+        );
+    }
+    assert_eq!(transport(&edge).map(|(t, _)| t), Some("tcp".into()));
 }

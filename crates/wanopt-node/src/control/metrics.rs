@@ -104,6 +104,12 @@ fn tunnel_metrics(m: &mut Exposition, s: &Status) {
         &per_peer(s, |p| Some(f64::from(u8::from(p.state == "up")))),
     );
     m.metric(
+        "tunnel_over_tcp",
+        "gauge",
+        "1 while the tunnel to the peer is carried on TCP (UDP blocked or policed, or --transport tcp; the reason is in /status), 0 on QUIC over UDP.",
+        &per_peer(s, |p| Some(f64::from(u8::from(p.transport.as_deref()? == "tcp")))),
+    );
+    m.metric(
         "tunnel_rtt_seconds",
         "gauge",
         "Smoothed round-trip time of the tunnel.",

@@ -221,6 +221,12 @@ pub fn status(args: &QueryArgs) -> anyhow::Result<()> {
         if let Some(key) = &p.key {
             writeln!(out, "  key       {key}")?;
         }
+        if let Some(transport) = &p.transport {
+            match &p.transport_why {
+                Some(why) if !why.is_empty() => writeln!(out, "  over      {transport} ({why})")?,
+                _ => writeln!(out, "  over      {transport}")?,
+            }
+        }
         if let Some(rtt) = p.rtt_ms {
             writeln!(out, "  rtt       {rtt:.2} ms")?;
         }
