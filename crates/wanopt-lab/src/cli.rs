@@ -52,7 +52,7 @@ pub enum LabCommand {
         #[arg(allow_hyphen_values = true)]
         rules: String,
     },
-    /// Run a scenario (`tcp-opt`, `waas-3g`, `lossy`, `realtime`, `sites`, `cluster`, `cellular`, `path-brokenness`, `initcwnd`, `fwsm` or a TOML file) and write results, a report and plots.
+    /// Run a scenario (`tcp-opt`, `waas-3g`, `lossy`, `realtime`, `sites`, `cluster`, `cellular`, `reach`, `path-brokenness`, `initcwnd`, `fwsm` or a TOML file) and write results, a report and plots.
     Run(crate::scenario::RunArgs),
     /// Measure the emulator's own ceiling (pps, Gbit/s of 1500-byte packets each way) with iperf3.
     BenchCeiling {
