@@ -21,8 +21,8 @@ use crate::transport::carrier;
 use crate::transport::identity::{self, peer_key};
 use crate::transport::tunnel::Transport;
 
-use super::moves::close_when_unused;
 use super::reach::{Reach, QUIC_RETRY, QUIC_TRY};
+use super::retire::close_when_unused;
 
 /// Whether `ip` is one of this host's addresses (binding to it succeeds).
 pub(super) fn is_local(ip: IpAddr) -> bool {

@@ -18,6 +18,7 @@ mod dial;
 mod listen;
 mod moves;
 mod reach;
+mod retire;
 mod upstreams;
 
 use crate::class::{service_names, LivePolicy, Proto};
