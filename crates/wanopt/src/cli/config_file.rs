@@ -174,8 +174,7 @@ pub(super) fn read_file(path: Option<&Path>) -> anyhow::Result<FileConfig> {
     let Some(path) = path else {
         return Ok(FileConfig::default());
     };
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read config file {}", path.display()))?;
+    let text = read_regular(path, MAX_CONFIG_BYTES)?;
     let mut file: FileConfig = toml::from_str(&text).map_err(|e| {
         anyhow::anyhow!(
             "config file {}: {}",
@@ -185,6 +184,45 @@ pub(super) fn read_file(path: Option<&Path>) -> anyhow::Result<FileConfig> {
     })?;
     file.relative_to(path.parent().unwrap_or(Path::new("")));
     Ok(file)
+}
+
+/// The largest configuration file a node reads: far more than any
+/// configuration needs, far less than a mistake (`/dev/zero`, a log) could
+/// make a node hold.
+pub(super) const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// The text of `path`, which must be a regular file of at most `max`
+/// bytes: a FIFO, a device or a socket is refused without waiting for it
+/// (it is opened non-blocking), and so is a larger file.
+pub(super) fn read_regular(path: &Path, max: u64) -> anyhow::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let shown = path.display();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .with_context(|| format!("cannot read config file {shown}"))?;
+    let meta = file
+        .metadata()
+        .with_context(|| format!("cannot read config file {shown}"))?;
+    if !meta.is_file() {
+        bail!("config file {shown} is not a regular file (a FIFO, a device or a directory is refused)");
+    }
+    if meta.len() > max {
+        bail!(
+            "config file {shown} is {} bytes; a config file has at most {max}",
+            meta.len()
+        );
+    }
+    let mut text = String::new();
+    file.take(max + 1)
+        .read_to_string(&mut text)
+        .with_context(|| format!("cannot read config file {shown}"))?;
+    if text.len() as u64 > max {
+        bail!("config file {shown} grew past {max} bytes while it was read");
+    }
+    Ok(text)
 }
 
 impl FileConfig {

@@ -51,10 +51,10 @@ pub struct CommonArgs {
     #[arg(long, value_name = "FILE")]
     pub control_token: Option<PathBuf>,
     /// Timeout of TCP connections this node opens [default: 10s].
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub connect_timeout: Option<Duration>,
     /// How long live flows may drain on SIGINT/SIGTERM [default: 10s].
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub drain: Option<Duration>,
     /// Flows carried at once; more are refused (reset), counted and logged
     /// [default: the file-descriptor limit less 512].
@@ -66,11 +66,11 @@ pub struct CommonArgs {
     pub max_flows_per_source: Option<usize>,
     /// Reset flows that carry no byte either way for this long [default:
     /// never].
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub flow_idle_timeout: Option<Duration>,
     /// End a UDP flow that carries no datagram either way for this long
     /// [default: 60s]; the core ends its side 10 s after that.
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub udp_idle_timeout: Option<Duration>,
     /// Tunnel congestion control: bbr, cubic or newreno [default: bbr].
     #[arg(long)]
@@ -101,7 +101,7 @@ pub struct CommonArgs {
     /// of it. Short in a core cluster, so that an edge leaves a dead
     /// replica quickly; long enough to ride out the path's outages
     /// [default: 8s; 400ms to 10min].
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub tunnel_timeout: Option<Duration>,
     /// Worker threads of the node's runtime: its packets, flows and codec
     /// run on this many cores at most [default: the CPUs the process may
@@ -143,7 +143,7 @@ pub struct CommonArgs {
     /// into a snapshot, e.g. 30s [default: 10s]: a power cut loses at
     /// most what the peer acknowledged since (a crashed process loses
     /// nothing: every acknowledgement is journaled as it comes); at least 1s.
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub cache_checkpoint: Option<Duration>,
     /// Compression of literals: auto (LZMA2, and PPMd for runs of text,
     /// while the tunnel's estimated rate is under 3 Mbit/s, zstd under 100
@@ -239,7 +239,7 @@ pub struct EdgeArgs {
     #[arg(long, value_name = "open|closed")]
     pub fail: Option<FailMode>,
     /// How long a flow waits for the tunnel before it is reset [default: 10s].
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub tunnel_wait: Option<Duration>,
     /// Local UDP address of the tunnel [default: any port].
     #[arg(long, value_name = "ADDR")]
@@ -289,6 +289,20 @@ pub struct EdgeArgs {
     pub common: CommonArgs,
 }
 
+/// The longest duration a node takes: a year. A longer one could not be
+/// added to a clock (`--drain 10000000000000000000s` would panic at
+/// shutdown).
+const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// A duration (`10s`, `500ms`, `2h`) of at most [`MAX_DURATION`].
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+    if d > MAX_DURATION {
+        return Err(format!("{text} is longer than a year"));
+    }
+    Ok(d)
+}
+
 fn duration(
     flag: Option<Duration>,
     file: Option<&str>,
@@ -297,8 +311,8 @@ fn duration(
 ) -> anyhow::Result<Duration> {
     match (flag, file) {
         (Some(d), _) => Ok(d),
-        (None, Some(text)) => humantime::parse_duration(text).with_context(|| {
-            format!("config file: {name} = {text:?} is not a duration (e.g. 10s, 500ms)")
+        (None, Some(text)) => parse_duration(text).map_err(|e| {
+            anyhow::anyhow!("config file: {name} = {text:?} is not a duration of at most a year (e.g. 10s, 500ms): {e}")
         }),
         (None, None) => Ok(default),
     }

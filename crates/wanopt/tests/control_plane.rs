@@ -1,0 +1,147 @@
+//! A control plane that cannot be wedged by what it is given: a config
+//! path that is a FIFO, a device or a huge file is refused at once (at
+//! start and at reload, after which the node still stops on SIGTERM), and
+//! a duration too long to add to a clock is a usage error, not a panic at
+//! shutdown.
+
+mod common;
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// Runs a node that should refuse to start: its exit code and stderr,
+/// or `None` when it still ran after 10 s (it is killed then).
+fn refused(args: &[String]) -> Option<(i32, String)> {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            return Some((status.code().unwrap_or(-1), err));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+fn mkfifo(path: &Path) {
+    let status = Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(status.success());
+}
+
+/// A core's configuration file: its listen address, key, edge and allowlist.
+fn core_file(keys: &Keys, listen: std::net::SocketAddr) -> String {
+    let (key, _) = keys.key("core");
+    let (_, edge) = keys.key("edge");
+    format!(
+        "listen = \"{listen}\"\nkey = \"{}\"\npeer-key = [\"{edge}\"]\nallow = [\"127.0.0.1\"]\nno-reduce = true\nlisten-tcp = \"off\"\n",
+        key.display()
+    )
+}
+
+#[test]
+fn a_config_that_is_not_a_regular_file_is_refused_at_once() {
+    let keys = Keys::new();
+    let fifo = keys.dir.path().join("core.fifo");
+    mkfifo(&fifo);
+    let big = keys.dir.path().join("big.toml");
+    let mut text = core_file(&keys, free_udp());
+    text.push_str(&format!("# {}\n", "x".repeat(2 << 20)));
+    std::fs::write(&big, text).unwrap();
+    for (path, needle) in [
+        (fifo.as_path(), "not a regular file"),
+        (Path::new("/dev/zero"), "not a regular file"),
+        (big.as_path(), "a config file has at most"),
+    ] {
+        let args = ["core", "--config", path.to_str().unwrap()].map(String::from);
+        let Some((code, err)) = refused(&args) else {
+            panic!(
+                "wanopt core --config {} still runs after 10 s",
+                path.display()
+            );
+        };
+        assert_eq!(code, 2, "{path:?}: {err}");
+        assert!(err.contains(needle), "{path:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    }
+}
+
+#[test]
+fn a_reload_from_a_fifo_is_refused_and_the_node_still_stops() {
+    let keys = Keys::new();
+    let path = keys.dir.path().join("core.toml");
+    std::fs::write(&path, core_file(&keys, free_udp())).unwrap();
+    let mut core = spawn(
+        &keys,
+        "core",
+        &["core", "--config", path.to_str().unwrap()].map(String::from),
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || core.status().is_some()),
+        "{}",
+        core.log_text()
+    );
+    std::fs::remove_file(&path).unwrap();
+    mkfifo(&path);
+    core.signal("HUP");
+    assert!(
+        eventually(Duration::from_secs(10), || core
+            .log_text()
+            .contains("not a regular file")),
+        "the reload is refused: {}",
+        core.log_text()
+    );
+    // A second reload is served too (the first did not wedge the queue).
+    core.signal("HUP");
+    assert!(eventually(Duration::from_secs(10), || core
+        .log_text()
+        .matches("not a regular file")
+        .count()
+        >= 2));
+    core.signal("TERM");
+    let stopped = eventually(Duration::from_secs(15), || {
+        core.child.try_wait().ok().flatten().is_some()
+    });
+    assert!(stopped, "the core still runs: {}", core.log_text());
+}
+
+#[test]
+fn durations_longer_than_a_year_are_usage_errors() {
+    let keys = Keys::new();
+    let mut args = core_args(&keys, free_udp(), &["127.0.0.1"]);
+    args.extend(["--drain".into(), "10000000000000000000s".into()]);
+    let Some((code, err)) = refused(&args) else {
+        panic!("a core with --drain 10000000000000000000s still runs after 10 s");
+    };
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("longer than a year"), "{err}");
+
+    let path = keys.dir.path().join("core.toml");
+    let mut text = core_file(&keys, free_udp());
+    text.push_str("drain = \"10000000000000000000s\"\n");
+    std::fs::write(&path, text).unwrap();
+    let args = ["core", "--config", path.to_str().unwrap()].map(String::from);
+    let Some((code, err)) = refused(&args) else {
+        panic!("a core with drain = \"10000000000000000000s\" still runs after 10 s");
+    };
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("at most a year"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
