@@ -96,4 +96,8 @@ pub enum UsageError {
     /// A reload that changes what only a restart can.
     #[error("{0} cannot change on reload: restart the node")]
     NeedsRestart(&'static str),
+    /// A reload that changes settings read only at start, named by their
+    /// keys.
+    #[error("{0} cannot change on reload: restart the node to apply them (nothing was changed)")]
+    RestartKeys(String),
 }

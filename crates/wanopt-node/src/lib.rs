@@ -37,6 +37,7 @@ pub mod node;
 pub mod policy;
 pub mod process;
 pub mod reduce;
+mod restart;
 pub mod state;
 pub mod transport;
 

@@ -145,3 +145,52 @@ fn durations_longer_than_a_year_are_usage_errors() {
     assert!(err.contains("at most a year"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+#[test]
+fn a_reload_that_changes_a_start_only_key_names_it_and_changes_nothing() {
+    let keys = Keys::new();
+    let path = keys.dir.path().join("core.toml");
+    let base = core_file(&keys, free_udp());
+    std::fs::write(&path, format!("{base}max-flows = 100\n")).unwrap();
+    let core = spawn(
+        &keys,
+        "core",
+        &["core", "--config", path.to_str().unwrap()].map(String::from),
+    );
+    let control = core.control;
+    assert!(
+        eventually(Duration::from_secs(10), || core.status().is_some()),
+        "{}",
+        core.log_text()
+    );
+    // An operator lowers max-flows under attack and adds a peer.
+    let (_, other) = keys.key("other");
+    let lowered = base.replace("peer-key = [", &format!("peer-key = [\"{other}\", "));
+    std::fs::write(&path, format!("{lowered}max-flows = 5\ndrain = \"3s\"\n")).unwrap();
+    let out = Command::new(BIN)
+        .args(["reload", "--control", &control.to_string()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("drain, max-flows, max-flows-per-source cannot change on reload"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("restart"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        core.log_text().contains("configuration not reloaded"),
+        "{}",
+        core.log_text()
+    );
+    // The same file with only the peer added reloads.
+    std::fs::write(&path, format!("{lowered}max-flows = 100\n")).unwrap();
+    let out = Command::new(BIN)
+        .args(["reload", "--control", &control.to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("1 added"), "{said}");
+}

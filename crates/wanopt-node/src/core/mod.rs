@@ -296,11 +296,9 @@ impl Core {
 
     /// Whether `new` can be taken by [`Core::reload`].
     pub(crate) fn check_reload(&self, new: &CoreConfig) -> Result<(), NodeError> {
-        if new.listen != self.config.listen {
-            return Err(UsageError::NeedsRestart("listen").into());
-        }
-        if new.listen_tcp != self.config.listen_tcp {
-            return Err(UsageError::NeedsRestart("listen-tcp").into());
+        let fixed = crate::restart::core_keys(&self.config, new);
+        if !fixed.is_empty() {
+            return Err(UsageError::RestartKeys(fixed.join(", ")).into());
         }
         if new.peers.is_empty() {
             return Err(UsageError::NoPeerKey.into());
