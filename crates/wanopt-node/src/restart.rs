@@ -11,36 +11,37 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::core::CoreConfig;
-use crate::edge::EdgeConfig;
 use crate::flow::limits::FlowLimitsConfig;
 use crate::reduce::ReduceConfig;
 use crate::transport::tunnel::TunnelTuning;
 
 /// The settings both roles read at start.
-struct Common<'a> {
-    control: Option<SocketAddr>,
-    control_token: &'a Option<PathBuf>,
-    reduce: &'a Option<ReduceConfig>,
-    connect_timeout: Duration,
-    drain: Duration,
-    tuning: &'a TunnelTuning,
-    limits: FlowLimitsConfig,
-    flow_idle_timeout: Option<Duration>,
-    udp_idle_timeout: Duration,
+pub(crate) struct Common<'a> {
+    pub(crate) control: Option<SocketAddr>,
+    pub(crate) control_token: &'a Option<PathBuf>,
+    pub(crate) reduce: &'a Option<ReduceConfig>,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) drain: Duration,
+    pub(crate) tuning: &'a TunnelTuning,
+    pub(crate) limits: FlowLimitsConfig,
+    pub(crate) flow_idle_timeout: Option<Duration>,
+    pub(crate) udp_idle_timeout: Duration,
 }
 
 /// Keys whose values differ, in the order given.
-struct Changed(Vec<&'static str>);
+#[derive(Default)]
+pub(crate) struct Changed(Vec<&'static str>);
 
 impl Changed {
-    fn check<T: PartialEq + ?Sized>(&mut self, key: &'static str, old: &T, new: &T) {
+    /// Notes `key` when `old` and `new` differ.
+    pub(crate) fn check<T: PartialEq + ?Sized>(&mut self, key: &'static str, old: &T, new: &T) {
         if old != new && !self.0.contains(&key) {
             self.0.push(key);
         }
     }
 
-    fn common(&mut self, old: &Common<'_>, new: &Common<'_>) {
+    /// Notes the keys of the settings both roles read at start.
+    pub(crate) fn common(&mut self, old: &Common<'_>, new: &Common<'_>) {
         self.check("control", &old.control, &new.control);
         self.check("control-token", old.control_token, new.control_token);
         match (old.reduce, new.reduce) {
@@ -61,7 +62,11 @@ impl Changed {
             }
             (old, new) => self.check("no-reduce", &old.is_none(), &new.is_none()),
         }
-        self.check("connect-timeout", &old.connect_timeout, &new.connect_timeout);
+        self.check(
+            "connect-timeout",
+            &old.connect_timeout,
+            &new.connect_timeout,
+        );
         self.check("drain", &old.drain, &new.drain);
         self.tuning(old.tuning, new.tuning);
         self.check("max-flows", &old.limits.max_flows, &new.limits.max_flows);
@@ -108,66 +113,11 @@ impl Changed {
     }
 }
 
-fn edge_common(c: &EdgeConfig) -> Common<'_> {
-    Common {
-        control: c.control,
-        control_token: &c.control_token,
-        reduce: &c.reduce,
-        connect_timeout: c.connect_timeout,
-        drain: c.drain,
-        tuning: &c.tuning,
-        limits: c.limits,
-        flow_idle_timeout: c.flow_idle_timeout,
-        udp_idle_timeout: c.udp_idle_timeout,
+impl Changed {
+    /// The keys noted, in order.
+    pub(crate) fn keys(self) -> Vec<&'static str> {
+        self.0
     }
-}
-
-fn core_common(c: &CoreConfig) -> Common<'_> {
-    Common {
-        control: c.control,
-        control_token: &c.control_token,
-        reduce: &c.reduce,
-        connect_timeout: c.connect_timeout,
-        drain: c.drain,
-        tuning: &c.tuning,
-        limits: c.limits,
-        flow_idle_timeout: c.flow_idle_timeout,
-        udp_idle_timeout: c.udp_idle_timeout,
-    }
-}
-
-/// The keys an edge's reload from `old` to `new` changes that only a
-/// restart applies.
-pub(crate) fn edge_keys(old: &EdgeConfig, new: &EdgeConfig) -> Vec<&'static str> {
-    let mut changed = Changed(Vec::new());
-    changed.common(&edge_common(old), &edge_common(new));
-    changed.check("forward", &old.forwards, &new.forwards);
-    changed.check("forward-udp", &old.udp_forwards, &new.udp_forwards);
-    changed.check("transparent", &old.transparent, &new.transparent);
-    changed.check(
-        "transparent-udp",
-        &old.transparent_udp,
-        &new.transparent_udp,
-    );
-    changed.check("fail", &old.fail, &new.fail);
-    changed.check("tunnel-wait", &old.tunnel_wait, &new.tunnel_wait);
-    changed.check("bind", &old.bind, &new.bind);
-    changed.check("path", &old.paths, &new.paths);
-    changed.check("path-mode", &old.path_use, &new.path_use);
-    changed.check("transport", &old.transport, &new.transport);
-    changed.check("tcp-port", &old.tcp_port, &new.tcp_port);
-    changed.0
-}
-
-/// The keys a core's reload from `old` to `new` changes that only a
-/// restart applies.
-pub(crate) fn core_keys(old: &CoreConfig, new: &CoreConfig) -> Vec<&'static str> {
-    let mut changed = Changed(Vec::new());
-    changed.common(&core_common(old), &core_common(new));
-    changed.check("listen", &old.listen, &new.listen);
-    changed.check("listen-tcp", &old.listen_tcp, &new.listen_tcp);
-    changed.check("advertise", &old.advertise, &new.advertise);
-    changed.0
 }
 
 #[cfg(test)]

@@ -14,72 +14,24 @@ use wanopt_proto::{
 };
 
 mod carriers;
+mod config;
 
 pub use carriers::ListenTcp;
+pub use config::{AcceptedPeer, CoreConfig};
 
 use crate::class::{service_names, Priority};
 use crate::error::{NodeError, UsageError};
-use crate::flow::limits::{FlowLimits, FlowLimitsConfig};
+use crate::flow::limits::FlowLimits;
 use crate::flow::udp::core::CoreFlow;
 use crate::flow::udp::{read_datagrams, TunnelFlows};
 use crate::flow::urgency::interactive_level;
 use crate::flow::{carry, report, Facing, FlowState};
 use crate::policy::{Permit, RuleSet};
-use crate::reduce::{self, PeerEntry, ReduceConfig};
+use crate::reduce::{self, PeerEntry};
 use crate::state::NodeState;
 use crate::transport::handshakes::InProgress;
-use crate::transport::identity::{self, peer_key, PrivateKey, PublicKey};
-use crate::transport::tunnel::{self, Transport, TunnelTuning};
-
-/// A peer the core accepts tunnels from, and what it may reach.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AcceptedPeer {
-    /// Its pinned public key.
-    pub key: PublicKey,
-    /// Destinations the core may connect to for it; empty allows nothing.
-    pub allow: RuleSet,
-    /// Destinations the core may send its UDP flows to (never implied by
-    /// `allow`); empty allows none.
-    pub allow_udp: RuleSet,
-}
-
-/// A validated core configuration.
-#[derive(Debug)]
-pub struct CoreConfig {
-    /// UDP address to accept tunnels on.
-    pub listen: SocketAddr,
-    /// This node's key.
-    pub key: PrivateKey,
-    /// The peers it accepts (`--peer-key` with `--allow` and
-    /// `--allow-udp`, or `[[peer]]` sections, each with its own lists).
-    pub peers: Vec<AcceptedPeer>,
-    /// A UDP flow the edge neither used nor ended for this long (plus
-    /// [`crate::flow::udp::CORE_IDLE_GRACE`]) ends.
-    pub udp_idle_timeout: Duration,
-    /// Control API address.
-    pub control: Option<SocketAddr>,
-    /// The control token's file; `None` is [`crate::control::token::default_path`].
-    pub control_token: Option<std::path::PathBuf>,
-    /// Data reduction; `None` disables it (`--no-reduce`).
-    pub reduce: Option<ReduceConfig>,
-    /// Timeout of connections to destinations.
-    pub connect_timeout: Duration,
-    /// How long flows may drain at shutdown.
-    pub drain: Duration,
-    /// Transport tuning.
-    pub tuning: TunnelTuning,
-    /// Bounds on the flows carried at once.
-    pub limits: FlowLimitsConfig,
-    /// Flows that carry no byte either way this long are reset; `None`:
-    /// never.
-    pub flow_idle_timeout: Option<Duration>,
-    /// This replica's own address, told to every edge in its hello so that
-    /// the edge's redials reach this replica directly (`--advertise`, for
-    /// a core behind a cluster's shared address).
-    pub advertise: Option<SocketAddr>,
-    /// Where it accepts tunnels over TCP (`--listen-tcp`).
-    pub listen_tcp: ListenTcp,
-}
+use crate::transport::identity::{self, peer_key, PublicKey};
+use crate::transport::tunnel::{self, Transport};
 
 /// How often the core checks whether a burst of handshakes is over and its
 /// memory can be given back ([`crate::transport::handshakes::Handshakes::trim_after_burst`]).
@@ -296,7 +248,7 @@ impl Core {
 
     /// Whether `new` can be taken by [`Core::reload`].
     pub(crate) fn check_reload(&self, new: &CoreConfig) -> Result<(), NodeError> {
-        let fixed = crate::restart::core_keys(&self.config, new);
+        let fixed = self.config.restart_keys(new);
         if !fixed.is_empty() {
             return Err(UsageError::RestartKeys(fixed.join(", ")).into());
         }

@@ -11,6 +11,7 @@ use crate::flow::udp::edge::UdpForward;
 use crate::forward::{Forward, WanPath};
 use crate::policy::RuleSet;
 use crate::reduce::ReduceConfig;
+use crate::restart::{Changed, Common};
 use crate::transport::identity::PrivateKey;
 use crate::transport::tunnel::TunnelTuning;
 
@@ -162,6 +163,43 @@ impl EdgeConfig {
             pass_unmatched: self.pass_unmatched,
             no_reduce_to: self.no_reduce_to.clone(),
             classes: self.classes.clone(),
+        }
+    }
+
+    /// The keys a reload from `self` to `new` changes that only a restart
+    /// applies.
+    pub(crate) fn restart_keys(&self, new: &EdgeConfig) -> Vec<&'static str> {
+        let (old, mut changed) = (self, Changed::default());
+        changed.common(&old.common(), &new.common());
+        changed.check("forward", &old.forwards, &new.forwards);
+        changed.check("forward-udp", &old.udp_forwards, &new.udp_forwards);
+        changed.check("transparent", &old.transparent, &new.transparent);
+        changed.check(
+            "transparent-udp",
+            &old.transparent_udp,
+            &new.transparent_udp,
+        );
+        changed.check("fail", &old.fail, &new.fail);
+        changed.check("tunnel-wait", &old.tunnel_wait, &new.tunnel_wait);
+        changed.check("bind", &old.bind, &new.bind);
+        changed.check("path", &old.paths, &new.paths);
+        changed.check("path-mode", &old.path_use, &new.path_use);
+        changed.check("transport", &old.transport, &new.transport);
+        changed.check("tcp-port", &old.tcp_port, &new.tcp_port);
+        changed.keys()
+    }
+
+    fn common(&self) -> Common<'_> {
+        Common {
+            control: self.control,
+            control_token: &self.control_token,
+            reduce: &self.reduce,
+            connect_timeout: self.connect_timeout,
+            drain: self.drain,
+            tuning: &self.tuning,
+            limits: self.limits,
+            flow_idle_timeout: self.flow_idle_timeout,
+            udp_idle_timeout: self.udp_idle_timeout,
         }
     }
 

@@ -274,7 +274,7 @@ impl Edge {
         if !self.config.paths.is_empty() && new.upstreams.len() != 1 {
             return Err(UsageError::PathsNeedOnePeer(new.upstreams.len()).into());
         }
-        let fixed = crate::restart::edge_keys(&self.config, new);
+        let fixed = self.config.restart_keys(new);
         if !fixed.is_empty() {
             return Err(UsageError::RestartKeys(fixed.join(", ")).into());
         }
