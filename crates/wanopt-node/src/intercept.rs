@@ -91,16 +91,25 @@ pub(crate) async fn serve<T>(
 #[derive(Debug)]
 pub(crate) struct LogLimit {
     interval: Duration,
-    /// When the last line was let through, and lines held back since.
-    state: Mutex<(Option<Instant>, u64)>,
+    /// Lines let through per interval.
+    burst: u64,
+    /// When the current interval began, lines let through in it, and
+    /// lines held back since the last one let through.
+    state: Mutex<(Option<Instant>, u64, u64)>,
 }
 
 impl LogLimit {
     /// A limit of one line per `interval`.
     pub(crate) fn new(interval: Duration) -> LogLimit {
+        LogLimit::with_burst(interval, 1)
+    }
+
+    /// A limit of `burst` lines per `interval`.
+    pub(crate) fn with_burst(interval: Duration, burst: u64) -> LogLimit {
         LogLimit {
             interval,
-            state: Mutex::new((None, 0)),
+            burst: burst.max(1),
+            state: Mutex::new((None, 0, 0)),
         }
     }
 
@@ -108,17 +117,21 @@ impl LogLimit {
     /// at `now`, `None` when it is held back.
     pub(crate) fn allow(&self, now: Instant) -> Option<u64> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let (last, held) = &mut *state;
-        match last {
+        let (began, used, held) = &mut *state;
+        match began {
             Some(at) if now.saturating_duration_since(*at) < self.interval => {
-                *held += 1;
-                None
+                if *used >= self.burst {
+                    *held += 1;
+                    return None;
+                }
             }
             _ => {
-                *last = Some(now);
-                Some(std::mem::take(held))
+                *began = Some(now);
+                *used = 0;
             }
         }
+        *used += 1;
+        Some(std::mem::take(held))
     }
 }
 
@@ -224,6 +237,20 @@ mod tests {
         assert_eq!(limit.allow(t0 + Duration::from_secs(10)), Some(2));
         assert_eq!(limit.allow(t0 + Duration::from_secs(11)), None);
         assert_eq!(limit.allow(t0 + Duration::from_secs(30)), Some(1));
+    }
+
+    #[test]
+    fn a_burst_per_interval_and_the_held_back_are_counted() {
+        let limit = LogLimit::with_burst(Duration::from_secs(1), 3);
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        assert_eq!(limit.allow(ms(0)), Some(0));
+        assert_eq!(limit.allow(ms(10)), Some(0));
+        assert_eq!(limit.allow(ms(20)), Some(0));
+        assert_eq!(limit.allow(ms(30)), None);
+        assert_eq!(limit.allow(ms(999)), None);
+        assert_eq!(limit.allow(ms(1000)), Some(2));
+        assert_eq!(limit.allow(ms(1001)), Some(0));
     }
 
     #[tokio::test]

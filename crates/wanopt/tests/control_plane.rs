@@ -194,3 +194,60 @@ fn a_reload_that_changes_a_start_only_key_names_it_and_changes_nothing() {
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(said.contains("1 added"), "{said}");
 }
+
+#[test]
+fn refused_flows_are_logged_at_most_five_times_a_second_with_a_count() {
+    let keys = Keys::new();
+    let core_addr = free_udp();
+    // UDP flows to 127.0.0.2 only: the echo on 127.0.0.1 is denied.
+    let mut args = core_args(&keys, core_addr, &["127.0.0.1"]);
+    args.extend([
+        "--allow-udp".into(),
+        "127.0.0.2".into(),
+        "--no-reduce".into(),
+    ]);
+    let core = spawn(&keys, "core", &args);
+    let echo = udp_echo();
+    let listen = free_udp();
+    let forward = format!("{listen}={echo}");
+    let edge = spawn(
+        &keys,
+        "edge",
+        &edge_args(
+            &keys,
+            core_addr,
+            &[],
+            &["--forward-udp", &forward, "--no-reduce"],
+        ),
+    );
+    edge.wait_tunnel_up(Duration::from_secs(10));
+    // 300 clients, each a new UDP flow the core refuses, within ~2 s.
+    let started = Instant::now();
+    for _ in 0..300 {
+        let client = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        client.send_to(b"let me through", listen).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            core.status()
+                .is_some_and(|s| s["udp"]["refused"].as_u64() >= Some(250))
+        }),
+        "the core refused them: {:?}",
+        core.status()
+    );
+    let seconds = started.elapsed().as_secs() + 1;
+    let log = core.log_text();
+    let lines = log
+        .lines()
+        .filter(|l| l.contains("refused udp flow") || l.contains("denied by the core"))
+        .count() as u64;
+    assert!(
+        (1..=5 * (seconds + 1)).contains(&lines),
+        "{lines} lines about refused flows in {seconds} s:\n{log}"
+    );
+    assert!(
+        log.contains("more lines about refused flows held back"),
+        "{log}"
+    );
+}

@@ -26,6 +26,7 @@ use crate::flow::udp::core::CoreFlow;
 use crate::flow::udp::{read_datagrams, TunnelFlows};
 use crate::flow::urgency::interactive_level;
 use crate::flow::{carry, report, Facing, FlowState};
+use crate::intercept::LogLimit;
 use crate::policy::{Permit, RuleSet};
 use crate::reduce::{self, PeerEntry};
 use crate::state::NodeState;
@@ -153,6 +154,7 @@ pub(crate) fn start(
         tcp_server: std::sync::RwLock::new(tcp_server),
         carrier_setups: Arc::new(tokio::sync::Semaphore::new(carriers::CARRIER_SETUPS)),
         reloads: tokio::sync::watch::channel(0).0,
+        refusal_log: LogLimit::with_burst(REFUSAL_LOG_INTERVAL, REFUSAL_LOG_BURST),
     });
     if let Some(listener) = carriers {
         tasks.spawn(core.clone().serve_carriers(listener));
@@ -203,9 +205,37 @@ pub(crate) struct Core {
     /// Bumped by each reload of the accepted peers: live flows check
     /// that they are still permitted.
     reloads: tokio::sync::watch::Sender<u64>,
+    /// Lines about refused flows (TCP and UDP): a flood of refusals
+    /// writes [`REFUSAL_LOG_BURST`] lines per [`REFUSAL_LOG_INTERVAL`]
+    /// with a count, not one per flow (the counters in `status` count
+    /// them all).
+    refusal_log: LogLimit,
 }
 
+/// Lines about refused flows let through per [`REFUSAL_LOG_INTERVAL`]:
+/// a few refusals each get their line (with its reason), a flood one
+/// line a second with a count.
+const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(1);
+const REFUSAL_LOG_BURST: u64 = 5;
+
 impl Core {
+    /// Logs a refused flow's line, at most [`REFUSAL_LOG_BURST`] per
+    /// [`REFUSAL_LOG_INTERVAL`], saying how many were held back.
+    fn log_refusal(&self, warning: bool, line: std::fmt::Arguments<'_>) {
+        let Some(held) = self.refusal_log.allow(std::time::Instant::now()) else {
+            return;
+        };
+        let more = match held {
+            0 => String::new(),
+            n => format!(" ({n} more lines about refused flows held back)"),
+        };
+        if warning {
+            warn!("{line}{more}");
+        } else {
+            info!("{line}{more}");
+        }
+    }
+
     /// The rules of the peer `conn` authenticated as; `None` once a reload
     /// removed it.
     fn rules_of(&self, conn: &quinn::Connection) -> Option<AcceptedPeer> {
@@ -485,9 +515,12 @@ impl Core {
         let reply = ReplyRepr { status }.emit();
         let Some(tcp) = tcp else {
             flows.totals.refused.fetch_add(1, Ordering::Relaxed);
-            info!(
-                "flow {} {} -> {} from edge {peer}: {status}",
-                flow.id, header.source, header.destination
+            self.log_refusal(
+                false,
+                format_args!(
+                    "flow {} {} -> {} from edge {peer}: {status}",
+                    flow.id, header.source, header.destination
+                ),
             );
             let _ = send.write_all(&reply).await;
             let _ = send.finish();
@@ -581,9 +614,12 @@ impl Core {
                 flows.totals.flows.fetch_add(1, Ordering::Relaxed);
                 flows.totals.refused.fetch_add(1, Ordering::Relaxed);
                 self.state.udp.refused.fetch_add(1, Ordering::Relaxed);
-                info!(
-                    "udp flow {} -> {} from edge {peer}: {status}",
-                    header.source, header.destination
+                self.log_refusal(
+                    false,
+                    format_args!(
+                        "udp flow {} -> {} from edge {peer}: {status}",
+                        header.source, header.destination
+                    ),
                 );
                 let _ = send.write_all(&refuse(status)).await;
                 let _ = send.finish();
@@ -671,14 +707,20 @@ impl Core {
                         "multicast" | "broadcast" => format!("a {why} address"),
                         _ => format!("this core host itself ({why})"),
                     };
-                    warn!(
-                        "refused {what}flow {} -> {}: {addr} is {is}, which a broad {flag} does not reach; name it to allow it (e.g. {flag} {addr})",
-                        header.source, header.destination
+                    self.log_refusal(
+                        true,
+                        format_args!(
+                            "refused {what}flow {} -> {}: {addr} is {is}, which a broad {flag} does not reach; name it to allow it (e.g. {flag} {addr})",
+                            header.source, header.destination
+                        ),
                     )
                 }
-                None => warn!(
-                    "refused {what}flow {} -> {}: not permitted by the {list}",
-                    header.source, header.destination
+                None => self.log_refusal(
+                    true,
+                    format_args!(
+                        "refused {what}flow {} -> {}: not permitted by the {list}",
+                        header.source, header.destination
+                    ),
                 ),
             }
             return Err(Status::Denied);
