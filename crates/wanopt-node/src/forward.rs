@@ -30,6 +30,15 @@ impl std::str::FromStr for Forward {
             None => listen.parse().map_err(|_| usage())?,
         };
         let destination = parse_target(dest).ok_or_else(usage)?;
+        let port = match &destination {
+            Target::Addr(addr) => addr.port(),
+            Target::Domain(_, port) => *port,
+        };
+        if port == 0 {
+            return Err(format!(
+                "bad forward {s:?}: the destination's port is 0 (give the port it listens on)"
+            ));
+        }
         Ok(Forward {
             listen,
             destination,

@@ -1,8 +1,11 @@
-//! A control plane that cannot be wedged by what it is given: a config
-//! path that is a FIFO, a device or a huge file is refused at once (at
-//! start and at reload, after which the node still stops on SIGTERM), and
-//! a duration too long to add to a clock is a usage error, not a panic at
-//! shutdown.
+//! A control plane that tells the truth and cannot be wedged by what it
+//! is given: a config path that is a FIFO, a device or a huge file is
+//! refused at once (at start and at reload, after which the node still
+//! stops on SIGTERM); a duration too long to add to a clock, an MTU out of
+//! range, a listener given twice and a destination's port 0 are usage
+//! errors; a config error quotes little of the file; a reload that changes
+//! a setting read only at start names it and changes nothing; a flood of
+//! refused flows writes a few lines a second.
 
 mod common;
 
@@ -250,4 +253,67 @@ fn refused_flows_are_logged_at_most_five_times_a_second_with_a_count() {
         log.contains("more lines about refused flows held back"),
         "{log}"
     );
+}
+
+#[test]
+fn out_of_range_and_doubled_values_are_usage_errors() {
+    let keys = Keys::new();
+    let edge = |extra: &[&str]| {
+        let mut args = edge_args(&keys, free_udp(), &[], &[]);
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args
+    };
+    let l1 = free_tcp().to_string();
+    let u1 = free_udp().to_string();
+    for (extra, needle) in [
+        (
+            vec![
+                "--forward",
+                "127.0.0.1:9=127.0.0.1:80",
+                "--max-mtu",
+                "65535",
+            ],
+            "above the largest UDP payload",
+        ),
+        (
+            vec![
+                "--forward",
+                &format!("{l1}=127.0.0.1:80"),
+                "--forward",
+                &format!("{l1}=127.0.0.1:81"),
+            ],
+            "is given twice",
+        ),
+        (
+            vec![
+                "--forward-udp",
+                &format!("{u1}=127.0.0.1:53"),
+                "--forward-udp",
+                &format!("{u1}=127.0.0.1:54"),
+            ],
+            "is given twice",
+        ),
+        (
+            vec!["--forward", "127.0.0.1:9=127.0.0.1:0"],
+            "the destination's port is 0",
+        ),
+        (
+            vec!["--forward-udp", "127.0.0.1:9=server.example:0"],
+            "the destination's port is 0",
+        ),
+    ] {
+        let Some((code, err)) = refused(&edge(&extra)) else {
+            panic!("an edge with {extra:?} still runs after 10 s");
+        };
+        assert_eq!(code, 2, "{extra:?}: {err}");
+        assert!(err.contains(needle), "{extra:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    }
+    // A config error quotes at most 200 characters of the file's line.
+    let path = keys.dir.path().join("long.toml");
+    std::fs::write(&path, format!("core = {}\n", "x".repeat(5000))).unwrap();
+    let args = ["edge", "--config", path.to_str().unwrap()].map(String::from);
+    let (code, err) = refused(&args).expect("refused at once");
+    assert_eq!(code, 2, "{err}");
+    assert!(err.len() < 1000, "{} bytes: {err}", err.len());
 }

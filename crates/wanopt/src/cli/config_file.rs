@@ -176,14 +176,26 @@ pub(super) fn read_file(path: Option<&Path>) -> anyhow::Result<FileConfig> {
     };
     let text = read_regular(path, MAX_CONFIG_BYTES)?;
     let mut file: FileConfig = toml::from_str(&text).map_err(|e| {
-        anyhow::anyhow!(
-            "config file {}: {}",
-            path.display(),
-            e.to_string().replace('\n', " ")
-        )
+        anyhow::anyhow!("config file {}: {}", path.display(), quoted(&e.to_string()))
     })?;
     file.relative_to(path.parent().unwrap_or(Path::new("")));
     Ok(file)
+}
+
+/// The longest piece of a line an error about the file quotes.
+const QUOTE_CHARS: usize = 200;
+
+/// A parser's message on one line, each of its lines (which quote the
+/// file) cut to [`QUOTE_CHARS`] characters.
+fn quoted(message: &str) -> String {
+    message
+        .lines()
+        .map(|line| match line.char_indices().nth(QUOTE_CHARS) {
+            Some((cut, _)) => format!("{}...", &line[..cut]),
+            None => line.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The largest configuration file a node reads: far more than any

@@ -289,6 +289,9 @@ pub struct EdgeArgs {
     pub common: CommonArgs,
 }
 
+/// The largest UDP payload QUIC allows (RFC 9000's max_udp_payload_size).
+const MAX_UDP_PAYLOAD: u16 = 65527;
+
 /// The longest duration a node takes: a year. A longer one could not be
 /// added to a clock (`--drain 10000000000000000000s` would panic at
 /// shutdown).
@@ -554,6 +557,12 @@ fn tuning(flags: &CommonArgs, file: &mut FileConfig) -> anyhow::Result<TunnelTun
             tuning.max_mtu
         );
     }
+    if tuning.max_mtu > MAX_UDP_PAYLOAD {
+        bail!(
+            "--max-mtu {} is above the largest UDP payload QUIC sends, {MAX_UDP_PAYLOAD}",
+            tuning.max_mtu
+        );
+    }
     Ok(tuning)
 }
 
@@ -718,6 +727,8 @@ pub(super) fn edge_config_in(args: &EdgeArgs, mode: Mode) -> anyhow::Result<Edge
         .iter()
         .map(|f| f.parse::<UdpForward>().map_err(anyhow::Error::msg))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    once_each(forwards.iter().map(|f| f.listen), "--forward")?;
+    once_each(udp_forwards.iter().map(|f| f.listen), "--forward-udp")?;
     let paths = list(&args.path, std::mem::take(&mut file.path))
         .iter()
         .map(|p| p.parse::<WanPath>().map_err(anyhow::Error::msg))
@@ -783,6 +794,17 @@ pub(super) fn edge_config_in(args: &EdgeArgs, mode: Mode) -> anyhow::Result<Edge
             None => wanopt_node::transport::carrier::DEFAULT_PORT,
         },
     })
+}
+
+/// Refuses a listening address given twice for `flag`.
+fn once_each(listens: impl Iterator<Item = SocketAddr>, flag: &str) -> anyhow::Result<()> {
+    let mut seen = std::collections::HashSet::new();
+    for listen in listens {
+        if !seen.insert(listen) {
+            bail!("{flag}: {listen} is given twice (one listener takes one destination)");
+        }
+    }
+    Ok(())
 }
 
 /// A count that must be at least 1.

@@ -37,8 +37,12 @@ pub struct UdpForward {
 impl std::str::FromStr for UdpForward {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let forward: crate::forward::Forward = s.parse().map_err(|_| {
-            format!("bad udp forward {s:?} (expected LISTEN=DEST, e.g. 127.0.0.1:5353=198.51.100.7:53 or :5004=media.example:5004)")
+        let forward: crate::forward::Forward = s.parse().map_err(|e: String| {
+            if e.contains("port is 0") {
+                format!("bad udp forward {s:?}: the destination's port is 0 (give the port it listens on)")
+            } else {
+                format!("bad udp forward {s:?} (expected LISTEN=DEST, e.g. 127.0.0.1:5353=198.51.100.7:53 or :5004=media.example:5004)")
+            }
         })?;
         Ok(UdpForward {
             listen: forward.listen,
