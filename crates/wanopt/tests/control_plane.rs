@@ -317,3 +317,39 @@ fn out_of_range_and_doubled_values_are_usage_errors() {
     assert_eq!(code, 2, "{err}");
     assert!(err.len() < 1000, "{} bytes: {err}", err.len());
 }
+
+#[test]
+fn a_second_node_given_a_running_nodes_token_file_refuses_it() {
+    let keys = Keys::new();
+    let token = keys.dir.path().join("shared.token");
+    let token_arg = token.to_str().unwrap().to_owned();
+    let mut first = core_args(&keys, free_udp(), &["127.0.0.1"]);
+    first.extend(["--control-token".into(), token_arg.clone()]);
+    let first = spawn(&keys, "first", &first);
+    assert!(
+        eventually(Duration::from_secs(10), || first.status().is_some()),
+        "{}",
+        first.log_text()
+    );
+    let written = std::fs::read_to_string(&token).unwrap();
+    let mut second = core_args(&keys, free_udp(), &["127.0.0.1"]);
+    second.extend([
+        "--control-token".into(),
+        token_arg,
+        "--control".into(),
+        free_tcp().to_string(),
+    ]);
+    let Some((code, err)) = refused(&second) else {
+        panic!("a second node on the first one's token file still runs");
+    };
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("belongs to another running node"), "{err}");
+    // The first node's token is untouched, and still opens its API.
+    assert_eq!(std::fs::read_to_string(&token).unwrap(), written);
+    let out = Command::new(BIN)
+        .args(["cache", "clear", "--control", &first.control.to_string()])
+        .args(["--control-token", token.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+}

@@ -38,6 +38,12 @@ pub enum TokenError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// Another running node holds the token file.
+    #[error("the control token file {path} belongs to another running node: give this one its own (--control-token FILE)")]
+    InUse {
+        /// The file.
+        path: PathBuf,
+    },
     /// The file does not hold a token.
     #[error("{path} does not hold a wanopt control token (64 hex digits)")]
     Malformed {
@@ -171,17 +177,33 @@ fn default_dir() -> PathBuf {
     }
 }
 
-/// A token file written at start; removed when dropped (if it still holds
-/// this token).
+/// A token file written at start, locked (`flock`) while the node runs so
+/// that a second node given the same path refuses it rather than replace
+/// it; removed when dropped (if it still holds this token).
 #[derive(Debug)]
 pub struct TokenFile {
     path: PathBuf,
     token: ControlToken,
+    /// The open, locked file.
+    _lock: nix::fcntl::Flock<std::fs::File>,
+}
+
+/// Whether another process holds `path` locked (a running node's token
+/// file); a file left by a node that died is not.
+fn held_by_another(path: &Path) -> bool {
+    let Ok(file) = std::fs::File::open(path) else {
+        return false;
+    };
+    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+        Ok(_unlocked_on_drop) => false,
+        Err((_, errno)) => errno == nix::errno::Errno::EWOULDBLOCK,
+    }
 }
 
 impl TokenFile {
     /// Writes a fresh token to `path` (mode 0600, whatever the umask),
-    /// replacing what is there, or to [`default_path`] for `port` when
+    /// replacing a file a node that died left there (never one a running
+    /// node holds: [`TokenError::InUse`]), or to [`default_path`] for `port` when
     /// `path` is `None`: a default directory is created 0700 and must
     /// belong to this user and be closed to others.
     pub fn create(path: Option<&Path>, port: u16) -> Result<TokenFile, TokenError> {
@@ -200,6 +222,9 @@ impl TokenFile {
             path: path.clone(),
             source,
         };
+        if held_by_another(&path) {
+            return Err(TokenError::InUse { path });
+        }
         // A file (or a link someone planted) is removed, not written
         // through: the new file is created here, exclusively.
         match std::fs::remove_file(&path) {
@@ -214,7 +239,13 @@ impl TokenFile {
             .open(&path)
             .map_err(write_err)?;
         writeln!(file, "{}", token.as_str()).map_err(write_err)?;
-        Ok(TokenFile { path, token })
+        let lock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+            .map_err(|(_, errno)| write_err(std::io::Error::from(errno)))?;
+        Ok(TokenFile {
+            path,
+            token,
+            _lock: lock,
+        })
     }
 
     /// The file's path.
