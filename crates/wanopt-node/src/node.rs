@@ -195,6 +195,9 @@ struct Parts {
     key: Option<PublicKey>,
 }
 
+/// How long a reload may take to read its configuration.
+const RELOAD_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Serves reloads, from SIGHUP and from the control API, one at a time.
 async fn serve_reloads(
     reload: Reload,
@@ -218,10 +221,16 @@ async fn serve_reloads(
             },
         };
         let read = reload.clone();
-        let outcome = match tokio::task::spawn_blocking(move || read()).await {
-            Ok(Ok(config)) => parts.apply(config),
-            Ok(Err(why)) => Err(why),
-            Err(e) => Err(format!("the reload failed: {e}")),
+        let reading = tokio::task::spawn_blocking(move || read());
+        let outcome = match tokio::time::timeout(RELOAD_READ_TIMEOUT, reading).await {
+            Ok(Ok(Ok(config))) => parts.apply(config),
+            Ok(Ok(Err(why))) => Err(why),
+            Ok(Err(e)) => Err(format!("the reload failed: {e}")),
+            // A read that hangs (a file system that does not answer) is
+            // left behind; the next reload is served.
+            Err(_) => Err(format!(
+                "reading the configuration took more than {RELOAD_READ_TIMEOUT:?}"
+            )),
         };
         match &outcome {
             Ok(changes) => info!("configuration reloaded: {changes}"),

@@ -353,3 +353,22 @@ fn a_second_node_given_a_running_nodes_token_file_refuses_it() {
         .unwrap();
     assert!(out.status.success(), "{out:?}");
 }
+
+#[test]
+fn a_udp_forward_on_every_address_is_warned_of() {
+    let keys = Keys::new();
+    let port = free_udp().port();
+    let forward = format!("0.0.0.0:{port}=127.0.0.1:53");
+    let edge = spawn(
+        &keys,
+        "edge",
+        &edge_args(&keys, free_udp(), &[], &["--forward-udp", &forward]),
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || edge
+            .log_text()
+            .contains("listens on every address and answers any sender")),
+        "{}",
+        edge.log_text()
+    );
+}

@@ -32,6 +32,14 @@ async fn bind_udp(
                 addr: forward.listen,
                 source,
             })?;
+        if forward.listen.ip().is_unspecified() {
+            // UDP has no handshake: whoever can reach the listener, with any
+            // source address, gets the destination's answers sent back.
+            tracing::warn!(
+                "--forward-udp {}: listens on every address and answers any sender (a spoofed source gets the replies); bind it to a LAN or loopback address, or filter it with the host's firewall",
+                forward.listen
+            );
+        }
         forwards.push((socket, forward.destination.clone()));
     }
     let transparent = match config.transparent_udp {
