@@ -53,6 +53,9 @@ struct PeerEntry {
     key: Option<PublicKey>,
     since: Instant,
     reconnects: u64,
+    /// Dials of this peer that failed (handshakes that timed out or were
+    /// refused), counted while it is unreachable too.
+    dial_failures: u64,
     ever_up: bool,
     last_error: Option<String>,
     last_sample: Option<(Instant, u64, u64)>,
@@ -140,6 +143,9 @@ pub struct PeerStatus {
     pub state_secs: f64,
     /// Reconnections so far.
     pub reconnects: u64,
+    /// Dials that failed so far (while the peer is unreachable too).
+    #[serde(default)]
+    pub dial_failures: u64,
     /// The last connection error, if any.
     pub last_error: Option<String>,
     /// What carries the tunnel: `quic` (UDP) or `tcp`.
@@ -331,6 +337,7 @@ impl NodeState {
             key: None,
             since: Instant::now(),
             reconnects: 0,
+            dial_failures: 0,
             ever_up: false,
             last_error: None,
             last_sample: None,
@@ -348,6 +355,24 @@ impl NodeState {
         entry.rx_bps = 0.0;
     }
 
+    /// Another host (IP address) from which a tunnel authenticated as
+    /// `key` is up, besides `address`'s (one edge's second tunnel, over
+    /// TCP beside QUIC, comes from its own IP and is not counted).
+    pub fn key_also_at(&self, key: PublicKey, address: SocketAddr) -> Option<SocketAddr> {
+        self.peers()
+            .iter()
+            .find(|(at, e)| at.ip() != address.ip() && e.key == Some(key) && e.connection.is_some())
+            .map(|(at, _)| *at)
+    }
+
+    /// Records a dial of the peer at `address` that failed, and why.
+    pub fn dial_failed(&self, address: SocketAddr, error: String) {
+        self.peer_down(address, Some(error));
+        if let Some(entry) = self.peers().get_mut(&address) {
+            entry.dial_failures += 1;
+        }
+    }
+
     /// Records a tunnel that came up, `over` UDP or TCP, and why.
     pub fn peer_up(&self, connection: &quinn::Connection, over: Transport, why: &str) {
         let address = connection.remote_address();
@@ -356,6 +381,7 @@ impl NodeState {
         let reconnects = peers
             .get(&address)
             .map_or(0, |e| e.reconnects + u64::from(e.ever_up));
+        let dial_failures = peers.get(&address).map_or(0, |e| e.dial_failures);
         peers.insert(
             address,
             PeerEntry {
@@ -363,6 +389,7 @@ impl NodeState {
                 key,
                 since: Instant::now(),
                 reconnects,
+                dial_failures,
                 ever_up: true,
                 last_error: None,
                 last_sample: None,
@@ -552,6 +579,7 @@ impl NodeState {
                     paths: self.datagrams.paths_status(*address),
                     state_secs: now.saturating_duration_since(e.since).as_secs_f64(),
                     reconnects: e.reconnects,
+                    dial_failures: e.dial_failures,
                     last_error: e.last_error.clone(),
                 }
             })

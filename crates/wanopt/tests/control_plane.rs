@@ -372,3 +372,62 @@ fn a_udp_forward_on_every_address_is_warned_of() {
         edge.log_text()
     );
 }
+
+#[test]
+fn an_edge_counts_its_failed_dials_while_its_core_refuses_it() {
+    let keys = Keys::new();
+    let core_addr = free_udp();
+    // The core pins another edge's key: every handshake of this one fails.
+    let mut args = core_args(&keys, core_addr, &["127.0.0.1"]);
+    let (_, stranger) = keys.key("stranger");
+    let pinned = args.iter().position(|a| a == "--peer-key").unwrap() + 1;
+    args[pinned] = stranger;
+    let _core = spawn(&keys, "core", &args);
+    let forward = (free_tcp(), "127.0.0.1:9".to_string());
+    let edge = spawn(&keys, "edge", &edge_args(&keys, core_addr, &[forward], &[]));
+    let failures = || -> u64 {
+        edge.status()
+            .and_then(|s| s["peers"][0]["dial_failures"].as_u64())
+            .unwrap_or(0)
+    };
+    assert!(
+        eventually(Duration::from_secs(15), || failures() >= 3),
+        "{:?}\n{}",
+        edge.status(),
+        edge.log_text()
+    );
+    let metrics = http_get(edge.control, "/metrics").unwrap_or_default();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("wanopt_tunnel_dial_failures_total{") && !l.ends_with(" 0")),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn one_edge_key_up_from_two_hosts_at_once_is_logged() {
+    let keys = Keys::new();
+    let core_addr = free_udp();
+    let core = spawn(&keys, "core", &core_args(&keys, core_addr, &["127.0.0.1"]));
+    // Two edges with one key, from 127.0.0.1 and 127.0.0.2.
+    let mut edges = Vec::new();
+    for (name, host) in [("edge", "127.0.0.1"), ("edge-copy", "127.0.0.2")] {
+        let bind = format!("{host}:0");
+        let forward = (free_tcp(), "127.0.0.1:9".to_string());
+        let node = spawn(
+            &keys,
+            name,
+            &edge_args(&keys, core_addr, &[forward], &["--bind", &bind]),
+        );
+        node.wait_tunnel_up(Duration::from_secs(10));
+        edges.push(node);
+    }
+    assert!(
+        eventually(Duration::from_secs(5), || core
+            .log_text()
+            .contains("at once (two edges with one key")),
+        "{}",
+        core.log_text()
+    );
+}

@@ -195,6 +195,12 @@ fn tunnel_metrics(m: &mut Exposition, s: &Status) {
         "Reconnections of the tunnel.",
         &per_peer(s, |p| Some(p.reconnects as f64)),
     );
+    m.metric(
+        "tunnel_dial_failures_total",
+        "counter",
+        "Dials of the peer that failed (timed out or refused), counted while it is unreachable too.",
+        &per_peer(s, |p| Some(p.dial_failures as f64)),
+    );
 }
 
 /// Per WAN path of a peer with several (`--path`): state, RTT, loss,

@@ -366,6 +366,13 @@ impl Core {
                 .bind_paths(&conn, crate::transport::datagram::Side::Server);
         }
         info!("tunnel up from edge {remote} over {}", over.name());
+        if let Some(key) = peer_key(&conn) {
+            if let Some(other) = self.state.key_also_at(key, remote) {
+                // Two nodes with one key, or one edge whose old tunnel has
+                // not timed out yet: either way worth a line.
+                warn!("edge key {key} is up from {remote} and from {other} at once (two edges with one key, or a stale tunnel)");
+            }
+        }
         self.state.peer_up(
             &conn,
             over,

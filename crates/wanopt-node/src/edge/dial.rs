@@ -301,7 +301,7 @@ impl Target {
 
     /// An attempt at `addr` failed with `error`.
     fn failed(&mut self, addr: SocketAddr, error: String, state: &NodeState) {
-        state.peer_down(addr, Some(error));
+        state.dial_failed(addr, error);
         state.datagrams.unbind_paths(addr);
         state.datagrams.handshake_failed(addr);
         if !self.marked_down.contains(&addr) {

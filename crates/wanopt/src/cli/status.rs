@@ -362,6 +362,9 @@ fn path_lines(
             writeln!(out, "  {line}")?;
         }
     }
+    if p.dial_failures > 0 {
+        writeln!(out, "  dial failures {}", p.dial_failures)?;
+    }
     if p.reconnects > 0 {
         writeln!(out, "  reconnects {}", p.reconnects)?;
     }
