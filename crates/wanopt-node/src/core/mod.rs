@@ -529,11 +529,7 @@ impl Core {
                     flow.id, header.source, header.destination
                 ),
             );
-            let _ = send.write_all(&reply).await;
-            let _ = send.finish();
-            let _ = recv.stop(quinn::VarInt::from_u32(codes::TCP_RESET));
-            // Let the reply reach the edge before the stream is dropped.
-            let _ = tokio::time::timeout(Duration::from_secs(5), send.stopped()).await;
+            refuse_stream(send, recv, &reply).await;
             return;
         };
         if send.write_all(&reply).await.is_err() {
@@ -577,8 +573,8 @@ impl Core {
     /// connects a socket to the destination and carries the flow.
     async fn udp_stream(
         &self,
-        mut send: quinn::SendStream,
-        mut recv: quinn::RecvStream,
+        send: quinn::SendStream,
+        recv: quinn::RecvStream,
         (peer, rules): (SocketAddr, &AcceptedPeer),
         header: OpenRepr,
         conn: quinn::Connection,
@@ -628,10 +624,7 @@ impl Core {
                         header.source, header.destination
                     ),
                 );
-                let _ = send.write_all(&refuse(status)).await;
-                let _ = send.finish();
-                let _ = recv.stop(quinn::VarInt::from_u32(codes::TCP_RESET));
-                let _ = tokio::time::timeout(Duration::from_secs(5), send.stopped()).await;
+                refuse_stream(send, recv, &refuse(status)).await;
                 return;
             }
         };
@@ -792,4 +785,13 @@ fn reset_stream(send: &mut quinn::SendStream, recv: &mut quinn::RecvStream, code
     let code = quinn::VarInt::from_u32(code);
     let _ = send.reset(code);
     let _ = recv.stop(code);
+}
+
+/// Answers a refused flow's stream with `reply` and ends it, letting the
+/// reply reach the edge (up to 5 s) before the stream is dropped.
+async fn refuse_stream(mut send: quinn::SendStream, mut recv: quinn::RecvStream, reply: &[u8]) {
+    let _ = send.write_all(reply).await;
+    let _ = send.finish();
+    let _ = recv.stop(quinn::VarInt::from_u32(codes::TCP_RESET));
+    let _ = tokio::time::timeout(Duration::from_secs(5), send.stopped()).await;
 }
