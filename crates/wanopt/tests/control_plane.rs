@@ -9,40 +9,11 @@
 
 mod common;
 
-use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::*;
-
-/// Runs a node that should refuse to start: its exit code and stderr,
-/// or `None` when it still ran after 10 s (it is killed then).
-fn refused(args: &[String]) -> Option<(i32, String)> {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if let Some(status) = child.try_wait().unwrap() {
-            let mut err = String::new();
-            child
-                .stderr
-                .take()
-                .unwrap()
-                .read_to_string(&mut err)
-                .unwrap();
-            return Some((status.code().unwrap_or(-1), err));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    None
-}
 
 fn mkfifo(path: &Path) {
     let status = Command::new("mkfifo").arg(path).status().unwrap();
@@ -74,7 +45,7 @@ fn a_config_that_is_not_a_regular_file_is_refused_at_once() {
         (big.as_path(), "a config file has at most"),
     ] {
         let args = ["core", "--config", path.to_str().unwrap()].map(String::from);
-        let Some((code, err)) = refused(&args) else {
+        let Some((code, err)) = run_refused(&args) else {
             panic!(
                 "wanopt core --config {} still runs after 10 s",
                 path.display()
@@ -130,7 +101,7 @@ fn durations_longer_than_a_year_are_usage_errors() {
     let keys = Keys::new();
     let mut args = core_args(&keys, free_udp(), &["127.0.0.1"]);
     args.extend(["--drain".into(), "10000000000000000000s".into()]);
-    let Some((code, err)) = refused(&args) else {
+    let Some((code, err)) = run_refused(&args) else {
         panic!("a core with --drain 10000000000000000000s still runs after 10 s");
     };
     assert_eq!(code, 2, "{err}");
@@ -141,7 +112,7 @@ fn durations_longer_than_a_year_are_usage_errors() {
     text.push_str("drain = \"10000000000000000000s\"\n");
     std::fs::write(&path, text).unwrap();
     let args = ["core", "--config", path.to_str().unwrap()].map(String::from);
-    let Some((code, err)) = refused(&args) else {
+    let Some((code, err)) = run_refused(&args) else {
         panic!("a core with drain = \"10000000000000000000s\" still runs after 10 s");
     };
     assert_eq!(code, 2, "{err}");
@@ -302,7 +273,7 @@ fn out_of_range_and_doubled_values_are_usage_errors() {
             "the destination's port is 0",
         ),
     ] {
-        let Some((code, err)) = refused(&edge(&extra)) else {
+        let Some((code, err)) = run_refused(&edge(&extra)) else {
             panic!("an edge with {extra:?} still runs after 10 s");
         };
         assert_eq!(code, 2, "{extra:?}: {err}");
@@ -313,7 +284,7 @@ fn out_of_range_and_doubled_values_are_usage_errors() {
     let path = keys.dir.path().join("long.toml");
     std::fs::write(&path, format!("core = {}\n", "x".repeat(5000))).unwrap();
     let args = ["edge", "--config", path.to_str().unwrap()].map(String::from);
-    let (code, err) = refused(&args).expect("refused at once");
+    let (code, err) = run_refused(&args).expect("refused at once");
     assert_eq!(code, 2, "{err}");
     assert!(err.len() < 1000, "{} bytes: {err}", err.len());
 }
@@ -339,7 +310,7 @@ fn a_second_node_given_a_running_nodes_token_file_refuses_it() {
         "--control".into(),
         free_tcp().to_string(),
     ]);
-    let Some((code, err)) = refused(&second) else {
+    let Some((code, err)) = run_refused(&second) else {
         panic!("a second node on the first one's token file still runs");
     };
     assert_ne!(code, 0, "{err}");

@@ -612,3 +612,32 @@ pub fn udp_echo() -> SocketAddr {
     });
     addr
 }
+
+/// Runs a node that should refuse to start: its exit code and stderr,
+/// or `None` when it still ran after 10 s (it is killed then).
+#[allow(dead_code)]
+pub fn run_refused(args: &[String]) -> Option<(i32, String)> {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            return Some((status.code().unwrap_or(-1), err));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
