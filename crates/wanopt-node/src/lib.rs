@@ -34,6 +34,7 @@ pub mod forward;
 pub mod intercept;
 pub mod lifecycle;
 pub mod node;
+pub mod peer_book;
 pub mod policy;
 pub mod process;
 pub mod reduce;

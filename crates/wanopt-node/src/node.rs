@@ -12,10 +12,11 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use crate::control;
-use crate::core::{self, Core, CoreConfig};
+use crate::core::{self, AcceptedPeer, Core, CoreConfig};
 use crate::edge::{self, Edge, EdgeConfig};
 use crate::error::{NodeError, UsageError};
 use crate::lifecycle;
+use crate::peer_book::ConfiguredPeer;
 use crate::reduce::Caches;
 use crate::state::{NodeState, Role};
 use crate::transport::identity::PublicKey;
@@ -30,6 +31,9 @@ pub struct NodeConfig {
     pub core: Option<CoreConfig>,
     /// Dialing peers and intercepting flows.
     pub edge: Option<EdgeConfig>,
+    /// The configuration's hash (of what it was read from), shown in
+    /// `/status` and `/metrics`.
+    pub hash: String,
 }
 
 impl NodeConfig {
@@ -48,6 +52,30 @@ impl NodeConfig {
             .iter()
             .flat_map(|e| e.upstreams.iter().flat_map(|u| u.keys.iter().copied()))
             .collect()
+    }
+
+    /// The peers of the configuration: those the edge part dials (each
+    /// also accepted when the core part pins its key), then those only
+    /// accepted.
+    fn configured_peers(&self) -> Vec<ConfiguredPeer> {
+        let accepted: &[AcceptedPeer] = self.core.as_ref().map_or(&[], |c| &c.peers);
+        let upstreams = self.edge.as_ref().map_or(&[][..], |e| &e.upstreams);
+        let dialed = upstreams.iter().map(|u| ConfiguredPeer {
+            keys: u.keys.clone(),
+            endpoint: Some(u.endpoint.clone()),
+            accepted: accepted.iter().any(|a| u.keys.contains(&a.key)),
+            name: u.name.clone(),
+        });
+        let only_accepted = accepted
+            .iter()
+            .filter(|a| !upstreams.iter().any(|u| u.keys.contains(&a.key)))
+            .map(|a| ConfiguredPeer {
+                keys: vec![a.key],
+                endpoint: None,
+                accepted: true,
+                name: a.name.clone(),
+            });
+        dialed.chain(only_accepted).collect()
     }
 
     fn public_key(&self) -> Option<PublicKey> {
@@ -77,7 +105,8 @@ pub async fn run(
     let role = config.role().ok_or(UsageError::NothingToRun)?;
     let dialed = config.dialed();
     let running_key = config.public_key();
-    let NodeConfig { core, edge } = config;
+    let configured = config.configured_peers();
+    let NodeConfig { core, edge, hash } = config;
     let listeners = match &edge {
         Some(edge) => Some(edge::bind(edge).await?),
         None => None,
@@ -108,6 +137,8 @@ pub async fn run(
     let state = NodeState::new(role, tuning.congestion, tuning.duplication, caches);
     state.flows.set_idle_timeout(idle);
     state.set_window_budget(tuning.window_budget.clone());
+    state.book.configure(configured);
+    state.config_applied(&hash, false);
     let control = match control {
         Some(addr) => Some(control::bind(addr, token.as_deref()).await?),
         None => None,
@@ -155,6 +186,7 @@ pub async fn run(
         core,
         edge,
         key: running_key,
+        state: state.clone(),
     });
     match reload {
         Some(reload) => {
@@ -193,6 +225,7 @@ struct Parts {
     edge: Option<Arc<Edge>>,
     /// The node's public key, which a reload cannot change.
     key: Option<PublicKey>,
+    state: Arc<NodeState>,
 }
 
 /// How long a reload may take to read its configuration.
@@ -234,7 +267,10 @@ async fn serve_reloads(
         };
         match &outcome {
             Ok(changes) => info!("configuration reloaded: {changes}"),
-            Err(why) => warn!("configuration not reloaded, the running one is kept: {why}"),
+            Err(why) => {
+                parts.state.reload_refused();
+                warn!("configuration not reloaded, the running one is kept: {why}");
+            }
         }
         if let Some(reply) = reply {
             let _ = reply.send(outcome);
@@ -273,6 +309,8 @@ impl Parts {
         if let (Some(core), Some(config)) = (&self.core, &new.core) {
             core.check_reload(config).map_err(fail)?;
         }
+        self.state.book.configure(new.configured_peers());
+        let hash = new.hash.clone();
         // The dialed peers first: a removed one stops redialing before the
         // core part closes its tunnel.
         let mut changes = Vec::new();
@@ -282,6 +320,7 @@ impl Parts {
         if let (Some(core), Some(config)) = (&self.core, new.core) {
             changes.push(core.reload(&config, &dialed).map_err(fail)?);
         }
+        self.state.config_applied(&hash, true);
         Ok(changes.join("; "))
     }
 }

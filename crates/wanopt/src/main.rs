@@ -205,11 +205,13 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
             let node = wanopt_node::node::NodeConfig {
                 core: Some(config),
                 edge: None,
+                hash: cli::run::config_hash(&args, args.common.config.as_deref()),
             };
             let reload = cli::run::reloader(move || {
                 Ok(wanopt_node::node::NodeConfig {
                     core: Some(cli::node::core_config(&args)?),
                     edge: None,
+                    hash: cli::run::config_hash(&args, args.common.config.as_deref()),
                 })
             });
             return run_node(node, reload, threads);
@@ -227,11 +229,13 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
             let node = wanopt_node::node::NodeConfig {
                 core: None,
                 edge: Some(config),
+                hash: cli::run::config_hash(&args, args.common.config.as_deref()),
             };
             let reload = cli::run::reloader(move || {
                 Ok(wanopt_node::node::NodeConfig {
                     core: None,
                     edge: Some(cli::node::edge_config(&args)?),
+                    hash: cli::run::config_hash(&args, args.common.config.as_deref()),
                 })
             });
             return run_node(node, reload, threads);
@@ -246,7 +250,7 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
         }
         Command::Reload(args) => cli::run::reload(&args).map_err(Failure::runtime)?,
         Command::Status(args) => cli::status::status(&args).map_err(Failure::runtime)?,
-        Command::Flows(args) => cli::status::flows(&args).map_err(Failure::runtime)?,
+        Command::Flows(args) => cli::flows::flows(&args).map_err(Failure::runtime)?,
         Command::Cache(cmd) => cli::cache::run(&cmd).map_err(Failure::runtime)?,
         Command::Window(args) => return cli::path::window(&args),
         Command::HostCheck(args) => return cli::path::host_check(&args),

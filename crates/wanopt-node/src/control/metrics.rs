@@ -8,8 +8,9 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
 
+use crate::peer_book::PeerState;
 use crate::reduce::{CacheReport, PeerCacheStats};
-use crate::state::{NodeState, PeerStatus, Status};
+use crate::state::{ConfiguredPeerStatus, NodeState, PeerStatus, Status};
 use crate::transport::datagram::{FecStatus, PathStatus};
 use crate::transport::handshakes::HandshakeCounts;
 
@@ -28,6 +29,8 @@ pub fn render_metrics(state: &NodeState) -> String {
         role: s.role.name(),
     };
     node_gauges(&mut m, &s);
+    config_metrics(&mut m, &s);
+    configured_peer_metrics(&mut m, &s);
     tunnel_metrics(&mut m, &s);
     path_metrics(&mut m, &s);
     fec_metrics(&mut m, &s);
@@ -92,6 +95,124 @@ fn node_gauges(m: &mut Exposition, s: &Status) {
         "gauge",
         "The node-wide budget of flow receive windows (--window-budget).",
         &[(String::new(), s.window_budget_bytes as f64)],
+    );
+}
+
+/// The configuration's hash and the reloads so far.
+fn config_metrics(m: &mut Exposition, s: &Status) {
+    m.metric(
+        "config_reloads_total",
+        "counter",
+        "Reloads of the configuration (SIGHUP, POST /reload), by result: applied, or refused (the running configuration was kept).",
+        &[
+            (",result=\"applied\"".into(), s.reloads as f64),
+            (",result=\"refused\"".into(), s.reload_failures as f64),
+        ],
+    );
+    if let Some(hash) = &s.config_hash {
+        m.metric(
+            "config_info",
+            "gauge",
+            "Always 1; its hash label is the running configuration's (blake3 of the command line and the config file).",
+            &[(format!(",hash=\"{hash}\""), 1.0)],
+        );
+    }
+}
+
+/// A configured peer's labels: `peer`, its key (as on the tunnel
+/// metrics), and `name`, its name in the configuration (empty without).
+fn configured_labels(p: &ConfiguredPeerStatus) -> String {
+    format!(
+        ",peer=\"{}\",name=\"{}\"",
+        p.key,
+        p.name.as_deref().unwrap_or("")
+    )
+}
+
+/// Every peer of the configuration, up or down: its state, its flows and
+/// its bytes.
+fn configured_peer_metrics(m: &mut Exposition, s: &Status) {
+    let each = |value: &dyn Fn(&ConfiguredPeerStatus) -> f64| -> Vec<(String, f64)> {
+        s.configured_peers
+            .iter()
+            .map(|p| (configured_labels(p), value(p)))
+            .collect()
+    };
+    m.metric(
+        "peer_up",
+        "gauge",
+        "1 while a tunnel to the configured peer is up, 0 while it is down, connecting or refused (every peer of the configuration is listed).",
+        &each(&|p| f64::from(u8::from(p.state == PeerState::Up))),
+    );
+    let states: Vec<(String, f64)> = s
+        .configured_peers
+        .iter()
+        .flat_map(|p| {
+            PeerState::ALL.iter().map(move |state| {
+                (
+                    format!("{},state=\"{}\"", configured_labels(p), state.name()),
+                    f64::from(u8::from(p.state == *state)),
+                )
+            })
+        })
+        .collect();
+    m.metric(
+        "peer_state",
+        "gauge",
+        "1 for the configured peer's state (up, connecting, down, refused), 0 for the others.",
+        &states,
+    );
+    m.metric(
+        "peer_state_seconds",
+        "gauge",
+        "Seconds the configured peer has been in its state.",
+        &each(&|p| p.state_secs),
+    );
+    m.metric(
+        "peer_flows_active",
+        "gauge",
+        "Live flows carried to or from the configured peer.",
+        &each(&|p| p.flows_active as f64),
+    );
+    m.metric(
+        "peer_flows_total",
+        "counter",
+        "Flows carried to or from the configured peer since the node started.",
+        &each(&|p| p.flows_total as f64),
+    );
+    let directions = |lan: bool| -> Vec<(String, f64)> {
+        s.configured_peers
+            .iter()
+            .flat_map(|p| {
+                let (to_server, to_client) = match lan {
+                    true => (p.bytes_to_server, p.bytes_to_client),
+                    false => (p.wan_bytes_to_server, p.wan_bytes_to_client),
+                };
+                let labels = configured_labels(p);
+                [
+                    (
+                        format!("{labels},direction=\"to_server\""),
+                        to_server as f64,
+                    ),
+                    (
+                        format!("{labels},direction=\"to_client\""),
+                        to_client as f64,
+                    ),
+                ]
+            })
+            .collect()
+    };
+    m.metric(
+        "peer_lan_bytes_total",
+        "counter",
+        "Payload bytes of the configured peer's flows, by direction.",
+        &directions(true),
+    );
+    m.metric(
+        "peer_wan_bytes_total",
+        "counter",
+        "Tunnel bytes of the configured peer's flows (after data reduction), by direction.",
+        &directions(false),
     );
 }
 

@@ -17,6 +17,9 @@ use crate::transport::tunnel::TunnelTuning;
 pub struct AcceptedPeer {
     /// Its pinned public key.
     pub key: PublicKey,
+    /// Its `name` in the configuration (how `status`, `flows` and logs
+    /// name it).
+    pub name: Option<String>,
     /// Destinations the core may connect to for it; empty allows nothing.
     pub allow: RuleSet,
     /// Destinations the core may send its UDP flows to (never implied by

@@ -365,7 +365,16 @@ impl Core {
                 .datagrams
                 .bind_paths(&conn, crate::transport::datagram::Side::Server);
         }
-        info!("tunnel up from edge {remote} over {}", over.name());
+        let label = self.state.peer_up(
+            &conn,
+            over,
+            &format!("the edge dialed over {}", over.name()),
+        );
+        let named = match &label {
+            Some(label) => format!("{label} at {remote}"),
+            None => remote.to_string(),
+        };
+        info!("tunnel up from edge {named} over {}", over.name());
         if let Some(key) = peer_key(&conn) {
             if let Some(other) = self.state.key_also_at(key, remote) {
                 // Two nodes with one key, or one edge whose old tunnel has
@@ -373,16 +382,11 @@ impl Core {
                 warn!("edge key {key} is up from {remote} and from {other} at once (two edges with one key, or a stale tunnel)");
             }
         }
-        self.state.peer_up(
-            &conn,
-            over,
-            &format!("the edge dialed over {}", over.name()),
-        );
         let entry = match (&self.state.caches, peer_key(&conn)) {
             (Some(caches), Some(key)) => match caches.for_peer(key) {
                 Ok(entry) => Some(entry),
                 Err(e) => {
-                    warn!("data reduction off on the tunnel from {remote}: {e}");
+                    warn!("data reduction off on the tunnel from {named}: {e}");
                     None
                 }
             },
@@ -413,7 +417,7 @@ impl Core {
                     ));
                 }
                 Err(e) => {
-                    info!("tunnel from edge {remote} closed: {e}");
+                    info!("tunnel from edge {named} closed: {e}");
                     break;
                 }
             }
@@ -432,15 +436,16 @@ impl Core {
         let header = match tokio::time::timeout(HEADER_TIMEOUT, read_header(&mut recv)).await {
             Ok(Ok(header)) => header,
             Ok(Err(why)) => {
+                let named = self.state.peer_label(peer);
                 warn!(
-                    "stream {} from edge {peer}: {why}; resetting the stream",
+                    "stream {} from edge {named}: {why}; resetting the stream",
                     send.id()
                 );
                 reset_stream(&mut send, &mut recv, codes::PROTOCOL);
                 return;
             }
             Err(_) => {
-                warn!("stream {} from edge {peer}: no header within {HEADER_TIMEOUT:?}; resetting the stream", send.id());
+                warn!("stream {} from edge {}: no header within {HEADER_TIMEOUT:?}; resetting the stream", send.id(), self.state.peer_label(peer));
                 reset_stream(&mut send, &mut recv, codes::PROTOCOL);
                 return;
             }
@@ -466,8 +471,9 @@ impl Core {
                 Some(caches.reduction(entry.cache.clone(), conn.clone()))
             }
             (true, _, _) => {
+                let named = self.state.peer_label(peer);
                 warn!(
-                    "stream {} from edge {peer} asks for data reduction, which this tunnel does not run; resetting the stream",
+                    "stream {} from edge {named} asks for data reduction, which this tunnel does not run; resetting the stream",
                     send.id()
                 );
                 reset_stream(&mut send, &mut recv, codes::PROTOCOL);
@@ -483,8 +489,9 @@ impl Core {
             Err(refusal) => {
                 flows.totals.limited.fetch_add(1, Ordering::Relaxed);
                 if let Some(n) = refusal.log {
+                    let named = self.state.peer_label(peer);
                     warn!(
-                        "refusing new flows from edge {peer}: {}; {n} refused since the last such line",
+                        "refusing new flows from edge {named}: {}; {n} refused since the last such line",
                         refusal.hit
                     );
                 }
@@ -513,6 +520,7 @@ impl Core {
             Some(peer),
         );
         let flow = &guard.flow;
+        self.state.count_flow(flow, peer);
         // The edge's class for the flow: its download goes ahead of or
         // behind the others as its upload does.
         let _ = send.set_priority(interactive_level(
@@ -522,10 +530,11 @@ impl Core {
         let reply = ReplyRepr { status }.emit();
         let Some(tcp) = tcp else {
             flows.totals.refused.fetch_add(1, Ordering::Relaxed);
+            let named = self.state.peer_label(peer);
             self.log_refusal(
                 false,
                 format_args!(
-                    "flow {} {} -> {} from edge {peer}: {status}",
+                    "flow {} {} -> {} from edge {named}: {status}",
                     flow.id, header.source, header.destination
                 ),
             );
@@ -589,8 +598,9 @@ impl Core {
             Err(refusal) => {
                 flows.totals.limited.fetch_add(1, Ordering::Relaxed);
                 if let Some(n) = refusal.log {
+                    let named = self.state.peer_label(peer);
                     warn!(
-                        "refusing new flows from edge {peer}: {}; {n} refused since the last such line",
+                        "refusing new flows from edge {named}: {}; {n} refused since the last such line",
                         refusal.hit
                     );
                 }
@@ -617,10 +627,11 @@ impl Core {
                 flows.totals.flows.fetch_add(1, Ordering::Relaxed);
                 flows.totals.refused.fetch_add(1, Ordering::Relaxed);
                 self.state.udp.refused.fetch_add(1, Ordering::Relaxed);
+                let named = self.state.peer_label(peer);
                 self.log_refusal(
                     false,
                     format_args!(
-                        "udp flow {} -> {} from edge {peer}: {status}",
+                        "udp flow {} -> {} from edge {named}: {status}",
                         header.source, header.destination
                     ),
                 );
@@ -641,6 +652,7 @@ impl Core {
         let server = socket.peer_addr();
         let key = peer_key(&conn);
         let flow = guard.flow.clone();
+        self.state.count_flow(&flow, peer);
         let revoked = async {
             match server {
                 Ok(addr) => self.revoke_when_not_permitted(key, addr, true, &flow).await,

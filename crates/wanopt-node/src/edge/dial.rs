@@ -15,6 +15,7 @@ use crate::error::{NodeError, ResolveFailure};
 use crate::flow::udp::edge::UdpTunnel;
 use crate::flow::udp::{read_datagrams, TunnelFlows};
 use crate::lifecycle::Shutdown;
+use crate::peer_book::PeerRecord;
 use crate::reduce;
 use crate::state::NodeState;
 use crate::transport::carrier;
@@ -110,6 +111,8 @@ pub(super) struct Published {
     pub(super) wants_udp: bool,
     /// Called when the tunnel comes up or goes down.
     pub(super) changed: Arc<dyn Fn() + Send + Sync>,
+    /// The configured peer, told when a dial fails.
+    pub(super) record: Arc<PeerRecord>,
 }
 
 /// Keeps one connection to the core up, reconnecting with exponential
@@ -234,6 +237,7 @@ pub(super) async fn maintain_tunnel(
             }
             Err((addr, error)) => {
                 let error = identity::readable_handshake_error(error);
+                published.record.dial_failed(&error);
                 if error != last_error {
                     warn!("cannot reach core {core}: {error}; retrying with backoff");
                     last_error = error.clone();
@@ -501,12 +505,13 @@ async fn carry(
         ..
     } = up;
     let addr = conn.remote_address();
+    let label = state.peer_up(&conn, transport, &why);
     info!(
-        "tunnel up to core {addr} over {} ({why}; rtt {:?})",
+        "tunnel up to core {}{addr} over {} ({why}; rtt {:?})",
+        label.map(|l| format!("{l} at ")).unwrap_or_default(),
         transport.name(),
         conn.rtt()
     );
-    state.peer_up(&conn, transport, &why);
     let flows = TunnelFlows::new(false);
     tokio::spawn(read_datagrams(
         conn.clone(),

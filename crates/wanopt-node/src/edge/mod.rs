@@ -200,6 +200,7 @@ impl Edge {
                 None => Core::Named(config.endpoint.clone()),
             },
         };
+        let record = self.state.book.dialed(&config.endpoint, &config.keys);
         let upstream = Arc::new(Upstream::new(config, tunnel_rx, udp_rx));
         tokio::spawn(maintain_tunnel(
             self.endpoint.clone(),
@@ -216,6 +217,7 @@ impl Edge {
                     let upstreams = self.upstreams.clone();
                     Arc::new(move || upstreams.refresh())
                 },
+                record,
             },
             (upstream.stop.clone(), upstream.removed.clone()),
         ));
@@ -507,6 +509,7 @@ impl Edge {
             Some(conn.remote_address()),
         );
         let flow = &guard.flow;
+        self.state.count_flow(flow, conn.remote_address());
         if let Some(class) = treatment.class {
             flow.set_class(class);
         }

@@ -26,6 +26,8 @@ pub struct UpstreamConfig {
     pub keys: Vec<PublicKey>,
     /// The destinations sent to it; empty: what no other peer's routes hold.
     pub routes: RuleSet,
+    /// Its `name` in the configuration.
+    pub name: Option<String>,
 }
 
 impl UpstreamConfig {

@@ -104,6 +104,43 @@ impl ReduceCounters {
     }
 }
 
+/// What one configured peer's flows carried: kept by the node's peer
+/// book, counted up as each flow is given to the peer and folded into as
+/// it ends (a live flow's bytes are added when read).
+#[derive(Debug)]
+pub struct PeerTraffic {
+    /// How the peer is named in `flows` and logs: its `name`, or its key.
+    label: std::sync::RwLock<std::sync::Arc<str>>,
+    /// Flows given to the peer.
+    pub flows: AtomicU64,
+    /// Bytes of its finished flows: LAN client to server and server to
+    /// client, WAN client to server and server to client.
+    pub finished: [AtomicU64; 4],
+}
+
+impl PeerTraffic {
+    /// Counters for a peer labelled `label`.
+    pub fn new(label: &str) -> PeerTraffic {
+        PeerTraffic {
+            label: std::sync::RwLock::new(label.into()),
+            flows: AtomicU64::new(0),
+            finished: Default::default(),
+        }
+    }
+
+    /// The peer's label.
+    pub fn label(&self) -> std::sync::Arc<str> {
+        self.label.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Names the peer anew (a reload gave it another `name`).
+    pub fn relabel(&self, label: &str) {
+        if *self.label() != *label {
+            *self.label.write().unwrap_or_else(|e| e.into_inner()) = label.into();
+        }
+    }
+}
+
 /// Fraction of `lan` bytes saved on the WAN.
 pub fn reduction(lan: u64, wan: u64) -> f64 {
     if lan == 0 {

@@ -33,9 +33,10 @@ pub(crate) mod urgency;
 
 pub use abort::{reset_tcp, Abort, ResetCounters, ResetReason};
 pub use carry::{carry, report};
-pub use counters::{reduction, ReduceCounters, ReduceTotals};
+pub use counters::{reduction, PeerTraffic, ReduceCounters, ReduceTotals};
 pub use pump::{Facing, CHUNK, FIRST_READ};
 pub use splice::{splice_stream, splice_tcp};
 pub use table::{
-    ByteTotals, DatagramCounters, Flow, FlowGuard, FlowInfo, FlowState, FlowTable, Totals,
+    ByteTotals, DatagramCounters, Flow, FlowGuard, FlowInfo, FlowState, FlowTable, LiveTraffic,
+    Totals,
 };

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::abort::{Abort, ResetCounters};
-use super::counters::{reduction, ReduceCounters, ReduceTotals};
+use super::counters::{reduction, PeerTraffic, ReduceCounters, ReduceTotals};
 
 /// The flow table gives freed memory back to the system once this many
 /// flows ended since the most it held.
@@ -76,6 +76,8 @@ pub struct Flow {
     pub peer: Option<SocketAddr>,
     /// Its traffic class (`--class`), at the edge, when one matched.
     class: std::sync::OnceLock<Arc<str>>,
+    /// The configured peer it is counted to, once known.
+    peer_traffic: std::sync::OnceLock<Arc<PeerTraffic>>,
     state: AtomicU8,
     /// Payload bytes from client to server.
     pub to_server: AtomicU64,
@@ -120,6 +122,31 @@ impl Flow {
     /// Its traffic class, if one matched.
     pub fn class(&self) -> Option<&str> {
         self.class.get().map(|c| &**c)
+    }
+
+    /// Counts the flow to its configured peer (once; later calls are
+    /// ignored): its bytes go to the peer's counters when it ends.
+    pub fn count_to(&self, peer: Arc<PeerTraffic>) {
+        if let Ok(()) = self.peer_traffic.set(peer.clone()) {
+            peer.flows.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The configured peer it is counted to, if any.
+    pub fn peer_traffic(&self) -> Option<&Arc<PeerTraffic>> {
+        self.peer_traffic.get()
+    }
+
+    /// Its byte counters: LAN to server and to client, WAN to server and
+    /// to client.
+    fn byte_counts(&self) -> [u64; 4] {
+        [
+            &self.to_server,
+            &self.to_client,
+            &self.wan_to_server,
+            &self.wan_to_client,
+        ]
+        .map(|a| a.load(Ordering::Relaxed))
     }
 
     /// Current state.
@@ -223,6 +250,7 @@ impl Flow {
             services: self.services.iter().map(|s| s.to_string()).collect(),
             class: self.class().map(str::to_owned),
             peer: self.peer.map(|p| p.to_string()),
+            peer_name: self.peer_traffic().map(|t| t.label().to_string()),
         }
     }
 }
@@ -296,6 +324,9 @@ pub struct FlowInfo {
     pub class: Option<String>,
     /// Tunnel peer, if tunnelled.
     pub peer: Option<String>,
+    /// The tunnel peer's `name` from the configuration, or its key.
+    #[serde(default)]
+    pub peer_name: Option<String>,
 }
 
 impl<'de> serde::Deserialize<'de> for FlowState {
@@ -388,7 +419,22 @@ impl Drop for FlowGuard {
             to.fetch_add(from.load(Ordering::Relaxed), Ordering::Relaxed);
         }
         totals.reduce.add(flow.reduce.load());
+        if let Some(peer) = flow.peer_traffic() {
+            for (sum, n) in peer.finished.iter().zip(flow.byte_counts()) {
+                sum.fetch_add(n, Ordering::Relaxed);
+            }
+        }
     }
+}
+
+/// What the live flows of one configured peer carry now.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LiveTraffic {
+    /// Live flows.
+    pub flows: u64,
+    /// Their bytes: LAN to server and to client, WAN to server and to
+    /// client.
+    pub bytes: [u64; 4],
 }
 
 impl FlowTable {
@@ -420,6 +466,7 @@ impl FlowTable {
             services,
             peer,
             class: std::sync::OnceLock::new(),
+            peer_traffic: std::sync::OnceLock::new(),
             state: AtomicU8::new(FlowState::Connecting as u8),
             to_server: AtomicU64::new(0),
             to_client: AtomicU64::new(0),
@@ -462,6 +509,23 @@ impl FlowTable {
         let mut infos: Vec<FlowInfo> = flows.iter().map(|f| f.info(now)).collect();
         infos.sort_by_key(|f| f.id);
         infos
+    }
+
+    /// What the live flows carry now, by the configured peer they are
+    /// counted to (keyed by the address of its [`PeerTraffic`]).
+    pub fn live_by_peer(&self) -> HashMap<usize, LiveTraffic> {
+        let mut by_peer: HashMap<usize, LiveTraffic> = HashMap::new();
+        for flow in self.live() {
+            let Some(peer) = flow.peer_traffic() else {
+                continue;
+            };
+            let live = by_peer.entry(Arc::as_ptr(peer) as usize).or_default();
+            live.flows += 1;
+            for (sum, n) in live.bytes.iter_mut().zip(flow.byte_counts()) {
+                *sum += n;
+            }
+        }
+        by_peer
     }
 
     /// Byte counters over all flows, live and finished.

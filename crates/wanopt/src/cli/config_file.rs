@@ -90,6 +90,9 @@ pub(super) struct FileConfig {
 pub(super) struct PeerSection {
     /// Its public key (`wanopt pubkey`).
     pub(super) public_key: String,
+    /// How `status`, `flows`, `/metrics` and logs name it (letters,
+    /// digits, `.`, `_`, `-`); absent: its key.
+    pub(super) name: Option<String>,
     /// Where to dial it, HOST:PORT (a node dials the peers that have one).
     pub(super) endpoint: Option<String>,
     /// Destinations sent to it, CIDR[:PORT[-PORT]]; none: what no other

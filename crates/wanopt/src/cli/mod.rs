@@ -4,6 +4,7 @@ pub mod cache;
 mod config_file;
 pub mod docs;
 pub mod firewall;
+pub mod flows;
 pub mod node;
 pub mod outcome;
 pub mod path;

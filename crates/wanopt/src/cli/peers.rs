@@ -26,6 +26,7 @@ pub(super) enum Mode {
 #[derive(Debug, Clone)]
 pub(super) struct Section {
     key: PublicKey,
+    name: Option<String>,
     endpoint: Option<String>,
     routes: RuleSet,
     allow: Option<RuleSet>,
@@ -79,6 +80,14 @@ impl Peers {
             }
             seen.push(*k);
         }
+        let mut names: Vec<&str> = sections.iter().filter_map(|s| s.name.as_deref()).collect();
+        names.sort_unstable();
+        if let Some(twice) = names.windows(2).find(|w| w[0] == w[1]) {
+            bail!(
+                "peer name {:?} is given twice: give each peer its own name",
+                twice[0]
+            );
+        }
         Ok(Peers {
             flag_keys,
             sections,
@@ -90,11 +99,13 @@ impl Peers {
     pub(super) fn accepted(&self, allow: &RuleSet, allow_udp: &RuleSet) -> Vec<AcceptedPeer> {
         let flags = self.flag_keys.iter().map(|&key| AcceptedPeer {
             key,
+            name: None,
             allow: allow.clone(),
             allow_udp: allow_udp.clone(),
         });
         let sections = self.sections.iter().map(|s| AcceptedPeer {
             key: s.key,
+            name: s.name.clone(),
             allow: s.allow.clone().unwrap_or_else(|| allow.clone()),
             allow_udp: s.allow_udp.clone().unwrap_or_else(|| allow_udp.clone()),
         });
@@ -113,6 +124,7 @@ impl Peers {
                 },
                 keys: self.flag_keys.clone(),
                 routes: RuleSet::default(),
+                name: None,
             }),
             (Some(endpoint), true) => bail!(
                 "--core {endpoint} has no key: give --peer-key PUB (the core's `wanopt pubkey` output), or a [[peer]] with endpoint = \"{endpoint}\""
@@ -128,6 +140,7 @@ impl Peers {
                     endpoint: endpoint.clone(),
                     keys: vec![s.key],
                     routes: s.routes.clone(),
+                    name: s.name.clone(),
                 });
             }
         }
@@ -165,6 +178,12 @@ fn section(n: usize, s: &PeerSection, mode: Mode) -> anyhow::Result<Section> {
     }
     let section = Section {
         key,
+        name: s
+            .name
+            .as_deref()
+            .map(check_name)
+            .transpose()
+            .with_context(|| format!("[[peer]] #{n} ({key})"))?,
         endpoint: s.endpoint.clone(),
         routes: parsed(&s.routes, "routes")?,
         allow: s.allow.as_deref().map(|a| parsed(a, "allow")).transpose()?,
@@ -189,6 +208,22 @@ fn section(n: usize, s: &PeerSection, mode: Mode) -> anyhow::Result<Section> {
         ),
         _ => Ok(section),
     }
+}
+
+/// The longest peer name.
+const MAX_NAME: usize = 64;
+
+/// Checks a peer's `name`: 1 to 64 letters, digits, `.`, `_` or `-` (it
+/// is a label in `/metrics` and a word in log lines).
+fn check_name(name: &str) -> anyhow::Result<String> {
+    let fits = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if name.is_empty() || name.len() > MAX_NAME || !name.chars().all(fits) {
+        bail!(
+            "name {:?}: give 1 to {MAX_NAME} letters, digits, '.', '_' or '-' (e.g. branch-paris)",
+            name.chars().take(80).collect::<String>()
+        );
+    }
+    Ok(name.to_owned())
 }
 
 /// Address rules, `CIDR[:PORT[-PORT]]` each.

@@ -96,7 +96,26 @@ pub fn run_config(args: &RunArgs) -> anyhow::Result<NodeConfig> {
         // One node, one budget of receive windows over all its tunnels.
         edge.tuning.window_budget = core.tuning.window_budget.clone();
     }
-    Ok(NodeConfig { core, edge })
+    Ok(NodeConfig {
+        core,
+        edge,
+        hash: config_hash(args, Some(&args.config)),
+    })
+}
+
+/// The hash of a node's configuration: blake3 over its command line's
+/// options and its config file's bytes, 16 hex digits. `/status` and
+/// `/metrics` show it, so an operator can tell which configuration each
+/// node runs.
+pub fn config_hash(args: &impl std::fmt::Debug, file: Option<&std::path::Path>) -> String {
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(format!("{args:?}").as_bytes());
+    if let Some(text) = file.and_then(|f| {
+        super::config_file::read_regular(f, super::config_file::MAX_CONFIG_BYTES).ok()
+    }) {
+        hasher.update(text.as_bytes());
+    }
+    hasher.finalize().to_hex()[..16].to_owned()
 }
 
 /// How a node command reads its configuration again on reload: the same

@@ -7,7 +7,6 @@ use anyhow::Context;
 use clap::Args;
 
 use wanopt_node::control::token::ControlToken;
-use wanopt_node::control::Flows;
 use wanopt_node::state::{Role, Status};
 use wanopt_path::rate_text;
 
@@ -181,7 +180,7 @@ pub fn counted(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-fn human_secs(secs: f64) -> String {
+pub(super) fn human_secs(secs: f64) -> String {
     let s = secs as u64;
     match s {
         0..=59 => format!("{secs:.1}s"),
@@ -210,6 +209,9 @@ pub fn status(args: &QueryArgs) -> anyhow::Result<()> {
         s.tunnel,
         congestion.as_str().unwrap_or("?")
     )?;
+    for line in configured_lines(&s) {
+        writeln!(out, "{line}")?;
+    }
     for p in &s.peers {
         writeln!(
             out,
@@ -341,6 +343,63 @@ pub fn status(args: &QueryArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The configuration's peers, up or down, one line each (state, since,
+/// why, flows, bytes), and the configuration's hash and reloads.
+fn configured_lines(s: &Status) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let Some(hash) = &s.config_hash {
+        let refused = match s.reload_failures {
+            0 => String::new(),
+            n => format!(", {n} refused"),
+        };
+        lines.push(format!(
+            "config      hash {hash}, {}{refused}",
+            counted(s.reloads, "reload", "reloads")
+        ));
+    }
+    if s.configured_peers.is_empty() {
+        return lines;
+    }
+    let up = s
+        .configured_peers
+        .iter()
+        .filter(|p| p.state == wanopt_node::peer_book::PeerState::Up)
+        .count();
+    lines.push(format!(
+        "peers       {} configured, {up} up",
+        s.configured_peers.len()
+    ));
+    for p in &s.configured_peers {
+        let at = match (&p.endpoint, p.tunnels.first()) {
+            (_, Some(tunnel)) => format!(" at {tunnel}"),
+            (Some(endpoint), None) => format!(" dialed at {endpoint}"),
+            (None, None) => String::new(),
+        };
+        let why = p
+            .why
+            .as_deref()
+            .map(|w| format!(": {w}"))
+            .unwrap_or_default();
+        lines.push(format!(
+            "  {}{at} {} for {}{why}",
+            p.label,
+            p.state.name(),
+            human_secs(p.state_secs)
+        ));
+        if p.flows_total > 0 {
+            lines.push(format!(
+                "    {} live, {} in all; {} to server, {} to client, {:.0}% saved",
+                counted(p.flows_active, "flow", "flows"),
+                p.flows_total,
+                human_bytes(p.bytes_to_server),
+                human_bytes(p.bytes_to_client),
+                p.reduction * 100.0
+            ));
+        }
+    }
+    lines
+}
+
 /// A peer's packets, tail duplication, FEC, reconnections and last error.
 fn path_lines(
     out: &mut impl std::io::Write,
@@ -420,7 +479,7 @@ fn paths_lines(paths: &wanopt_node::datagram::PathsStatus) -> Vec<String> {
 /// Lines on a path's continuous FEC: what this node sends (the code, the
 /// loss the peer measured, the overhead, what the peer rebuilt) and what
 /// it receives (the loss, what it rebuilt, what was left).
-fn fec_lines(f: &wanopt_node::datagram::FecStatus) -> Vec<String> {
+pub(super) fn fec_lines(f: &wanopt_node::datagram::FecStatus) -> Vec<String> {
     let mut lines = Vec::new();
     let code = match &f.code {
         Some(code) => format!("on, {code} ({:.1}% repairs)", f.ratio_percent),
@@ -506,106 +565,6 @@ fn duplication_line(d: &wanopt_node::datagram::DuplicationStatus) -> String {
         line.push_str(&format!(", {} over budget", d.over_budget));
     }
     line + &rebuilt
-}
-
-/// A flow's services; a UDP flow's datagrams each way and the loss this
-/// node counted (the direction it receives).
-fn services_text(flow: &wanopt_node::flow::FlowInfo, role: Role) -> String {
-    let mut services = flow.services.join(",");
-    if let Some(class) = &flow.class {
-        services = format!("{services} [{class}]");
-    }
-    if !flow.services.iter().any(|s| s == "udp") {
-        return services;
-    }
-    // Each node counts the loss of the direction it receives.
-    let lost = match role {
-        Role::Edge => format!("lost {} down", flow.lost_to_client),
-        Role::Core => format!("lost {} up", flow.lost_to_server),
-        Role::EdgeCore => format!(
-            "lost {} toward the client, {} toward the server",
-            flow.lost_to_client, flow.lost_to_server
-        ),
-    };
-    format!(
-        "{services} ({} up, {} down datagrams; {lost})",
-        flow.datagrams_to_server, flow.datagrams_to_client
-    )
-}
-
-/// Runs `wanopt flows`.
-pub fn flows(args: &QueryArgs) -> anyhow::Result<()> {
-    let body = fetch(args.control, "/flows")?;
-    let mut out = stdout();
-    if args.json {
-        writeln!(out, "{body}")?;
-        return Ok(());
-    }
-    let f: Flows = serde_json::from_str(&body).context("the control API sent malformed flows")?;
-    let (up, down) = lan_columns(f.role);
-    writeln!(
-                out,
-        "{:>6}  {:<22} {:<24} {:<12} {:>11} {:>11} {:>10} {:>10} {:>6} {:>13} {:>13} {:>7}  SERVICES",
-        "ID",
-        "SOURCE",
-        "DESTINATION",
-        "STATE",
-        up,
-        down,
-        "WAN-UP",
-        "WAN-DOWN",
-        "SAVED",
-        "RATE-UP",
-        "RATE-DOWN",
-        "AGE"
-    )?;
-    for flow in &f.flows {
-        let state = serde_json::to_value(flow.state)?;
-        writeln!(
-                out,
-            "{:>6}  {:<22} {:<24} {:<12} {:>11} {:>11} {:>10} {:>10} {:>5.0}% {:>13} {:>13} {:>7}  {}",
-            flow.id,
-            flow.source,
-            flow.destination,
-            state.as_str().unwrap_or("?"),
-            human_bytes(flow.bytes_to_server),
-            human_bytes(flow.bytes_to_client),
-            human_bytes(flow.wan_bytes_to_server),
-            human_bytes(flow.wan_bytes_to_client),
-            flow.reduction * 100.0,
-            rate_text(flow.rate_to_server_bps as f64),
-            rate_text(flow.rate_to_client_bps as f64),
-            human_secs(flow.age_secs),
-            services_text(flow, f.role)
-        )?;
-    }
-    if f.flows.is_empty() {
-        writeln!(out, "(no live flows)")?;
-    } else if f.role == Role::Edge {
-        writeln!(
-            out,
-            "(FROM-CLIENT: taken from the client into the tunnel; an upload has reached the server once the core's TO-SERVER shows it)"
-        )?;
-    }
-    for path in &f.paths {
-        if let Some(fec) = &path.fec {
-            for line in fec_lines(fec) {
-                writeln!(out, "path {}  fec {line}", path.peer)?;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The flow table's LAN byte columns as this node counts them: an edge
-/// takes the client's bytes in and delivers the server's, a core
-/// delivers the client's and takes the server's in.
-fn lan_columns(role: Role) -> (&'static str, &'static str) {
-    match role {
-        Role::Edge => ("FROM-CLIENT", "TO-CLIENT"),
-        Role::Core => ("TO-SERVER", "FROM-SERVER"),
-        Role::EdgeCore => ("TO-SERVER", "TO-CLIENT"),
-    }
 }
 
 /// `status`'s resets line: the total, then each reason that occurred;

@@ -279,6 +279,7 @@ impl FlowRun {
             Some(conn.remote_address()),
         );
         let flow = &guard.flow;
+        state.count_flow(flow, conn.remote_address());
         if let Some(class) = treatment.class {
             flow.set_class(class);
         }

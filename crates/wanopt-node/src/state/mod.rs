@@ -9,15 +9,18 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::flow::{reduction, FlowTable};
+use crate::flow::{reduction, Flow, FlowTable};
+use crate::peer_book::{PeerBook, PeerRecord};
 use crate::reduce::{CacheReport, Caches};
-use crate::transport::datagram::{
-    DatagramHandle, DuplicationMode, DuplicationStatus, FecStatus, PathSample, PathsStatus,
-};
+use crate::transport::datagram::{DatagramHandle, DuplicationMode, PathSample};
 use crate::transport::handshakes::Handshakes;
 use crate::transport::identity::{peer_key, PublicKey};
 use crate::transport::model;
 use crate::transport::tunnel::{Congestion, ReceiveBudget, Transport};
+
+mod status;
+
+pub use status::{BbrStatus, ConfiguredPeerStatus, PeerStatus, Status};
 
 /// A reload asked for over the control API: the reply is what changed,
 /// or why nothing did.
@@ -63,6 +66,15 @@ struct PeerEntry {
     rx_bps: f64,
     /// What carries the tunnel, and why (kept while it is down).
     transport: Option<(Transport, String)>,
+    /// The configured peer the tunnel is to, once its key is known.
+    record: Option<Arc<PeerRecord>>,
+}
+
+/// Whether a tunnel to the configured peer `record` is up in `peers`.
+fn any_up(peers: &BTreeMap<SocketAddr, PeerEntry>, record: &Arc<PeerRecord>) -> bool {
+    peers.values().any(|e| {
+        e.connection.is_some() && e.record.as_ref().is_some_and(|o| Arc::ptr_eq(o, record))
+    })
 }
 
 /// Shared state of a running node.
@@ -89,200 +101,20 @@ pub struct NodeState {
     reloads: std::sync::OnceLock<tokio::sync::mpsc::Sender<ReloadRequest>>,
     started: Instant,
     peers: Mutex<BTreeMap<SocketAddr, PeerEntry>>,
+    /// The peers of the configuration, up or down.
+    pub book: PeerBook,
+    /// The configuration's hash and the reloads so far.
+    config: Mutex<ConfigRecord>,
     /// Set when the node begins to shut down (no new tunnels or flows).
     closing: std::sync::atomic::AtomicBool,
 }
 
-/// One tunnel peer as `/status` shows it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct PeerStatus {
-    /// The peer's UDP address.
-    pub address: String,
-    /// `up`, or `down` while (re)connecting.
-    pub state: String,
-    /// The peer's pinned public key, once authenticated.
-    pub key: Option<String>,
-    /// Smoothed round-trip time, milliseconds.
-    pub rtt_ms: Option<f64>,
-    /// The controller's estimate of what the path carries, Mbit/s of UDP
-    /// payload: BBR's bottleneck bandwidth estimate, or the window over
-    /// the RTT for CUBIC and NewReno.
-    pub bandwidth_estimate_mbps: Option<f64>,
-    /// BBR's model of the path (the sending direction), when the tunnel
-    /// runs wanopt's BBR.
-    #[serde(default)]
-    pub bbr: Option<BbrStatus>,
-    /// Measured UDP send rate over the last second, Mbit/s.
-    pub send_rate_mbps: f64,
-    /// Measured UDP receive rate over the last second, Mbit/s.
-    pub receive_rate_mbps: f64,
-    /// Congestion window, bytes.
-    pub cwnd_bytes: Option<u64>,
-    /// Current path MTU (UDP payload), bytes.
-    pub mtu: Option<u16>,
-    /// Packets sent on the path.
-    pub sent_packets: Option<u64>,
-    /// Packets declared lost on the path.
-    pub lost_packets: Option<u64>,
-    /// UDP flows' datagrams dropped unsent after waiting
-    /// [`crate::transport::tunnel::UDP_MAX_QUEUE_DELAY`].
-    #[serde(default)]
-    pub datagrams_expired: Option<u64>,
-    /// Congestion events.
-    pub congestion_events: Option<u64>,
-    /// Tail duplication on this path (what this node sends).
-    #[serde(default)]
-    pub duplication: Option<DuplicationStatus>,
-    /// Continuous FEC on this path, both directions.
-    #[serde(default)]
-    pub fec: Option<FecStatus>,
-    /// The WAN paths to the peer (`--path`), when it has several.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub paths: Option<PathsStatus>,
-    /// Seconds in the current state.
-    pub state_secs: f64,
-    /// Reconnections so far.
-    pub reconnects: u64,
-    /// Dials that failed so far (while the peer is unreachable too).
-    #[serde(default)]
-    pub dial_failures: u64,
-    /// The last connection error, if any.
-    pub last_error: Option<String>,
-    /// What carries the tunnel: `quic` (UDP) or `tcp`.
-    #[serde(default)]
-    pub transport: Option<String>,
-    /// Why that transport (the edge's choice, as it said it).
-    #[serde(default)]
-    pub transport_why: Option<String>,
-}
-
-/// wanopt's BBR as it models the path in this node's sending direction.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct BbrStatus {
-    /// `startup`, `drain`, `probe_bw` or `probe_rtt`.
-    pub mode: String,
-    /// Bottleneck bandwidth estimate, Mbit/s of UDP payload (0 before the
-    /// first delivery-rate sample).
-    pub bandwidth_mbps: f64,
-    /// The rate the sender is paced at, Mbit/s.
-    pub pacing_mbps: Option<f64>,
-    /// Propagation delay estimate (the windowed min RTT), milliseconds.
-    pub min_rtt_ms: Option<f64>,
-    /// Whether the path's rate is judged to move (a cellular link).
-    #[serde(default)]
-    pub moving: bool,
-}
-
-impl BbrStatus {
-    /// The BBR state of `conn`'s controller, if it is wanopt's BBR.
-    fn of(conn: &quinn::Connection) -> Option<BbrStatus> {
-        let bbr = model::bbr(conn)?;
-        let mbps = |bytes_per_sec: u64| bytes_per_sec as f64 * 8.0 / 1e6;
-        Some(BbrStatus {
-            mode: bbr.mode.name().to_owned(),
-            bandwidth_mbps: mbps(bbr.bandwidth),
-            pacing_mbps: bbr.pacing_rate.map(mbps),
-            min_rtt_ms: bbr.min_rtt.map(|r| r.as_secs_f64() * 1e3),
-            moving: bbr.moving,
-        })
-    }
-}
-
-/// What `/status` returns.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Status {
-    /// `edge` or `core`.
-    pub role: Role,
-    /// wanopt version.
-    pub version: String,
-    /// Seconds since the node started.
-    pub uptime_secs: f64,
-    /// `up` when at least one tunnel is up.
-    pub tunnel: String,
-    /// Congestion controller.
-    pub congestion: Congestion,
-    /// Tunnel peers.
-    pub peers: Vec<PeerStatus>,
-    /// Live flows.
-    pub flows_active: u64,
-    /// Flows since start.
-    pub flows_total: u64,
-    /// Flows refused or reset before data flowed end to end.
-    pub flows_refused: u64,
-    /// Flows passed straight through.
-    pub flows_passed_through: u64,
-    /// Flows refused by `--max-flows` or `--max-flows-per-source`.
-    #[serde(default)]
-    pub flows_limited: u64,
-    /// Flows reset since start, by reason (`lan`, `tunnel`, `codec`,
-    /// `peer_codec`, `idle`, `policy`, `tunnel_lost`; see
-    /// [`crate::flow::ResetReason`]).
-    #[serde(default)]
-    pub flow_resets: BTreeMap<String, u64>,
-    /// Flow receive windows granted now, bytes (`--window-budget`).
-    #[serde(default)]
-    pub window_granted_bytes: u64,
-    /// The node-wide budget of flow receive windows, bytes.
-    #[serde(default)]
-    pub window_budget_bytes: u64,
-    /// UDP flows (`--forward-udp`): opened, refused, datagrams dropped.
-    #[serde(default)]
-    pub udp: crate::flow::udp::UdpSnapshot,
-    /// Payload bytes client to server.
-    pub bytes_to_server: u64,
-    /// Payload bytes server to client.
-    pub bytes_to_client: u64,
-    /// Whether the node runs the `reduce` service.
-    #[serde(default)]
-    pub reduce: bool,
-    /// Flows since start that ran `reduce` (a node runs it only on flows
-    /// its peer reduces too, and not to `--no-reduce-to` destinations).
-    #[serde(default)]
-    pub flows_reduced: u64,
-    /// WAN bytes client to server (after data reduction).
-    #[serde(default)]
-    pub wan_bytes_to_server: u64,
-    /// WAN bytes server to client (after data reduction).
-    #[serde(default)]
-    pub wan_bytes_to_client: u64,
-    /// Fraction of LAN bytes that did not cross the WAN.
-    #[serde(default)]
-    pub reduction: f64,
-    /// Chunks sent as references to the peer's cache.
-    #[serde(default)]
-    pub references: u64,
-    /// References resolved from this node's cache.
-    #[serde(default)]
-    pub cache_hits: u64,
-    /// References and spans this node's cache could not resolve (it asked
-    /// the peer for the chunks: a damaged or lost record).
-    #[serde(default)]
-    pub cache_misses: u64,
-    /// Chunks and chunk lists this node sent again at the peer's request.
-    #[serde(default)]
-    pub repairs: u64,
-    /// Pieces sent: held bytes of a trickling source sent before their
-    /// chunk's end.
-    #[serde(default)]
-    pub pieces: u64,
-    /// Memory held now by the stream compressors (zstd or LZMA2) of
-    /// sending flows.
-    #[serde(default)]
-    pub compressor_bytes: u64,
-    /// Memory held now by the stream decompression contexts of receiving
-    /// flows.
-    #[serde(default)]
-    pub decompressor_bytes: u64,
-    /// The bound on flows' stream compressors (`--compressor-memory`).
-    #[serde(default)]
-    pub compressor_budget: u64,
-    /// Of it, what flows have reserved now.
-    #[serde(default)]
-    pub compressor_reserved: u64,
-    /// Times a flow got a cheaper codec than it wanted because the budget
-    /// was spent.
-    #[serde(default)]
-    pub compressor_step_downs: u64,
+/// The configuration a node runs, and its reloads.
+#[derive(Debug, Default)]
+struct ConfigRecord {
+    hash: Option<String>,
+    reloads: u64,
+    failures: u64,
 }
 
 impl NodeState {
@@ -305,6 +137,8 @@ impl NodeState {
             reloads: std::sync::OnceLock::new(),
             started: Instant::now(),
             peers: Mutex::new(BTreeMap::new()),
+            book: PeerBook::default(),
+            config: Mutex::default(),
             closing: std::sync::atomic::AtomicBool::new(false),
         })
     }
@@ -344,15 +178,22 @@ impl NodeState {
             tx_bps: 0.0,
             rx_bps: 0.0,
             transport: None,
+            record: None,
         });
-        if entry.connection.take().is_some() {
+        let was_up = entry.connection.take().is_some();
+        if was_up {
             entry.since = Instant::now();
         }
+        let record = entry.record.clone().filter(|_| was_up);
+        let error_text = error.clone();
         if error.is_some() {
             entry.last_error = error;
         }
         entry.tx_bps = 0.0;
         entry.rx_bps = 0.0;
+        if let Some(record) = record.filter(|r| !any_up(&peers, r)) {
+            record.down(error_text.as_deref().unwrap_or("the tunnel closed"));
+        }
     }
 
     /// Another host (IP address) from which a tunnel authenticated as
@@ -373,10 +214,21 @@ impl NodeState {
         }
     }
 
-    /// Records a tunnel that came up, `over` UDP or TCP, and why.
-    pub fn peer_up(&self, connection: &quinn::Connection, over: Transport, why: &str) {
+    /// Records a tunnel that came up, `over` UDP or TCP, and why; how
+    /// logs name the peer (its configured name, or its key).
+    pub fn peer_up(
+        &self,
+        connection: &quinn::Connection,
+        over: Transport,
+        why: &str,
+    ) -> Option<Arc<str>> {
         let address = connection.remote_address();
         let key = peer_key(connection);
+        let record = key.and_then(|k| self.book.by_key(&k));
+        if let Some(record) = &record {
+            record.up();
+        }
+        let label = record.as_ref().map(|r| r.label());
         let mut peers = self.peers();
         let reconnects = peers
             .get(&address)
@@ -396,8 +248,44 @@ impl NodeState {
                 tx_bps: 0.0,
                 rx_bps: 0.0,
                 transport: Some((over, why.to_owned())),
+                record,
             },
         );
+        label
+    }
+
+    /// Counts `flow`, carried by the tunnel at `address`, to its
+    /// configured peer.
+    pub fn count_flow(&self, flow: &Flow, address: SocketAddr) {
+        let record = self.peers().get(&address).and_then(|e| e.record.clone());
+        if let Some(record) = record {
+            flow.count_to(record.traffic.clone());
+        }
+    }
+
+    /// How logs name the peer whose tunnel is at `address`: its
+    /// configured name or key, and the address.
+    pub fn peer_label(&self, address: SocketAddr) -> String {
+        match self.peers().get(&address).and_then(|e| e.record.clone()) {
+            Some(record) => format!("{} at {address}", record.label()),
+            None => address.to_string(),
+        }
+    }
+
+    /// Records the configuration the node runs now: at start, and after
+    /// each reload that applied (`reloaded`).
+    pub fn config_applied(&self, hash: &str, reloaded: bool) {
+        let mut config = self.config.lock().unwrap_or_else(|e| e.into_inner());
+        config.hash = Some(hash.to_owned());
+        config.reloads += u64::from(reloaded);
+    }
+
+    /// Counts a reload that was refused.
+    pub fn reload_refused(&self) {
+        self.config
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .failures += 1;
     }
 
     /// Closes the tunnels of the peers whose keys are `keys` (a reload
@@ -436,7 +324,11 @@ impl NodeState {
                 .as_ref()
                 .is_some_and(|c| c.stable_id() == connection.stable_id())
             {
-                peers.remove(&connection.remote_address());
+                let gone = peers.remove(&connection.remote_address());
+                let record = gone.and_then(|e| e.record);
+                if let Some(record) = record.filter(|r| !any_up(&peers, r)) {
+                    record.down("the tunnel closed");
+                }
                 self.datagrams.remove_path(connection.remote_address());
                 self.datagrams.unbind_paths(connection.remote_address());
             }
@@ -584,6 +476,17 @@ impl NodeState {
                 }
             })
             .collect();
+        let live = self.flows.live_by_peer();
+        let configured_peers = self
+            .book
+            .list()
+            .iter()
+            .map(|r| ConfiguredPeerStatus::of(r, &peers, &live))
+            .collect();
+        let config = self.config.lock().unwrap_or_else(|e| e.into_inner());
+        let (reloads, reload_failures, config_hash) =
+            (config.reloads, config.failures, config.hash.clone());
+        drop(config);
         let bytes = self.flows.bytes();
         let totals = &self.flows.totals;
         let budget = self.caches.as_ref().map(|c| c.budget());
@@ -599,6 +502,10 @@ impl NodeState {
             .into(),
             congestion: self.congestion,
             peers,
+            configured_peers,
+            reloads,
+            reload_failures,
+            config_hash,
             flows_active: self.flows.active() as u64,
             flows_total: totals.flows.load(Ordering::Relaxed),
             flows_refused: totals.refused.load(Ordering::Relaxed),
