@@ -345,6 +345,52 @@ fn a_udp_forward_on_every_address_is_warned_of() {
 }
 
 #[test]
+fn a_udp_forward_with_sources_answers_only_them() {
+    let echo = udp_echo();
+    let (keys, core_addr) = (Keys::new(), free_udp());
+    let _core = spawn(
+        &keys,
+        "core",
+        &core_args(&keys, core_addr, &["127.0.0.1"])
+            .into_iter()
+            .chain(["--allow-udp".into(), "127.0.0.1".into()])
+            .collect::<Vec<_>>(),
+    );
+    let port = free_udp().port();
+    let forward = format!("0.0.0.0:{port}={echo},from=127.0.0.2/32");
+    let edge = spawn(
+        &keys,
+        "edge",
+        &edge_args(&keys, core_addr, &[], &["--forward-udp", &forward]),
+    );
+    edge.wait_tunnel_up(Duration::from_secs(10));
+    let ask = |from: &str| {
+        let socket = std::net::UdpSocket::bind(format!("{from}:0")).unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        let mut buf = [0u8; 64];
+        (0..10).any(|_| {
+            socket.send_to(b"ping", ("127.0.0.1", port)).unwrap();
+            socket.recv(&mut buf).is_ok_and(|n| &buf[..n] == b"ping")
+        })
+    };
+    assert!(ask("127.0.0.2"), "{}", edge.log_text());
+    assert!(!ask("127.0.0.1"), "a stranger got an answer");
+    let udp = &edge.status().unwrap()["udp"];
+    assert!(udp["strangers"].as_u64().unwrap() >= 10, "{udp}");
+    let log = edge.log_text();
+    assert!(log.contains("not in its from= list"), "{log}");
+    assert!(!log.contains("answers any sender"), "{log}");
+    // A source list that does not parse is a usage error.
+    let bad = format!("0.0.0.0:{port}={echo},from=10.0.0.0/40");
+    let (code, err) = run_refused(&edge_args(&keys, core_addr, &[], &["--forward-udp", &bad]))
+        .expect("the edge ran");
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("from=10.0.0.0/40"), "{err}");
+}
+
+#[test]
 fn an_edge_counts_its_failed_dials_while_its_core_refuses_it() {
     let keys = Keys::new();
     let core_addr = free_udp();

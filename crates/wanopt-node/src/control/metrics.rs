@@ -530,7 +530,7 @@ fn traffic_metrics(m: &mut Exposition, s: &Status) {
 /// UDP flows (`--forward-udp`, `--transparent-udp`): one sample each for the node.
 fn udp_metrics(m: &mut Exposition, s: &Status) {
     let u = &s.udp;
-    let node: [(&str, &str, f64); 7] = [
+    let node: [(&str, &str, f64); 8] = [
         ("udp_flows_total", "UDP flows opened through the tunnel.", u.flows as f64),
         (
             "udp_flows_refused_total",
@@ -561,6 +561,11 @@ fn udp_metrics(m: &mut Exposition, s: &Status) {
             "udp_unmatched_total",
             "Transparent UDP datagrams to destinations --optimize does not select, dropped.",
             u.unmatched as f64,
+        ),
+        (
+            "udp_strangers_total",
+            "UDP datagrams from a source a --forward-udp's from= list does not hold, dropped.",
+            u.strangers as f64,
         ),
     ];
     for (name, help, value) in node {

@@ -10,6 +10,7 @@ use super::config::EdgeConfig;
 use super::dial::{is_local, resolve};
 use crate::error::{NodeError, UsageError};
 use crate::intercept::listen_tcp;
+use crate::policy::RuleSet;
 use crate::state::NodeState;
 
 /// The UDP sockets of `--forward-udp` (each with its destination) and
@@ -18,7 +19,7 @@ async fn bind_udp(
     config: &EdgeConfig,
 ) -> Result<
     (
-        Vec<(tokio::net::UdpSocket, wanopt_proto::Target)>,
+        Vec<(tokio::net::UdpSocket, (wanopt_proto::Target, RuleSet))>,
         Option<std::net::UdpSocket>,
     ),
     NodeError,
@@ -32,15 +33,18 @@ async fn bind_udp(
                 addr: forward.listen,
                 source,
             })?;
-        if forward.listen.ip().is_unspecified() {
+        if forward.listen.ip().is_unspecified() && forward.from.is_empty() {
             // UDP has no handshake: whoever can reach the listener, with any
             // source address, gets the destination's answers sent back.
             tracing::warn!(
-                "--forward-udp {}: listens on every address and answers any sender (a spoofed source gets the replies); bind it to a LAN or loopback address, or filter it with the host's firewall",
+                "--forward-udp {}: listens on every address and answers any sender (a spoofed source gets the replies); bind it to a LAN or loopback address, give it sources (,from=CIDR), or filter it with the host's firewall",
                 forward.listen
             );
         }
-        forwards.push((socket, forward.destination.clone()));
+        forwards.push((
+            socket,
+            (forward.destination.clone(), forward.from.clone()),
+        ));
     }
     let transparent = match config.transparent_udp {
         Some(addr) => Some(crate::flow::udp::transparent::bind(addr)?),
@@ -94,7 +98,7 @@ pub(crate) async fn tunnel_bind(
 /// error at start, not later).
 pub(crate) struct Listeners {
     pub(super) tcp: Vec<(TcpListener, Target)>,
-    pub(super) udp: Vec<(tokio::net::UdpSocket, Target)>,
+    pub(super) udp: Vec<(tokio::net::UdpSocket, (Target, RuleSet))>,
     pub(super) transparent: Option<(TcpListener, SocketAddr)>,
     pub(super) transparent_udp: Option<std::net::UdpSocket>,
 }

@@ -122,11 +122,11 @@ pub(crate) fn start(
         idle_timeout: edge.config.udp_idle_timeout,
         policy: edge.policy.clone(),
     });
-    for (socket, destination) in listeners.udp {
+    for (socket, forward) in listeners.udp {
         tasks.spawn(crate::flow::udp::edge::serve(
             udp_edge.clone(),
             socket,
-            destination,
+            forward,
         ));
     }
     if let Some(socket) = listeners.transparent_udp {

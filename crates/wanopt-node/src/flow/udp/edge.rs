@@ -23,6 +23,8 @@ use super::{
 use crate::class::{service_names, LivePolicy, Proto};
 use crate::flow::limits::{FlowLimits, FlowPermit};
 use crate::flow::FlowState;
+use crate::intercept::LogLimit;
+use crate::policy::{AddrRule, RuleSet};
 use crate::state::NodeState;
 
 /// A UDP forward: datagrams received on `listen` go to `destination`.
@@ -32,21 +34,36 @@ pub struct UdpForward {
     pub listen: SocketAddr,
     /// Where the core sends them.
     pub destination: Target,
+    /// The client sources it answers (`,from=CIDR` each); empty: any.
+    pub from: RuleSet,
 }
 
 impl std::str::FromStr for UdpForward {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let forward: crate::forward::Forward = s.parse().map_err(|e: String| {
+        let mut parts = s.split(',');
+        let spec = parts.next().unwrap_or_default();
+        let from = parts
+            .map(|part| match part.strip_prefix("from=") {
+                Some(rule) => rule
+                    .parse::<AddrRule>()
+                    .map_err(|e| format!("bad udp forward {s:?}: from={rule}: {e}")),
+                None => Err(format!(
+                    "bad udp forward {s:?}: {part:?} is not from=CIDR (a source the forward answers, e.g. from=10.1.0.0/16)"
+                )),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let forward: crate::forward::Forward = spec.parse().map_err(|e: String| {
             if e.contains("port is 0") {
                 format!("bad udp forward {s:?}: the destination's port is 0 (give the port it listens on)")
             } else {
-                format!("bad udp forward {s:?} (expected LISTEN=DEST, e.g. 127.0.0.1:5353=198.51.100.7:53 or :5004=media.example:5004)")
+                format!("bad udp forward {s:?} (expected LISTEN=DEST[,from=CIDR...], e.g. 127.0.0.1:5353=198.51.100.7:53 or :5004=media.example:5004,from=10.1.0.0/16)")
             }
         })?;
         Ok(UdpForward {
             listen: forward.listen,
             destination: forward.destination,
+            from: RuleSet(from),
         })
     }
 }
@@ -212,8 +229,14 @@ impl Dispatch {
     }
 }
 
-/// Serves one forward until the node stops.
-pub(crate) async fn serve(edge: Arc<UdpEdge>, socket: UdpSocket, destination: Target) {
+/// Serves one forward until the node stops: a datagram from a source its
+/// `from` list does not hold is dropped, counted and logged (a few lines
+/// a second).
+pub(crate) async fn serve(
+    edge: Arc<UdpEdge>,
+    socket: UdpSocket,
+    (destination, from): (Target, RuleSet),
+) {
     let socket = Arc::new(socket);
     let listen = match socket.local_addr() {
         Ok(addr) => addr,
@@ -225,6 +248,7 @@ pub(crate) async fn serve(edge: Arc<UdpEdge>, socket: UdpSocket, destination: Ta
     let dispatch = Dispatch::default();
     ask_dscp(&*socket, listen.is_ipv6());
     let mut buf = payload_buffer();
+    let strangers = LogLimit::with_burst(Duration::from_secs(1), 5);
     loop {
         let read = socket
             .async_io(Interest::READABLE, || recv_meta(&socket, &mut buf))
@@ -237,6 +261,13 @@ pub(crate) async fn serve(edge: Arc<UdpEdge>, socket: UdpSocket, destination: Ta
                 continue;
             }
         };
+        if !from.is_empty() && !from.matches(got.client) {
+            edge.state.udp.strangers.fetch_add(1, Ordering::Relaxed);
+            if let Some(n) = strangers.allow(Instant::now()) {
+                warn!("udp forward {listen}: datagram from {} dropped: not in its from= list; {n} dropped since the last such line", got.client);
+            }
+            continue;
+        }
         let payload = buf[..got.len].to_vec();
         let key = (got.client, listen);
         dispatch.datagram(&edge, key, &destination, payload, got.dscp, || {
@@ -425,5 +456,19 @@ mod tests {
         assert_eq!(f.listen.port(), 5004);
         let e = "5353".parse::<UdpForward>().unwrap_err();
         assert!(e.starts_with("bad udp forward"), "{e}");
+        let f: UdpForward = "0.0.0.0:5004=10.2.0.5:5004,from=10.1.0.0/16,from=192.0.2.7"
+            .parse()
+            .unwrap();
+        assert!(f.from.matches("10.1.3.4:40000".parse().unwrap()));
+        assert!(f.from.matches("192.0.2.7:1".parse().unwrap()));
+        assert!(!f.from.matches("10.2.0.1:40000".parse().unwrap()));
+        for bad in [
+            ":5004=10.2.0.5:5004,from=10.1.0.0/33",
+            ":5004=10.2.0.5:5004,to=10.1.0.0/16",
+            ":5004=10.2.0.5:5004,",
+        ] {
+            let e = bad.parse::<UdpForward>().unwrap_err();
+            assert!(e.starts_with("bad udp forward"), "{e}");
+        }
     }
 }

@@ -156,6 +156,9 @@ pub struct UdpTotals {
     /// Transparent datagrams to a destination `--optimize` does not
     /// select (or to the edge's own socket), dropped.
     pub unmatched: AtomicU64,
+    /// Datagrams from a source a forward's `from=` list does not hold,
+    /// dropped.
+    pub strangers: AtomicU64,
 }
 
 /// UDP counters as `/status` shows them.
@@ -176,6 +179,9 @@ pub struct UdpSnapshot {
     /// Transparent datagrams no `--optimize` rule selects, dropped.
     #[serde(default)]
     pub unmatched: u64,
+    /// Datagrams from a source outside a forward's `from=` list, dropped.
+    #[serde(default)]
+    pub strangers: u64,
 }
 
 impl UdpTotals {
@@ -190,6 +196,7 @@ impl UdpTotals {
             dropped: load(&self.dropped),
             unknown_flow: load(&self.unknown_flow),
             unmatched: load(&self.unmatched),
+            strangers: load(&self.strangers),
         }
     }
 }
