@@ -50,8 +50,10 @@ enum Command {
     Reload(cli::run::ReloadArgs),
     /// Show a node's state (tunnel, peer, RTT, rates, flow counts).
     Status(cli::status::QueryArgs),
-    /// Show a node's live flow table.
-    Flows(cli::status::QueryArgs),
+    /// Show a node's live flow table (`--why`: the limit that binds each).
+    Flows(cli::flows::FlowsArgs),
+    /// Show everything about one live flow: why it runs at its rate.
+    Flow(cli::flows::FlowArgs),
     /// A node's persistent byte cache: `stats` or `clear`.
     #[command(subcommand)]
     Cache(cli::cache::CacheCommand),
@@ -251,6 +253,7 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
         Command::Reload(args) => cli::run::reload(&args).map_err(Failure::runtime)?,
         Command::Status(args) => cli::status::status(&args).map_err(Failure::runtime)?,
         Command::Flows(args) => cli::flows::flows(&args).map_err(Failure::runtime)?,
+        Command::Flow(args) => cli::flows::flow(&args).map_err(Failure::runtime)?,
         Command::Cache(cmd) => cli::cache::run(&cmd).map_err(Failure::runtime)?,
         Command::Window(args) => return cli::path::window(&args),
         Command::HostCheck(args) => return cli::path::host_check(&args),

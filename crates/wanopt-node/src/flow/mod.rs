@@ -30,6 +30,7 @@ pub mod splice;
 pub mod table;
 pub mod udp;
 pub(crate) mod urgency;
+pub mod why;
 
 pub use abort::{reset_tcp, Abort, ResetCounters, ResetReason};
 pub use carry::{carry, report};

@@ -8,6 +8,7 @@ use tokio::net::TcpStream;
 
 use super::abort::{reset_tcp, Abort};
 use super::table::{Flow, FlowState};
+use super::why::Waits;
 
 /// Bytes read from a socket at a time. Large enough to amortise per-call
 /// costs, small enough that a flow never holds much beyond the stream window.
@@ -73,6 +74,8 @@ pub(crate) struct Direction<'a> {
     pub(crate) lan: &'a AtomicU64,
     /// WAN bytes.
     pub(crate) wan: &'a AtomicU64,
+    /// What it waits on.
+    pub(crate) waits: &'a Waits,
     /// State once this direction ends.
     pub(crate) done: FlowState,
 }
@@ -83,11 +86,13 @@ pub(crate) fn directions(flow: &Flow, facing: Facing) -> (Direction<'_>, Directi
     let to_server = Direction {
         lan: &flow.to_server,
         wan: &flow.wan_to_server,
+        waits: &flow.why.to_server,
         done: FlowState::ClientDone,
     };
     let to_client = Direction {
         lan: &flow.to_client,
         wan: &flow.wan_to_client,
+        waits: &flow.why.to_client,
         done: FlowState::ServerDone,
     };
     match facing {

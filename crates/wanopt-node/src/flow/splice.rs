@@ -28,7 +28,7 @@ async fn tcp_to_stream(
     let mut buf = BytesMut::with_capacity(CHUNK);
     loop {
         buf.reserve(CHUNK);
-        match rd.read_buf(&mut buf).await {
+        match dir.waits.on_lan(rd.read_buf(&mut buf)).await {
             Ok(0) => {
                 let end = ends.expect();
                 let _ = send.finish();
@@ -42,7 +42,8 @@ async fn tcp_to_stream(
                 if let Some(level) = urgency.on_write(Instant::now(), n) {
                     let _ = send.set_priority(level);
                 }
-                send.write_chunk(buf.split().freeze())
+                dir.waits
+                    .on_tunnel(send.write_chunk(buf.split().freeze()))
                     .await
                     .map_err(Abort::from_write)?;
             }
@@ -63,10 +64,15 @@ async fn stream_to_tcp(
     let (reader, mut incoming) = read_ahead(recv, reassembler);
     let writer = async {
         let mut batch = Vec::new();
-        while incoming.next_batch(&mut batch, CHUNK).await {
+        while dir
+            .waits
+            .on_tunnel(incoming.next_batch(&mut batch, CHUNK))
+            .await
+        {
             let len: usize = batch.iter().map(Bytes::len).sum();
             dir.wan.fetch_add(len as u64, Ordering::Relaxed);
-            write_all_vectored(wr, &mut batch)
+            dir.waits
+                .on_lan(write_all_vectored(wr, &mut batch))
                 .await
                 .map_err(Abort::socket)?;
             dir.lan.fetch_add(len as u64, Ordering::Relaxed);

@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use super::abort::{Abort, ResetCounters};
 use super::counters::{reduction, PeerTraffic, ReduceCounters, ReduceTotals};
+use super::why::WhyState;
 
 /// The flow table gives freed memory back to the system once this many
 /// flows ended since the most it held.
@@ -78,6 +79,8 @@ pub struct Flow {
     class: std::sync::OnceLock<Arc<str>>,
     /// The configured peer it is counted to, once known.
     peer_traffic: std::sync::OnceLock<Arc<PeerTraffic>>,
+    /// What its directions wait on, and what binds them.
+    pub why: WhyState,
     state: AtomicU8,
     /// Payload bytes from client to server.
     pub to_server: AtomicU64,
@@ -190,6 +193,8 @@ impl Flow {
         rate.at = Some(now);
         rate.to_server = to_server;
         rate.to_client = to_client;
+        drop(rate);
+        self.why.sample(now, [to_server, to_client]);
         idle
     }
 
@@ -251,6 +256,8 @@ impl Flow {
             class: self.class().map(str::to_owned),
             peer: self.peer.map(|p| p.to_string()),
             peer_name: self.peer_traffic().map(|t| t.label().to_string()),
+            limit: None,
+            why: None,
         }
     }
 }
@@ -327,6 +334,14 @@ pub struct FlowInfo {
     /// The tunnel peer's `name` from the configuration, or its key.
     #[serde(default)]
     pub peer_name: Option<String>,
+    /// What binds its rate on this node now (`sender`, `reader`,
+    /// `receive_window`, `tunnel`, `stream_window`, `peer`, `codec`,
+    /// `policy`, ...; see [`super::why::Limit`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<String>,
+    /// That limit in one line, with its figure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }
 
 impl<'de> serde::Deserialize<'de> for FlowState {
@@ -467,6 +482,7 @@ impl FlowTable {
             peer,
             class: std::sync::OnceLock::new(),
             peer_traffic: std::sync::OnceLock::new(),
+            why: WhyState::default(),
             state: AtomicU8::new(FlowState::Connecting as u8),
             to_server: AtomicU64::new(0),
             to_client: AtomicU64::new(0),
@@ -495,6 +511,13 @@ impl FlowTable {
             .values()
             .cloned()
             .collect()
+    }
+
+    /// The live flows, oldest first.
+    pub fn live_flows(&self) -> Vec<Arc<Flow>> {
+        let mut flows = self.live();
+        flows.sort_by_key(|f| f.id);
+        flows
     }
 
     /// Number of live flows.

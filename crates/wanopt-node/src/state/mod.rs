@@ -18,8 +18,10 @@ use crate::transport::identity::{peer_key, PublicKey};
 use crate::transport::model;
 use crate::transport::tunnel::{Congestion, ReceiveBudget, Transport};
 
+mod flow_why;
 mod status;
 
+pub use flow_why::{DirectionWhy, FlowDetail};
 pub use status::{BbrStatus, ConfiguredPeerStatus, PeerStatus, Status};
 
 /// A reload asked for over the control API: the reply is what changed,
@@ -68,6 +70,9 @@ struct PeerEntry {
     transport: Option<(Transport, String)>,
     /// The configured peer the tunnel is to, once its key is known.
     record: Option<Arc<PeerRecord>>,
+    /// The controller's full rounds at the last sample, and whether the
+    /// tunnel's sender waited for its window since the one before.
+    filled: Option<(u64, bool)>,
 }
 
 /// Whether a tunnel to the configured peer `record` is up in `peers`.
@@ -179,6 +184,7 @@ impl NodeState {
             rx_bps: 0.0,
             transport: None,
             record: None,
+            filled: None,
         });
         let was_up = entry.connection.take().is_some();
         if was_up {
@@ -249,6 +255,7 @@ impl NodeState {
                 rx_bps: 0.0,
                 transport: Some((over, why.to_owned())),
                 record,
+                filled: None,
             },
         );
         label
@@ -352,6 +359,14 @@ impl NodeState {
                 }
             }
             entry.last_sample = Some((now, tx, rx));
+            if let Some(bbr) = model::bbr(conn) {
+                let before = entry.filled.map_or(bbr.filled_rounds, |(n, _)| n);
+                let waited = bbr.filled_rounds > before
+                    || bbr
+                        .sender_blocked
+                        .load(std::sync::atomic::Ordering::Relaxed);
+                entry.filled = Some((bbr.filled_rounds, waited));
+            }
         }
     }
 
@@ -473,6 +488,7 @@ impl NodeState {
                     reconnects: e.reconnects,
                     dial_failures: e.dial_failures,
                     last_error: e.last_error.clone(),
+                    window_full: e.filled.map(|(_, full)| full),
                 }
             })
             .collect();

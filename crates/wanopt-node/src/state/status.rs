@@ -76,6 +76,11 @@ pub struct PeerStatus {
     /// Why that transport (the edge's choice, as it said it).
     #[serde(default)]
     pub transport_why: Option<String>,
+    /// Whether the tunnel's sender had data waiting for its congestion
+    /// window or pacing over the last second (wanopt's BBR: its rounds
+    /// were full): the tunnel, not its flows' sources, bound the rate.
+    #[serde(default)]
+    pub window_full: Option<bool>,
 }
 
 /// wanopt's BBR as it models the path in this node's sending direction.

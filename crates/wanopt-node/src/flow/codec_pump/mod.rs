@@ -176,8 +176,12 @@ async fn uplink(
         // give its memory back to the node's budget.
         let waiting = tokio::time::Instant::now();
         let read = match quiet.wait() {
-            None => rd.read(buf.space()).await,
-            Some(idle) => match tokio::time::timeout(idle, rd.read(buf.space())).await {
+            None => dir.waits.on_lan(rd.read(buf.space())).await,
+            Some(idle) => match dir
+                .waits
+                .on_lan(tokio::time::timeout(idle, rd.read(buf.space())))
+                .await
+            {
                 Ok(read) => read,
                 Err(_) => {
                     let mut out = Vec::new();
@@ -218,7 +222,7 @@ async fn uplink(
                 let arrived = tokio::time::Instant::now();
                 dir.lan.fetch_add(n as u64, Ordering::Relaxed);
                 let mut out = Vec::with_capacity(n + n / 64 + 64);
-                let mut encode = || {
+                let encode = || {
                     let mut encoder = lock(encoder);
                     choice.update(&mut encoder);
                     let held = encoder.held_len();
@@ -248,9 +252,9 @@ async fn uplink(
                 let slow = lock(encoder).compression().is_slow();
                 let began = std::time::Instant::now();
                 let compressing = if multi_thread && slow {
-                    tokio::task::block_in_place(encode)
+                    dir.waits.on_codec(|| tokio::task::block_in_place(encode))
                 } else {
-                    encode()
+                    dir.waits.on_codec(encode)
                 };
                 trace!(read = n, wan = out.len(), took = ?began.elapsed(), "encoded");
                 // A reservation not yet used for a compressor (the reads
@@ -259,7 +263,10 @@ async fn uplink(
                 quiet.on_read();
                 quiet.holding(compressing || choice.reservation.bytes() > 0 || buf.is_large());
                 if !out.is_empty() {
-                    tx.send(out).await.map_err(|_| writer_gone())?;
+                    dir.waits
+                        .on_tunnel(tx.send(out))
+                        .await
+                        .map_err(|_| writer_gone())?;
                     // The writer shares this task: after a slow encode, let
                     // it hand the frames to the tunnel now, not once the
                     // socket's backlog has filled its queue (with LZMA2 on
@@ -298,7 +305,11 @@ async fn downlink(
         let mut shut = false;
         let mut batch = Vec::new();
         loop {
-            if !incoming.next_batch(&mut batch, DECODE_BATCH).await {
+            if !dir
+                .waits
+                .on_tunnel(incoming.next_batch(&mut batch, DECODE_BATCH))
+                .await
+            {
                 if !decoder.is_finished() {
                     return Err(Abort::Remote(TunnelFailure::EndedEarly));
                 }
@@ -316,11 +327,11 @@ async fn downlink(
                     let off_worker = multi_thread
                         && decoder.decodes_slowly()
                         && decoder.push_completes_frame(slice);
-                    let mut decode = || decoder.push(slice, &mut plain);
+                    let decode = || decoder.push(slice, &mut plain);
                     let decoded = if off_worker {
-                        tokio::task::block_in_place(decode)
+                        dir.waits.on_codec(|| tokio::task::block_in_place(decode))
                     } else {
-                        decode()
+                        dir.waits.on_codec(decode)
                     };
                     decoded.map_err(|e| Abort::Codec(CodecFailure::BadData(Arc::new(e))))?;
                     let mut control = Vec::new();
@@ -391,7 +402,10 @@ async fn write_plain(
     dir: &Direction<'_>,
 ) -> Result<(), Abort> {
     for piece in plain.chunks(LAN_WRITE) {
-        wr.write_all(piece).await.map_err(Abort::socket)?;
+        dir.waits
+            .on_lan(wr.write_all(piece))
+            .await
+            .map_err(Abort::socket)?;
         dir.lan.fetch_add(piece.len() as u64, Ordering::Relaxed);
     }
     plain.clear();
