@@ -6,9 +6,11 @@
 //! time ([`mod@serve`]), and every request passes the [`guard`].
 
 pub mod guard;
+mod history;
 pub mod metrics;
 pub mod serve;
 pub mod token;
+mod ui;
 
 use std::sync::Arc;
 
@@ -53,10 +55,13 @@ pub fn router(state: Arc<NodeState>) -> Router {
         .route("/health", get(health))
         .route("/status", get(status))
         .route("/flows", get(flows))
+        .route("/flows/{id}", get(flow))
         .route("/metrics", get(metrics::metrics))
         .route("/cache", get(cache))
         .route("/cache/clear", post(cache_clear))
         .route("/reload", post(reload))
+        .route("/ui", get(ui::page))
+        .route("/history", get(history::history))
         .with_state(state)
 }
 
@@ -80,7 +85,7 @@ async fn status(State(state): State<Arc<NodeState>>) -> Json<crate::state::Statu
 async fn flows(State(state): State<Arc<NodeState>>) -> Json<Flows> {
     Json(Flows {
         role: state.role,
-        flows: state.flows.snapshot(),
+        flows: state.flows_explained(),
         paths: state
             .status()
             .peers
@@ -92,6 +97,29 @@ async fn flows(State(state): State<Arc<NodeState>>) -> Json<Flows> {
             })
             .collect(),
     })
+}
+
+/// Everything about one live flow: both directions' limits and waits,
+/// its LAN socket's counts, its tunnel.
+async fn flow(
+    State(state): State<Arc<NodeState>>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> axum::response::Response {
+    let Ok(id) = id.parse::<u64>() else {
+        return (
+            StatusCode::BAD_REQUEST,
+            format!("flow {id:?}: not a flow ID (a number from wanopt flows)\n"),
+        )
+            .into_response();
+    };
+    match state.flow_detail(id) {
+        Some(detail) => Json(detail).into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            format!("no live flow {id} (it ended, or never was: see wanopt flows)\n"),
+        )
+            .into_response(),
+    }
 }
 
 async fn cache(State(state): State<Arc<NodeState>>) -> Json<CacheReport> {

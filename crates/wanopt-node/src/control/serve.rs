@@ -97,7 +97,12 @@ pub async fn serve(server: ControlServer, state: Arc<NodeState>) {
         server.token.path().to_owned(),
         host_name,
     ));
-    let app = super::router(state).layer(axum::middleware::from_fn_with_state(guard, check));
+    // The dashboard's charts: sampled while the control API serves them.
+    let history = super::history::SharedHistory::default();
+    let _sampler = super::history::Sampler::spawn(state.clone(), history.clone());
+    let app = super::router(state)
+        .layer(axum::Extension(history))
+        .layer(axum::middleware::from_fn_with_state(guard, check));
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut last_busy_warning: Option<tokio::time::Instant> = None;
     loop {
