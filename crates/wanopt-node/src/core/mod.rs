@@ -425,6 +425,29 @@ impl Core {
         self.state.peer_gone(&conn);
     }
 
+    /// A stream's header, read within [`HEADER_TIMEOUT`]; `None` when it
+    /// does not come or does not parse (the stream is reset, the edge
+    /// named in the log).
+    async fn header(
+        &self,
+        send: &mut quinn::SendStream,
+        recv: &mut quinn::RecvStream,
+        peer: SocketAddr,
+    ) -> Option<wanopt_proto::OpenRepr> {
+        let why = match tokio::time::timeout(HEADER_TIMEOUT, read_header(recv)).await {
+            Ok(Ok(header)) => return Some(header),
+            Ok(Err(why)) => why.to_string(),
+            Err(_) => format!("no header within {HEADER_TIMEOUT:?}"),
+        };
+        let named = self.state.peer_label(peer);
+        warn!(
+            "stream {} from edge {named}: {why}; resetting the stream",
+            send.id()
+        );
+        reset_stream(send, recv, codes::PROTOCOL);
+        None
+    }
+
     async fn stream(
         self: Arc<Self>,
         mut send: quinn::SendStream,
@@ -433,22 +456,8 @@ impl Core {
         entry: Option<Arc<PeerEntry>>,
         (conn, udp_flows): (quinn::Connection, Arc<TunnelFlows>),
     ) {
-        let header = match tokio::time::timeout(HEADER_TIMEOUT, read_header(&mut recv)).await {
-            Ok(Ok(header)) => header,
-            Ok(Err(why)) => {
-                let named = self.state.peer_label(peer);
-                warn!(
-                    "stream {} from edge {named}: {why}; resetting the stream",
-                    send.id()
-                );
-                reset_stream(&mut send, &mut recv, codes::PROTOCOL);
-                return;
-            }
-            Err(_) => {
-                warn!("stream {} from edge {}: no header within {HEADER_TIMEOUT:?}; resetting the stream", send.id(), self.state.peer_label(peer));
-                reset_stream(&mut send, &mut recv, codes::PROTOCOL);
-                return;
-            }
+        let Some(header) = self.header(&mut send, &mut recv, peer).await else {
+            return;
         };
         let Some(rules) = self.rules_of(&conn) else {
             // A reload removed the peer; its tunnel is closing.

@@ -198,18 +198,7 @@ pub fn status(args: &QueryArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let s: Status = serde_json::from_str(&body).context("the control API sent malformed status")?;
-    let role = serde_json::to_value(s.role)?;
-    writeln!(out, "role        {}", role.as_str().unwrap_or("?"))?;
-    writeln!(out, "version     {}", s.version)?;
-    writeln!(out, "uptime      {}", human_secs(s.uptime_secs))?;
-    let congestion = serde_json::to_value(s.congestion)?;
-    writeln!(
-        out,
-        "tunnel      {} ({} congestion control)",
-        s.tunnel,
-        congestion.as_str().unwrap_or("?")
-    )?;
-    for line in configured_lines(&s) {
+    for line in head_lines(&s)?.into_iter().chain(configured_lines(&s)) {
         writeln!(out, "{line}")?;
     }
     for p in &s.peers {
@@ -341,6 +330,22 @@ pub fn status(args: &QueryArgs) -> anyhow::Result<()> {
         writeln!(out, "reduce      off (--no-reduce)")?;
     }
     Ok(())
+}
+
+/// The node's role, version, uptime and tunnel.
+fn head_lines(s: &Status) -> anyhow::Result<Vec<String>> {
+    let role = serde_json::to_value(s.role)?;
+    let congestion = serde_json::to_value(s.congestion)?;
+    Ok(vec![
+        format!("role        {}", role.as_str().unwrap_or("?")),
+        format!("version     {}", s.version),
+        format!("uptime      {}", human_secs(s.uptime_secs)),
+        format!(
+            "tunnel      {} ({} congestion control)",
+            s.tunnel,
+            congestion.as_str().unwrap_or("?")
+        ),
+    ])
 }
 
 /// The configuration's peers, up or down, one line each (state, since,
