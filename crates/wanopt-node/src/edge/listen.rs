@@ -41,10 +41,7 @@ async fn bind_udp(
                 forward.listen
             );
         }
-        forwards.push((
-            socket,
-            (forward.destination.clone(), forward.from.clone()),
-        ));
+        forwards.push((socket, (forward.destination.clone(), forward.from.clone())));
     }
     let transparent = match config.transparent_udp {
         Some(addr) => Some(crate::flow::udp::transparent::bind(addr)?),
