@@ -214,8 +214,11 @@ impl Saying<'_> {
         let Some(t) = self.tunnel else {
             return "no tunnel".into();
         };
-        let loss = match (t.sent_packets, t.lost_packets) {
-            (Some(sent), Some(lost)) if sent > 0 => lost as f64 * 100.0 / sent as f64,
+        // The loss the peer measures now (continuous FEC's count), else
+        // the tunnel's since it came up.
+        let loss = match (&t.fec, t.sent_packets, t.lost_packets) {
+            (Some(fec), _, _) => fec.loss_percent,
+            (None, Some(sent), Some(lost)) if sent > 0 => lost as f64 * 100.0 / sent as f64,
             _ => 0.0,
         };
         let mut parts = Vec::new();
@@ -285,10 +288,18 @@ impl Saying<'_> {
                 kbytes(self.status.window_granted_bytes),
                 kbytes(self.status.window_budget_bytes)
             ),
-            Limit::Peer => format!(
-                "the peer's side: {rate} arrive from the tunnel (the peer's flows --why says why; tunnel {})",
-                self.tunnel_figures()
-            ),
+            Limit::Peer => {
+                let t = self.tunnel;
+                let rtt = t
+                    .and_then(|t| t.rtt_ms)
+                    .map_or(String::new(), |r| format!("; RTT {r:.0} ms"));
+                let loss = t
+                    .and_then(|t| t.fec.as_ref())
+                    .map_or(String::new(), |f| {
+                        format!(", {:.2}% of what arrives lost on the way", f.received_loss_percent)
+                    });
+                format!("the peer's side: {rate} arrive from the tunnel{rtt}{loss} (the peer's flows --why says why)")
+            }
             Limit::Codec => format!(
                 "the codec's CPU on this node: {:.0}% of the second encoding or decoding ({rate})",
                 self.share(2)
