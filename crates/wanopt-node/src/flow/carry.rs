@@ -32,7 +32,6 @@ pub async fn carry(
     ends: StreamEnds,
     reduction: Option<Reduction>,
 ) -> Result<(), Abort> {
-    flow.why.watch(&tcp, facing == Facing::Client);
     match reduction {
         Some(reduction) => {
             splice_reduced(tcp, send, recv, flow, facing, start, reduction, ends).await

@@ -139,9 +139,12 @@ pub async fn splice_stream(
     ends: &StreamEnds,
 ) -> Result<(), Abort> {
     let (up, down) = directions(flow, facing);
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&tcp);
     let result = {
         let (mut rd, mut wr) = tcp.split();
-        until_idle(flow, async {
+        // The socket stays open while the pumps run: its counts are read.
+        let lan = Some((fd, facing == Facing::Client));
+        until_idle(flow, lan, async {
             tokio::try_join!(
                 tcp_to_stream(&mut rd, &mut send, &up, flow, ends),
                 stream_to_tcp(
@@ -198,7 +201,7 @@ pub async fn splice_tcp(
     let result = {
         let (mut crd, mut cwr) = client.split();
         let (mut srd, mut swr) = server.split();
-        until_idle(flow, async {
+        until_idle(flow, None, async {
             tokio::try_join!(
                 tcp_to_tcp(
                     &mut crd,

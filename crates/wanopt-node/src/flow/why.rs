@@ -16,7 +16,7 @@
 //! (when it is not: the peer's receiver holds it back).
 
 use std::future::Future;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -57,21 +57,14 @@ impl Waits {
         self.done[which].fetch_add(now.saturating_sub(began), Ordering::Relaxed);
     }
 
-    async fn timed<T>(&self, which: usize, io: impl Future<Output = T>) -> T {
-        let began = self.begin(which);
-        let out = io.await;
-        self.end(which, began);
-        out
+    /// `io` on the LAN socket, its wait counted.
+    pub fn on_lan<F: Future>(&self, io: F) -> Timed<'_, F> {
+        Timed::new(self, Waits::LAN, io)
     }
 
-    /// Runs `io` on the LAN socket, counting the wait.
-    pub async fn on_lan<T>(&self, io: impl Future<Output = T>) -> T {
-        self.timed(Waits::LAN, io).await
-    }
-
-    /// Runs `io` on the tunnel stream, counting the wait.
-    pub async fn on_tunnel<T>(&self, io: impl Future<Output = T>) -> T {
-        self.timed(Waits::TUNNEL, io).await
+    /// `io` on the tunnel stream, its wait counted.
+    pub fn on_tunnel<F: Future>(&self, io: F) -> Timed<'_, F> {
+        Timed::new(self, Waits::TUNNEL, io)
     }
 
     /// Runs `work` (encoding or decoding), counting its time.
@@ -95,6 +88,47 @@ impl Waits {
     }
 }
 
+pin_project_lite::pin_project! {
+    /// A future whose time to complete is counted as one of a direction's
+    /// waits. It wraps the future in place (an `async fn` taking it would
+    /// hold it twice: a flow's pumps are most of an idle flow's memory).
+    pub struct Timed<'a, F> {
+        #[pin]
+        io: F,
+        waits: &'a Waits,
+        which: usize,
+        began: u64,
+    }
+}
+
+impl<'a, F: Future> Timed<'a, F> {
+    fn new(waits: &'a Waits, which: usize, io: F) -> Timed<'a, F> {
+        Timed {
+            io,
+            waits,
+            which,
+            began: 0,
+        }
+    }
+}
+
+impl<F: Future> Future for Timed<'_, F> {
+    type Output = F::Output;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        let this = self.project();
+        if *this.began == 0 {
+            *this.began = this.waits.begin(*this.which);
+        }
+        let out = std::task::ready!(this.io.poll(cx));
+        this.waits.end(*this.which, *this.began);
+        std::task::Poll::Ready(out)
+    }
+}
+
 /// The kernel's counts of a TCP socket (`TCP_INFO`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TcpCounts {
@@ -114,42 +148,35 @@ pub struct TcpCounts {
     pub sndbuf_limited_us: u64,
 }
 
-/// A flow's LAN socket, kept (a duplicate of its descriptor) to read the
-/// kernel's counts while the flow lives.
-#[derive(Debug)]
-pub struct LanSocket(OwnedFd);
+/// How often a flow's pumps read their LAN socket's counts.
+const LAN_SAMPLE: std::time::Duration = std::time::Duration::from_secs(1);
 
-impl LanSocket {
-    /// A handle on `socket`'s counts, if its descriptor can be duplicated.
-    pub fn of(socket: &impl AsFd) -> Option<LanSocket> {
-        socket.as_fd().try_clone_to_owned().ok().map(LanSocket)
-    }
-
-    /// The counts now.
-    pub fn counts(&self) -> Option<TcpCounts> {
-        // SAFETY: tcp_info is plain data; getsockopt writes at most `len`
-        // bytes into it and says how many.
-        let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-        let rc = unsafe {
-            libc::getsockopt(
-                self.0.as_raw_fd(),
-                libc::IPPROTO_TCP,
-                libc::TCP_INFO,
-                (&mut info as *mut libc::tcp_info).cast(),
-                &mut len,
-            )
-        };
-        (rc == 0).then(|| TcpCounts {
-            rtt_us: info.tcpi_rtt,
-            receive_window: info.tcpi_snd_wnd,
-            cwnd: u64::from(info.tcpi_snd_cwnd) * u64::from(info.tcpi_snd_mss),
-            unsent: info.tcpi_notsent_bytes,
-            busy_us: info.tcpi_busy_time,
-            rwnd_limited_us: info.tcpi_rwnd_limited,
-            sndbuf_limited_us: info.tcpi_sndbuf_limited,
-        })
-    }
+/// The kernel's counts of the TCP socket `fd`, which the caller keeps
+/// open for the call (the pumps' own socket, read while they run: a
+/// descriptor per flow is not spent on it).
+pub fn tcp_counts(fd: RawFd) -> Option<TcpCounts> {
+    // SAFETY: tcp_info is plain data; getsockopt writes at most `len`
+    // bytes into it and says how many; `fd` is open (the caller's).
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0).then(|| TcpCounts {
+        rtt_us: info.tcpi_rtt,
+        receive_window: info.tcpi_snd_wnd,
+        cwnd: u64::from(info.tcpi_snd_cwnd) * u64::from(info.tcpi_snd_mss),
+        unsent: info.tcpi_notsent_bytes,
+        busy_us: info.tcpi_busy_time,
+        rwnd_limited_us: info.tcpi_rwnd_limited,
+        sndbuf_limited_us: info.tcpi_sndbuf_limited,
+    })
 }
 
 /// Where a direction's bytes come from and go to on this node.
@@ -192,7 +219,8 @@ pub struct WhyState {
     pub to_server: Waits,
     /// Direction to the client.
     pub to_client: Waits,
-    lan: std::sync::OnceLock<LanSocket>,
+    /// The LAN socket's counts as its pumps last read them.
+    lan: Mutex<Option<TcpCounts>>,
     /// Whether the LAN socket is the client's (an edge's flow) or the
     /// server's.
     lan_is_client: std::sync::OnceLock<bool>,
@@ -200,14 +228,16 @@ pub struct WhyState {
 }
 
 impl WhyState {
-    /// Keeps a handle on the flow's LAN socket (once), the client's or the
-    /// server's.
-    pub fn watch(&self, socket: &impl AsFd, lan_is_client: bool) {
+    /// Reads the flow's LAN socket `fd` (the client's or the server's)
+    /// once a second, forever: polled beside the flow's pumps, which keep
+    /// the socket open while they run.
+    pub async fn watch_lan(&self, (fd, lan_is_client): (RawFd, bool)) {
         let _ = self.lan_is_client.set(lan_is_client);
-        if self.lan.get().is_none() {
-            if let Some(lan) = LanSocket::of(socket) {
-                let _ = self.lan.set(lan);
-            }
+        let mut tick = tokio::time::interval(LAN_SAMPLE);
+        loop {
+            tick.tick().await;
+            let counts = tcp_counts(fd);
+            *self.lan.lock().unwrap_or_else(|e| e.into_inner()) = counts;
         }
     }
 
@@ -230,7 +260,7 @@ impl WhyState {
                 };
             }
         }
-        let tcp = self.lan.get().and_then(LanSocket::counts);
+        let tcp = *self.lan.lock().unwrap_or_else(|e| e.into_inner());
         kept.tcp_recent = match (kept.tcp, tcp) {
             (Some(old), Some(new)) => Some(TcpCounts {
                 busy_us: new.busy_us.saturating_sub(old.busy_us),
@@ -452,10 +482,10 @@ mod tests {
 
     #[test]
     fn a_sockets_counts_are_read() {
+        use std::os::fd::AsRawFd;
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let lan = LanSocket::of(&client).unwrap();
-        let counts = lan.counts().unwrap();
+        let counts = tcp_counts(client.as_raw_fd()).unwrap();
         assert!(counts.receive_window > 0, "{counts:?}");
         assert!(counts.cwnd > 0, "{counts:?}");
     }

@@ -124,9 +124,12 @@ pub async fn splice_reduced(
     let encoder = Mutex::new(encoder);
     let (data_tx, data_rx) = mpsc::channel(DATA_QUEUE);
     let (control_tx, control_rx) = mpsc::unbounded_channel();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&tcp);
     let result = {
         let (mut rd, mut wr) = tcp.split();
-        until_idle(flow, async {
+        // The socket stays open while the pumps run: its counts are read.
+        let lan = Some((fd, facing == Facing::Client));
+        until_idle(flow, lan, async {
             tokio::try_join!(
                 uplink(&mut rd, &encoder, choice, data_tx, &up, flow, &ends),
                 downlink(
