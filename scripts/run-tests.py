@@ -5,8 +5,10 @@ each lab test binary has its own namespace prefix). Prints a line per binary
 as it ends, the output of every failure at the end, and the time taken.
 
 Usage: scripts/run-tests.py [--jobs N] [-- ARGS FOR EVERY TEST BINARY]
-The environment variable WANOPT_TEST_JOBS sets the default of --jobs (5:
-the lab's tests wait on links and timers most of the time).
+The environment variable WANOPT_TEST_JOBS sets the default of --jobs (4).
+The documentation examples (a minute of compiling) and the emulator's
+checks against the physics (two minutes of lab runs) are in the scenario
+tier, scripts/test-scenarios, which CI runs after this.
 """
 
 import argparse
@@ -23,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # The binaries that take longest start first, so that the last to end is
 # not a long one started late (seconds on the project's machine).
 LONGEST = {
-    "emulator": 120, "smb": 80, "intercept": 43, "probe": 29, "cluster": 28,
+    "smb": 80, "intercept": 43, "probe": 29, "cluster": 28,
     "reach": 27, "udp": 23, "reduce": 21, "waas": 20, "parity": 18, "fec": 18,
     "lab_link2": 18, "lab_sites": 17, "fec_calls": 17, "flood": 16,
     "control": 12, "tunnel": 12, "idle_flows": 11,
@@ -63,7 +65,7 @@ def build():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int,
-                        default=int(os.environ.get("WANOPT_TEST_JOBS", "5")))
+                        default=int(os.environ.get("WANOPT_TEST_JOBS", "4")))
     parser.add_argument("args", nargs="*", help="passed to every test binary")
     opts = parser.parse_args()
     if opts.jobs < 1:
@@ -79,11 +81,6 @@ def main():
             for label, name, exe, pkg in binaries if name not in ALONE]
     alone = [(label, [exe, "--test-threads=1", *opts.args], pkg, 0)
              for label, name, exe, pkg in binaries if name in ALONE]
-    # The documentation examples, as `cargo test` runs them (a minute of
-    # compiling: started early, so it does not end the run alone).
-    jobs.append(("doc-tests", ["cargo", "test", "--locked", "--release",
-                               "--workspace", "--doc", "-q", "--", *opts.args],
-                 ROOT, 120))
     jobs.sort(key=lambda j: -j[3])
 
     lock = threading.Lock()

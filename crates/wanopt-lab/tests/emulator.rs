@@ -4,6 +4,10 @@
 //! counts for loss, tcpdump for CE marks, and a UDP probe of our own for
 //! "same seed, same drops".
 //!
+//! Two minutes of lab runs, so the scenario tier runs them
+//! (`scripts/test-scenarios`, which CI runs after `scripts/test`), one at a
+//! time: the rates they check must not share the CPU.
+//!
 //! One test binary without the libtest harness (`harness = false`): the tests
 //! run one after another in a lab with its own namespace prefix (`wlt-`),
 //! torn down by a guard even on failure. The binary is also the lab's
@@ -837,10 +841,8 @@ fn main() {
         .filter(|a| !a.starts_with('-'))
         .collect();
     let tests: [Test; 11] = [
-        ("rtt_matches_setting", rtt_matches_setting, false),
-        ("rate_matches_setting", rate_matches_setting, false),
-        // Near the ceiling, CPU contention decides: the scenario tier runs
-        // it alone (scripts/test-scenarios).
+        ("rtt_matches_setting", rtt_matches_setting, true),
+        ("rate_matches_setting", rate_matches_setting, true),
         (
             "rate_matches_setting_at_1gbit",
             rate_matches_setting_at_1gbit,
@@ -849,30 +851,30 @@ fn main() {
         (
             "trace_follows_the_recorded_capacity",
             trace_follows_the_recorded_capacity,
-            false,
+            true,
         ),
-        ("loss_within_bounds", loss_within_bounds, false),
-        ("same_seed_same_drops", same_seed_same_drops, false),
+        ("loss_within_bounds", loss_within_bounds, true),
+        ("same_seed_same_drops", same_seed_same_drops, true),
         (
             "full_queue_drops_and_red_marks",
             full_queue_drops_and_red_marks,
-            false,
+            true,
         ),
         (
             "middlebox_rewrites_what_endpoints_negotiate",
             middlebox::rewrites_what_endpoints_negotiate,
-            false,
+            true,
         ),
-        ("middlebox_ecn_policies", middlebox::ecn_policies, false),
+        ("middlebox_ecn_policies", middlebox::ecn_policies, true),
         (
             "middlebox_udp_rules_change_while_running",
             middlebox::udp_rules_change_while_running,
-            false,
+            true,
         ),
         (
             "per_packet_cost_and_jumbo_frames",
             per_packet_cost_and_jumbo_frames,
-            false,
+            true,
         ),
     ];
     if args.iter().any(|a| a == "--list") {
@@ -900,7 +902,7 @@ fn main() {
         if (ignored && !with_ignored) || (!ignored && only_ignored) {
             if ignored {
                 println!(
-                    "test {name} ... ignored (the scenario tier runs it alone: scripts/test-scenarios)"
+                    "test {name} ... ignored (the scenario tier runs it: scripts/test-scenarios)"
                 );
             }
             continue;

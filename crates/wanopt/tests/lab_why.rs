@@ -1,7 +1,8 @@
 //! Why each flow runs at its rate, on a real lab (50 Mbit/s, 40 ms, 1%
 //! loss; the edge compresses with LZMA2): limits provoked on purpose are
 //! named by `wanopt flows --why` on the node where they bind.
-//! - a client that stops reading a download: the edge names the reader;
+//! - a client that stops reading a download: the edge names the reader,
+//!   the core the stream's window (its peer's receiver holds it back);
 //! - a server that sends 1.6 Mbit/s: the core names the sender;
 //! - a bulk download over the lossy link: the core names the tunnel's
 //!   window, with the path's loss;
@@ -157,6 +158,13 @@ fn limits_provoked_on_a_lab_are_named_on_the_node_where_they_bind() {
             "reader",
         ),
         (
+            vec!["stall", "25", SERVER],
+            "core",
+            "127.0.0.1:7002",
+            9001,
+            "stream_window",
+        ),
+        (
             vec!["read", "25", "9002"],
             "core",
             "127.0.0.1:7002",
@@ -196,6 +204,6 @@ fn limits_provoked_on_a_lab_are_named_on_the_node_where_they_bind() {
             "{case}: the {node} named {limit:?} ({why}); all: {seen:#?}"
         );
     }
-    let tunnel = &seen[2].4;
+    let tunnel = &seen[3].4;
     assert!(tunnel.contains("loss"), "{tunnel}");
 }
