@@ -1,6 +1,7 @@
-//! The control plane: `/health`, `/status`, `/flows`, `/metrics`
-//! (Prometheus text), `/cache`, `POST /cache/clear` and `POST /reload` over
-//! HTTP on a local address. Reading
+//! The control plane: `/health`, `/status`, `/flows`, `/flows/ID` (one
+//! flow, and why it runs at its rate), `/metrics` (Prometheus text),
+//! `/cache`, the dashboard `/ui` and its `/history`, `POST /cache/clear` and
+//! `POST /reload` over HTTP on a local address. Reading
 //! is open to whoever reaches the address; changing anything needs the
 //! node's token ([`token`]); the listener bounds its connections and their
 //! time ([`mod@serve`]), and every request passes the [`guard`].
