@@ -104,25 +104,19 @@ pub(crate) fn directions(flow: &Flow, facing: Facing) -> (Direction<'_>, Directi
 /// Runs a flow's `pumps` until they end, or until the flow is idle for the
 /// node's `--flow-idle-timeout` ([`Abort::Idle`]: the caller resets both
 /// sides as for any abort). With `lan` (its LAN socket's descriptor, and
-/// whether it is the client's), the socket's counts are read meanwhile
-/// (the caller keeps it open until this returns).
+/// whether it is the client's), the socket is lent to the flow's sampler
+/// meanwhile (the caller keeps it open until this returns).
 pub(crate) async fn until_idle(
     flow: &Flow,
     lan: Option<(std::os::fd::RawFd, bool)>,
     pumps: impl std::future::Future<Output = Result<(), Abort>>,
 ) -> Result<(), Abort> {
-    let watch = async {
-        match lan {
-            Some(lan) => flow.why.watch_lan(lan).await,
-            None => std::future::pending().await,
-        }
-    };
+    let _loan = lan.map(|(fd, is_client)| flow.why.lend_lan(fd, is_client));
     tokio::select! {
         biased;
         result = pumps => result,
         idle = flow.idle_out() => idle,
         revoked = flow.revoked_out() => revoked,
-        () = watch => unreachable!("the LAN socket's watch never ends"),
     }
 }
 

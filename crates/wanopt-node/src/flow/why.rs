@@ -148,9 +148,6 @@ pub struct TcpCounts {
     pub sndbuf_limited_us: u64,
 }
 
-/// How often a flow's pumps read their LAN socket's counts.
-const LAN_SAMPLE: std::time::Duration = std::time::Duration::from_secs(1);
-
 /// The kernel's counts of the TCP socket `fd`, which the caller keeps
 /// open for the call (the pumps' own socket, read while they run: a
 /// descriptor per flow is not spent on it).
@@ -219,8 +216,9 @@ pub struct WhyState {
     pub to_server: Waits,
     /// Direction to the client.
     pub to_client: Waits,
-    /// The LAN socket's counts as its pumps last read them.
-    lan: Mutex<Option<TcpCounts>>,
+    /// The LAN socket's descriptor while the flow's pumps run (they
+    /// close it only after taking it out of here, under this lock).
+    lan: Mutex<Option<RawFd>>,
     /// Whether the LAN socket is the client's (an edge's flow) or the
     /// server's.
     lan_is_client: std::sync::OnceLock<bool>,
@@ -228,17 +226,13 @@ pub struct WhyState {
 }
 
 impl WhyState {
-    /// Reads the flow's LAN socket `fd` (the client's or the server's)
-    /// once a second, forever: polled beside the flow's pumps, which keep
-    /// the socket open while they run.
-    pub async fn watch_lan(&self, (fd, lan_is_client): (RawFd, bool)) {
+    /// Lends the flow's LAN socket `fd` (the client's or the server's) to
+    /// the sampler while the returned guard lives: the pumps hold it while
+    /// they run and drop it before the socket is closed.
+    pub fn lend_lan(&self, fd: RawFd, lan_is_client: bool) -> LanLoan<'_> {
         let _ = self.lan_is_client.set(lan_is_client);
-        let mut tick = tokio::time::interval(LAN_SAMPLE);
-        loop {
-            tick.tick().await;
-            let counts = tcp_counts(fd);
-            *self.lan.lock().unwrap_or_else(|e| e.into_inner()) = counts;
-        }
+        *self.lan.lock().unwrap_or_else(|e| e.into_inner()) = Some(fd);
+        LanLoan(self)
     }
 
     /// Takes a sample at `now` of the waits and `bytes` (to server, to
@@ -260,7 +254,32 @@ impl WhyState {
                 };
             }
         }
-        let tcp = *self.lan.lock().unwrap_or_else(|e| e.into_inner());
+        // The kernel's counts, for a direction writing the LAN socket that
+        // moved bytes or waited on it (an idle flow's socket is not read).
+        let writes_lan = match self.lan_is_client() {
+            Some(true) => 1,
+            Some(false) => 0,
+            None => return self.keep(&mut kept, now, totals, None),
+        };
+        let written = kept.recent[writes_lan];
+        let tcp = if written.bytes > 0 || written.waited[Waits::LAN] > 0 {
+            // Under the lock: the pumps close the socket only after taking
+            // its descriptor out.
+            let lan = self.lan.lock().unwrap_or_else(|e| e.into_inner());
+            lan.and_then(tcp_counts)
+        } else {
+            None
+        };
+        self.keep(&mut kept, now, totals, tcp);
+    }
+
+    fn keep(
+        &self,
+        kept: &mut Kept,
+        now: Instant,
+        totals: [([u64; 3], u64); 2],
+        tcp: Option<TcpCounts>,
+    ) {
         kept.tcp_recent = match (kept.tcp, tcp) {
             (Some(old), Some(new)) => Some(TcpCounts {
                 busy_us: new.busy_us.saturating_sub(old.busy_us),
@@ -286,6 +305,16 @@ impl WhyState {
     pub fn recent(&self) -> ([Second; 2], Option<TcpCounts>) {
         let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         (kept.recent, kept.tcp_recent)
+    }
+}
+
+/// The flow's LAN socket lent to the sampler; taken back when dropped.
+#[derive(Debug)]
+pub struct LanLoan<'a>(&'a WhyState);
+
+impl Drop for LanLoan<'_> {
+    fn drop(&mut self) {
+        *self.0.lan.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 }
 
