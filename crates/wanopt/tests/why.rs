@@ -117,16 +117,24 @@ fn a_client_that_stops_reading_is_named_on_the_edge_and_the_stream_window_on_the
     let flows: serde_json::Value =
         serde_json::from_str(&http_get(pair.edge.control, "/flows").unwrap()).unwrap();
     let id = flows["flows"][0]["id"].as_u64().unwrap().to_string();
-    let out = Command::new(BIN)
-        .args(["flow", &id, "--control", &pair.edge.control.to_string()])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
-    assert!(
-        text.contains("to client") && text.contains("lan socket"),
-        "{text}"
-    );
+    // The socket's counts, once the sampler has read them.
+    let flow = || {
+        let out = Command::new(BIN)
+            .args(["flow", &id, "--control", &pair.edge.control.to_string()])
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let mut text = String::new();
+    let shown = eventually(Duration::from_secs(5), || {
+        let (ok, out) = flow();
+        text = out;
+        ok && text.contains("to client") && text.contains("lan socket")
+    });
+    assert!(shown, "{text}");
     let out = Command::new(BIN)
         .args([
             "flow",

@@ -262,7 +262,8 @@ impl WhyState {
             None => return self.keep(&mut kept, now, totals, None),
         };
         let written = kept.recent[writes_lan];
-        let tcp = if written.bytes > 0 || written.waited[Waits::LAN] > 0 {
+        let first = kept.tcp.is_none();
+        let tcp = if first || written.bytes > 0 || written.waited[Waits::LAN] > 0 {
             // Under the lock: the pumps close the socket only after taking
             // its descriptor out.
             let lan = self.lan.lock().unwrap_or_else(|e| e.into_inner());
