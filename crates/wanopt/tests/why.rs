@@ -62,9 +62,16 @@ fn limits(pair: &Pair, edge_wants: &str, core_wants: &str) -> (String, String) {
     seen
 }
 
-fn pair_to(server: SocketAddr, listen: SocketAddr, relay: Option<SocketAddr>) -> Pair {
+/// A pair without data reduction, the edge forwarding `listen` to `server`
+/// and dialing the core through what `path` puts in front of it.
+fn pair_to(
+    server: SocketAddr,
+    listen: SocketAddr,
+    path: impl FnOnce(SocketAddr) -> SocketAddr,
+) -> Pair {
     let keys = Keys::new();
     let core_addr = free_udp();
+    let dialed = path(core_addr);
     let core = spawn(
         &keys,
         "core",
@@ -78,7 +85,7 @@ fn pair_to(server: SocketAddr, listen: SocketAddr, relay: Option<SocketAddr>) ->
         "edge",
         &edge_args(
             &keys,
-            relay.unwrap_or(core_addr),
+            dialed,
             &[(listen, server.to_string())],
             &["--no-reduce"],
         ),
@@ -95,7 +102,7 @@ fn pair_to(server: SocketAddr, listen: SocketAddr, relay: Option<SocketAddr>) ->
 #[test]
 fn a_client_that_stops_reading_is_named_on_the_edge_and_the_stream_window_on_the_core() {
     let listen = free_tcp();
-    let pair = pair_to(source_server(None), listen, None);
+    let pair = pair_to(source_server(None), listen, |core| core);
     let _client = TcpStream::connect(listen).unwrap();
     let seen = limits(&pair, "reader", "stream_window");
     assert_eq!(seen, ("reader".into(), "stream_window".into()));
@@ -152,7 +159,7 @@ fn a_client_that_stops_reading_is_named_on_the_edge_and_the_stream_window_on_the
 fn a_server_that_sends_slowly_is_named_on_the_core_and_the_edge_waits_on_its_peer() {
     let listen = free_tcp();
     // 20 KB every 100 ms: 1.6 Mbit/s, read as it comes.
-    let pair = pair_to(source_server(Some(20_000)), listen, None);
+    let pair = pair_to(source_server(Some(20_000)), listen, |core| core);
     let mut client = TcpStream::connect(listen).unwrap();
     std::thread::spawn(move || {
         let mut buf = [0u8; 65536];
@@ -167,7 +174,7 @@ fn a_server_that_sends_slowly_is_named_on_the_core_and_the_edge_waits_on_its_pee
 #[test]
 fn a_client_that_uploads_slowly_is_named_on_the_edge() {
     let listen = free_tcp();
-    let pair = pair_to(echo_server(), listen, None);
+    let pair = pair_to(echo_server(), listen, |core| core);
     let mut client = TcpStream::connect(listen).unwrap();
     let mut reader = client.try_clone().unwrap();
     std::thread::spawn(move || {
@@ -197,36 +204,10 @@ fn a_client_that_uploads_slowly_is_named_on_the_edge() {
 #[test]
 fn a_narrow_path_is_named_as_the_tunnel_on_the_sending_core() {
     let listen = free_tcp();
-    let server = source_server(None);
-    let core_addr = free_udp();
     // 4 Mbit/s with a 10 ms delay each way.
-    let relay = bottleneck_path(core_addr, Duration::from_millis(10), 500_000, 60_000);
-    let keys = Keys::new();
-    let core = spawn(
-        &keys,
-        "core",
-        &core_args(&keys, core_addr, &["127.0.0.1"])
-            .into_iter()
-            .chain(["--no-reduce".into()])
-            .collect::<Vec<_>>(),
-    );
-    let edge = spawn(
-        &keys,
-        "edge",
-        &edge_args(
-            &keys,
-            relay,
-            &[(listen, server.to_string())],
-            &["--no-reduce"],
-        ),
-    );
-    edge.wait_tunnel_up(Duration::from_secs(10));
-    let pair = Pair {
-        keys,
-        core,
-        edge,
-        core_addr,
-    };
+    let pair = pair_to(source_server(None), listen, |core| {
+        bottleneck_path(core, Duration::from_millis(10), 500_000, 60_000)
+    });
     let mut client = TcpStream::connect(listen).unwrap();
     std::thread::spawn(move || {
         let mut buf = [0u8; 65536];
