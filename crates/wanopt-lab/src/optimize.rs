@@ -335,7 +335,7 @@ pub fn start(lab: &Lab, exe: &Path, reduce: bool, extra: &ExtraArgs) -> Result<(
         }
         Some(cluster) => {
             for replica in cluster.cores.replicas() {
-                let mut args = replica_args(lab, replica, &shared);
+                let mut args = replica_args(lab, replica, cluster.tunnel_timeout(), &shared);
                 args.extend(reduce_args(lab, replica.node(), reduce, supported));
                 args.extend(node_extra(extra.both, extra.core));
                 crate::cluster::replicas::spawn(lab, replica, cluster.cpu.is_some(), exe, &args)
@@ -373,7 +373,9 @@ pub fn start(lab: &Lab, exe: &Path, reduce: bool, extra: &ExtraArgs) -> Result<(
             "--control".into(),
             EDGE_CONTROL.into(),
         ];
-        if extra.cluster.is_some() || extra.edges.is_pair() {
+        if let Some(cluster) = &extra.cluster {
+            edge_args.extend(["--tunnel-timeout".into(), cluster.tunnel_timeout().into()]);
+        } else if extra.edges.is_pair() {
             edge_args.extend(["--tunnel-timeout".into(), TUNNEL_TIMEOUT.into()]);
         }
         // Link 2 joins site 1's edge to the core.
@@ -407,7 +409,7 @@ pub fn start(lab: &Lab, exe: &Path, reduce: bool, extra: &ExtraArgs) -> Result<(
 /// A replica's own arguments: its listener, the address it advertises,
 /// its control API (and token file) on its cluster address and the short
 /// tunnel timeout, then the `shared` ones (key, peer keys, allow).
-fn replica_args(lab: &Lab, replica: Replica, shared: &[String]) -> Vec<String> {
+fn replica_args(lab: &Lab, replica: Replica, timeout: &str, shared: &[String]) -> Vec<String> {
     let token = crate::cluster::keepalived::cluster_dir(lab)
         .join(format!("control-core{}.token", replica.number()));
     let mut args: Vec<String> = vec![
@@ -421,7 +423,7 @@ fn replica_args(lab: &Lab, replica: Replica, shared: &[String]) -> Vec<String> {
         "--control-token".into(),
         token.to_string_lossy().into_owned(),
         "--tunnel-timeout".into(),
-        TUNNEL_TIMEOUT.into(),
+        timeout.into(),
     ];
     args.extend(shared.iter().cloned());
     args
@@ -562,7 +564,7 @@ mod tests {
     fn a_replica_listens_everywhere_and_advertises_its_own_address() {
         let lab = Lab::new("t9-");
         let replica = Replica::new(2).unwrap_or_else(|| panic!("replica 2"));
-        let args = replica_args(&lab, replica, &["--key".into(), "k".into()]);
+        let args = replica_args(&lab, replica, TUNNEL_TIMEOUT, &["--key".into(), "k".into()]);
         assert_eq!(
             args,
             [
