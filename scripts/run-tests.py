@@ -35,6 +35,9 @@ LONGEST = {
 # run after the others, one at a time, and their tests one at a time too
 # (a rate measured alone must not share the CPU with a sibling test).
 ALONE = {"isolation", "duplicate"}
+# Test binaries made of one module per concept (crates/wanopt/tests/outside):
+# each module runs as its own job, named and scheduled as above.
+SPLIT = {"outside"}
 
 
 def build():
@@ -62,6 +65,27 @@ def build():
     return found
 
 
+def split(binary, args):
+    """The jobs of one test binary: the binary itself, or for one of SPLIT
+    one job per module, given its tests by exact name. Arguments that are
+    not flags filter test names (a substring, as the test harness does)."""
+    label, name, exe, pkg = binary
+    if name not in SPLIT:
+        return [(label, name, [exe, *args], pkg)]
+    flags = [a for a in args if a.startswith("-")]
+    filters = [a for a in args if not a.startswith("-")]
+    listed = subprocess.run([exe, "--list", "--format", "terse"], cwd=pkg,
+                            capture_output=True, text=True, check=True).stdout
+    modules = {}
+    for line in listed.splitlines():
+        test, _, kind = line.rpartition(": ")
+        if kind != "test" or (filters and not any(f in test for f in filters)):
+            continue
+        modules.setdefault(test.split("::")[0], []).append(test)
+    return [(f"{label}::{module}", module, [exe, *flags, "--exact", *tests], pkg)
+            for module, tests in sorted(modules.items())]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int,
@@ -77,10 +101,11 @@ def main():
     print(f"tests: built {len(binaries)} test binaries in {built:.0f} s; "
           f"running them {opts.jobs} at a time", flush=True)
 
-    jobs = [(label, [exe, *opts.args], pkg, LONGEST.get(name, 0))
-            for label, name, exe, pkg in binaries if name not in ALONE]
-    alone = [(label, [exe, "--test-threads=1", *opts.args], pkg, 0)
-             for label, name, exe, pkg in binaries if name in ALONE]
+    units = [unit for binary in binaries for unit in split(binary, opts.args)]
+    jobs = [(label, cmd, pkg, LONGEST.get(name, 0))
+            for label, name, cmd, pkg in units if name not in ALONE]
+    alone = [(label, [cmd[0], "--test-threads=1", *cmd[1:]], pkg, 0)
+             for label, name, cmd, pkg in units if name in ALONE]
     jobs.sort(key=lambda j: -j[3])
 
     lock = threading.Lock()

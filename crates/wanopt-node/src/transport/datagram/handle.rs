@@ -143,7 +143,7 @@ impl DatagramHandle {
         // connection's. Taking the layer's first and the connection's
         // while it is held (evaluating `conn.remote_address()` as an
         // argument under the guard) hung the edge's handshake about 1 run
-        // in 3 of tests/duplicate.rs.
+        // in 3 of tests/outside/duplicate.rs.
         let (remote, local) = (conn.remote_address(), conn.local_ip());
         let now = Instant::now();
         let mut driver = self.shared.lock();
