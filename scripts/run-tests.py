@@ -5,7 +5,7 @@ each lab test binary has its own namespace prefix). Prints a line per binary
 as it ends, the output of every failure at the end, and the time taken.
 
 Usage: scripts/run-tests.py [--jobs N] [-- ARGS FOR EVERY TEST BINARY]
-The environment variable WANOPT_TEST_JOBS sets the default of --jobs (4).
+The environment variable WANOPT_TEST_JOBS sets the default of --jobs (5).
 The documentation examples (a minute of compiling) and the emulator's
 checks against the physics (two minutes of lab runs) are in the scenario
 tier, scripts/test-scenarios, which CI runs after this.
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # The binaries that take longest start first, so that the last to end is
 # not a long one started late (seconds on the project's machine).
 LONGEST = {
-    "smb": 80, "intercept": 43, "probe": 29, "cluster": 28,
+    "intercept": 43, "probe": 29, "cluster": 28,
     "reach": 27, "udp": 23, "reduce": 21, "waas": 20, "parity": 18, "fec": 18,
     "lab_link2": 18, "lab_sites": 17, "fec_calls": 17, "flood": 16,
     "control": 12, "tunnel": 12, "idle_flows": 11,
@@ -89,7 +89,7 @@ def split(binary, args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int,
-                        default=int(os.environ.get("WANOPT_TEST_JOBS", "4")))
+                        default=int(os.environ.get("WANOPT_TEST_JOBS", "5")))
     parser.add_argument("args", nargs="*", help="passed to every test binary")
     opts = parser.parse_args()
     if opts.jobs < 1:
