@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""Builds every test binary of the workspace, then runs them several at a
-time (the tests mostly wait on emulated links and timers, not on the CPU;
-each lab test binary has its own namespace prefix). Prints a line per binary
-as it ends, the output of every failure at the end, and the time taken.
+"""Builds every test binary of the workspace and runs each as soon as it is
+built (and the wanopt binary, which the lab's tests run), several at a time:
+the tests mostly wait on emulated links and timers, not on the CPU, and the
+build's last minute compiles one crate on one core. Each lab test binary has
+its own namespace prefix. The modules whose tests compare rates (ALONE) run
+after the build and the others, one at a time. Prints a line per binary as
+it ends, the output of every failure at the end, and the time taken.
 
 Usage: scripts/run-tests.py [--jobs N] [-- ARGS FOR EVERY TEST BINARY]
 The environment variable WANOPT_TEST_JOBS sets the default of --jobs (5).
@@ -40,12 +43,16 @@ ALONE = {"isolation", "duplicate"}
 SPLIT = {"outside"}
 
 
-def build():
-    """Builds the test binaries; returns (name, path, package dir) of each."""
+def build(found):
+    """Builds the test binaries, calling `found(label, name, path, package
+    dir)` for each test binary as it is built, once the wanopt binary is
+    built too (the lab's tests run it); returns whether the build
+    succeeded."""
     cmd = ["cargo", "test", "--locked", "--release", "--workspace", "--no-run",
            "--message-format=json-render-diagnostics"]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    found = []
+    held = []
+    node_built = False
     for line in proc.stdout:
         try:
             msg = json.loads(line)
@@ -54,15 +61,22 @@ def build():
         if msg.get("reason") != "compiler-artifact":
             continue
         exe = msg.get("executable")
-        if not exe or not msg.get("profile", {}).get("test"):
-            continue
         target = msg["target"]
-        kind = "unittests" if target["kind"] != ["test"] else "tests"
-        pkg = Path(msg["manifest_path"]).parent
-        found.append((f"{pkg.name} {kind} {target['name']}", target["name"], exe, pkg))
-    if proc.wait() != 0:
-        sys.exit("tests: the build failed")
-    return found
+        if exe and target["name"] == "wanopt" and target["kind"] == ["bin"] \
+                and not msg.get("profile", {}).get("test"):
+            node_built = True
+        elif exe and msg.get("profile", {}).get("test"):
+            kind = "unittests" if target["kind"] != ["test"] else "tests"
+            pkg = Path(msg["manifest_path"]).parent
+            held.append((f"{pkg.name} {kind} {target['name']}", target["name"], exe, pkg))
+        if node_built:
+            for binary in held:
+                found(*binary)
+            held = []
+    ok = proc.wait() == 0
+    for binary in held:
+        found(*binary)
+    return ok
 
 
 def split(binary, args):
@@ -96,61 +110,81 @@ def main():
         sys.exit("tests: --jobs takes 1 or more")
 
     start = time.monotonic()
-    binaries = build()
-    built = time.monotonic() - start
-    print(f"tests: built {len(binaries)} test binaries in {built:.0f} s; "
-          f"running them {opts.jobs} at a time", flush=True)
-
-    units = [unit for binary in binaries for unit in split(binary, opts.args)]
-    jobs = [(label, cmd, pkg, LONGEST.get(name, 0))
-            for label, name, cmd, pkg in units if name not in ALONE]
-    alone = [(label, [cmd[0], "--test-threads=1", *cmd[1:]], pkg, 0)
-             for label, name, cmd, pkg in units if name in ALONE]
-    jobs.sort(key=lambda j: -j[3])
-
-    lock = threading.Lock()
-    queue = list(jobs)
+    lock = threading.Condition()
+    queue = []  # (priority, label, cmd, cwd), the longest first
+    alone = []
+    counts = {"jobs": 0, "binaries": 0}
+    building = [True]
     failed = []
     logs = tempfile.TemporaryDirectory(prefix="wanopt-tests-")
+
+    def found(label, name, exe, pkg):
+        units = split((label, name, exe, pkg), opts.args)
+        with lock:
+            counts["binaries"] += 1
+            counts["jobs"] += len(units)
+            for unit_label, unit_name, cmd, cwd in units:
+                if unit_name in ALONE:
+                    alone.append((unit_label, [cmd[0], "--test-threads=1", *cmd[1:]], cwd))
+                else:
+                    queue.append((LONGEST.get(unit_name, 0), unit_label, cmd, cwd))
+            queue.sort(key=lambda j: -j[0])
+            lock.notify_all()
+
+    def run(label, cmd, cwd):
+        log = Path(logs.name) / label.replace(" ", "_")
+        began = time.monotonic()
+        env = dict(os.environ, CARGO_MANIFEST_DIR=str(cwd), RUST_BACKTRACE="1")
+        with open(log, "w") as out:
+            code = subprocess.call(cmd, cwd=cwd, env=env, stdout=out,
+                                   stderr=subprocess.STDOUT)
+        took = time.monotonic() - began
+        with lock:
+            verdict = "ok" if code == 0 else f"FAILED (exit {code})"
+            print(f"[{time.monotonic() - start:4.0f} s] {verdict:6} {label} "
+                  f"({took:.1f} s)", flush=True)
+            if code != 0:
+                failed.append((label, log.read_text(errors="replace")))
 
     def worker():
         while True:
             with lock:
+                while not queue and building[0]:
+                    lock.wait()
                 if not queue:
                     return
-                label, cmd, cwd, _ = queue.pop(0)
-            log = Path(logs.name) / label.replace(" ", "_")
-            began = time.monotonic()
-            env = dict(os.environ, CARGO_MANIFEST_DIR=str(cwd), RUST_BACKTRACE="1")
-            with open(log, "w") as out:
-                code = subprocess.call(cmd, cwd=cwd, env=env, stdout=out,
-                                       stderr=subprocess.STDOUT)
-            took = time.monotonic() - began
-            with lock:
-                verdict = "ok" if code == 0 else f"FAILED (exit {code})"
-                print(f"[{time.monotonic() - start:4.0f} s] {verdict:6} {label} "
-                      f"({took:.1f} s)", flush=True)
-                if code != 0:
-                    failed.append((label, log.read_text(errors="replace")))
+                _, label, cmd, cwd = queue.pop(0)
+            run(label, cmd, cwd)
 
     threads = [threading.Thread(target=worker) for _ in range(opts.jobs)]
     for t in threads:
         t.start()
+    print(f"tests: building; each test binary runs as it is built, {opts.jobs} "
+          "at a time", flush=True)
+    built_ok = build(found)
+    built = time.monotonic() - start
+    with lock:
+        building[0] = False
+        lock.notify_all()
+    print(f"tests: built {counts['binaries']} test binaries in {built:.0f} s",
+          flush=True)
     for t in threads:
         t.join()
-    queue.extend(alone)
-    worker()
-    jobs += alone
+    if not built_ok:
+        sys.exit("tests: the build failed")
+    # Their tests compare rates: with nothing else running.
+    for label, cmd, cwd in alone:
+        run(label, cmd, cwd)
 
     total = time.monotonic() - start
     for label, text in failed:
         print(f"\n==== {label}: output ====\n{text}", flush=True)
     if failed:
         names = ", ".join(label for label, _ in failed)
-        print(f"tests: {len(failed)} of {len(jobs)} failed ({names}); "
+        print(f"tests: {len(failed)} of {counts['jobs']} failed ({names}); "
               f"{total:.0f} s in all", flush=True)
         sys.exit(1)
-    print(f"tests: all {len(jobs)} passed in {total:.0f} s "
+    print(f"tests: all {counts['jobs']} passed in {total:.0f} s "
           f"({built:.0f} s of build)", flush=True)
 
 

@@ -13,28 +13,60 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_wanopt");
 /// A loopback address on which both a TCP and a UDP bind succeed now, for a
 /// node started next to listen on.
 ///
-/// Ports come from below the kernel's ephemeral range and from a counter
-/// shared by the process's tests. A port the kernel handed out for `:0` and
-/// released can be taken by any outgoing connection before the node binds it
-/// (it happened: `Address already in use` for a forward listener while
-/// another test opened two hundred connections); outside the ephemeral range
-/// no connection is given one, and the counter keeps this binary's tests off
-/// each other's ports.
+/// Ports come from below the kernel's ephemeral range, from a block of
+/// [`BLOCK`] ports that this process holds alone (see [`port_block`]), and
+/// from a counter shared by the process's tests. A port the kernel handed
+/// out for `:0` and released can be taken by any outgoing connection before
+/// the node binds it (it happened: `Address already in use` for a forward
+/// listener while another test opened two hundred connections); outside the
+/// ephemeral range no connection is given one, and the block keeps test
+/// processes running at once off each other's ports (scripts/run-tests.py
+/// runs several processes of this binary at once, a module each).
 fn free_port() -> SocketAddr {
     use std::sync::atomic::{AtomicU32, Ordering};
     static NEXT: AtomicU32 = AtomicU32::new(0);
-    let (low, span) = test_port_range();
-    // Binaries (or clones) running at once start at different places.
-    let start = std::process::id() % span;
+    let (low, span) = port_block();
     for _ in 0..span {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let port = u16::try_from(low + (start + n) % span).expect("port range");
+        let port = u16::try_from(low + n % span).expect("port range");
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         if TcpListener::bind(addr).is_ok() && UdpSocket::bind(addr).is_ok() {
             return addr;
         }
     }
     panic!("no free loopback port in {low}..{}", low + span);
+}
+
+/// Ports a test process holds alone.
+const BLOCK: u32 = 200;
+
+/// This process's ports: the first block of [`BLOCK`] ports of the test
+/// range whose lock file (in the temporary directory) it can lock, held
+/// until the process ends; the whole range, shared, when none can be
+/// locked.
+fn port_block() -> (u32, u32) {
+    use std::sync::OnceLock;
+    static HELD: OnceLock<(u32, u32)> = OnceLock::new();
+    *HELD.get_or_init(|| {
+        let (low, span) = test_port_range();
+        let blocks = span / BLOCK;
+        let dir = std::env::temp_dir().join("wanopt-test-ports");
+        let _ = std::fs::create_dir_all(&dir);
+        let start = std::process::id() % blocks.max(1);
+        for i in 0..blocks {
+            let block = (start + i) % blocks;
+            let first = low + block * BLOCK;
+            let Ok(file) = std::fs::File::create(dir.join(first.to_string())) else {
+                continue;
+            };
+            if file.try_lock().is_ok() {
+                // Held (and locked) until the process ends.
+                std::mem::forget(file);
+                return (first, BLOCK);
+            }
+        }
+        (low, span)
+    })
 }
 
 /// The ports tests may use: up to 10,000 below the kernel's ephemeral range
