@@ -1,11 +1,10 @@
 #!/usr/bin/env python3
-"""Builds every test binary of the workspace and runs each as soon as it is
-built (and the wanopt binary, which the lab's tests run), several at a time:
-the tests mostly wait on emulated links and timers, not on the CPU, and the
-build's last minute compiles one crate on one core. Each lab test binary has
-its own namespace prefix. The modules whose tests compare rates (ALONE) run
-after the build and the others, one at a time. Prints a line per binary as
-it ends, the output of every failure at the end, and the time taken.
+"""Builds every test binary of the workspace, then runs them several at a
+time (the tests mostly wait on emulated links and timers, not on the CPU;
+each lab test binary has its own namespace prefix), a module per job for the
+binaries in SPLIT. The modules whose tests compare rates (ALONE) run after
+the others, one at a time. Prints a line per binary as it ends, the output
+of every failure at the end, and the time taken.
 
 Usage: scripts/run-tests.py [--jobs N] [-- ARGS FOR EVERY TEST BINARY]
 The environment variable WANOPT_TEST_JOBS sets the default of --jobs (5).
@@ -156,18 +155,18 @@ def main():
                 _, label, cmd, cwd = queue.pop(0)
             run(label, cmd, cwd)
 
-    threads = [threading.Thread(target=worker) for _ in range(opts.jobs)]
-    for t in threads:
-        t.start()
-    print(f"tests: building; each test binary runs as it is built, {opts.jobs} "
-          "at a time", flush=True)
+    # The tests start once the build is done: beside it they slow it down
+    # by more than they gain (both cores are busy compiling nearly to the
+    # end), and the tests that count memory or rates see a loaded machine.
     built_ok = build(found)
     built = time.monotonic() - start
     with lock:
         building[0] = False
-        lock.notify_all()
-    print(f"tests: built {counts['binaries']} test binaries in {built:.0f} s",
-          flush=True)
+    print(f"tests: built {counts['binaries']} test binaries in {built:.0f} s; "
+          f"running them {opts.jobs} at a time", flush=True)
+    threads = [threading.Thread(target=worker) for _ in range(opts.jobs)]
+    for t in threads:
+        t.start()
     for t in threads:
         t.join()
     if not built_ok:
