@@ -42,16 +42,13 @@ ALONE = {"isolation", "duplicate"}
 SPLIT = {"outside"}
 
 
-def build(found):
-    """Builds the test binaries, calling `found(label, name, path, package
-    dir)` for each test binary as it is built, once the wanopt binary is
-    built too (the lab's tests run it); returns whether the build
-    succeeded."""
+def build():
+    """Builds the test binaries; returns (label, name, path, package dir) of
+    each."""
     cmd = ["cargo", "test", "--locked", "--release", "--workspace", "--no-run",
            "--message-format=json-render-diagnostics"]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    held = []
-    node_built = False
+    found = []
     for line in proc.stdout:
         try:
             msg = json.loads(line)
@@ -60,22 +57,15 @@ def build(found):
         if msg.get("reason") != "compiler-artifact":
             continue
         exe = msg.get("executable")
+        if not exe or not msg.get("profile", {}).get("test"):
+            continue
         target = msg["target"]
-        if exe and target["name"] == "wanopt" and target["kind"] == ["bin"] \
-                and not msg.get("profile", {}).get("test"):
-            node_built = True
-        elif exe and msg.get("profile", {}).get("test"):
-            kind = "unittests" if target["kind"] != ["test"] else "tests"
-            pkg = Path(msg["manifest_path"]).parent
-            held.append((f"{pkg.name} {kind} {target['name']}", target["name"], exe, pkg))
-        if node_built:
-            for binary in held:
-                found(*binary)
-            held = []
-    ok = proc.wait() == 0
-    for binary in held:
-        found(*binary)
-    return ok
+        kind = "unittests" if target["kind"] != ["test"] else "tests"
+        pkg = Path(msg["manifest_path"]).parent
+        found.append((f"{pkg.name} {kind} {target['name']}", target["name"], exe, pkg))
+    if proc.wait() != 0:
+        sys.exit("tests: the build failed")
+    return found
 
 
 def split(binary, args):
@@ -109,26 +99,20 @@ def main():
         sys.exit("tests: --jobs takes 1 or more")
 
     start = time.monotonic()
-    lock = threading.Condition()
-    queue = []  # (priority, label, cmd, cwd), the longest first
-    alone = []
-    counts = {"jobs": 0, "binaries": 0}
-    building = [True]
+    binaries = build()
+    built = time.monotonic() - start
+    units = [unit for binary in binaries for unit in split(binary, opts.args)]
+    print(f"tests: built {len(binaries)} test binaries in {built:.0f} s; "
+          f"running them {opts.jobs} at a time", flush=True)
+    # (priority, label, cmd, cwd), the longest first.
+    queue = sorted(((LONGEST.get(name, 0), label, cmd, cwd)
+                    for label, name, cmd, cwd in units if name not in ALONE),
+                   key=lambda j: -j[0])
+    alone = [(label, [cmd[0], "--test-threads=1", *cmd[1:]], cwd)
+             for label, name, cmd, cwd in units if name in ALONE]
+    lock = threading.Lock()
     failed = []
     logs = tempfile.TemporaryDirectory(prefix="wanopt-tests-")
-
-    def found(label, name, exe, pkg):
-        units = split((label, name, exe, pkg), opts.args)
-        with lock:
-            counts["binaries"] += 1
-            counts["jobs"] += len(units)
-            for unit_label, unit_name, cmd, cwd in units:
-                if unit_name in ALONE:
-                    alone.append((unit_label, [cmd[0], "--test-threads=1", *cmd[1:]], cwd))
-                else:
-                    queue.append((LONGEST.get(unit_name, 0), unit_label, cmd, cwd))
-            queue.sort(key=lambda j: -j[0])
-            lock.notify_all()
 
     def run(label, cmd, cwd):
         log = Path(logs.name) / label.replace(" ", "_")
@@ -148,29 +132,16 @@ def main():
     def worker():
         while True:
             with lock:
-                while not queue and building[0]:
-                    lock.wait()
                 if not queue:
                     return
                 _, label, cmd, cwd = queue.pop(0)
             run(label, cmd, cwd)
 
-    # The tests start once the build is done: beside it they slow it down
-    # by more than they gain (both cores are busy compiling nearly to the
-    # end), and the tests that count memory or rates see a loaded machine.
-    built_ok = build(found)
-    built = time.monotonic() - start
-    with lock:
-        building[0] = False
-    print(f"tests: built {counts['binaries']} test binaries in {built:.0f} s; "
-          f"running them {opts.jobs} at a time", flush=True)
     threads = [threading.Thread(target=worker) for _ in range(opts.jobs)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    if not built_ok:
-        sys.exit("tests: the build failed")
     # Their tests compare rates: with nothing else running.
     for label, cmd, cwd in alone:
         run(label, cmd, cwd)
@@ -180,10 +151,10 @@ def main():
         print(f"\n==== {label}: output ====\n{text}", flush=True)
     if failed:
         names = ", ".join(label for label, _ in failed)
-        print(f"tests: {len(failed)} of {counts['jobs']} failed ({names}); "
+        print(f"tests: {len(failed)} of {len(units)} failed ({names}); "
               f"{total:.0f} s in all", flush=True)
         sys.exit(1)
-    print(f"tests: all {counts['jobs']} passed in {total:.0f} s "
+    print(f"tests: all {len(units)} passed in {total:.0f} s "
           f"({built:.0f} s of build)", flush=True)
 
 
