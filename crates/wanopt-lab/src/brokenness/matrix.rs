@@ -433,9 +433,12 @@ impl Plan {
                     loss_pct: 0.0,
                     red: false,
                 };
-                // Slow start to the rate takes about a dozen round trips;
-                // the rate is read over the second half.
-                let seconds = (if quick { 3 } else { 10 }).max(rtt_ms * 25 / 1000);
+                // Slow start to the rate takes about a dozen round trips
+                // (and the receiver's window grows with it); the rate is
+                // read over the second half, which a quick run starts 30
+                // round trips in at 100 ms so that a loaded machine's slower
+                // start does not read as a window that cannot fill.
+                let seconds = (if quick { 6 } else { 10 }).max(rtt_ms * 25 / 1000);
                 for &mode in ccs {
                     sweeps.push(WscaleSweep {
                         link,
