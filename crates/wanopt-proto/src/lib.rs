@@ -29,11 +29,14 @@
 //!   (tail duplication, FEC, paths), driven by the node's socket adapter.
 //! - [`dedup`]: the fixed-size filter that drops a datagram's second copy
 //!   when it came over two paths.
+//! - [`bond`]: one peer's datagrams over every path at once (per-path
+//!   headers and acks, the receiver's reorder buffer).
 //! - [`carrier`]: the tunnel's QUIC packets framed on a TCP connection,
 //!   for networks that block or police UDP.
 //! - [`probe`]: the datagrams of `wanopt probe` (RTT, and loss, reordering
 //!   and duplication per direction) and the reflector that answers them.
 
+pub mod bond;
 pub mod carrier;
 pub mod codes;
 pub mod control;
