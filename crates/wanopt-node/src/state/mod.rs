@@ -395,7 +395,7 @@ impl NodeState {
                     random_loss: bbr.as_ref().map(|b| b.random_loss),
                     startup: bbr
                         .as_ref()
-                        .is_some_and(|b| b.mode == crate::transport::bbr::Mode::Startup),
+                        .is_some_and(|b| b.mode == wanopt_cc::Mode::Startup),
                 },
             );
             if let Some(bbr) = bbr {

@@ -5,7 +5,8 @@
 //!   windows, the node-wide receive budget);
 //! - [`identity`]: Ed25519 keys, certificates and pinning;
 //! - [`handshakes`]: admission of incoming tunnel handshakes (a core's);
-//! - [`bbr`]: wanopt's congestion controller;
+//! - [`bbr`]: quinn's adapter of wanopt's congestion controller
+//!   (`wanopt_cc`);
 //! - [`model`]: the one reader of the controller's model of the path;
 //! - [`carrier`]: the tunnel's packets on a TCP connection, where UDP is
 //!   blocked or policed;

@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::bbr::{Bbr, Mode};
+use wanopt_cc::Mode;
+
+use super::bbr::QuinnBbr;
 
 /// wanopt's BBR as it models the path in this node's sending direction.
 #[derive(Debug, Clone)]
@@ -22,7 +24,7 @@ pub struct BbrModel {
     /// Propagation delay estimate (the windowed min RTT).
     pub min_rtt: Option<Duration>,
     /// Set while the sender has data waiting for its congestion window
-    /// ([`Bbr::sender_blocked`]; a live flag, not a snapshot).
+    /// ([`wanopt_cc::Bbr::sender_blocked`]; a live flag, not a snapshot).
     pub sender_blocked: Arc<AtomicBool>,
     /// Rounds that ended congested so far.
     pub congested_rounds: u64,
@@ -33,17 +35,18 @@ pub struct BbrModel {
     /// Whether the path's rate is judged to move (a cellular link).
     pub moving: bool,
     /// The counter the datagram layer tells the controller of packets
-    /// the peer's FEC rebuilt by ([`Bbr::repaired`]; live).
+    /// the peer's FEC rebuilt by ([`wanopt_cc::Bbr::repaired`]; live).
     pub repaired: Arc<AtomicU64>,
 }
 
 /// The model of `connection`'s controller, when it is wanopt's BBR.
 pub fn bbr(connection: &quinn::Connection) -> Option<BbrModel> {
-    let bbr = connection
+    let controller = connection
         .congestion_state()
         .into_any()
-        .downcast::<Bbr>()
+        .downcast::<QuinnBbr>()
         .ok()?;
+    let bbr = controller.bbr();
     Some(BbrModel {
         mode: bbr.mode(),
         bandwidth: bbr.bandwidth(),

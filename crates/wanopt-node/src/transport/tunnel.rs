@@ -184,7 +184,7 @@ impl TunnelTuning {
         t.mtu_discovery_config(Some(mtu));
         match self.congestion {
             Congestion::Bbr => {
-                t.congestion_controller_factory(Arc::new(super::bbr::BbrConfig::default()))
+                t.congestion_controller_factory(Arc::new(super::bbr::BbrFactory::default()))
             }
             Congestion::Cubic => {
                 t.congestion_controller_factory(Arc::new(congestion::CubicConfig::default()))

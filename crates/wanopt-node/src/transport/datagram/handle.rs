@@ -65,7 +65,7 @@ impl DatagramHandle {
 
     /// Hands the peer's reports of repaired packets to the connection's
     /// controller through its counter (wanopt's BBR:
-    /// [`crate::transport::bbr::Bbr::repaired`]). Idempotent.
+    /// [`wanopt_cc::Bbr::repaired`]). Idempotent.
     pub fn watch_repairs(&self, peer: SocketAddr, repaired: Arc<AtomicU64>) {
         self.shared.lock().repaired.insert(peer, repaired);
     }
@@ -77,7 +77,7 @@ impl DatagramHandle {
 
     /// Watches the sender of the connection to `peer` through its
     /// congestion controller's flag (wanopt's BBR:
-    /// [`crate::transport::bbr::Bbr::sender_blocked`]): while data waits for the
+    /// [`wanopt_cc::Bbr::sender_blocked`]): while data waits for the
     /// window, a quiet path is no burst's end. Idempotent.
     pub fn watch_sender(&self, peer: SocketAddr, blocked: Arc<AtomicBool>) {
         let mut driver = self.shared.lock();

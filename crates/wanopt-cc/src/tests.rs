@@ -6,8 +6,6 @@
 
 use std::sync::atomic::Ordering;
 
-use quinn::congestion::Controller;
-
 use super::sim::{Path, Sim, PACKET};
 use super::*;
 
@@ -180,19 +178,98 @@ fn resumes_at_full_rate_after_idle_and_app_limited_phases() {
 }
 
 #[test]
-fn the_sender_blocked_flag_follows_idle_polls_and_is_shared_with_clones() {
-    let mut bbr = Bbr::new(&BbrConfig::default(), 1200);
+fn the_sender_blocked_flag_follows_set_blocked_and_is_shared_with_clones() {
+    let bbr = Bbr::new(&BbrConfig::default(), 1200, 1);
     let flag = bbr.sender_blocked();
     assert!(!flag.load(Ordering::Relaxed));
-    let snapshot = bbr.clone_box();
-    bbr.on_idle_poll(true);
+    // A snapshot of the controller (quinn's `Connection::congestion_state`
+    // hands out one) reads the live controller's flag.
+    let clone = bbr.clone();
+    bbr.set_blocked(true);
     assert!(flag.load(Ordering::Relaxed));
-    // What `Connection::congestion_state` hands out is a clone: its flag
-    // is the live controller's.
-    let clone = snapshot.into_any().downcast::<Bbr>().unwrap();
     assert!(clone.sender_blocked().load(Ordering::Relaxed));
-    bbr.on_idle_poll(false);
+    bbr.set_blocked(false);
     assert!(!clone.sender_blocked().load(Ordering::Relaxed));
+}
+
+#[test]
+fn the_repaired_counter_is_shared_with_clones() {
+    let bbr = Bbr::new(&BbrConfig::default(), 1200, 1);
+    let clone = bbr.clone();
+    clone.repaired().fetch_add(3, Ordering::Relaxed);
+    assert_eq!(bbr.repaired().load(Ordering::Relaxed), 3);
+}
+
+#[test]
+fn the_window_is_at_least_four_datagrams_of_the_current_mtu() {
+    let mut bbr = Bbr::new(&BbrConfig::default(), 1200, 1);
+    assert_eq!(bbr.initial_window(), 14_720);
+    assert_eq!(bbr.congestion_window(), 14_720);
+    bbr.set_mtu(9000);
+    assert_eq!(bbr.congestion_window(), 4 * 9000);
+    let jumbo = Bbr::new(&BbrConfig::default(), 9000, 1);
+    assert_eq!(jumbo.initial_window(), 4 * 9000);
+}
+
+/// A cap below the link's rate (20 of 100 Mbit/s, 50 ms): the pacing rate
+/// never goes above it, from the first packet on and through STARTUP's
+/// and PROBE_BW's gains, the window stays within the cap's bound, and the
+/// goodput comes close to the cap without loss at the link's queue.
+#[test]
+fn a_rate_cap_bounds_the_pacing_rate_and_the_window_and_is_reached() {
+    let path = Path::new(100, 50);
+    let cap = 20_000_000 / 8;
+    let mut sim = Sim::new(path);
+    sim.bbr.set_rate_cap(Some(cap));
+    assert_eq!(sim.bbr.pacing_rate_bytes(), Some(cap));
+    let out = sim.measure(Duration::from_secs(5), Duration::from_secs(20));
+    eprintln!(
+        "cap {cap} B/s on a {} B/s link: goodput {:.1}% of the cap, peak pacing {}, \
+         window {}, estimate {}, queue loss {:.3}%, mode {:?}",
+        path.bytes_per_sec(),
+        100.0 * out.goodput / cap as f64,
+        sim.peak_pacing_rate,
+        sim.bbr.congestion_window(),
+        sim.bbr.bandwidth(),
+        100.0 * out.queue_loss,
+        sim.bbr.mode(),
+    );
+    assert!(
+        sim.peak_pacing_rate <= cap,
+        "pacing {} above the cap {cap}",
+        sim.peak_pacing_rate
+    );
+    assert!(
+        out.goodput >= 0.93 * cap as f64 && out.goodput <= cap as f64,
+        "goodput {:.1}% of the cap",
+        100.0 * out.goodput / cap as f64
+    );
+    // cap × (min RTT + max(40 ms, min RTT / 2)): 2.5 MB/s × 90 ms.
+    assert!(
+        sim.bbr.congestion_window() <= cap * 90 / 1000 + PACKET,
+        "window {}",
+        sim.bbr.congestion_window()
+    );
+    assert_eq!(out.queue_loss, 0.0);
+    assert_ne!(sim.bbr.mode(), Mode::Startup, "left STARTUP");
+}
+
+/// A cap lifted mid-run: the controller finds the link's rate again.
+#[test]
+fn a_lifted_rate_cap_lets_the_rate_grow_to_the_link() {
+    let path = Path::new(50, 50);
+    let mut sim = Sim::new(path);
+    sim.bbr.set_rate_cap(Some(10_000_000 / 8));
+    sim.run(Duration::from_secs(5), None);
+    assert!(sim.bbr.pacing_rate_bytes() <= Some(10_000_000 / 8));
+    sim.bbr.set_rate_cap(None);
+    let out = sim.measure(Duration::from_secs(15), Duration::from_secs(25));
+    let link = path.bytes_per_sec() as f64;
+    assert!(
+        out.goodput >= 0.9 * link,
+        "goodput {:.1}% of the link after the cap was lifted",
+        100.0 * out.goodput / link
+    );
 }
 
 /// Goodput of a fresh controller per 100 ms, as shares of the link's rate.

@@ -1,17 +1,46 @@
-//! BBR congestion control for the tunnel: a model of the path's bottleneck
-//! bandwidth and round-trip propagation time, and a sender that paces at the
-//! first and keeps about two of their product in flight.
+//! wanopt's congestion control: BBR as a sans-IO state machine. Time comes
+//! in with every event (`now: Instant`), decisions go out through queries;
+//! the controller never reads a clock, touches a socket or draws global
+//! randomness, so one copy runs per QUIC connection (behind the node's
+//! adapter to quinn's congestion controller interface) and one per path of
+//! a bond, each driven by its own acknowledgements, and the tests run it
+//! on a virtual clock.
+//!
+//! # Use
+//!
+//! Build a [`Bbr`] with [`Bbr::new`] from a [`BbrConfig`], the path's
+//! datagram size and a random seed (so that senders sharing a bottleneck
+//! do not probe in lockstep). Then tell it what happens:
+//!
+//! - [`Bbr::handle_sent`] for every batch of datagrams sent;
+//! - [`Bbr::handle_ack`] for every acknowledged packet and
+//!   [`Bbr::handle_loss`] for every loss declared, then
+//!   [`Bbr::handle_end_acks`] once the batch of acknowledgements is done
+//!   (the model is updated there);
+//! - [`Bbr::set_mtu`] when the path's datagram size changes and
+//!   [`Bbr::set_blocked`] when the sender runs out of what it may send.
+//!
+//! and read its decisions: [`Bbr::congestion_window`] (bytes allowed in
+//! flight) and [`Bbr::pacing_rate_bytes`] (bytes per second). A declared
+//! link rate is a ceiling on both ([`Bbr::set_rate_cap`]).
+//!
+//! # The controller
+//!
+//! A model of the path's bottleneck bandwidth and round-trip propagation
+//! time, and a sender that paces at the first and keeps about two of their
+//! product in flight.
 //!
 //! This is BBR v1 as specified in draft-cardwell-iccrg-bbr-congestion-control-00
 //! and implemented in Linux `net/ipv4/tcp_bbr.c`, over the delivery rate
-//! estimator of draft-cheng-iccrg-delivery-rate-estimation (`rate.rs`), behind
-//! quinn's [`Controller`](quinn::congestion::Controller) interface. It replaces quinn's own `Bbr`, whose
+//! estimator of draft-cheng-iccrg-delivery-rate-estimation (`rate.rs`). In
+//! the tunnel it sits behind quinn's congestion controller interface (the
+//! node's `transport::bbr` adapter), where it replaces quinn's own BBR, whose
 //! bandwidth estimate is the maximum of per-packet send and ack rates: on a
 //! 250 Mbit/s, 250 ms lab path it estimated ~500 Mbit/s, kept a 32-57 MB window
 //! and lost half of the packets it sent at the bottleneck queue. With quinn's
 //! window-based pacing (1.25 x window per RTT) even a right-sized window
 //! overshoots, so the vendored quinn-proto takes the pacing rate from the
-//! controller ([`Controller::pacing_rate`](quinn::congestion::Controller::pacing_rate), a wanopt patch).
+//! controller (its `Controller::pacing_rate`, a wanopt patch).
 //!
 //! Departures from Linux, each for the tunnel's sake:
 //! - ProbeRTT keeps 3/4 of the estimated BDP in flight instead of 4 packets
@@ -40,15 +69,20 @@
 //!   80-85% of the link to 92%.
 //! - The window is bounded to the recent delivery rate plus a short queue,
 //!   which a path whose rate moves (a cellular link) needs (`moving.rs`).
+//! - For a bond's paths, an optional rate cap (a link's declared rate)
+//!   bounds the pacing rate and the window (`cap.rs`).
 //!
 //! The phases are in their own files: `startup.rs` (STARTUP and DRAIN),
-//! `probe_bw.rs`, `probe_rtt.rs` (with the min RTT filter), and beside them
-//! the estimators: `rate.rs` (delivery rate), `filter.rs` (windowed max),
+//! `probe_bw.rs`, `probe_rtt.rs` (with the min RTT filter), `window.rs`
+//! (the congestion window and loss recovery), and beside them the
+//! estimators: `rate.rs` (delivery rate), `filter.rs` (windowed max),
 //! `loss.rs` (random loss or congestion), `aggregation.rs` (ack
-//! aggregation), `moving.rs` (a moving bottleneck).
+//! aggregation), `moving.rs` (a moving bottleneck), and the rate cap
+//! (`cap.rs`). The tests drive the controller through a simulated
+//! bottleneck on a virtual clock (`sim.rs`).
 
 mod aggregation;
-mod controller;
+mod cap;
 mod filter;
 mod loss;
 mod moving;
@@ -56,6 +90,7 @@ mod probe_bw;
 mod probe_rtt;
 mod rate;
 mod startup;
+mod window;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -69,8 +104,9 @@ pub use moving::MovingPolicy;
 use rate::{RateSample, RateSampler};
 
 /// The target of BBR's trace lines (`WANOPT_LOG=info,wanopt_node::bbr=trace`),
-/// kept from before the controller moved into the transport wing.
-const LOG_TARGET: &str = "wanopt_node::bbr";
+/// kept from when the controller lived in `wanopt-node`, so that the log
+/// filters in use (and `wanopt_node=trace`) still select them.
+pub const LOG_TARGET: &str = "wanopt_node::bbr";
 
 /// Linux paces 1% below the estimate (`bbr_pacing_margin_percent`) to keep
 /// the bottleneck queue empty. Ours is a round's median of user-space
@@ -130,15 +166,13 @@ impl Mode {
     }
 }
 
-/// Builds [`Bbr`] controllers for quinn ([`ControllerFactory`](quinn::congestion::ControllerFactory)).
+/// What every [`Bbr`] built from it shares: the settings of a kind of path,
+/// not of one controller (the random seed is [`Bbr::new`]'s).
 #[derive(Clone, Debug)]
 pub struct BbrConfig {
-    /// Congestion window before the first measurement, in bytes.
+    /// Congestion window before the first measurement, in bytes (at least
+    /// four datagrams).
     pub initial_window: u64,
-    /// Seed of the random start phase of the gain cycle; `None` draws one
-    /// per connection (so that tunnels sharing a bottleneck do not probe in
-    /// lockstep).
-    pub seed: Option<u64>,
     /// When the window is bounded to a moving bottleneck's recent rate
     /// (`moving.rs`).
     pub moving: MovingPolicy,
@@ -148,7 +182,6 @@ impl Default for BbrConfig {
     fn default() -> Self {
         Self {
             initial_window: 14_720,
-            seed: None,
             moving: MovingPolicy::Auto,
         }
     }
@@ -240,14 +273,18 @@ pub struct Bbr {
     /// last had nothing it could send (shared with clones, see
     /// [`Bbr::sender_blocked`]).
     blocked: Arc<AtomicBool>,
+    /// The most the pacing rate may be, bytes per second (`cap.rs`).
+    rate_cap: Option<u64>,
 }
 
 impl Bbr {
-    /// A controller in STARTUP for a path of `mtu`-byte datagrams.
-    pub fn new(config: &BbrConfig, mtu: u16) -> Self {
+    /// A controller in STARTUP for a path of `mtu`-byte datagrams (at
+    /// least 1200). `seed` picks the random start phase of the gain cycle:
+    /// draw one per controller, so that senders sharing a bottleneck do not
+    /// probe in lockstep (a fixed one makes a run repeatable).
+    pub fn new(config: &BbrConfig, mtu: u16, seed: u64) -> Self {
         let mtu = u64::from(mtu.max(1200));
         let initial_window = config.initial_window.max(4 * mtu);
-        let seed = config.seed.unwrap_or_else(random_seed);
         Self {
             mtu,
             initial_window,
@@ -293,13 +330,34 @@ impl Bbr {
             sent_bytes: 0,
             round_mark: None,
             blocked: Arc::default(),
+            rate_cap: None,
         }
     }
 
-    /// A flag, shared by this controller and its clones
-    /// (`Connection::congestion_state`), that says whether the sender's
-    /// last quiet spell is data waiting for the congestion window or the
-    /// pacer (`true`) or nothing left to send (`false`). Tail duplication
+    /// The path's datagrams are now `mtu` bytes (at least 1200): the
+    /// least window follows.
+    pub fn set_mtu(&mut self, mtu: u16) {
+        self.mtu = u64::from(mtu.max(1200));
+        self.cwnd = self.cwnd.max(self.min_cwnd());
+    }
+
+    /// The sender ran out of what it may send: with data waiting for the
+    /// window or the pacer (`blocked`) or with nothing left to send. Sets
+    /// the flag [`Bbr::sender_blocked`] hands out.
+    pub fn set_blocked(&self, blocked: bool) {
+        self.blocked.store(blocked, Ordering::Relaxed);
+    }
+
+    /// The congestion window before the first measurement, in bytes.
+    pub fn initial_window(&self) -> u64 {
+        self.initial_window
+    }
+
+    /// A flag, shared by this controller and its clones (quinn's
+    /// `Connection::congestion_state` hands out one), that says whether the
+    /// sender's last quiet spell is data waiting for the congestion window
+    /// or the pacer (`true`) or nothing left to send (`false`), as
+    /// [`Bbr::set_blocked`] last told. Tail duplication
     /// reads it: a sender stalled on its window (a queue-inflated round
     /// trip in the middle of a transfer) is not at the end of anything.
     pub fn sender_blocked(&self) -> Arc<AtomicBool> {
@@ -357,9 +415,13 @@ impl Bbr {
         self.min_rtt
     }
 
-    /// The pacing rate in bytes per second, once an RTT was measured.
+    /// The pacing rate in bytes per second, once an RTT was measured (at
+    /// once, at most, under a rate cap: [`Bbr::set_rate_cap`]).
     pub fn pacing_rate_bytes(&self) -> Option<u64> {
-        (self.pacing_rate > 0).then_some(self.pacing_rate)
+        match (self.pacing_rate, self.rate_cap) {
+            (0, cap) => cap,
+            (rate, cap) => Some(cap.map_or(rate, |cap| rate.min(cap))),
+        }
     }
 
     /// The congestion window in bytes.
@@ -402,7 +464,8 @@ impl Bbr {
     }
 
     /// Packets sent at or before `sent`, `bytes` in all, were declared lost at
-    /// `now`; `persistent` when quinn declared persistent congestion.
+    /// `now`; `persistent` when the loss detector declared persistent
+    /// congestion (RFC 9002 §7.6). `bytes == 0` is an ECN mark, ignored.
     pub fn handle_loss(&mut self, now: Instant, sent: Instant, bytes: u64, persistent: bool) {
         if bytes == 0 {
             // An ECN mark: BBR v1 does not respond to ECN.
@@ -582,14 +645,15 @@ impl Bbr {
             // No sample yet: the initial window per RTT, at STARTUP's gain.
             if let (0, Some(rtt)) = (self.pacing_rate, self.min_rtt) {
                 let rtt = rtt.max(Duration::from_micros(100));
-                self.pacing_rate =
-                    (HIGH_GAIN * self.initial_window as f64 / rtt.as_secs_f64()) as u64;
+                self.pacing_rate = self.capped_rate(
+                    (HIGH_GAIN * self.initial_window as f64 / rtt.as_secs_f64()) as u64,
+                );
             }
             return;
         }
         let rate = (bandwidth as f64 * gain * PACING_MARGIN) as u64;
         if self.full_bandwidth_reached || rate > self.pacing_rate {
-            self.pacing_rate = rate.max(1);
+            self.pacing_rate = self.capped_rate(rate.max(1));
         }
     }
 
@@ -603,47 +667,6 @@ impl Bbr {
         } else {
             self.congested || so_far.congestive()
         }
-    }
-
-    /// §4.2.3: the window, with loss recovery (Linux `bbr_set_cwnd`).
-    fn set_cwnd(&mut self, acked: u64, lost: u64, in_flight: u64) {
-        let mut cwnd = self.cwnd;
-        // Packet conservation and the cut by what was lost answer
-        // congestion, not random loss.
-        let conserve = self.loss_is_congestion();
-        if lost > 0 && conserve {
-            cwnd = cwnd.saturating_sub(lost).max(self.mtu);
-        }
-        let recovery = &mut self.recovery;
-        if recovery.entering {
-            // First round of recovery: packet conservation from what is in
-            // flight now.
-            recovery.entering = false;
-            if conserve {
-                cwnd = in_flight + acked;
-            }
-        } else if recovery.exiting {
-            recovery.exiting = false;
-            recovery.conservation = false;
-            cwnd = cwnd.max(self.prior_cwnd);
-        }
-        if recovery.conservation && conserve {
-            cwnd = cwnd.max(in_flight + acked);
-        } else {
-            let mut target =
-                self.bdp(self.cwnd_gain) + self.ack_aggregation_cwnd() + 2 * self.quantum();
-            if self.full_bandwidth_reached {
-                if let Some(bound) = self.moving.window_bound(self.min_rtt, self.pacing_gain) {
-                    target = target.min(bound.max(self.min_cwnd()));
-                }
-            }
-            if self.full_bandwidth_reached {
-                cwnd = (cwnd + acked).min(target);
-            } else if cwnd < target || self.rate.delivered() < self.initial_window {
-                cwnd += acked;
-            }
-        }
-        self.cwnd = cwnd.max(self.min_cwnd());
     }
 
     /// What the sender must send for the bottleneck to deliver the
@@ -667,42 +690,6 @@ impl Bbr {
             bandwidth = bandwidth.max(self.moving.recent());
         }
         (bandwidth as f64 / (1.0 - loss)) as u64
-    }
-
-    /// gain x the estimated bandwidth-delay product; the initial window
-    /// before there is an estimate.
-    fn bdp(&self, gain: f64) -> u64 {
-        let bandwidth = self.sending_bandwidth();
-        match self.min_rtt {
-            Some(rtt) if bandwidth > 0 => (gain * mul_rate(bandwidth, rtt) as f64) as u64,
-            _ => self.initial_window,
-        }
-    }
-
-    /// The window allowance for ack aggregation, once STARTUP is over.
-    fn ack_aggregation_cwnd(&self) -> u64 {
-        if !self.full_bandwidth_reached {
-            return 0;
-        }
-        self.aggregation.allowance(self.bandwidth.get())
-    }
-
-    /// What the pacer sends in one burst.
-    fn quantum(&self) -> u64 {
-        mul_rate(self.pacing_rate, PACER_BURST).clamp(10 * self.mtu, 256 * self.mtu)
-    }
-
-    fn min_cwnd(&self) -> u64 {
-        4 * self.mtu
-    }
-
-    /// Remembers the window before recovery or ProbeRTT cuts it.
-    fn save_cwnd(&mut self) {
-        self.prior_cwnd = if self.recovery.since.is_none() && self.mode != Mode::ProbeRtt {
-            self.cwnd
-        } else {
-            self.prior_cwnd.max(self.cwnd)
-        };
     }
 }
 
@@ -729,18 +716,6 @@ fn percentile(samples: &mut [u64], q: f64) -> Option<u64> {
 /// Bytes sent in `time` at `rate` bytes per second.
 fn mul_rate(rate: u64, time: Duration) -> u64 {
     (u128::from(rate) * time.as_nanos() / 1_000_000_000).min(u128::from(u64::MAX)) as u64
-}
-
-/// A per-connection seed from the process's hash keys and the clock.
-fn random_seed() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    hasher.finish()
 }
 
 #[cfg(test)]

@@ -140,6 +140,8 @@ pub(super) struct Sim {
     pub(super) backlog_bytes: u64,
     /// Packets by the nanoseconds they waited at the bottleneck.
     pub(super) queue_delays: LogHistogram,
+    /// The highest pacing rate the controller set so far, bytes per second.
+    pub(super) peak_pacing_rate: u64,
 }
 
 impl Sim {
@@ -152,13 +154,12 @@ impl Sim {
     pub(super) fn with_moving(path: Path, moving: MovingPolicy) -> Self {
         let t0 = Instant::now();
         let config = BbrConfig {
-            seed: Some(7),
             moving,
             ..BbrConfig::default()
         };
         Self {
             path,
-            bbr: Bbr::new(&config, PACKET as u16),
+            bbr: Bbr::new(&config, PACKET as u16, 7),
             t0,
             now: t0,
             busy_until: t0,
@@ -184,6 +185,7 @@ impl Sim {
             backlog: VecDeque::new(),
             backlog_bytes: 0,
             queue_delays: LogHistogram::default(),
+            peak_pacing_rate: 0,
         }
     }
 
@@ -217,6 +219,8 @@ impl Sim {
                 app_budget = (app_budget + mul_rate(limit / 8, step)).min(64 * PACKET);
             }
             self.send(limit_bps.map(|_| &mut app_budget));
+            let pacing = self.bbr.pacing_rate_bytes().unwrap_or(0);
+            self.peak_pacing_rate = self.peak_pacing_rate.max(pacing);
         }
     }
 

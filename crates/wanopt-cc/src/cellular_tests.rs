@@ -46,7 +46,7 @@ fn run_with(trace: DeliveryTrace, queue: u64, seconds: u64, moving: MovingPolicy
 /// The recorded traces of a directory (`WANOPT_TRACES`, e.g. Mahimahi's
 /// `traces/`), deep and shallow buffers: the bound keeps three quarters of
 /// the rate the trace offers and a p95 wait no longer than BBR v1's window
-/// alone; the figures are printed (`cargo test --release -p wanopt-node
+/// alone; the figures are printed (`cargo test --release -p wanopt-cc
 /// recorded_traces -- --ignored --nocapture`).
 #[test]
 #[ignore = "needs recorded traces: WANOPT_TRACES=DIR (Mahimahi's traces/)"]

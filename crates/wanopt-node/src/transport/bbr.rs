@@ -1,0 +1,159 @@
+//! quinn's side of wanopt's BBR: the congestion controller quinn drives
+//! ([`Controller`]) and the factory that builds one per connection.
+//!
+//! The controller itself is [`wanopt_cc::Bbr`], a sans-IO state machine
+//! that knows nothing of quinn (the bonding layer runs one per path). quinn's
+//! traits are foreign to this crate as the controller is, so the adapter is
+//! a newtype, [`QuinnBbr`]; [`BbrFactory`] draws each connection's random
+//! seed (so that tunnels sharing a bottleneck do not probe in lockstep).
+//! Its trace lines keep the target `wanopt_node::bbr`
+//! ([`wanopt_cc::LOG_TARGET`]).
+
+use std::any::Any;
+use std::sync::Arc;
+use std::time::Instant;
+
+use quinn::congestion::{Controller, ControllerFactory, ControllerMetrics};
+use quinn_proto::RttEstimator;
+use wanopt_cc::{Bbr, BbrConfig};
+
+/// Builds a [`QuinnBbr`] per connection from its [`BbrConfig`]
+/// (quinn's [`ControllerFactory`]).
+#[derive(Clone, Debug, Default)]
+pub struct BbrFactory {
+    /// The settings every connection's controller shares.
+    pub config: BbrConfig,
+}
+
+impl ControllerFactory for BbrFactory {
+    fn build(self: Arc<Self>, _now: Instant, current_mtu: u16) -> Box<dyn Controller> {
+        Box::new(QuinnBbr(Bbr::new(
+            &self.config,
+            current_mtu,
+            rand::random(),
+        )))
+    }
+}
+
+/// wanopt's BBR as quinn's congestion [`Controller`]: what
+/// `Connection::congestion_state` hands out, to be downcast to this type
+/// (`transport::model`).
+#[derive(Clone, Debug)]
+pub struct QuinnBbr(Bbr);
+
+impl QuinnBbr {
+    /// The controller quinn drives.
+    pub fn bbr(&self) -> &Bbr {
+        &self.0
+    }
+}
+
+impl Controller for QuinnBbr {
+    fn on_sent(&mut self, now: Instant, bytes: u64, _last_packet_number: u64) {
+        self.0.handle_sent(now, bytes);
+    }
+
+    fn on_ack(
+        &mut self,
+        now: Instant,
+        sent: Instant,
+        bytes: u64,
+        _app_limited: bool,
+        _rtt: &RttEstimator,
+    ) {
+        self.0.handle_ack(now, sent, bytes);
+    }
+
+    fn on_end_acks(
+        &mut self,
+        now: Instant,
+        in_flight: u64,
+        app_limited: bool,
+        _largest_packet_num_acked: Option<u64>,
+    ) {
+        self.0.handle_end_acks(now, in_flight, app_limited);
+    }
+
+    fn on_congestion_event(
+        &mut self,
+        now: Instant,
+        sent: Instant,
+        is_persistent_congestion: bool,
+        lost_bytes: u64,
+    ) {
+        self.0
+            .handle_loss(now, sent, lost_bytes, is_persistent_congestion);
+    }
+
+    fn on_mtu_update(&mut self, new_mtu: u16) {
+        self.0.set_mtu(new_mtu);
+    }
+
+    fn window(&self) -> u64 {
+        self.0.congestion_window()
+    }
+
+    fn pacing_rate(&self) -> Option<u64> {
+        self.0.pacing_rate_bytes()
+    }
+
+    fn on_idle_poll(&mut self, blocked: bool) {
+        self.0.set_blocked(blocked);
+    }
+
+    fn metrics(&self) -> ControllerMetrics {
+        let mut metrics = ControllerMetrics::default();
+        metrics.congestion_window = self.0.congestion_window();
+        metrics.pacing_rate = self.0.pacing_rate_bytes().map(|r| r.saturating_mul(8));
+        metrics
+    }
+
+    fn clone_box(&self) -> Box<dyn Controller> {
+        Box::new(self.clone())
+    }
+
+    fn initial_window(&self) -> u64 {
+        self.0.initial_window()
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use super::*;
+
+    fn controller() -> Box<dyn Controller> {
+        Arc::new(BbrFactory::default()).build(Instant::now(), 1200)
+    }
+
+    #[test]
+    fn the_sender_blocked_flag_follows_idle_polls_and_is_shared_with_clones() {
+        let mut controller = controller();
+        let snapshot = controller.clone_box();
+        // What `Connection::congestion_state` hands out is a clone: its
+        // flag is the live controller's.
+        let snapshot = snapshot.into_any().downcast::<QuinnBbr>().unwrap();
+        let flag = snapshot.bbr().sender_blocked();
+        assert!(!flag.load(Ordering::Relaxed));
+        controller.on_idle_poll(true);
+        assert!(flag.load(Ordering::Relaxed));
+        controller.on_idle_poll(false);
+        assert!(!flag.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn quinn_reads_the_window_and_the_mtu_reaches_the_controller() {
+        let mut controller = controller();
+        assert_eq!(controller.initial_window(), 14_720);
+        assert_eq!(controller.window(), 14_720);
+        assert_eq!(controller.pacing_rate(), None);
+        controller.on_mtu_update(9000);
+        assert_eq!(controller.window(), 4 * 9000);
+        assert_eq!(controller.metrics().congestion_window, 4 * 9000);
+    }
+}
