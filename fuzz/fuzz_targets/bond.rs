@@ -4,15 +4,17 @@
 //! sequence numbers that mostly rise but jump, repeat and wrap, hold-exempt
 //! or not, a path set that changes), hands each datagram up at most once,
 //! never holds more than its bound, and once a time is handled its next
-//! timeout lies after it.
+//! timeout lies after it; and a sender, fed datagrams, paths that go down
+//! and up and acks of anything, never panics and sends only what it took.
 #![no_main]
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
-use wanopt_proto::bond::reorder::MAX_HELD;
-use wanopt_proto::bond::{Ack, AckRepr, Data, DataRepr, ReorderBuffer, ACK_LEN};
+use wanopt_cc::BbrConfig;
+use wanopt_proto::bond::reorder::{Order, MAX_HELD};
+use wanopt_proto::bond::{Ack, AckRepr, BondSender, Data, DataRepr, ReorderBuffer, ACK_LEN};
 use wanopt_proto::path::{PathId, PathSet};
 
 /// Bytes per record of the reorder buffer's part.
@@ -57,7 +59,12 @@ fuzz_target!(|data: &[u8]| {
             delta => gseq.wrapping_add_signed(i32::from(delta as i8)),
         };
         let payload = (id as u64).to_be_bytes().to_vec();
-        buffer.handle_data(now, path, gseq, record[1] & 0x40 != 0, payload);
+        let order = match (record[1] & 0x40 != 0, record[2] & 0x01 != 0) {
+            (true, _) => Order::Exempt,
+            (false, true) => Order::Reinjected,
+            (false, false) => Order::Held,
+        };
+        buffer.handle_data(now, path, gseq, order, payload);
         assert!(buffer.held() <= MAX_HELD);
         while let Some(out) = buffer.poll_release() {
             let id = u64::from_be_bytes(out[..8].try_into().unwrap());
@@ -70,4 +77,67 @@ fuzz_target!(|data: &[u8]| {
     }
     let stats = buffer.stats();
     assert!(stats.held_peak <= MAX_HELD + 1);
+
+    sender_under_any_acks(data);
 });
+
+/// The bytes as a sender's life on two paths: datagrams to send, time
+/// passing, paths going down and up, and acks of anything (forged ones
+/// included). Nothing may panic (its byte counts underflow in debug
+/// builds), what it sends parses, and a datagram's `gseq` is one it was
+/// given.
+fn sender_under_any_acks(data: &[u8]) {
+    let t0 = Instant::now();
+    let mut now = t0;
+    let mut sender = BondSender::new(t0, BbrConfig::default(), 1500, 7);
+    let paths = [PathId::new(1).unwrap(), PathId::new(2).unwrap()];
+    for (path, rtt) in paths.iter().zip([80, 40]) {
+        sender.add_path(*path);
+        sender.set_up(t0, *path, true);
+        sender.set_probe_rtt(*path, Duration::from_millis(rtt));
+    }
+    let mut taken = 0u32;
+    let mut newest_pseq = [0u32; 2];
+    for record in data.chunks_exact(RECORD) {
+        now += Duration::from_micros(u64::from(record[0]) * 50);
+        let path = paths[usize::from(record[1] & 1)];
+        match record[1] >> 5 {
+            0..=3 => {
+                let len = 1 + usize::from(u16::from_be_bytes([record[2], record[3]]) % 1400);
+                if sender.handle_datagram(now, vec![record[4]; len]).is_ok() {
+                    taken += 1;
+                }
+            }
+            4 => sender.set_up(now, path, record[2] & 1 != 0),
+            5 => {
+                let mut both = PathSet::EMPTY;
+                both.insert(path);
+                if sender.handle_realtime(now, &record[2..], both) > 0 {
+                    taken += 1;
+                }
+            }
+            _ => {
+                let index = path.index();
+                let ack = AckRepr {
+                    path,
+                    largest: newest_pseq[index].wrapping_add_signed(i32::from(record[2] as i8)),
+                    received: u32::from(record[3]),
+                    ack_delay: u16::from(record[4]),
+                    sack: u64::from(record[5]).wrapping_mul(0x0101_0101_0101_0101),
+                };
+                sender.handle_ack(now, &ack);
+            }
+        }
+        sender.handle_timeout(now);
+        while let Some((on, bytes)) = sender.poll_transmit(now) {
+            let view = Data::new_checked(&bytes[..]).expect("a bond datagram");
+            let repr = DataRepr::parse(&view).expect("its header");
+            assert_eq!(repr.path, on);
+            assert!(repr.gseq < taken, "gseq {} of {taken} taken", repr.gseq);
+            newest_pseq[on.index()] = repr.pseq;
+        }
+        if let Some(next) = sender.poll_timeout(now) {
+            assert!(next >= now, "a timer in the past: {next:?} < {now:?}");
+        }
+    }
+}

@@ -10,13 +10,14 @@
 //! is a path's one-way delay plus the clocks' offset, the same offset for
 //! every path, so the difference of two paths' least values over the last
 //! [`DELAY_WINDOW`] is their difference in delay with no clock
-//! synchronisation. The hold time of the reorder buffer is that skew plus
-//! four times the worst path jitter (RFC 3550's interarrival jitter,
-//! §6.4.1) plus [`HOLD_MARGIN`], within [`MIN_HOLD`] and [`MAX_HOLD`].
+//! synchronisation. The hold time of the reorder buffer covers the most
+//! one path has lately been behind another (the skew and the queues), four
+//! times the worst path jitter (RFC 3550's interarrival jitter, §6.4.1)
+//! and [`HOLD_MARGIN`], within [`MIN_HOLD`] and [`MAX_HOLD`].
 
 use std::time::{Duration, Instant};
 
-use super::reorder::{ReorderBuffer, ReorderStats};
+use super::reorder::{Order, ReorderBuffer, ReorderStats};
 use super::wire::{AckRepr, BondWireError, Data, DataRepr, ACK_DELAY_UNIT_US, SACK_SPAN};
 use crate::path::{PathId, PathSet};
 
@@ -28,8 +29,10 @@ pub const MAX_ACK_DELAY: Duration = Duration::from_millis(2);
 pub const DELAY_WINDOW: Duration = Duration::from_secs(10);
 /// The shortest hold time of the reorder buffer.
 pub const MIN_HOLD: Duration = Duration::from_millis(5);
+/// The window of a path's greatest relative delay.
+pub const QUEUE_WINDOW: Duration = Duration::from_secs(1);
 /// The longest hold time of the reorder buffer.
-pub const MAX_HOLD: Duration = Duration::from_millis(100);
+pub const MAX_HOLD: Duration = Duration::from_millis(200);
 /// Added to skew and jitter in the hold time.
 pub const HOLD_MARGIN: Duration = Duration::from_millis(2);
 
@@ -49,6 +52,10 @@ struct PathReceiver {
     /// current and the previous [`DELAY_WINDOW`].
     least: [Option<i64>; 2],
     window_start: Instant,
+    /// The greatest of the same over the current and previous
+    /// [`QUEUE_WINDOW`].
+    greatest: [Option<i64>; 2],
+    queue_window_start: Instant,
     /// RFC 3550 jitter, µs, and the previous datagram's relative delay.
     jitter_us: f64,
     previous: Option<i64>,
@@ -68,6 +75,8 @@ impl PathReceiver {
             first_unacked: None,
             least: [None; 2],
             window_start: now,
+            greatest: [None; 2],
+            queue_window_start: now,
             jitter_us: 0.0,
             previous: None,
             last_arrival: now,
@@ -98,6 +107,12 @@ impl PathReceiver {
         }
         let least = &mut self.least[0];
         *least = Some(least.map_or(relative_us, |l| l.min(relative_us)));
+        if now.duration_since(self.queue_window_start) >= QUEUE_WINDOW {
+            self.greatest = [None, self.greatest[0]];
+            self.queue_window_start = now;
+        }
+        let greatest = &mut self.greatest[0];
+        *greatest = Some(greatest.map_or(relative_us, |g| g.max(relative_us)));
         if let Some(previous) = self.previous {
             let d = (relative_us - previous).unsigned_abs() as f64;
             self.jitter_us += (d - self.jitter_us) / 16.0;
@@ -108,6 +123,10 @@ impl PathReceiver {
 
     fn least(&self) -> Option<i64> {
         self.least.iter().flatten().min().copied()
+    }
+
+    fn greatest(&self) -> Option<i64> {
+        self.greatest.iter().flatten().max().copied()
     }
 
     fn ack_due(&self) -> Option<Instant> {
@@ -179,7 +198,7 @@ impl<T: AsRef<[u8]>> BondReceiver<T> {
             .record(now, repr.pseq, relative_us);
         self.reorder.set_hold(self.hold());
         self.reorder
-            .handle_data(now, path, repr.gseq, repr.hold_exempt, inner(view.inner()));
+            .handle_data(now, path, repr.gseq, Order::of(&repr), inner(view.inner()));
         Ok(repr)
     }
 
@@ -226,23 +245,30 @@ impl<T: AsRef<[u8]>> BondReceiver<T> {
         acks.chain(self.reorder.poll_timeout()).min()
     }
 
-    /// How long the reorder buffer holds a gap now: the skew of the paths
-    /// that are up and have delivered, plus four times their worst jitter
-    /// and a margin, within [`MIN_HOLD`] and [`MAX_HOLD`]. Before two paths
-    /// have delivered, [`MAX_HOLD`].
+    /// How long the reorder buffer holds a gap now: the most a datagram
+    /// on one path that is up has been behind one on another lately (the
+    /// greatest relative delay of the last [`QUEUE_WINDOW`] or two, less
+    /// the least over [`DELAY_WINDOW`]: the skew and the queues), plus four
+    /// times their worst jitter and a margin, within [`MIN_HOLD`] and
+    /// [`MAX_HOLD`]. Before two paths have delivered, [`MAX_HOLD`].
+    ///
+    /// A long hold costs little while every path carries data: a gap
+    /// every path has passed is given up at once. It is what a path that
+    /// went quiet costs.
     pub fn hold(&self) -> Duration {
         let delivered: Vec<&PathReceiver> = self
             .up
             .iter()
             .filter_map(|p| self.paths[p.index()].as_ref())
             .collect();
-        let least: Vec<i64> = delivered.iter().filter_map(|p| p.least()).collect();
-        if least.len() < 2 {
+        let least = delivered.iter().filter_map(|p| p.least()).min();
+        let greatest = delivered.iter().filter_map(|p| p.greatest()).max();
+        let (Some(least), Some(greatest), true) = (least, greatest, delivered.len() >= 2) else {
             return MAX_HOLD;
-        }
-        let skew_us = least.iter().max().unwrap_or(&0) - least.iter().min().unwrap_or(&0);
+        };
         let jitter_us = delivered.iter().map(|p| p.jitter_us).fold(0.0, f64::max);
-        let hold = Duration::from_micros(skew_us.unsigned_abs() + (4.0 * jitter_us) as u64);
+        let skew_us = (greatest - least).unsigned_abs();
+        let hold = Duration::from_micros(skew_us + (4.0 * jitter_us) as u64);
         (hold + HOLD_MARGIN).clamp(MIN_HOLD, MAX_HOLD)
     }
 

@@ -16,7 +16,10 @@
 //! buffer exists to prevent, the figure to watch. A second copy of a
 //! datagram (reinjected, or a real-time datagram sent on two paths) is
 //! dropped. Hold-exempt datagrams (real-time flows') go up at once and only
-//! fill their place in the order.
+//! fill their place in the order. While copies sent again after a path
+//! stalled arrive (older datagrams behind newer ones on the same path), a
+//! path's order proves nothing lost: gaps then wait for the hold time after
+//! the last copy.
 //!
 //! The buffer is bounded ([`MAX_HELD`] datagrams, [`MAX_HELD_BYTES`]):
 //! past that it gives up its oldest gap. A `gseq` more than [`MAX_AHEAD`]
@@ -40,6 +43,30 @@ pub const MAX_AHEAD: u64 = 1 << 16;
 const REMEMBERED: u64 = 4096;
 /// The extended count of `gseq` 0.
 const FIRST: u64 = 1 << 32;
+
+/// How a datagram takes its place in the order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    /// Handed up in order (bulk data).
+    Held,
+    /// Handed up in order, and sent again after its first path stalled:
+    /// while such copies arrive, the paths' own order says nothing of what
+    /// is lost, and a gap is held until copies stop coming.
+    Reinjected,
+    /// Handed up at once (a real-time flow's).
+    Exempt,
+}
+
+impl Order {
+    /// The order a data header asks for.
+    pub fn of(repr: &super::wire::DataRepr) -> Order {
+        match (repr.hold_exempt, repr.reinjected) {
+            (true, _) => Order::Exempt,
+            (false, true) => Order::Reinjected,
+            (false, false) => Order::Held,
+        }
+    }
+}
 
 /// What the buffer has done since it was made.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -92,6 +119,8 @@ pub struct ReorderBuffer<T> {
     paths: [Option<PathProgress>; 15],
     up: PathSet,
     hold: Duration,
+    /// The last reinjected copy's arrival.
+    reinjected_at: Option<Instant>,
     ready: VecDeque<T>,
     stats: ReorderStats,
 }
@@ -107,6 +136,7 @@ impl<T: AsRef<[u8]>> ReorderBuffer<T> {
             paths: [None; 15],
             up: PathSet::EMPTY,
             hold,
+            reinjected_at: None,
             ready: VecDeque::new(),
             stats: ReorderStats::default(),
         }
@@ -140,17 +170,18 @@ impl<T: AsRef<[u8]>> ReorderBuffer<T> {
     }
 
     /// A datagram that arrived on `path` with the sender's order `gseq`.
-    pub fn handle_data(
-        &mut self,
-        now: Instant,
-        path: PathId,
-        gseq: u32,
-        hold_exempt: bool,
-        payload: T,
-    ) {
+    pub fn handle_data(&mut self, now: Instant, path: PathId, gseq: u32, order: Order, payload: T) {
         let g = self.extend(gseq);
-        let progress = self.paths[path.index()].get_or_insert(PathProgress { highest: g });
-        progress.highest = progress.highest.max(g);
+        match order {
+            Order::Held => {
+                let progress = self.paths[path.index()].get_or_insert(PathProgress { highest: g });
+                progress.highest = progress.highest.max(g);
+            }
+            Order::Reinjected => self.reinjected_at = Some(now),
+            // Sent ahead of bulk data queued before it: it says nothing of
+            // the path's order.
+            Order::Exempt => {}
+        }
         if g < self.next {
             if self.next - g <= REMEMBERED && self.was_remembered(g) {
                 self.stats.duplicates += 1;
@@ -168,7 +199,7 @@ impl<T: AsRef<[u8]>> ReorderBuffer<T> {
         if g - self.next >= MAX_AHEAD {
             self.give_up_to(g, Reason::Forced);
         }
-        let payload = if hold_exempt {
+        let payload = if order == Order::Exempt {
             self.stats.exempt += 1;
             self.ready.push_back(payload);
             None
@@ -196,20 +227,23 @@ impl<T: AsRef<[u8]>> ReorderBuffer<T> {
 
     /// Gives up gaps whose hold time has passed.
     pub fn handle_timeout(&mut self, now: Instant) {
-        while let Some((&first, held)) = self.held.iter().next() {
-            if now < held.arrived + self.hold {
+        while let Some(&first) = self.held.keys().next() {
+            if self.poll_timeout().is_none_or(|due| now < due) {
                 break;
             }
             self.give_up_to(first, Reason::TimedOut);
         }
     }
 
-    /// When the oldest gap's hold time ends, if a gap is open.
+    /// When the oldest gap's hold time ends, if a gap is open: the hold
+    /// time after the first datagram past it arrived, or after the last
+    /// reinjected copy, whichever is later.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.held
-            .values()
-            .next()
-            .map(|held| held.arrived + self.hold)
+        let held = self.held.values().next()?;
+        let from = self
+            .reinjected_at
+            .map_or(held.arrived, |at| at.max(held.arrived));
+        Some(from + self.hold)
     }
 
     /// The next datagram to hand on to QUIC.
@@ -273,8 +307,12 @@ impl<T: AsRef<[u8]>> ReorderBuffer<T> {
 
     /// Gives up the gaps every up path has delivered past (the buffer
     /// checks at each arrival and change of paths).
-    fn give_up_lost(&mut self, _now: Instant) {
+    fn give_up_lost(&mut self, now: Instant) {
         if self.held.is_empty() || self.up.is_empty() {
+            return;
+        }
+        if self.reinjected_at.is_some_and(|at| now < at + self.hold) {
+            // Copies of older datagrams are on their way behind newer ones.
             return;
         }
         let mut past = u64::MAX;

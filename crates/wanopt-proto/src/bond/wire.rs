@@ -18,9 +18,11 @@
 //!   copy of one.
 //! - `pseq`: the path's own sequence number, which its acks and loss
 //!   detection count.
-//! - `tx_us`: the sender's clock in µs (wraps). The receiver compares
-//!   arrival minus `tx_us` between paths: the difference is the paths'
-//!   delay skew, with no clock synchronisation.
+//! - `tx_us`: the sender's clock in µs (wraps) when the datagram took its
+//!   place in the order (or was queued again on another path). The
+//!   receiver compares arrival minus `tx_us` between paths: the difference
+//!   is how far one path's datagrams run behind another's, queues at the
+//!   sender included, with no clock synchronisation.
 //! - Ack `largest`: the highest pseq received on the path; `received`: how
 //!   many data datagrams the path has delivered so far (wrapping);
 //!   `ack_delay`: time from receiving `largest` to sending the ack, in units
@@ -173,7 +175,7 @@ pub struct DataRepr {
     pub gseq: u32,
     /// The path's own sequence number.
     pub pseq: u32,
-    /// The sender's clock when it sent it, µs (wraps).
+    /// The sender's clock when it took its place in the order, µs (wraps).
     pub tx_us: u32,
 }
 

@@ -26,7 +26,13 @@ fn buffer(now: Instant, up: &[u8]) -> ReorderBuffer<Vec<u8>> {
 }
 
 fn send(buffer: &mut ReorderBuffer<Vec<u8>>, now: Instant, on: u8, gseq: u32) {
-    buffer.handle_data(now, path(on), gseq, false, gseq.to_be_bytes().to_vec());
+    buffer.handle_data(
+        now,
+        path(on),
+        gseq,
+        Order::Held,
+        gseq.to_be_bytes().to_vec(),
+    );
 }
 
 fn released(buffer: &mut ReorderBuffer<Vec<u8>>) -> Vec<u32> {
@@ -137,7 +143,7 @@ fn hold_exempt_datagrams_go_up_at_once_and_keep_their_place() {
     let t0 = Instant::now();
     let mut b = buffer(t0, &[1, 2]);
     send(&mut b, t0, 1, 0);
-    b.handle_data(t0, path(1), 2, true, 2u32.to_be_bytes().to_vec());
+    b.handle_data(t0, path(1), 2, Order::Exempt, 2u32.to_be_bytes().to_vec());
     send(&mut b, t0, 1, 3);
     assert_eq!(released(&mut b), [0, 2]);
     send(&mut b, t0, 2, 1);
@@ -145,7 +151,7 @@ fn hold_exempt_datagrams_go_up_at_once_and_keep_their_place() {
     let stats = b.stats();
     assert_eq!((stats.exempt, stats.in_order), (1, 3));
     // Its second copy is dropped.
-    b.handle_data(t0, path(2), 2, true, vec![0; 4]);
+    b.handle_data(t0, path(2), 2, Order::Exempt, vec![0; 4]);
     assert_eq!(released(&mut b), []);
     assert_eq!(b.stats().duplicates, 1);
 }
@@ -203,7 +209,7 @@ fn a_full_buffer_gives_up_its_oldest_gap() {
     // Bytes count too.
     let mut b = buffer(t0, &[1, 2]);
     for g in 1..=4 {
-        b.handle_data(t0, path(1), g, false, vec![0; MAX_HELD_BYTES / 3]);
+        b.handle_data(t0, path(1), g, Order::Held, vec![0; MAX_HELD_BYTES / 3]);
     }
     assert!(b.held() < 4);
     assert_eq!(b.stats().forced, 1);
