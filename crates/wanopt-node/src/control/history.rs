@@ -464,6 +464,7 @@ mod tests {
             copy_bytes: 0,
             repair_bytes: 0,
             repairs: false,
+            bond: None,
         }
     }
 
@@ -531,6 +532,7 @@ mod tests {
                 duplicates_dropped: 0,
                 switches: 0,
                 probes_dropped: 0,
+                bond: None,
                 paths: vec![path(1, sent, received), path(2, 0, 0)],
             });
             vec![p]

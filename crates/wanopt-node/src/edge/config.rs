@@ -56,6 +56,11 @@ pub enum PathUse {
     /// (the least lossy): a loss on the data path is repaired from a path
     /// that did not lose it, and the repairs take none of its room.
     SpreadFec,
+    /// Every path carries data at once, each paced by its own controller:
+    /// one flow gets the sum of the links; the receiving node puts the
+    /// datagrams back in order, and a path that stalls hands what it
+    /// carried to the others.
+    Bond,
 }
 
 impl PathUse {
@@ -65,6 +70,7 @@ impl PathUse {
             PathUse::Failover => wanopt_proto::path::PathMode::Failover,
             PathUse::Duplicate => wanopt_proto::path::PathMode::Duplicate,
             PathUse::SpreadFec => wanopt_proto::path::PathMode::SpreadFec,
+            PathUse::Bond => wanopt_proto::path::PathMode::Bond,
         }
     }
 }
@@ -76,8 +82,9 @@ impl std::str::FromStr for PathUse {
             "failover" => Ok(PathUse::Failover),
             "duplicate" => Ok(PathUse::Duplicate),
             "spread-fec" => Ok(PathUse::SpreadFec),
+            "bond" => Ok(PathUse::Bond),
             other => Err(format!(
-                "unknown path mode {other:?} (expected failover, duplicate or spread-fec)"
+                "unknown path mode {other:?} (expected failover, duplicate, spread-fec or bond)"
             )),
         }
     }

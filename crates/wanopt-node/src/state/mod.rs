@@ -401,6 +401,7 @@ impl NodeState {
             if let Some(bbr) = bbr {
                 self.datagrams.watch_sender(*address, bbr.sender_blocked);
                 self.datagrams.watch_repairs(*address, bbr.repaired);
+                self.datagrams.watch_bond(*address, bbr.bond);
             }
         }
     }

@@ -10,6 +10,7 @@
 //! ([`wanopt_cc::LOG_TARGET`]).
 
 use std::any::Any;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -27,24 +28,55 @@ pub struct BbrFactory {
 
 impl ControllerFactory for BbrFactory {
     fn build(self: Arc<Self>, _now: Instant, current_mtu: u16) -> Box<dyn Controller> {
-        Box::new(QuinnBbr(Bbr::new(
-            &self.config,
-            current_mtu,
-            rand::random(),
-        )))
+        Box::new(QuinnBbr(
+            Bbr::new(&self.config, current_mtu, rand::random()),
+            Arc::default(),
+        ))
     }
 }
 
 /// wanopt's BBR as quinn's congestion [`Controller`]: what
 /// `Connection::congestion_state` hands out, to be downcast to this type
-/// (`transport::model`).
+/// (`transport::model`). While the connection's paths are bonded, the
+/// window and pacing rate are the bond's ([`BondShare`]); BBR keeps
+/// learning beside it.
 #[derive(Clone, Debug)]
-pub struct QuinnBbr(Bbr);
+pub struct QuinnBbr(Bbr, Arc<BondShare>);
 
 impl QuinnBbr {
     /// The controller quinn drives.
     pub fn bbr(&self) -> &Bbr {
         &self.0
+    }
+
+    /// What the datagram layer publishes while the paths are bonded
+    /// (shared with clones).
+    pub fn bond(&self) -> Arc<BondShare> {
+        self.1.clone()
+    }
+}
+
+/// The window and pacing rate of a bonded connection, published by the
+/// datagram layer (the sums of its paths' controllers), read by quinn's
+/// controller; 0 while not bonded.
+#[derive(Debug, Default)]
+pub struct BondShare {
+    window: AtomicU64,
+    pacing_rate: AtomicU64,
+}
+
+impl BondShare {
+    /// Publishes the bond's budget, or `None` when the paths are not
+    /// bonded (the controller's own then).
+    pub fn set(&self, budget: Option<(u64, u64)>) {
+        let (window, pacing_rate) = budget.unwrap_or((0, 0));
+        self.window.store(window, Ordering::Relaxed);
+        self.pacing_rate.store(pacing_rate, Ordering::Relaxed);
+    }
+
+    fn get(&self) -> Option<(u64, u64)> {
+        let window = self.window.load(Ordering::Relaxed);
+        (window > 0).then(|| (window, self.pacing_rate.load(Ordering::Relaxed)))
     }
 }
 
@@ -90,11 +122,17 @@ impl Controller for QuinnBbr {
     }
 
     fn window(&self) -> u64 {
-        self.0.congestion_window()
+        match self.1.get() {
+            Some((window, _)) => window,
+            None => self.0.congestion_window(),
+        }
     }
 
     fn pacing_rate(&self) -> Option<u64> {
-        self.0.pacing_rate_bytes()
+        match self.1.get() {
+            Some((_, rate)) => Some(rate.max(1)),
+            None => self.0.pacing_rate_bytes(),
+        }
     }
 
     fn on_idle_poll(&mut self, blocked: bool) {
@@ -103,8 +141,8 @@ impl Controller for QuinnBbr {
 
     fn metrics(&self) -> ControllerMetrics {
         let mut metrics = ControllerMetrics::default();
-        metrics.congestion_window = self.0.congestion_window();
-        metrics.pacing_rate = self.0.pacing_rate_bytes().map(|r| r.saturating_mul(8));
+        metrics.congestion_window = self.window();
+        metrics.pacing_rate = self.pacing_rate().map(|r| r.saturating_mul(8));
         metrics
     }
 
@@ -155,5 +193,23 @@ mod tests {
         controller.on_mtu_update(9000);
         assert_eq!(controller.window(), 4 * 9000);
         assert_eq!(controller.metrics().congestion_window, 4 * 9000);
+    }
+
+    #[test]
+    fn a_bonded_connection_sends_at_the_bond_s_budget() {
+        let controller = controller();
+        let snapshot = controller
+            .clone_box()
+            .into_any()
+            .downcast::<QuinnBbr>()
+            .unwrap();
+        let share = snapshot.bond();
+        share.set(Some((1_000_000, 6_000_000)));
+        assert_eq!(controller.window(), 1_000_000);
+        assert_eq!(controller.pacing_rate(), Some(6_000_000));
+        assert_eq!(controller.metrics().congestion_window, 1_000_000);
+        share.set(None);
+        assert_eq!(controller.window(), 14_720);
+        assert_eq!(controller.pacing_rate(), None);
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use wanopt_cc::Mode;
 
-use super::bbr::QuinnBbr;
+use super::bbr::{BondShare, QuinnBbr};
 
 /// wanopt's BBR as it models the path in this node's sending direction.
 #[derive(Debug, Clone)]
@@ -37,6 +37,9 @@ pub struct BbrModel {
     /// The counter the datagram layer tells the controller of packets
     /// the peer's FEC rebuilt by ([`wanopt_cc::Bbr::repaired`]; live).
     pub repaired: Arc<AtomicU64>,
+    /// Where the datagram layer publishes a bond's window and rate while
+    /// the connection's paths are bonded (live).
+    pub bond: Arc<BondShare>,
 }
 
 /// The model of `connection`'s controller, when it is wanopt's BBR.
@@ -58,6 +61,7 @@ pub fn bbr(connection: &quinn::Connection) -> Option<BbrModel> {
         random_loss: bbr.random_loss(),
         moving: bbr.moving(),
         repaired: bbr.repaired(),
+        bond: controller.bond(),
     })
 }
 

@@ -120,14 +120,17 @@ impl Default for TunnelTuning {
 impl TunnelTuning {
     /// The largest datagram QUIC itself sends: `max_mtu`, less the room a
     /// repair datagram of FEC takes beyond the datagrams it protects when
-    /// FEC may be on (at least QUIC's 1200). What the node receives stays
-    /// `max_mtu`.
+    /// FEC may be on, or the room of a bond's header if larger (at least
+    /// QUIC's 1200). A core cannot know before an edge's probes whether
+    /// the edge bonds its paths, so the bond's room is always kept. What
+    /// the node receives stays `max_mtu`.
     pub fn quic_mtu(&self) -> u16 {
-        let room = if self.fec == FecMode::Off {
+        let fec = if self.fec == FecMode::Off {
             0
         } else {
-            fec_stream::REPAIR_OVERHEAD as u16
+            fec_stream::REPAIR_OVERHEAD
         };
+        let room = fec.max(wanopt_proto::bond::DATA_HEADER_LEN) as u16;
         self.max_mtu.saturating_sub(room).max(1200)
     }
 

@@ -13,7 +13,7 @@ use super::event::Event;
 use super::fec::{FecPeers, Traffic};
 use super::fec_status::FecStatus;
 use super::parity::ParityReceivers;
-use super::paths::{is_probe, Hop, PathTable, PathsStatus};
+use super::paths::{is_probe, BondBudget, Hop, PathTable, PathsStatus};
 use super::receive::{any_segment, is_layer, map_received, take_layer};
 use super::sample::{higher, PathMemory, PathSample};
 use super::transmit::{flagged_len, flagged_runs, rewrite, Ecn, Received, Sending, Transmit};
@@ -302,6 +302,26 @@ impl DatagramLayer {
     /// to put on the wire now; hand the decision back to
     /// [`DatagramLayer::handle_transmitted`] once the socket took them.
     pub fn handle_transmit(&mut self, now: Instant, transmit: &Transmit, flagged: u64) -> Sending {
+        if self.paths_on && self.paths.bonded(transmit.destination) {
+            for (i, datagram) in transmit.contents.chunks(transmit.size()).enumerate() {
+                let realtime = i < 64 && flagged & (1 << i) != 0;
+                if !self
+                    .paths
+                    .bond_send(now, transmit.destination, datagram, realtime)
+                {
+                    // No path up for the bond any more: the rest is lost
+                    // to QUIC, which sends it again.
+                    break;
+                }
+            }
+            return Sending {
+                hop: None,
+                calls: None,
+                copies: Vec::new(),
+                tails: false,
+                held: true,
+            };
+        }
         let calls = if self.fec_on {
             self.fec.wrap(
                 transmit.destination,
@@ -318,6 +338,7 @@ impl DatagramLayer {
             calls,
             copies: Vec::new(),
             tails: self.tails_on,
+            held: false,
         };
         if self.paths_on {
             let wire = wire_of(&self.wire, transmit, calls);
@@ -351,6 +372,9 @@ impl DatagramLayer {
         flagged: u64,
         sending: Sending,
     ) {
+        if sending.held {
+            return;
+        }
         let Sending { calls, copies, .. } = sending;
         if !copies.is_empty() {
             let wire = wire_of(&self.wire, transmit, calls);
@@ -450,14 +474,14 @@ impl DatagramLayer {
     /// received batch), copied into `buf`, for quinn as received.
     #[must_use]
     pub fn poll_received(&mut self, buf: &mut [u8]) -> Option<Received> {
-        if !self.layer_seen {
+        if !self.layer_seen && !self.paths.bond_ready() {
             return None;
         }
         loop {
             let (addr, dst_ip, datagram) = self
-                .fec
-                .held
-                .pop_front()
+                .paths
+                .bond_released()
+                .or_else(|| self.fec.held.pop_front())
                 .or_else(|| self.parity.rebuilt.pop_front())?;
             let len = datagram.len();
             if len > buf.len() {
@@ -491,6 +515,7 @@ impl DatagramLayer {
         let _ = self.fec.poll(now);
         self.queue_fec();
         if self.paths_on {
+            self.paths.bond_timeout(now);
             let _ = self.paths.poll(now, &mut self.probes);
             for (hop, probe) in self.probes.drain(..) {
                 self.queue.push_back(Pending {
@@ -511,7 +536,8 @@ impl DatagramLayer {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let fec = self.fec.next_timeout();
         let paths = self.paths.next_timeout().filter(|_| self.paths_on);
-        [self.tails.poll_timeout(), fec, paths]
+        let bonds = self.paths.next_bond_timeout().filter(|_| self.paths_on);
+        [self.tails.poll_timeout(), fec, paths, bonds]
             .into_iter()
             .flatten()
             .min()
@@ -527,7 +553,22 @@ impl DatagramLayer {
                 self.tails.recycle(last.bytes);
             }
         }
-        let pending = self.queue.pop_front()?;
+        let pending = match self.queue.pop_front() {
+            Some(pending) => pending,
+            None if self.paths_on => {
+                let (hop, bytes) = self.paths.bond_poll(now)?;
+                Pending {
+                    routing: Routing::Direct,
+                    destination: hop.destination,
+                    src_ip: hop.src_ip,
+                    ecn: None,
+                    segment_size: None,
+                    bytes,
+                    tail: false,
+                }
+            }
+            None => return None,
+        };
         let len = pending.bytes.len();
         let hop = match pending.routing {
             _ if !self.paths_on => None,
@@ -549,6 +590,12 @@ impl DatagramLayer {
             Some(hop) => rewrite(&transmit, hop),
             None => transmit,
         })
+    }
+
+    /// What the QUIC connection to `canonical` may send while its paths
+    /// are bonded (`None`: not bonded now, its own controller decides).
+    pub fn bond_budget(&self, canonical: SocketAddr) -> Option<BondBudget> {
+        self.paths.bond_budget(canonical)
     }
 
     /// The next event: repairs the peer reported, paths that changed.

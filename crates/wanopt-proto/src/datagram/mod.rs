@@ -25,7 +25,10 @@
 //!   [`Event::Repaired`] for the connection's controller.
 //! - several WAN paths per peer (`paths`): each peer's canonical address
 //!   (the one quinn sees), its paths, their probe monitor and selector
-//!   (failover, duplicate, spread-fec); probes never reach quinn.
+//!   (failover, duplicate, spread-fec, bond); probes never reach quinn. In
+//!   bond mode QUIC's datagrams go through the peer's bond (`crate::bond`),
+//!   each on the path where it arrives first, and come back in order; the
+//!   connection's controller follows [`DatagramLayer::bond_budget`].
 //!
 //! quinn marks which datagrams of a transmit carry UDP flows (the
 //! `flagged` bit mask of [`DatagramLayer::handle_transmit`]).
@@ -46,7 +49,7 @@ pub use event::{Event, ProbeDropped};
 pub use fec::{flush_after, MEASURE_REPORT_INTERVAL, REPORT_INTERVAL};
 pub use fec_status::FecStatus;
 pub use layer::DatagramLayer;
-pub use paths::{PathStatus, PathsStatus};
+pub use paths::{BondBudget, BondPathStatus, BondStatus, PathStatus, PathsStatus};
 pub use sample::{PathSample, SAMPLE_INTERVAL};
 pub use transmit::{Ecn, Received, Sending, Transmit};
 

@@ -12,14 +12,17 @@ use std::time::Instant;
 use super::event::Event;
 use super::fec::FecPeers;
 use super::parity::ParityReceivers;
-use super::paths::{is_probe, PathTable};
+use super::paths::{is_bond, is_probe, PathTable};
 use super::transmit::Received;
 use crate::{fec, fec_stream};
 
 /// Whether `datagram` belongs to the datagram layer (tail parity, FEC,
 /// probes) rather than QUIC: its first byte has QUIC's fixed bit clear.
 pub(super) fn is_layer(datagram: &[u8]) -> bool {
-    fec::is_parity(datagram) || fec_stream::kind(datagram).is_some() || is_probe(datagram)
+    fec::is_parity(datagram)
+        || fec_stream::kind(datagram).is_some()
+        || is_probe(datagram)
+        || is_bond(datagram)
 }
 
 /// The datagrams of a received buffer (several with GRO, `stride` apart).
@@ -87,6 +90,17 @@ pub(super) fn map_received<B: DerefMut<Target = [u8]>>(
         }
         if m.len == 0 {
             continue;
+        }
+        if segments(&buf[..m.len.min(buf.len())], stride).any(is_bond) {
+            // A bonded peer's: taken by its bond, which hands QUIC's
+            // datagrams back in order (the layer's `poll_received`).
+            let (from, dst_ip) = (m.addr, m.dst_ip);
+            retain_segments(buf, m, |d| {
+                !(is_bond(d) && table.bond_receive(now, from, dst_ip, d))
+            });
+            if m.len == 0 {
+                continue;
+            }
         }
         if let Some((canonical, local)) = table.map(m.addr, m.dst_ip, m.len) {
             m.addr = canonical;

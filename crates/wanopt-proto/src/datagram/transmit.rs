@@ -78,6 +78,10 @@ pub struct Sending {
     pub(super) copies: Vec<Hop>,
     /// Whether the tail policy was watching sends.
     pub(super) tails: bool,
+    /// Whether the layer took its datagrams (a bonded peer's): nothing is
+    /// to be put on the wire for it now, the layer sends them as the
+    /// bond's paths let it ([`super::DatagramLayer::poll_transmit`]).
+    pub(super) held: bool,
 }
 
 impl Sending {
@@ -92,6 +96,13 @@ impl Sending {
     /// FEC, tails); if not, `handle_transmitted` may be skipped.
     pub fn has_followup(&self) -> bool {
         self.wrapped() || self.tails || !self.copies.is_empty()
+    }
+
+    /// Whether the layer took the transmit's datagrams to send them
+    /// itself (a bonded peer's): put nothing on the wire, and flush the
+    /// layer's own datagrams.
+    pub fn held(&self) -> bool {
+        self.held
     }
 
     /// `transmit` as it goes on the wire, when it is not wrapped.

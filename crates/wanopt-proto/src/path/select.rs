@@ -147,7 +147,10 @@ impl Selector {
         let mut data = PathSet::EMPTY;
         let mut repairs = None;
         match self.mode {
-            PathMode::Failover | PathMode::Plain => data.extend(primary),
+            // A bond's data goes on every path: the primary carries what
+            // is not bonded (the layer's own datagrams, and data while no
+            // path is up for the bond).
+            PathMode::Failover | PathMode::Plain | PathMode::Bond => data.extend(primary),
             PathMode::Duplicate => {
                 data = paths
                     .iter()

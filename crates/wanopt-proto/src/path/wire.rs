@@ -8,7 +8,7 @@
 //!             itself); bit 3 is 0
 //!  2 path     the path's number, 1..=15 (the client's numbering)
 //!  3 mode     the sending lane's mode: 0 failover, 1 plain, 2 duplicate,
-//!             3 spread-fec
+//!             3 spread-fec, 4 bond
 //!  4 token    u32, from the exporter: which connection
 //!  8 seq      u32, per path and sender, strictly increasing
 //! 12 sent_us  u32, the sender's clock in µs (wraps; only echoed back)
@@ -89,7 +89,7 @@ pub enum ProbeError {
     /// A path number outside 1..=15.
     #[error("path probe on path {0} (paths are numbered 1 to {MAX_PATH})")]
     Path(u8),
-    /// A mode byte outside the four modes.
+    /// A mode byte outside the five modes.
     #[error("path probe with unknown mode {0}")]
     Mode(u8),
 }
@@ -138,6 +138,10 @@ pub enum PathMode {
     Duplicate,
     /// Data on the failover path, FEC repairs on another.
     SpreadFec,
+    /// Every datagram on the path where it arrives first, each path paced
+    /// by its own controller; the receiver restores the order
+    /// ([`crate::bond`]).
+    Bond,
 }
 
 impl PathMode {
@@ -148,6 +152,7 @@ impl PathMode {
             PathMode::Plain => 1,
             PathMode::Duplicate => 2,
             PathMode::SpreadFec => 3,
+            PathMode::Bond => 4,
         }
     }
 
@@ -158,6 +163,7 @@ impl PathMode {
             1 => Ok(PathMode::Plain),
             2 => Ok(PathMode::Duplicate),
             3 => Ok(PathMode::SpreadFec),
+            4 => Ok(PathMode::Bond),
             other => Err(ProbeError::Mode(other)),
         }
     }
@@ -169,6 +175,7 @@ impl PathMode {
             PathMode::Plain => "plain",
             PathMode::Duplicate => "duplicate",
             PathMode::SpreadFec => "spread-fec",
+            PathMode::Bond => "bond",
         }
     }
 }
@@ -460,7 +467,7 @@ mod tests {
             (1, 0x19, ProbeError::Flags(0x19)),
             (2, 0, ProbeError::Path(0)),
             (2, 16, ProbeError::Path(16)),
-            (3, 4, ProbeError::Mode(4)),
+            (3, 5, ProbeError::Mode(5)),
         ] {
             let mut bytes = good;
             bytes[offset] = value;
@@ -500,6 +507,7 @@ mod tests {
             PathMode::Plain,
             PathMode::Duplicate,
             PathMode::SpreadFec,
+            PathMode::Bond,
         ] {
             assert_eq!(PathMode::from_byte(mode.to_byte()), Ok(mode));
         }
@@ -511,7 +519,7 @@ mod tests {
     }
 
     fn any_repr() -> impl Strategy<Value = ProbeRepr> {
-        (any::<[bool; 3]>(), 1..=MAX_PATH, 0u8..4, any::<[u32; 5]>()).prop_map(
+        (any::<[bool; 3]>(), 1..=MAX_PATH, 0u8..5, any::<[u32; 5]>()).prop_map(
             |([bind, from_client, answer], path, mode, words)| ProbeRepr {
                 bind,
                 from_client,

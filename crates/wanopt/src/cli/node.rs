@@ -257,8 +257,13 @@ pub struct EdgeArgs {
     /// call, also goes on every other path that is up; the core keeps the
     /// first copy and answers the same way) or `spread-fec` (failover, and
     /// the FEC repairs go on the least lossy other path that is up; the
-    /// core does the same) [default: failover].
-    #[arg(long, value_name = "failover|duplicate|spread-fec")]
+    /// core does the same) or `bond` (every path carries data at once,
+    /// each datagram on the path where it arrives first, each path paced
+    /// by its own controller, so that one flow gets the links' sum; the
+    /// receiving node restores the order, and a path that stops answering
+    /// hands what it carried to the others; the core does the same)
+    /// [default: failover].
+    #[arg(long, value_name = "failover|duplicate|spread-fec|bond")]
     pub path_mode: Option<PathUse>,
     /// A traffic class (repeatable; the first that matches a flow is its
     /// class): `name=NAME` and what it matches, `udp` or `tcp`,

@@ -458,14 +458,22 @@ fn paths_lines(paths: &wanopt_node::datagram::PathsStatus) -> Vec<String> {
                     .map_or_else(|| "-".to_owned(), |r| format!("{r:.2} ms")),
                 percent(p.loss_to_peer_percent),
                 percent(p.loss_from_peer_percent),
-                if p.data {
-                    "data"
+                if let Some(bond) = &p.bond {
+                    format!(
+                        "{}  {} sent, {} lost, {} stalls",
+                        if bond.carrying { "bond" } else { "standby" },
+                        bond.sent,
+                        bond.lost,
+                        bond.stalls
+                    )
+                } else if p.data {
+                    "data".to_owned()
                 } else if p.repairs {
-                    "repairs"
+                    "repairs".to_owned()
                 } else if paths.mode == "duplicate" && p.state != "down" {
-                    "copies"
+                    "copies".to_owned()
                 } else {
-                    "standby"
+                    "standby".to_owned()
                 }
             )
         })
@@ -475,6 +483,12 @@ fn paths_lines(paths: &wanopt_node::datagram::PathsStatus) -> Vec<String> {
         last.push_str(&format!(
             ", {} second copies dropped",
             paths.duplicates_dropped
+        ));
+    }
+    if let Some(bond) = &paths.bond {
+        last.push_str(&format!(
+            ", reorder hold {:.0} ms, {} late, {} sent again after a stall, {} dropped",
+            bond.hold_ms, bond.late, bond.reinjected, bond.dropped
         ));
     }
     lines.push(last);
@@ -613,12 +627,14 @@ mod tests {
             copy_bytes: 0,
             repair_bytes: 0,
             repairs: false,
+            bond: None,
         };
         let lines = paths_lines(&PathsStatus {
             mode: "failover".into(),
             duplicates_dropped: 0,
             switches: 1,
             probes_dropped: 0,
+            bond: None,
             paths: vec![path(1, "down", false), path(2, "up", true)],
         });
         assert_eq!(
@@ -634,6 +650,7 @@ mod tests {
             duplicates_dropped: 12,
             switches: 0,
             probes_dropped: 0,
+            bond: None,
             paths: vec![path(1, "up", true), path(2, "up", false)],
         });
         assert!(lines[1].ends_with("  copies"), "{}", lines[1]);
@@ -648,10 +665,41 @@ mod tests {
             duplicates_dropped: 0,
             switches: 0,
             probes_dropped: 0,
+            bond: None,
             paths: vec![path(1, "up", true), repairs],
         });
         assert!(lines[1].ends_with("  repairs"), "{}", lines[1]);
         assert_eq!(lines[2], "switches  0 (spread-fec)");
+        let mut bonded = path(1, "up", true);
+        bonded.bond = Some(wanopt_node::datagram::BondPathStatus {
+            sent: 10,
+            acked: 9,
+            lost: 1,
+            stalls: 0,
+            carrying: true,
+        });
+        let lines = paths_lines(&PathsStatus {
+            mode: "bond".into(),
+            duplicates_dropped: 0,
+            switches: 0,
+            probes_dropped: 0,
+            bond: Some(wanopt_node::datagram::BondStatus {
+                hold_ms: 30.4,
+                late: 2,
+                reinjected: 5,
+                ..Default::default()
+            }),
+            paths: vec![bonded],
+        });
+        assert!(
+            lines[0].ends_with("  bond  10 sent, 1 lost, 0 stalls"),
+            "{}",
+            lines[0]
+        );
+        assert_eq!(
+            lines[1],
+            "switches  0 (bond), reorder hold 30 ms, 2 late, 5 sent again after a stall, 0 dropped"
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 mod common;
 
+mod bond;
 mod classes;
 mod cli;
 mod cluster;

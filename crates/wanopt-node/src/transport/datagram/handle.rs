@@ -18,6 +18,7 @@ use wanopt_proto::path::wire::{EXPORTER_LABEL, EXPORTER_LEN};
 use wanopt_proto::path::{PathKey, PathMode, Side};
 
 use super::socket::{drive_timers, DatagramSocket, Shared};
+use crate::transport::bbr::BondShare;
 
 /// The node's handle on the datagram layer under its tunnel: which paths
 /// repeat tails, FEC, the WAN paths, and what they cost and show.
@@ -70,6 +71,15 @@ impl DatagramHandle {
         self.shared.lock().repaired.insert(peer, repaired);
     }
 
+    /// Publishes the bond's window and rate to the connection's
+    /// controller while the paths to `peer` are bonded (wanopt's BBR:
+    /// [`crate::transport::bbr::BondShare`]). Idempotent.
+    pub fn watch_bond(&self, peer: SocketAddr, share: Arc<BondShare>) {
+        let mut driver = self.shared.lock();
+        driver.bonds.insert(peer, share);
+        let _ = driver.settle();
+    }
+
     /// What continuous FEC does on the path to `peer`.
     pub fn fec_status(&self, peer: SocketAddr) -> FecStatus {
         self.shared.lock().layer.fec_status(peer)
@@ -93,6 +103,7 @@ impl DatagramHandle {
         let mut driver = self.shared.lock();
         driver.senders.retain(|(p, _)| *p != peer);
         driver.repaired.remove(&peer);
+        driver.bonds.remove(&peer);
         driver.layer.remove_peer(peer);
     }
 
@@ -214,7 +225,8 @@ async fn keep_copies_apart(shared: Arc<Shared>, conn: quinn::Connection) {
         // connection's.
         let mode = shared.lock().layer.path_mode(canonical);
         match mode {
-            Some(PathMode::Duplicate) => {
+            // A bond's real-time datagrams skip its reorder buffer too.
+            Some(PathMode::Duplicate | PathMode::Bond) => {
                 conn.set_datagram_packets_apart(true);
                 return;
             }

@@ -21,8 +21,8 @@ pub use ends::{StreamEnd, StreamEnds, STREAM_END_HOLD};
 pub use handle::DatagramHandle;
 pub use socket::DatagramSocket;
 pub use wanopt_proto::datagram::{
-    flush_after, DuplicationMode, DuplicationStatus, FecStatus, PathSample, PathStatus,
-    PathsStatus, REPORT_INTERVAL, SAMPLE_INTERVAL,
+    flush_after, BondPathStatus, BondStatus, DuplicationMode, DuplicationStatus, FecStatus,
+    PathSample, PathStatus, PathsStatus, REPORT_INTERVAL, SAMPLE_INTERVAL,
 };
 pub use wanopt_proto::fec_stream::FecMode;
 pub use wanopt_proto::path::Side;

@@ -17,6 +17,8 @@ use tokio::sync::Notify;
 use tracing::{debug, info, trace};
 use wanopt_proto::datagram::{DatagramLayer, Ecn, Event, Received, Transmit};
 
+use crate::transport::bbr::BondShare;
+
 /// Most datagrams per batch quinn is offered, so that a batch of FEC
 /// sources (five bytes longer each) stays under 64 KiB.
 const MAX_SEGMENTS: usize = 40;
@@ -35,6 +37,9 @@ pub(super) struct Driver {
     /// Per peer, the counter of repaired packets its connection's
     /// controller takes (wanopt's BBR).
     pub(super) repaired: HashMap<SocketAddr, Arc<AtomicU64>>,
+    /// Per peer, where its bond's window and rate are published for its
+    /// connection's controller (wanopt's BBR).
+    pub(super) bonds: HashMap<SocketAddr, Arc<BondShare>>,
     /// The deadline the timer task sleeps until (`None`: idle).
     armed: Option<Instant>,
     /// What the socket received, in the layer's terms.
@@ -90,6 +95,10 @@ impl Driver {
                 }
             }
         }
+        for (peer, share) in &self.bonds {
+            let budget = self.layer.bond_budget(*peer);
+            share.set(budget.map(|b| (b.window, b.pacing_rate)));
+        }
         match (self.layer.poll_timeout(), self.armed) {
             (Some(at), Some(armed)) => at < armed,
             (Some(_), None) => true,
@@ -121,6 +130,7 @@ impl Shared {
                 layer,
                 senders: Vec::new(),
                 repaired: HashMap::new(),
+                bonds: HashMap::new(),
                 armed: None,
                 received: Vec::new(),
             }),
@@ -202,6 +212,12 @@ impl AsyncUdpSocket for DatagramSocket {
         let transmit = from_quinn(transmit);
         let mut driver = self.shared.lock();
         let sending = driver.layer.handle_transmit(now, &transmit, flagged);
+        if sending.held() {
+            // A bond took the datagrams: its paths' pacers let them go.
+            driver.flush(&*self.inner, now);
+            self.shared.settle(driver);
+            return Ok(());
+        }
         if sending.wrapped() {
             // The wrapped bytes are the layer's: sent under its lock.
             let wire = driver.layer.wire(&transmit, &sending);

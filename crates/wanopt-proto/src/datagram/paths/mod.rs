@@ -17,12 +17,17 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::event::{Event, ProbeDropped};
+
+mod bond;
+
 use crate::dedup::{fingerprint, DuplicateFilter};
 use crate::path::wire::MAX_PATH;
 use crate::path::{
     PathId, PathKey, PathMode, PathMonitor, PathSet, PathState, PathView, Preference, Probe,
     ProbeRepr, Selector, Side, PROBE_LEN,
 };
+pub(super) use bond::is_bond;
+pub use bond::{BondBudget, BondPathStatus, BondStatus};
 
 /// The first byte of a path probe.
 pub(super) const PROBE_KIND: u8 = crate::path::wire::KIND;
@@ -109,8 +114,11 @@ struct PeerPaths {
     /// Switches of earlier connections.
     switches_before: u64,
     views: Vec<PathView>,
-    /// Seeds the duplicate filter of a lane that turns to duplicate.
+    /// Seeds the duplicate filter of a lane that turns to duplicate (and
+    /// its bond's controllers).
     filter_seed: u64,
+    /// The lane's bond, in bond mode while the connection is up.
+    bond: Option<Box<bond::Bond>>,
 }
 
 impl PeerPaths {
@@ -138,6 +146,7 @@ impl PeerPaths {
             switches_before: 0,
             views: Vec::new(),
             filter_seed,
+            bond: None,
         }
     }
 
@@ -160,8 +169,13 @@ impl PeerPaths {
         self.switches_before + self.selector.switches()
     }
 
-    /// Re-runs the selector after the monitor changed.
+    /// Re-runs the selector after the monitor changed, and tells the bond.
     fn reselect(&mut self, now: Instant, events: &mut VecDeque<Event>) {
+        self.select(now, events);
+        self.sync_bond(now);
+    }
+
+    fn select(&mut self, now: Instant, events: &mut VecDeque<Event>) {
         while let Some(change) = self.monitor.poll_event() {
             events.push_back(Event::PathState {
                 canonical: self.canonical,
@@ -223,6 +237,11 @@ pub(super) struct PathTable {
     pub(super) events: VecDeque<Event>,
     /// Seeds duplicate filters (each lane's from the next value).
     seed: u64,
+    /// The time of the last call that gave one (the bonds' timers are
+    /// computed from it).
+    clock: Option<Instant>,
+    /// Datagrams bonds put back in order, waiting for QUIC.
+    bond_ready: bond::Ready,
 }
 
 impl PathTable {
@@ -327,6 +346,7 @@ impl PathTable {
         peer.switches_before = peer.switches();
         peer.selector = Selector::new(peer.mode, Preference::Listed);
         peer.key = None;
+        peer.bond = None;
         peer.fallback = peer.primary.or(peer.fallback);
         peer.primary = peer.fallback;
     }
@@ -624,6 +644,7 @@ impl PathTable {
                     repairs: peer.mode == PathMode::SpreadFec
                         && peer.repairs == Some(path)
                         && peer.primary != Some(path),
+                    bond: Self::bond_status(peer, path),
                 })
             })
             .collect();
@@ -632,6 +653,7 @@ impl PathTable {
             duplicates_dropped: peer.filter.as_ref().map_or(0, DuplicateFilter::duplicates),
             switches: peer.switches(),
             probes_dropped: self.probes_dropped,
+            bond: Self::bond_summary(peer),
             paths,
         })
     }
@@ -645,7 +667,8 @@ fn filter_for(mode: PathMode, seed: u64) -> Option<DuplicateFilter> {
 /// A peer's paths as `/status` shows them.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PathsStatus {
-    /// How the paths are used (`failover`, `duplicate`, `spread-fec`).
+    /// How the paths are used (`failover`, `duplicate`, `spread-fec`,
+    /// `bond`).
     pub mode: String,
     /// Datagrams that came a second time, over another path, and were
     /// dropped (duplicate).
@@ -656,6 +679,9 @@ pub struct PathsStatus {
     /// Probes this node dropped (unknown connection, bad tag, replays),
     /// all peers.
     pub probes_dropped: u64,
+    /// The bond (bond mode, while the connection is up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bond: Option<BondStatus>,
     /// The paths, by number.
     pub paths: Vec<PathStatus>,
 }
@@ -698,6 +724,9 @@ pub struct PathStatus {
     /// Whether the path carries this node's FEC repairs now (spread-fec).
     #[serde(default)]
     pub repairs: bool,
+    /// What the bond sent on it (bond mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bond: Option<BondPathStatus>,
 }
 
 #[cfg(test)]

@@ -397,6 +397,19 @@ pub fn bottleneck_path(core: SocketAddr, delay: Duration, rate: u64, queue: u64)
     path_relay(core, delay, Some((rate, queue)), |_, _| false, None)
 }
 
+/// [`bottleneck_path`] that also drops everything, both ways, while
+/// `drop_all` is set.
+#[allow(dead_code)]
+pub fn cuttable_bottleneck_path(
+    core: SocketAddr,
+    delay: Duration,
+    rate: u64,
+    queue: u64,
+    drop_all: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> SocketAddr {
+    path_relay(core, delay, Some((rate, queue)), |_, _| false, Some(drop_all))
+}
+
 /// [`bottleneck_path`] that also drops, edge -> core, what `drop` says
 /// (before the bottleneck).
 #[allow(dead_code)]
