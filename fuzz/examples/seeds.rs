@@ -285,6 +285,7 @@ fn bond_inputs() -> Vec<Vec<u8>> {
         path: PathId::new(2).unwrap(),
         hold_exempt: false,
         reinjected: true,
+        alone: false,
         gseq: 1000,
         pseq: 400,
         tx_us: 123_456,

@@ -59,10 +59,11 @@ fuzz_target!(|data: &[u8]| {
             delta => gseq.wrapping_add_signed(i32::from(delta as i8)),
         };
         let payload = (id as u64).to_be_bytes().to_vec();
-        let order = match (record[1] & 0x40 != 0, record[2] & 0x01 != 0) {
+        let order = match (record[1] & 0x40 != 0, record[2] & 0x03) {
             (true, _) => Order::Exempt,
-            (false, true) => Order::Reinjected,
-            (false, false) => Order::Held,
+            (false, 1) => Order::Reinjected,
+            (false, 2) => Order::Alone,
+            (false, _) => Order::Held,
         };
         buffer.handle_data(now, path, gseq, order, payload);
         assert!(buffer.held() <= MAX_HELD);

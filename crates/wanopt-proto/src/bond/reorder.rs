@@ -16,7 +16,10 @@
 //! buffer exists to prevent, the figure to watch. A second copy of a
 //! datagram (reinjected, or a real-time datagram sent on two paths) is
 //! dropped. Hold-exempt datagrams (real-time flows') go up at once and only
-//! fill their place in the order. While copies sent again after a path
+//! fill their place in the order. A datagram the sender sent while no
+//! other path had data in flight (flag ALONE) proves every gap before it
+//! lost, so a loss on the one busy path of a lightly loaded bond is not
+//! held while the idle path says nothing. While copies sent again after a path
 //! stalled arrive (older datagrams behind newer ones on the same path), a
 //! path's order proves nothing lost: gaps then wait for the hold time after
 //! the last copy.
@@ -55,15 +58,19 @@ pub enum Order {
     Reinjected,
     /// Handed up at once (a real-time flow's).
     Exempt,
+    /// Handed up in order, sent while no other path had data in flight:
+    /// every gap before it is a loss.
+    Alone,
 }
 
 impl Order {
     /// The order a data header asks for.
     pub fn of(repr: &super::wire::DataRepr) -> Order {
-        match (repr.hold_exempt, repr.reinjected) {
-            (true, _) => Order::Exempt,
-            (false, true) => Order::Reinjected,
-            (false, false) => Order::Held,
+        match (repr.hold_exempt, repr.reinjected, repr.alone) {
+            (true, _, _) => Order::Exempt,
+            (false, true, _) => Order::Reinjected,
+            (false, false, true) => Order::Alone,
+            (false, false, false) => Order::Held,
         }
     }
 }
@@ -173,7 +180,7 @@ impl<T: AsRef<[u8]>> ReorderBuffer<T> {
     pub fn handle_data(&mut self, now: Instant, path: PathId, gseq: u32, order: Order, payload: T) {
         let g = self.extend(gseq);
         match order {
-            Order::Held => {
+            Order::Held | Order::Alone => {
                 let progress = self.paths[path.index()].get_or_insert(PathProgress { highest: g });
                 progress.highest = progress.highest.max(g);
             }
@@ -198,6 +205,8 @@ impl<T: AsRef<[u8]>> ReorderBuffer<T> {
         }
         if g - self.next >= MAX_AHEAD {
             self.give_up_to(g, Reason::Forced);
+        } else if order == Order::Alone {
+            self.give_up_to(g, Reason::Lost);
         }
         let payload = if order == Order::Exempt {
             self.stats.exempt += 1;

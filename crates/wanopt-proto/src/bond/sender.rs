@@ -381,6 +381,15 @@ impl BondSender {
                 (at <= now).then_some((i, at))
             })
             .min_by_key(|&(_, at)| at)?;
+        // No other path has data in flight or queued: everything sent
+        // before this one has arrived or is lost.
+        let alone = self
+            .lanes
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != index)
+            .filter_map(|(_, l)| l.as_ref())
+            .all(|l| l.sender.in_flight == 0 && l.queued_bytes == 0);
         let lane = self.lanes[index].as_mut()?;
         let queued = lane.pop()?;
         let path = PathId::new(index as u8 + 1)?;
@@ -389,6 +398,7 @@ impl BondSender {
             path,
             hold_exempt: queued.hold_exempt,
             reinjected: queued.reinjected,
+            alone: alone && !queued.reinjected && !queued.hold_exempt,
             gseq: queued.gseq,
             pseq: lane.sender.next_pseq(),
             tx_us: queued.queued_us,

@@ -11,7 +11,10 @@
 //! - `flags` (the high nibble): bit 0 (0x10) HOLD_EXEMPT, the inner datagram
 //!   skips the receiver's reorder buffer (a real-time flow's: late is worse
 //!   than out of order); bit 1 (0x20) REINJECTED, a copy sent again on
-//!   another path after its first path stalled; bits 2-3 are 0.
+//!   another path after its first path stalled; bit 2 (0x40) ALONE, no
+//!   other path had data in flight or queued when it was sent (so every
+//!   datagram before it has arrived or is lost: the receiver need not wait
+//!   for a gap before it); bit 3 is 0.
 //! - `path`: the path's number, 1 to 15, as the path probes count them.
 //! - `gseq`: the sender's order over all paths (per peer and direction):
 //!   the receiver hands inner datagrams on in this order and drops a second
@@ -58,8 +61,10 @@ pub const ACK_DELAY_UNIT_US: u32 = 8;
 const HOLD_EXEMPT: u8 = 0x1;
 /// Flag: a copy sent again after its first path stalled.
 const REINJECTED: u8 = 0x2;
+/// Flag: no other path had data in flight or queued when it was sent.
+const ALONE: u8 = 0x4;
 /// Flags that must be clear.
-const RESERVED: u8 = 0xC;
+const RESERVED: u8 = 0x8;
 
 mod field {
     use std::ops::Range;
@@ -171,6 +176,8 @@ pub struct DataRepr {
     pub hold_exempt: bool,
     /// A copy sent again on another path.
     pub reinjected: bool,
+    /// No other path had data in flight or queued when it was sent.
+    pub alone: bool,
     /// The sender's order over all paths.
     pub gseq: u32,
     /// The path's own sequence number.
@@ -191,6 +198,7 @@ impl DataRepr {
             path: path(byte & 0x0F)?,
             hold_exempt: flags & HOLD_EXEMPT != 0,
             reinjected: flags & REINJECTED != 0,
+            alone: flags & ALONE != 0,
             gseq: data.gseq(),
             pseq: data.word(field::PSEQ),
             tx_us: data.word(field::TX_US),
@@ -201,7 +209,8 @@ impl DataRepr {
     pub fn header(&self) -> [u8; DATA_HEADER_LEN] {
         let mut bytes = [0; DATA_HEADER_LEN];
         let flags = if self.hold_exempt { HOLD_EXEMPT } else { 0 }
-            | if self.reinjected { REINJECTED } else { 0 };
+            | if self.reinjected { REINJECTED } else { 0 }
+            | if self.alone { ALONE } else { 0 };
         bytes[field::KIND] = DATA_KIND;
         bytes[field::FLAGS_PATH] = flags << 4 | self.path.get();
         bytes[field::GSEQ].copy_from_slice(&self.gseq.to_be_bytes());
@@ -312,6 +321,7 @@ mod tests {
             path: PathId::new(3).unwrap(),
             hold_exempt: true,
             reinjected: false,
+            alone: false,
             gseq: 0x0102_0304,
             pseq: 0x1112_1314,
             tx_us: 0x2122_2324,
@@ -348,6 +358,12 @@ mod tests {
             ..data()
         };
         assert_eq!(reinjected.header()[1], 0x23);
+        let alone = DataRepr {
+            hold_exempt: false,
+            alone: true,
+            ..data()
+        };
+        assert_eq!(alone.header()[1], 0x43);
     }
 
     #[test]
@@ -401,8 +417,8 @@ mod tests {
             BondWireError::Kind(ACK_KIND)
         );
         for (byte, error) in [
-            (0x43, BondWireError::Flags(4)),
             (0x83, BondWireError::Flags(8)),
+            (0xF3, BondWireError::Flags(0xF)),
             (0x10, BondWireError::Path(0)),
         ] {
             let mut bad = good.clone();
@@ -428,11 +444,12 @@ mod tests {
     }
 
     fn any_data() -> impl Strategy<Value = DataRepr> {
-        (1..=MAX_PATH, any::<[bool; 2]>(), any::<[u32; 3]>()).prop_map(
-            |(path, [hold_exempt, reinjected], [gseq, pseq, tx_us])| DataRepr {
+        (1..=MAX_PATH, any::<[bool; 3]>(), any::<[u32; 3]>()).prop_map(
+            |(path, [hold_exempt, reinjected, alone], [gseq, pseq, tx_us])| DataRepr {
                 path: PathId::new(path).unwrap(),
                 hold_exempt,
                 reinjected,
+                alone,
                 gseq,
                 pseq,
                 tx_us,

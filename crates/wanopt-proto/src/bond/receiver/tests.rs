@@ -17,6 +17,7 @@ fn datagram(on: u8, gseq: u32, pseq: u32, tx_us: u32) -> Vec<u8> {
         path: path(on),
         hold_exempt: false,
         reinjected: false,
+        alone: false,
         gseq,
         pseq,
         tx_us,

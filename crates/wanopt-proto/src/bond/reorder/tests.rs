@@ -120,6 +120,19 @@ fn a_path_that_delivered_nothing_holds_a_gap_until_the_hold_time() {
 }
 
 #[test]
+fn a_datagram_sent_alone_gives_up_the_gaps_before_it_at_once() {
+    let t0 = Instant::now();
+    // Path 2 is up but carries nothing: without the flag the gap before
+    // 2 would wait the hold time.
+    let mut b = buffer(t0, &[1, 2]);
+    send(&mut b, t0, 1, 0);
+    b.handle_data(t0, path(1), 2, Order::Alone, 2u32.to_be_bytes().to_vec());
+    assert_eq!(released(&mut b), [0, 2]);
+    assert_eq!(b.stats().lost, 1);
+    assert_eq!(b.poll_timeout(), None);
+}
+
+#[test]
 fn a_late_datagram_still_goes_up_and_a_second_copy_does_not() {
     let t0 = Instant::now();
     let mut b = buffer(t0, &[1, 2]);

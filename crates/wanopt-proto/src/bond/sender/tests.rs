@@ -48,6 +48,8 @@ fn a_short_transfer_takes_the_faster_path_alone() {
             (path(2), path(2), i as u32, i as u32)
         );
         assert!(!repr.hold_exempt && !repr.reinjected);
+        // Path 1 carries nothing: the receiver need not wait for it.
+        assert!(repr.alone);
         assert_eq!(inner, &vec![i as u8; 1200]);
     }
 }
