@@ -148,93 +148,152 @@ pub(super) fn run_with(
     seed: u64,
     mut each: impl FnMut(Duration, &mut BondSender),
 ) -> Outcome {
-    let t0 = Instant::now();
-    let end = t0 + Duration::from_secs(seconds);
-    let half = t0 + Duration::from_secs(seconds) / 2;
-    let mut random = seed | 1;
-    let paths = [PathId::new(1).unwrap(), PathId::new(2).unwrap()];
-    let mut sender = BondSender::new(t0, BbrConfig::default(), 1500, seed);
-    let mut receiver: BondReceiver<Vec<u8>> = BondReceiver::new(t0);
-    let mut wires = links.map(|link| Wire {
-        link,
-        busy_until: t0,
-        forward: VecDeque::new(),
-        back: VecDeque::new(),
-        windows: BTreeMap::new(),
-    });
-    let mut all = PathSet::EMPTY;
-    for (path, wire) in paths.iter().zip(&wires) {
-        sender.add_path(*path);
-        sender.set_up(t0, *path, true);
-        sender.set_probe_rtt(*path, wire.link.one_way * 2);
-        all.insert(*path);
-    }
-    receiver.set_up(t0, all);
-    let mut next_id = 0u64;
-    let mut in_flight: BTreeMap<u64, u64> = BTreeMap::new();
-    let mut in_flight_bytes = 0u64;
-    let (mut tokens, mut tokens_at) = (0.0f64, t0);
-    let mut max_up = 0u64;
-    let mut outcome = Outcome {
-        goodput_bps: 0.0,
-        submitted: 0,
-        refused: 0,
-        quic_lost: 0,
-        delivered: 0,
-        twice: 0,
-        random_losses: 0,
-        late: 0,
-        reorder: Default::default(),
-        hold: Duration::ZERO,
-        sender: Default::default(),
-        paths: Default::default(),
-        longest_gap: Duration::ZERO,
-        peak_bps: [0.0; 2],
-        link_bps: [0.0; 2],
-        delivered_by_tenth: vec![0; seconds as usize * 10],
-    };
-    let mut handed_up: BTreeMap<u64, ()> = BTreeMap::new();
-    let mut second_half_bytes = 0u64;
-    let mut last_up: Option<Instant> = None;
+    let mut sim = Sim::new(links, seconds, seed);
     let step = Duration::from_micros(50);
-    let mut now = t0;
+    let end = sim.t0 + Duration::from_secs(seconds);
+    let mut now = sim.t0;
     while now < end {
-        let t = now - t0;
-        each(t, &mut sender);
-        // Paths' probes: a cut link is down from 300 ms after the cut to
-        // 300 ms after it returns.
+        each(now - sim.t0, &mut sim.sender);
+        sim.probe(now);
+        sim.source(now);
+        sim.transmit(now);
+        sim.receive(now);
+        sim.hand_up(now);
+        sim.take_acks(now);
+        now += step;
+    }
+    sim.finish(end)
+}
+
+/// A run's state.
+struct Sim {
+    t0: Instant,
+    half: Instant,
+    random: u64,
+    paths: [PathId; 2],
+    sender: BondSender,
+    receiver: BondReceiver<Vec<u8>>,
+    wires: [Wire; 2],
+    /// The source: the next datagram's number, those in flight (by
+    /// number, their bytes) and their bytes, its pacer's tokens.
+    next_id: u64,
+    in_flight: BTreeMap<u64, u64>,
+    in_flight_bytes: u64,
+    tokens: f64,
+    tokens_at: Instant,
+    /// The newest datagram handed up, those handed up, when the last was.
+    max_up: u64,
+    handed_up: BTreeMap<u64, ()>,
+    last_up: Option<Instant>,
+    second_half_bytes: u64,
+    outcome: Outcome,
+}
+
+impl Sim {
+    fn new(links: [Link; 2], seconds: u64, seed: u64) -> Sim {
+        let t0 = Instant::now();
+        let paths = [PathId::new(1).unwrap(), PathId::new(2).unwrap()];
+        let mut sender = BondSender::new(t0, BbrConfig::default(), 1500, seed);
+        let mut receiver = BondReceiver::new(t0);
+        let wires = links.map(|link| Wire {
+            link,
+            busy_until: t0,
+            forward: VecDeque::new(),
+            back: VecDeque::new(),
+            windows: BTreeMap::new(),
+        });
+        let mut all = PathSet::EMPTY;
+        for (path, wire) in paths.iter().zip(&wires) {
+            sender.add_path(*path);
+            sender.set_up(t0, *path, true);
+            sender.set_probe_rtt(*path, wire.link.one_way * 2);
+            all.insert(*path);
+        }
+        receiver.set_up(t0, all);
+        Sim {
+            t0,
+            half: t0 + Duration::from_secs(seconds) / 2,
+            random: seed | 1,
+            paths,
+            sender,
+            receiver,
+            wires,
+            next_id: 0,
+            in_flight: BTreeMap::new(),
+            in_flight_bytes: 0,
+            tokens: 0.0,
+            tokens_at: t0,
+            max_up: 0,
+            handed_up: BTreeMap::new(),
+            last_up: None,
+            second_half_bytes: 0,
+            outcome: Outcome {
+                goodput_bps: 0.0,
+                submitted: 0,
+                refused: 0,
+                quic_lost: 0,
+                delivered: 0,
+                twice: 0,
+                random_losses: 0,
+                late: 0,
+                reorder: Default::default(),
+                hold: Duration::ZERO,
+                sender: Default::default(),
+                paths: Default::default(),
+                longest_gap: Duration::ZERO,
+                peak_bps: [0.0; 2],
+                link_bps: [0.0; 2],
+                delivered_by_tenth: vec![0; seconds as usize * 10],
+            },
+        }
+    }
+
+    /// The paths' probes: a cut link is down from 300 ms after the cut to
+    /// 300 ms after it returns.
+    fn probe(&mut self, now: Instant) {
+        let t = now - self.t0;
         let mut up = PathSet::EMPTY;
-        for (i, wire) in wires.iter().enumerate() {
+        for (i, wire) in self.wires.iter().enumerate() {
             let down = wire.cut(t.saturating_sub(Duration::from_millis(300)));
-            sender.set_up(now, paths[i], !down);
+            self.sender.set_up(now, self.paths[i], !down);
             if !down {
-                up.insert(paths[i]);
+                up.insert(self.paths[i]);
             }
         }
-        receiver.set_up(now, up);
-        // The source, paced as quinn paces at the bond's rate.
-        let rate = sender.pacing_rate() as f64;
-        let elapsed = now.saturating_duration_since(tokens_at).as_secs_f64();
-        tokens = (tokens + rate * elapsed).min(rate * SOURCE_BURST.as_secs_f64());
-        tokens_at = now;
-        while in_flight_bytes < sender.window(WINDOW_EXTRA) && tokens >= DATAGRAM as f64 {
-            let mut inner = next_id.to_be_bytes().to_vec();
+        self.receiver.set_up(now, up);
+    }
+
+    /// The source, paced as quinn paces at the bond's rate, as much in
+    /// flight as the bond's window.
+    fn source(&mut self, now: Instant) {
+        let rate = self.sender.pacing_rate() as f64;
+        let elapsed = now.saturating_duration_since(self.tokens_at).as_secs_f64();
+        self.tokens = (self.tokens + rate * elapsed).min(rate * SOURCE_BURST.as_secs_f64());
+        self.tokens_at = now;
+        while self.in_flight_bytes < self.sender.window(WINDOW_EXTRA)
+            && self.tokens >= DATAGRAM as f64
+        {
+            let mut inner = self.next_id.to_be_bytes().to_vec();
             inner.resize(DATAGRAM, 0);
-            tokens -= DATAGRAM as f64;
-            outcome.submitted += 1;
-            if sender.handle_datagram(now, inner).is_err() {
+            self.tokens -= DATAGRAM as f64;
+            self.outcome.submitted += 1;
+            if self.sender.handle_datagram(now, inner).is_err() {
                 // Lost to QUIC: it sends the data again later.
-                outcome.refused += 1;
+                self.outcome.refused += 1;
             } else {
-                in_flight.insert(next_id, DATAGRAM as u64);
-                in_flight_bytes += DATAGRAM as u64;
+                self.in_flight.insert(self.next_id, DATAGRAM as u64);
+                self.in_flight_bytes += DATAGRAM as u64;
             }
-            next_id += 1;
+            self.next_id += 1;
         }
-        // The sender's timers and pacers.
-        sender.handle_timeout(now);
-        while let Some((path, datagram)) = sender.poll_transmit(now) {
-            let wire = &mut wires[path.index()];
+    }
+
+    /// The sender's timers and pacers, into the links' bottlenecks.
+    fn transmit(&mut self, now: Instant) {
+        let t = now - self.t0;
+        self.sender.handle_timeout(now);
+        while let Some((path, datagram)) = self.sender.poll_transmit(now) {
+            let wire = &mut self.wires[path.index()];
             if wire.cut(t) {
                 continue;
             }
@@ -245,63 +304,76 @@ pub(super) fn run_with(
             let start = wire.busy_until.max(now);
             let serialise = Duration::from_secs_f64(bytes as f64 * 8.0 / wire.link.rate_bps as f64);
             wire.busy_until = start + serialise;
-            let window = (wire.busy_until - t0).as_millis() as u64 / 100;
+            let window = (wire.busy_until - self.t0).as_millis() as u64 / 100;
             *wire.windows.entry(window).or_default() += bytes;
-            let lost = u64::from(wire.link.loss_ppm) > rng(&mut random) % 1_000_000;
+            let lost = u64::from(wire.link.loss_ppm) > rng(&mut self.random) % 1_000_000;
             if lost {
-                outcome.random_losses += 1;
+                self.outcome.random_losses += 1;
             }
             wire.forward
                 .push_back((wire.busy_until + wire.link.one_way, datagram, lost));
         }
-        // Arrivals at the receiver, and its acks.
-        for (i, wire) in wires.iter_mut().enumerate() {
+    }
+
+    /// Arrivals at the receiver, and its acks onto the links.
+    fn receive(&mut self, now: Instant) {
+        let t = now - self.t0;
+        for (i, wire) in self.wires.iter_mut().enumerate() {
             while wire.forward.front().is_some_and(|(at, _, _)| *at <= now) {
                 let (_, datagram, lost) = wire.forward.pop_front().unwrap();
                 if lost || wire.cut(t) {
                     continue;
                 }
-                receiver
-                    .handle_data(now, paths[i], &datagram, <[u8]>::to_vec)
+                self.receiver
+                    .handle_data(now, self.paths[i], &datagram, <[u8]>::to_vec)
                     .unwrap();
             }
         }
-        receiver.handle_timeout(now);
-        while let Some(ack) = receiver.poll_ack(now) {
-            let wire = &mut wires[ack.path.index()];
+        self.receiver.handle_timeout(now);
+        while let Some(ack) = self.receiver.poll_ack(now) {
+            let wire = &mut self.wires[ack.path.index()];
             wire.back.push_back((now + wire.link.one_way, ack));
         }
-        while let Some(inner) = receiver.poll_release() {
+    }
+
+    /// What the receiver hands up, counted; what QUIC would call lost
+    /// forgotten by the source.
+    fn hand_up(&mut self, now: Instant) {
+        while let Some(inner) = self.receiver.poll_release() {
             let id = u64::from_be_bytes(inner[..8].try_into().unwrap());
-            if handed_up.insert(id, ()).is_some() {
-                outcome.twice += 1;
+            if self.handed_up.insert(id, ()).is_some() {
+                self.outcome.twice += 1;
                 continue;
             }
-            if let Some(bytes) = in_flight.remove(&id) {
-                in_flight_bytes -= bytes;
+            if let Some(bytes) = self.in_flight.remove(&id) {
+                self.in_flight_bytes -= bytes;
             }
-            max_up = max_up.max(id);
-            if let Some(last) = last_up {
-                outcome.longest_gap = outcome.longest_gap.max(now - last);
+            self.max_up = self.max_up.max(id);
+            if let Some(last) = self.last_up {
+                self.outcome.longest_gap = self.outcome.longest_gap.max(now - last);
             }
-            last_up = Some(now);
-            let tenth = (now - t0).as_millis() as usize / 100;
-            if let Some(bytes) = outcome.delivered_by_tenth.get_mut(tenth) {
+            self.last_up = Some(now);
+            let tenth = (now - self.t0).as_millis() as usize / 100;
+            if let Some(bytes) = self.outcome.delivered_by_tenth.get_mut(tenth) {
                 *bytes += inner.len() as u64;
             }
-            if now >= half {
-                second_half_bytes += inner.len() as u64;
+            if now >= self.half {
+                self.second_half_bytes += inner.len() as u64;
             }
         }
         // What is missing three datagrams behind the newest handed up is
         // lost to QUIC (RFC 9002's packet threshold): it sends that data
         // again in new datagrams, so the source forgets it.
-        let kept = in_flight.split_off(&max_up.saturating_sub(3));
-        in_flight_bytes -= in_flight.values().sum::<u64>();
-        outcome.quic_lost += in_flight.len() as u64;
-        in_flight = kept;
-        // Acks at the sender (the ack's bytes checked as the layer does).
-        for wire in wires.iter_mut() {
+        let kept = self.in_flight.split_off(&self.max_up.saturating_sub(3));
+        self.in_flight_bytes -= self.in_flight.values().sum::<u64>();
+        self.outcome.quic_lost += self.in_flight.len() as u64;
+        self.in_flight = kept;
+    }
+
+    /// Acks at the sender (their bytes checked as the layer does).
+    fn take_acks(&mut self, now: Instant) {
+        let t = now - self.t0;
+        for wire in self.wires.iter_mut() {
             while wire.back.front().is_some_and(|(at, _)| *at <= now) {
                 let (_, ack) = wire.back.pop_front().unwrap();
                 if wire.cut(t) {
@@ -309,25 +381,30 @@ pub(super) fn run_with(
                 }
                 let bytes = ack.emit();
                 let parsed = AckRepr::parse(&Ack::new_checked(&bytes[..]).unwrap()).unwrap();
-                sender.handle_ack(now, &parsed);
+                self.sender.handle_ack(now, &parsed);
             }
         }
-        now += step;
     }
-    let seconds_half = (end - half).as_secs_f64();
-    outcome.delivered = handed_up.len() as u64;
-    outcome.goodput_bps = second_half_bytes as f64 * 8.0 / seconds_half;
-    outcome.late = receiver.reorder_stats().late;
-    outcome.reorder = receiver.reorder_stats();
-    outcome.hold = receiver.hold();
-    outcome.sender = sender.stats();
-    outcome.paths = paths.map(|p| sender.path_stats(p).unwrap_or_default());
-    for (i, wire) in wires.iter().enumerate() {
-        let peak = wire.windows.values().max().copied().unwrap_or(0);
-        outcome.peak_bps[i] = peak as f64 * 8.0 / 0.1;
-        let first = (half - t0).as_millis() as u64 / 100;
-        let carried: u64 = wire.windows.range(first..).map(|(_, b)| b).sum();
-        outcome.link_bps[i] = carried as f64 * 8.0 / seconds_half;
+
+    fn finish(mut self, end: Instant) -> Outcome {
+        let seconds_half = (end - self.half).as_secs_f64();
+        let outcome = &mut self.outcome;
+        outcome.delivered = self.handed_up.len() as u64;
+        outcome.goodput_bps = self.second_half_bytes as f64 * 8.0 / seconds_half;
+        outcome.reorder = self.receiver.reorder_stats();
+        outcome.late = outcome.reorder.late;
+        outcome.hold = self.receiver.hold();
+        outcome.sender = self.sender.stats();
+        outcome.paths = self
+            .paths
+            .map(|p| self.sender.path_stats(p).unwrap_or_default());
+        for (i, wire) in self.wires.iter().enumerate() {
+            let peak = wire.windows.values().max().copied().unwrap_or(0);
+            outcome.peak_bps[i] = peak as f64 * 8.0 / 0.1;
+            let first = (self.half - self.t0).as_millis() as u64 / 100;
+            let carried: u64 = wire.windows.range(first..).map(|(_, b)| b).sum();
+            outcome.link_bps[i] = carried as f64 * 8.0 / seconds_half;
+        }
+        self.outcome
     }
-    outcome
 }
