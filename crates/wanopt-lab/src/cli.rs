@@ -52,7 +52,7 @@ pub enum LabCommand {
         #[arg(allow_hyphen_values = true)]
         rules: String,
     },
-    /// Run a scenario (`tcp-opt`, `waas-3g`, `lossy`, `realtime`, `sites`, `cluster`, `cellular`, `reach`, `path-brokenness`, `initcwnd`, `fwsm` or a TOML file) and write results, a report and plots.
+    /// Run a scenario (`tcp-opt`, `waas-3g`, `lossy`, `realtime`, `bond`, `sites`, `cluster`, `cellular`, `reach`, `path-brokenness`, `initcwnd`, `fwsm` or a TOML file) and write results, a report and plots.
     Run(crate::scenario::RunArgs),
     /// Measure the emulator's own ceiling (pps, Gbit/s of 1500-byte packets each way) with iperf3.
     BenchCeiling {
@@ -104,6 +104,9 @@ pub enum LabCommand {
     /// Internal: an end of the realtime scenario's voice and video streams (runs inside `client` or `server`).
     #[command(hide = true)]
     RtPeer(crate::realtime::peer::PeerArgs),
+    /// Internal: the bond scenario's checked download (runs inside `client`); prints a JSON report.
+    #[command(hide = true)]
+    BondClient(crate::bond::client::ClientArgs),
     /// Write the waas-3g file set (the reference's Table 1, generated from a seed) to a directory.
     WaasFiles {
         /// Directory to write the files to (created if needed).
@@ -320,6 +323,14 @@ pub fn run(command: LabCommand) -> anyhow::Result<i32> {
             println!("sent {sent} received {received}");
             Ok(0)
         }
+        LabCommand::BondClient(args) => match crate::bond::client::run(&args) {
+            Ok(report) => {
+                println!("{}", serde_json::to_string(&report)?);
+                Ok(0)
+            }
+            Err(e @ crate::bond::client::ClientError::Usage(_)) => usage(e),
+            Err(e) => Err(e.into()),
+        },
         LabCommand::WaasFiles { out, seed } => commands::files(&out, seed),
         LabCommand::WaasReport { dir } => commands::report(&dir),
         LabCommand::WaasServer(args) => commands::server(args),

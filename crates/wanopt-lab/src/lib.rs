@@ -6,6 +6,7 @@
 //! namespaces and addresses) and [`driver`] (the emulator's packet I/O).
 
 pub mod bench;
+pub mod bond;
 pub mod bringup;
 pub mod brokenness;
 pub mod cellular;

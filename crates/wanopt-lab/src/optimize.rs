@@ -106,6 +106,63 @@ pub const EDGE_CONTROL: &str = "127.0.0.1:7001";
 /// Control address of the core (inside `core`).
 pub const CORE_CONTROL: &str = "127.0.0.1:7002";
 
+/// A node's `/status` as JSON (`wanopt status --json` in its namespace,
+/// `control` its control address).
+pub fn node_status(
+    lab: &Lab,
+    exe: &Path,
+    node: Node,
+    control: &str,
+) -> Result<serde_json::Value, String> {
+    let mut cmd = lab.command(node, &exe.to_string_lossy());
+    cmd.args(["status", "--control", control, "--json"]);
+    let out = cmd.output().map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())
+}
+
+/// Waits until the edge's `/status` passes `ready` (the tunnel up, a path
+/// carrying the data), at most `within`; the error says what it last saw.
+pub fn wait_edge(
+    lab: &Lab,
+    exe: &Path,
+    within: Duration,
+    what: &str,
+    ready: impl Fn(&serde_json::Value) -> bool,
+) -> Result<(), String> {
+    let deadline = Instant::now() + within;
+    loop {
+        let status = node_status(lab, exe, Node::Edge, EDGE_CONTROL);
+        if status.as_ref().is_ok_and(&ready) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "{what} within {} s ({})",
+                within.as_secs(),
+                match status {
+                    Ok(s) => format!("tunnel {}", s["tunnel"]),
+                    Err(e) => e,
+                }
+            ));
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Waits until the edge's tunnel is up (UDP sent before is dropped).
+pub fn wait_tunnel_up(lab: &Lab, exe: &Path) -> Result<(), String> {
+    wait_edge(
+        lab,
+        exe,
+        Duration::from_secs(15),
+        "the tunnel did not come up",
+        |s| s["tunnel"] == "up",
+    )
+}
+
 /// Whether this executable has the wanopt nodes (`wanopt edge`, `wanopt core`).
 pub fn available(exe: &Path) -> Result<(), OptimizeError> {
     for role in ["edge", "core"] {

@@ -12,7 +12,11 @@
 //! only a bound: the server stops writing and closes once the client has
 //! half-closed (a timed bulk download that ends without a reset). In mode 3
 //! the count is a message size: the server answers every message of that
-//! size with one of its own, until the client half-closes. The payload is pseudo-random
+//! size with one of its own, until the client half-closes. Mode 4 is mode 2
+//! with a payload the client can check: bytes 5 to 7 of the request are a
+//! seed (24 bits, big endian) and byte `i` of the stream is
+//! [`seeded_payload`]'s for that seed, so the client verifies every byte
+//! it receives. The payload is pseudo-random
 //! (incompressible, never repeated). Aggregate throughput is payload
 //! bits over the wall time from just before the first connect to the last
 //! byte (download) or the last acknowledgement (upload).
@@ -43,6 +47,9 @@ pub enum Mode {
     /// The server answers each message of the count's size with one of
     /// its own, until the client half-closes.
     RequestResponse = 3,
+    /// As [`Mode::DownloadUntilClosed`], the payload [`seeded_payload`]'s
+    /// for the request's seed.
+    DownloadSeeded = 4,
 }
 
 /// The 16-byte request of `mode` with `count`.
@@ -52,6 +59,44 @@ pub fn request(mode: Mode, count: u64) -> [u8; 16] {
     header[4] = mode as u8;
     header[8..].copy_from_slice(&count.to_be_bytes());
     header
+}
+
+/// The largest seed a request carries (24 bits).
+pub const MAX_SEED: u32 = 0xff_ffff;
+
+/// The request of a [`Mode::DownloadSeeded`] download of at most `count`
+/// bytes whose payload is `seed`'s (its low 24 bits).
+pub fn request_seeded(seed: u32, count: u64) -> [u8; 16] {
+    let mut header = request(Mode::DownloadSeeded, count);
+    header[5..8].copy_from_slice(&(seed & MAX_SEED).to_be_bytes()[1..]);
+    header
+}
+
+/// The seed of a request (bytes 5 to 7).
+fn request_seed(header: &[u8; 16]) -> u32 {
+    u32::from_be_bytes([0, header[5], header[6], header[7]])
+}
+
+/// Fills `buf` with the bytes at `offset..offset + buf.len()` of the
+/// payload of `seed`: the stream of SplitMix64 outputs (little endian) from
+/// a state set by the seed, so any stretch of it can be made, or checked,
+/// without the bytes before it (Steele, Lea and Flood, "Fast splittable
+/// pseudorandom number generators", OOPSLA 2014).
+pub fn seeded_payload(seed: u32, offset: u64, buf: &mut [u8]) {
+    let base = crate::rng::mix(u64::from(seed) ^ 0x5eed_0000_0000_0000);
+    let word = |index: u64| {
+        crate::rng::mix(base.wrapping_add(index.wrapping_mul(0x9e37_79b9_7f4a_7c15))).to_le_bytes()
+    };
+    let mut position = offset;
+    let mut rest = buf;
+    while !rest.is_empty() {
+        let bytes = word(position / 8);
+        let from = (position % 8) as usize;
+        let n = (8 - from).min(rest.len());
+        rest[..n].copy_from_slice(&bytes[from..from + n]);
+        rest = &mut rest[n..];
+        position += n as u64;
+    }
 }
 const CHUNK: usize = 256 * 1024;
 
@@ -208,8 +253,17 @@ pub(crate) fn serve_one(mut stream: TcpStream) -> std::io::Result<()> {
             let mut sink = [0u8; 64];
             while stream.read(&mut sink)? > 0 {}
         }
-        2 => write_until_closed(stream, bytes)?,
+        2 => {
+            let mut rng = crate::rng::Rng::new(payload_seed());
+            write_until_closed(stream, bytes, |_, buf| rng.fill(buf))?
+        }
         3 => answer_messages(&mut stream, bytes)?,
+        4 => {
+            let seed = request_seed(&header);
+            write_until_closed(stream, bytes, |offset, buf| {
+                seeded_payload(seed, offset, buf)
+            })?
+        }
         _ => {
             let got = read_bytes(&mut stream, bytes)?;
             stream.write_all(&got.to_be_bytes())?;
@@ -218,9 +272,14 @@ pub(crate) fn serve_one(mut stream: TcpStream) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Mode 2: pseudo-random payload (at most `bound` bytes) until the client
+/// Modes 2 and 4: the payload `fill` makes (given the offset of each
+/// buffer in the stream), at most `bound` bytes, until the client
 /// half-closes, then a clean close.
-fn write_until_closed(mut stream: TcpStream, mut bound: u64) -> std::io::Result<()> {
+fn write_until_closed(
+    mut stream: TcpStream,
+    mut bound: u64,
+    mut fill: impl FnMut(u64, &mut [u8]),
+) -> std::io::Result<()> {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     let closed = Arc::new(AtomicBool::new(false));
@@ -231,15 +290,14 @@ fn write_until_closed(mut stream: TcpStream, mut bound: u64) -> std::io::Result<
         while matches!(reader.read(&mut sink), Ok(n) if n > 0) {}
         flag.store(true, Ordering::Relaxed);
     });
-    let seed = PAYLOAD_SEED.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        ^ (u64::from(std::process::id()) << 32);
-    let mut rng = crate::rng::Rng::new(seed);
     let mut buf = vec![0u8; 64 * 1024];
+    let mut offset = 0u64;
     while bound > 0 && !closed.load(Ordering::Relaxed) {
         let n = bound.min(buf.len() as u64) as usize;
-        rng.fill(&mut buf[..n]);
+        fill(offset, &mut buf[..n]);
         stream.write_all(&buf[..n])?;
         bound -= n as u64;
+        offset += n as u64;
     }
     stream.shutdown(Shutdown::Write)
 }
@@ -265,13 +323,18 @@ fn answer_messages(stream: &mut TcpStream, size: u64) -> std::io::Result<()> {
 /// Seeds of the payload generators: a new stream per connection.
 static PAYLOAD_SEED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// A seed for a connection's payload, never one another connection of
+/// this process had.
+fn payload_seed() -> u64 {
+    PAYLOAD_SEED.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ^ (u64::from(std::process::id()) << 32)
+}
+
 /// Writes `bytes` of pseudo-random payload: incompressible and never
 /// repeated (every buffer is refilled), so neither compression nor a byte
 /// cache on the path can make a run look faster than the link.
 fn write_bytes(stream: &mut TcpStream, mut bytes: u64) -> std::io::Result<()> {
-    let seed = PAYLOAD_SEED.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        ^ (u64::from(std::process::id()) << 32);
-    let mut rng = crate::rng::Rng::new(seed);
+    let mut rng = crate::rng::Rng::new(payload_seed());
     let mut buf = vec![0u8; CHUNK];
     while bytes > 0 {
         let n = (bytes.min(CHUNK as u64)) as usize;
@@ -411,6 +474,72 @@ mod tests {
         assert_eq!(parse_size("5000").ok(), Some(5000));
         assert!(parse_size("lots").is_err());
         assert!(parse_size("0").is_err());
+    }
+
+    /// Any stretch of a seeded payload is the same bytes as the whole
+    /// stream's, seeds give different streams, and a request carries its
+    /// seed's 24 bits.
+    #[test]
+    fn a_seeded_payload_is_the_same_from_any_offset() {
+        let mut whole = vec![0u8; 1_000];
+        seeded_payload(7, 0, &mut whole);
+        for (offset, len) in [(0usize, 1usize), (3, 5), (8, 8), (13, 200), (995, 5)] {
+            let mut part = vec![0u8; len];
+            seeded_payload(7, offset as u64, &mut part);
+            assert_eq!(part, whole[offset..offset + len], "{offset}+{len}");
+        }
+        let mut other = vec![0u8; 1_000];
+        seeded_payload(8, 0, &mut other);
+        assert_ne!(other, whole);
+        // Incompressible-looking: no byte value far from 1/256 of a large stretch.
+        let mut big = vec![0u8; 1 << 16];
+        seeded_payload(7, 12_345, &mut big);
+        let mut counts = [0u32; 256];
+        for b in &big {
+            counts[*b as usize] += 1;
+        }
+        assert!(counts.iter().all(|c| (150..400).contains(c)), "{counts:?}");
+        let header = request_seeded(0x0123_4567, 99);
+        assert_eq!(header[4], Mode::DownloadSeeded as u8);
+        assert_eq!(request_seed(&header), 0x23_4567);
+        assert_eq!(
+            u64::from_be_bytes(header[8..].try_into().unwrap_or_default()),
+            99
+        );
+    }
+
+    /// Mode 4 over loopback: the bytes are the seed's from the first, and
+    /// the server closes cleanly once the client half-closes.
+    #[test]
+    fn a_seeded_download_sends_the_seeds_payload_until_closed() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+        let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+        thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                thread::spawn(move || serve_one(conn));
+            }
+        });
+        let mut stream = TcpStream::connect(addr).unwrap_or_else(|e| panic!("{e}"));
+        stream
+            .write_all(&request_seeded(42, 1 << 30))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut got = vec![0u8; 300_000];
+        stream
+            .read_exact(&mut got)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut want = vec![0u8; got.len()];
+        seeded_payload(42, 0, &mut want);
+        assert!(got == want);
+        stream
+            .shutdown(Shutdown::Write)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut rest = Vec::new();
+        stream
+            .read_to_end(&mut rest)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut want = vec![0u8; rest.len()];
+        seeded_payload(42, got.len() as u64, &mut want);
+        assert!(rest == want);
     }
 
     #[test]

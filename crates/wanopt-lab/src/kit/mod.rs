@@ -3,7 +3,8 @@
 //! Markdown tables ([`table`]) and the lists of a report ([`markdown`]:
 //! cells not measured, flow resets), plots ([`plot`]: the line chart, the
 //! modes' colours, SVG and PNG) and the files of an output folder
-//! ([`output`]: `results.json` written and read back, `report.md`).
+//! ([`output`]: `results.json` written and read back, `report.md`), and
+//! the lab's worker processes waited for until a deadline ([`process`]).
 //!
 //! A report's goals are [`goal::Goal`]s: a pass/fail line per mode with
 //! the cells that missed.
@@ -15,6 +16,7 @@ pub mod goal;
 pub mod markdown;
 pub mod output;
 pub mod plot;
+pub mod process;
 pub mod stats;
 pub mod table;
 

@@ -153,6 +153,34 @@ pub fn set_link(lab: &Lab, number: u32, down: bool) -> Result<Confirmed, LinkCon
     }
 }
 
+/// When a link went down and up again in [`cut_between`], ms since the
+/// Unix epoch by its emulator's clock.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct CutTimes {
+    /// When it went down.
+    pub down_ms: Option<u64>,
+    /// When it came back.
+    pub up_ms: Option<u64>,
+}
+
+/// Cuts link `number` of `lab` at `down_at` and restores it at `up_at`
+/// (a scenario's event, on a thread of its own).
+pub fn cut_between(
+    lab: &Lab,
+    number: u32,
+    down_at: Instant,
+    up_at: Instant,
+) -> Result<CutTimes, String> {
+    thread::sleep(down_at.saturating_duration_since(Instant::now()));
+    let down = set_link(lab, number, true).map_err(|e| e.to_string())?;
+    thread::sleep(up_at.saturating_duration_since(Instant::now()));
+    let up = set_link(lab, number, false).map_err(|e| e.to_string())?;
+    Ok(CutTimes {
+        down_ms: down.changed_unix_ms,
+        up_ms: up.changed_unix_ms,
+    })
+}
+
 /// Whether an emulator's counters show the link `down` (or up) in both
 /// directions, in snapshots taken at or after `since` (ms since the UNIX
 /// epoch).

@@ -29,7 +29,7 @@ pub mod rules;
 pub mod second;
 pub mod wan;
 
-pub use control::set_link;
+pub use control::{cut_between, set_link, CutTimes};
 pub use cut::CutState;
 pub use frame::{Blackhole, FrameLink};
 pub use middlebox::{set_middlebox, MiddleboxApplied, MiddleboxControlError};

@@ -6,6 +6,8 @@
 //! each stream's observed source, so the same peer works direct and
 //! through the edge's `--forward-udp`.
 //!
+//! With `--streams voice` (the `bond` scenario's) there is no video.
+//!
 //! Every packet starts `"WORT" | stream u8 | seq u32 | sent_ns u64`
 //! (big-endian, `CLOCK_REALTIME`). Each peer sends until `--until-unix-ms`,
 //! receives until [`GRACE`] later, then writes its log (`--log`): one
@@ -23,6 +25,7 @@ use std::time::{Duration, Instant};
 use clap::{Args, ValueEnum};
 
 use super::stamp::{recv_stamped, stamp_arrivals, wall_ns};
+use crate::topology::{Lab, Node};
 
 /// The first bytes of every packet.
 pub const MAGIC: [u8; 4] = *b"WORT";
@@ -226,6 +229,30 @@ pub enum Role {
     Server,
 }
 
+/// Which streams the peers carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum Streams {
+    /// Voice both ways and video down (the `realtime` scenario's).
+    #[default]
+    VoiceAndVideo,
+    /// Voice both ways only.
+    Voice,
+}
+
+impl Streams {
+    /// The value of `--streams`.
+    pub fn arg(self) -> &'static str {
+        match self {
+            Streams::VoiceAndVideo => "voice-and-video",
+            Streams::Voice => "voice",
+        }
+    }
+
+    fn video(self) -> bool {
+        self == Streams::VoiceAndVideo
+    }
+}
+
 /// Options of the internal `lab rt-peer`.
 #[derive(Debug, Args)]
 pub struct PeerArgs {
@@ -242,6 +269,38 @@ pub struct PeerArgs {
     /// The log file written at the end.
     #[arg(long)]
     pub log: PathBuf,
+    /// voice-and-video or voice.
+    #[arg(long, value_enum, default_value_t = Streams::VoiceAndVideo)]
+    pub streams: Streams,
+}
+
+/// The command that runs a peer in `node` (`client`: streams to
+/// `address`; `server`: listens on it) until `until` (ms since the Unix
+/// epoch), logging to `log`; its output piped.
+pub fn peer_command(
+    lab: &Lab,
+    exe: &Path,
+    node: Node,
+    address: &str,
+    until: u64,
+    log: &Path,
+    streams: Streams,
+) -> std::process::Command {
+    let role = if node == Node::Server {
+        "server"
+    } else {
+        "client"
+    };
+    let mut cmd = lab.command(node, &exe.to_string_lossy());
+    cmd.args(["lab", "rt-peer", "--role", role, "--address", address])
+        .args(["--until-unix-ms", &until.to_string()])
+        .args(["--streams", streams.arg()])
+        .arg("--log")
+        .arg(log)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    cmd
 }
 
 /// Runs a peer: streams until `--until-unix-ms`, then writes the log.
@@ -253,8 +312,8 @@ pub fn run(args: &PeerArgs) -> Result<(usize, usize), PeerError> {
         .unwrap_or_default();
     let end = Instant::now() + left;
     let records = match args.role {
-        Role::Client => client(args.address, end)?,
-        Role::Server => server(args.address, end)?,
+        Role::Client => client(args.address, end, args.streams)?,
+        Role::Server => server(args.address, end, args.streams)?,
     };
     write_log(&args.log, &records)?;
     let sent = records.iter().filter(|r| !r.received).count();
@@ -394,17 +453,13 @@ fn join(handles: Vec<thread::JoinHandle<Vec<Record>>>) -> Result<Vec<Record>, Pe
     Ok(records)
 }
 
-fn client(server: IpAddr, end: Instant) -> Result<Vec<Record>, PeerError> {
+fn client(server: IpAddr, end: Instant, streams: Streams) -> Result<Vec<Record>, PeerError> {
     let any = SocketAddr::new(IpAddr::from([0, 0, 0, 0]), 0);
     let voice = Arc::new(socket(any, TOS_EF, "voice")?);
-    let video = Arc::new(socket(any, TOS_AF41, "video")?);
     let voice_to: Peer = Arc::new(Mutex::new(Some(SocketAddr::new(server, VOICE_PORT))));
-    let video_to: Peer = Arc::new(Mutex::new(Some(SocketAddr::new(server, VIDEO_PORT))));
     let mut handles = Vec::new();
     let s = voice.clone();
     handles.push(thread::spawn(move || receive(s, Stream::Voice, None, end)));
-    let s = video.clone();
-    handles.push(thread::spawn(move || receive(s, Stream::Video, None, end)));
     handles.push(thread::spawn(move || {
         send(
             voice,
@@ -415,6 +470,13 @@ fn client(server: IpAddr, end: Instant) -> Result<Vec<Record>, PeerError> {
             end,
         )
     }));
+    if !streams.video() {
+        return join(handles);
+    }
+    let video = Arc::new(socket(any, TOS_AF41, "video")?);
+    let video_to: Peer = Arc::new(Mutex::new(Some(SocketAddr::new(server, VIDEO_PORT))));
+    let s = video.clone();
+    handles.push(thread::spawn(move || receive(s, Stream::Video, None, end)));
     handles.push(thread::spawn(move || {
         send(
             video,
@@ -428,27 +490,17 @@ fn client(server: IpAddr, end: Instant) -> Result<Vec<Record>, PeerError> {
     join(handles)
 }
 
-fn server(address: IpAddr, end: Instant) -> Result<Vec<Record>, PeerError> {
+fn server(address: IpAddr, end: Instant, streams: Streams) -> Result<Vec<Record>, PeerError> {
     let voice = Arc::new(socket(
         SocketAddr::new(address, VOICE_PORT),
         TOS_EF,
         "voice",
     )?);
-    let video = Arc::new(socket(
-        SocketAddr::new(address, VIDEO_PORT),
-        TOS_AF41,
-        "video",
-    )?);
     let voice_to: Peer = Arc::new(Mutex::new(None));
-    let video_to: Peer = Arc::new(Mutex::new(None));
     let mut handles = Vec::new();
     let (s, p) = (voice.clone(), voice_to.clone());
     handles.push(thread::spawn(move || {
         receive(s, Stream::Voice, Some((Stream::Voice, p)), end)
-    }));
-    let (s, p) = (video.clone(), video_to.clone());
-    handles.push(thread::spawn(move || {
-        receive(s, Stream::Video, Some((Stream::Hello, p)), end)
     }));
     handles.push(thread::spawn(move || {
         send(
@@ -459,6 +511,19 @@ fn server(address: IpAddr, end: Instant) -> Result<Vec<Record>, PeerError> {
             true,
             end,
         )
+    }));
+    if !streams.video() {
+        return join(handles);
+    }
+    let video = Arc::new(socket(
+        SocketAddr::new(address, VIDEO_PORT),
+        TOS_AF41,
+        "video",
+    )?);
+    let video_to: Peer = Arc::new(Mutex::new(None));
+    let (s, p) = (video.clone(), video_to.clone());
+    handles.push(thread::spawn(move || {
+        receive(s, Stream::Video, Some((Stream::Hello, p)), end)
     }));
     handles.push(thread::spawn(move || {
         send(
@@ -574,9 +639,10 @@ mod tests {
             return;
         }
         let end = Instant::now() + Duration::from_millis(500);
-        let srv = thread::spawn(move || server(server_addr, end));
+        let srv = thread::spawn(move || server(server_addr, end, Streams::VoiceAndVideo));
         thread::sleep(Duration::from_millis(50));
-        let client = client(server_addr, end).unwrap_or_else(|e| panic!("{e}"));
+        let client =
+            client(server_addr, end, Streams::VoiceAndVideo).unwrap_or_else(|e| panic!("{e}"));
         let server = srv
             .join()
             .unwrap_or_else(|_| panic!("server panicked"))

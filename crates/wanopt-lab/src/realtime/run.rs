@@ -3,27 +3,31 @@
 //! written as they come.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Stdio;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use super::matrix::SCENARIO;
 use super::matrix::{Cell, Event, Mode, Plan, Size, CUT, JITTER_MS, LINK_MBPS, RTT_MS};
 use super::measure::{recovery_s, series, stream_figures};
-use super::peer::{read_log, Record, Stream, VIDEO_BYTES, VIDEO_PORT, VOICE_BYTES, VOICE_PORT};
+use super::peer::{
+    peer_command, read_log, Record, Stream, Streams, VIDEO_BYTES, VIDEO_PORT, VOICE_BYTES,
+    VOICE_PORT,
+};
 use super::report;
 use super::results::CellSeries;
 use super::results::{fill_added_delay, Results, Row, Skipped};
 use crate::bringup::{self, UpConfig};
 use crate::clock::unix_ms;
 use crate::kit::output;
+use crate::kit::process::{finish, ok_output};
 use crate::kit::stats::round2;
-use crate::link::link_totals;
+use crate::link::{cut_between, link_totals, CutTimes};
 use crate::lossy::client::ClientReport;
 use crate::lossy::measure::{mbps, overhead_pct};
 use crate::lossy::results::WanDelta;
 use crate::lossy::run::supports_fec;
-use crate::optimize::{OptimizeError, CORE_CONTROL, EDGE_CONTROL};
+use crate::optimize::{node_status, wait_tunnel_up, OptimizeError, CORE_CONTROL, EDGE_CONTROL};
 use crate::profile::LINUX;
 use crate::scenario::runner::{humantime, Env, Finished, Plan as RunPlan, Scenario};
 use crate::scenario::RunError;
@@ -290,108 +294,6 @@ fn row_figure(r: &Row) -> String {
     }
 }
 
-/// A node's `/status` as JSON (`wanopt status --json` in its namespace).
-fn node_status(
-    lab: &Lab,
-    exe: &Path,
-    node: Node,
-    control: &str,
-) -> Result<serde_json::Value, String> {
-    let mut cmd = lab.command(node, &exe.to_string_lossy());
-    cmd.args(["status", "--control", control, "--json"]);
-    let out = cmd.output().map_err(|e| e.to_string())?;
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
-    }
-    serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())
-}
-
-/// Waits until the edge's tunnel is up (UDP sent before is dropped).
-fn wait_tunnel_up(lab: &Lab, exe: &Path) -> Result<(), String> {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let status = node_status(lab, exe, Node::Edge, EDGE_CONTROL);
-        if status.as_ref().is_ok_and(|s| s["tunnel"] == "up") {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            return Err(format!(
-                "the tunnel did not come up within 15 s ({})",
-                match status {
-                    Ok(s) => format!("tunnel {}", s["tunnel"]),
-                    Err(e) => e,
-                }
-            ));
-        }
-        thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// Waits for `child` until `deadline`, then kills it (it is ours).
-fn finish(mut child: Child, deadline: Instant, what: &str) -> Result<Output, String> {
-    while Instant::now() < deadline {
-        match child.try_wait() {
-            Ok(Some(_)) => return child.wait_with_output().map_err(|e| e.to_string()),
-            Ok(None) => thread::sleep(Duration::from_millis(50)),
-            Err(e) => return Err(format!("{what}: {e}")),
-        }
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    Err(format!("{what} did not end in time"))
-}
-
-fn ok_output(out: Output, what: &str) -> Result<Output, String> {
-    if out.status.success() {
-        Ok(out)
-    } else {
-        Err(format!(
-            "{what} failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-fn peer(
-    lab: &Lab,
-    exe: &Path,
-    node: Node,
-    role: &str,
-    address: &str,
-    until: u64,
-    log: &Path,
-) -> Command {
-    let mut cmd = lab.command(node, &exe.to_string_lossy());
-    cmd.args(["lab", "rt-peer", "--role", role, "--address", address])
-        .args(["--until-unix-ms", &until.to_string()])
-        .arg("--log")
-        .arg(log)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    cmd
-}
-
-/// When link 1 went down and up, ms since the Unix epoch by the
-/// emulator's clock.
-#[derive(Debug, Default, Clone, Copy)]
-struct Cut {
-    down_ms: Option<u64>,
-    up_ms: Option<u64>,
-}
-
-/// Cuts link 1 at `down_at` and restores it at `up_at`.
-fn cut_link1(lab: &Lab, down_at: Instant, up_at: Instant) -> Result<Cut, String> {
-    thread::sleep(down_at.saturating_duration_since(Instant::now()));
-    let down = crate::link::set_link(lab, 1, true).map_err(|e| e.to_string())?;
-    thread::sleep(up_at.saturating_duration_since(Instant::now()));
-    let up = crate::link::set_link(lab, 1, false).map_err(|e| e.to_string())?;
-    Ok(Cut {
-        down_ms: down.changed_unix_ms,
-        up_ms: up.changed_unix_ms,
-    })
-}
-
 /// Runs the streams and the bulk download of `cell` on the lab as it is.
 fn measure(
     lab: &Lab,
@@ -409,26 +311,27 @@ fn measure(
     let start_ms = unix_ms() + LEAD_IN.as_millis() as u64;
     let start = Instant::now() + LEAD_IN;
     let until = start_ms + seconds * 1_000;
-    let server = peer(
+    let streams = Streams::VoiceAndVideo;
+    let server = peer_command(
         lab,
         exe,
         Node::Server,
-        "server",
         SERVER_ADDR,
         until,
         &server_log,
+        streams,
     )
     .spawn()
     .map_err(|e| format!("rt-peer server: {e}"))?;
     thread::sleep(start.saturating_duration_since(Instant::now()));
-    let client = peer(
+    let client = peer_command(
         lab,
         exe,
         Node::Client,
-        "client",
         stream_target(cell.mode),
         until,
         &client_log,
+        streams,
     )
     .spawn()
     .map_err(|e| format!("rt-peer client: {e}"))?;
@@ -445,7 +348,7 @@ fn measure(
     let length = Duration::from_secs(seconds);
     let cut = thread::scope(|s| {
         let cutter = (cell.event == Event::Link1Down)
-            .then(|| s.spawn(|| cut_link1(lab, start + length / 3, start + length / 3 + CUT)));
+            .then(|| s.spawn(|| cut_between(lab, 1, start + length / 3, start + length / 3 + CUT)));
         cutter.map(|h| {
             h.join()
                 .unwrap_or_else(|_| Err("the link switch panicked".into()))
@@ -501,7 +404,7 @@ fn figures(
     server: &[Record],
     report: &ClientReport,
     wan: WanDelta,
-    (start_ms, bulk_start_ms, cut): (u64, u64, Cut),
+    (start_ms, bulk_start_ms, cut): (u64, u64, CutTimes),
 ) -> Measured {
     let streams = [
         (
@@ -760,7 +663,7 @@ mod tests {
             &server,
             &report,
             wan,
-            (t0 / ms, t0 / ms, Cut::default()),
+            (t0 / ms, t0 / ms, CutTimes::default()),
         );
         let keys: Vec<(&str, &str)> = m
             .rows

@@ -7,7 +7,7 @@ use clap::Args;
 /// Options of `lab run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// `tcp-opt`, `waas-3g`, `lossy`, `realtime`, `sites`, `cluster`, `cellular`, `path-brokenness`, `initcwnd`, `fwsm` or a path to a scenario TOML file.
+    /// `tcp-opt`, `waas-3g`, `lossy`, `realtime`, `bond`, `sites`, `cluster`, `cellular`, `path-brokenness`, `initcwnd`, `fwsm` or a path to a scenario TOML file.
     pub scenario: String,
     /// Output directory.
     #[arg(long, default_value = "lab-results")]
@@ -16,7 +16,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub runs: Option<usize>,
     /// A reduced grid for a fast look (tcp-opt: RTT 0/100/250 ms, 4 x 10 MB, 1 run; waas-3g: 3 files, 1 run; sites: 1 and 3 sites, 8 s;
-    /// lossy: RTT 150 ms, loss 1% and 5%, bulk, 1 MB and rpc; realtime: link 1 at 5% loss, 20 s cells;
+    /// lossy: RTT 150 ms, loss 1% and 5%, bulk, 1 MB and rpc; realtime: link 1 at 5% loss, 20 s cells; bond: 15 s, 1 run per cell;
     /// cellular: one recorded trace and the synthetic one, the deep buffer, 20 s cells; path-brokenness: a cell or two
     /// of each experiment; initcwnd: the 200 ms paths, 180 KB, 1 run; fwsm: 1 download of 4 s per cell).
     #[arg(long)]

@@ -120,6 +120,15 @@ pub const SCENARIOS: &[Entry] = &[
         },
     },
     Entry {
+        name: crate::bond::SCENARIO,
+        summary: "two links as one: a download on 30 + 20 Mbit/s links, clean, lossy and with a cut, and voice beside it",
+        takes: &[],
+        run: |lab, args| {
+            let mut scenario = crate::bond::Bond::new(args.quick);
+            runner::run(lab, &mut scenario, &args.out).map(|r| r.verdict)
+        },
+    },
+    Entry {
         name: crate::multisite::SCENARIO,
         summary: "several branch sites downloading at once through one core",
         takes: &[],
@@ -284,7 +293,7 @@ mod tests {
             ),
             (
                 args("no-such-scenario", None, false),
-                "unknown scenario `no-such-scenario`: use `tcp-opt`, `waas-3g`, `lossy`, `realtime`, `sites`, `cluster`, `reach`, `cellular`, `path-brokenness`, `initcwnd`, `fwsm` or a path to a .toml file",
+                "unknown scenario `no-such-scenario`: use `tcp-opt`, `waas-3g`, `lossy`, `realtime`, `bond`, `sites`, `cluster`, `reach`, `cellular`, `path-brokenness`, `initcwnd`, `fwsm` or a path to a .toml file",
             ),
         ] {
             // `lab run` checks the options before anything runs.

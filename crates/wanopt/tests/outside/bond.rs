@@ -21,7 +21,10 @@ use crate::common::*;
 fn checking_sink(seed: u64) -> (SocketAddr, Arc<AtomicU64>, Arc<AtomicBool>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
-    let (good, wrong) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicBool::new(false)));
+    let (good, wrong) = (
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicBool::new(false)),
+    );
     let (g, w) = (good.clone(), wrong.clone());
     thread::spawn(move || {
         let Ok((mut s, _)) = listener.accept() else {
@@ -122,10 +125,14 @@ fn an_upload_crosses_both_paths_at_once_and_a_cut_path_loses_nothing() {
         while sent < LEN {
             let n = (LEN - sent).min(buf.len() as u64) as usize;
             pattern.fill(&mut buf[..n]);
-            client.write_all(&buf[..n]).map_err(|e| format!("after {sent} bytes: {e}"))?;
+            client
+                .write_all(&buf[..n])
+                .map_err(|e| format!("after {sent} bytes: {e}"))?;
             sent += n as u64;
         }
-        client.shutdown(std::net::Shutdown::Write).map_err(|e| e.to_string())?;
+        client
+            .shutdown(std::net::Shutdown::Write)
+            .map_err(|e| e.to_string())?;
         // The tunnel's end closes the connection once the sink did.
         let mut rest = Vec::new();
         let _ = client.read_to_end(&mut rest);
@@ -164,7 +171,8 @@ fn an_upload_crosses_both_paths_at_once_and_a_cut_path_loses_nothing() {
     });
     assert_eq!(sent, LEN);
     assert!(
-        eventually(Duration::from_secs(20), || good.load(Ordering::Relaxed) == LEN),
+        eventually(Duration::from_secs(20), || good.load(Ordering::Relaxed)
+            == LEN),
         "{} of {LEN} bytes arrived, wrong: {}",
         good.load(Ordering::Relaxed),
         wrong.load(Ordering::Relaxed)
@@ -173,9 +181,18 @@ fn an_upload_crosses_both_paths_at_once_and_a_cut_path_loses_nothing() {
     let status = edge.status().unwrap();
     let bond = &status["peers"][0]["paths"]["bond"];
     assert!(bond["reinjected"].as_u64().unwrap() > 0, "{bond}");
-    assert!(bond_path(&edge, 1)["stalls"].as_u64().unwrap() >= 1, "{status}");
+    assert!(
+        bond_path(&edge, 1)["stalls"].as_u64().unwrap() >= 1,
+        "{status}"
+    );
     // The core's bond received both paths' data and put it in order.
     let core_status = core.status().unwrap();
-    assert_eq!(core_status["peers"][0]["paths"]["mode"], "bond", "{core_status}");
-    assert!(core_status["peers"][0]["paths"]["bond"].is_object(), "{core_status}");
+    assert_eq!(
+        core_status["peers"][0]["paths"]["mode"], "bond",
+        "{core_status}"
+    );
+    assert!(
+        core_status["peers"][0]["paths"]["bond"].is_object(),
+        "{core_status}"
+    );
 }

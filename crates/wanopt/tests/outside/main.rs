@@ -24,6 +24,7 @@ mod flood;
 mod idle_flows;
 mod intercept;
 mod isolation;
+mod lab_bond;
 mod lab_experiments;
 mod lab_link2;
 mod lab_realtime;

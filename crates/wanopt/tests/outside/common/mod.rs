@@ -407,7 +407,13 @@ pub fn cuttable_bottleneck_path(
     queue: u64,
     drop_all: std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) -> SocketAddr {
-    path_relay(core, delay, Some((rate, queue)), |_, _| false, Some(drop_all))
+    path_relay(
+        core,
+        delay,
+        Some((rate, queue)),
+        |_, _| false,
+        Some(drop_all),
+    )
 }
 
 /// [`bottleneck_path`] that also drops, edge -> core, what `drop` says
