@@ -11,8 +11,8 @@
 //! both.
 //!
 //! Each path is paced at its own controller's rate (under a declared rate,
-//! if any) and counts its own losses ([`super::path`]). A path that stops
-//! acknowledging ([`STALL_SILENCE`](super::path::STALL_SILENCE) with data
+//! if any) and counts its own losses (`bond/path.rs`). A path that stops
+//! acknowledging (30 ms, or twice its RTT variation if longer, with data
 //! waiting) or that its probes call down stalls: what it had in flight and
 //! queued goes at once to the other paths, ahead of new data, with the same
 //! `gseq` (the receiver drops a second copy), so the QUIC connection above
