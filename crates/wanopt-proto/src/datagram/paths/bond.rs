@@ -220,6 +220,9 @@ impl PathTable {
     /// The next datagram the bonds send (data, copies, acks), with its
     /// path; counts its bytes there.
     pub(in crate::datagram) fn bond_poll(&mut self, now: Instant) -> Option<(Hop, Vec<u8>)> {
+        if !self.bonding {
+            return None;
+        }
         self.clock = Some(now);
         for peer in &mut self.peers {
             let Some(bond) = peer.bond.as_mut() else {
@@ -256,6 +259,9 @@ impl PathTable {
     /// Does what the bonds have due at `now` (losses, stalls, gaps given
     /// up).
     pub(in crate::datagram) fn bond_timeout(&mut self, now: Instant) {
+        if !self.bonding {
+            return;
+        }
         self.clock = Some(now);
         let ready = &mut self.bond_ready;
         for peer in &mut self.peers {
@@ -273,6 +279,9 @@ impl PathTable {
 
     /// When a bond has something to do next.
     pub(in crate::datagram) fn next_bond_timeout(&self) -> Option<Instant> {
+        if !self.bonding {
+            return None;
+        }
         let now = self.clock?;
         self.peers
             .iter()

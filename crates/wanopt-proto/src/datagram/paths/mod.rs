@@ -242,6 +242,9 @@ pub(super) struct PathTable {
     clock: Option<Instant>,
     /// Datagrams bonds put back in order, waiting for QUIC.
     bond_ready: bond::Ready,
+    /// Whether any lane ever turned to bond mode: until then the bonds'
+    /// polls (after every transmit) look at no peer.
+    bonding: bool,
 }
 
 impl PathTable {
@@ -294,6 +297,7 @@ impl PathTable {
         }
         peer.fallback = PathId::new(1).filter(|_| !paths.is_empty());
         peer.primary = peer.fallback;
+        self.bonding |= mode == PathMode::Bond;
         self.peers.push(peer);
     }
 
@@ -550,6 +554,7 @@ impl PathTable {
         peer.monitor.on_probe(now, path, &repr)?;
         if peer.side == Side::Server {
             peer.follow_mode(repr.mode, &mut self.events);
+            self.bonding |= repr.mode == PathMode::Bond;
         }
         if peer.side == Side::Server && repr.bind {
             let route = &mut peer.routes[path.index()];
