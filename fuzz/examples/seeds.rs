@@ -324,8 +324,17 @@ fn path_probe_inputs() -> Vec<Vec<u8>> {
         echo_us: 120_000,
         hold_us: 1_000,
         received: 6,
+        rate_kbit: None,
     };
-    let mut seeds = vec![probe.emit(&key).to_vec()];
+    let mut seeds = vec![
+        probe.emit(&key).to_vec(),
+        ProbeRepr {
+            rate_kbit: Some(19_400),
+            ..probe
+        }
+        .emit(&key)
+        .to_vec(),
+    ];
     // Flags byte: 0x01 to the server, 0x02 BIND, 0x04 FROM_CLIENT,
     // 0x08 ANSWER, 0x10 echo the newest probe the receiver sent.
     let to_server = 0x01 | 0x02 | 0x04 | 0x10;

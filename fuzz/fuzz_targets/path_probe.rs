@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use libfuzzer_sys::fuzz_target;
 use wanopt_proto::dedup::DuplicateFilter;
 use wanopt_proto::path::{
-    PathId, PathKey, PathMode, PathMonitor, Probe, ProbeRepr, Side, PROBE_LEN,
+    PathId, PathKey, PathMode, PathMonitor, Probe, ProbeRepr, Side,
 };
 
 /// The key the seeds' probes are sealed with (`fuzz/examples/seeds.rs`).
@@ -76,7 +76,8 @@ fuzz_target!(|data: &[u8]| {
     // The bytes as a probe: anything that verifies re-emits to itself.
     if let Ok(probe) = Probe::new_checked(data) {
         if let Ok(repr) = ProbeRepr::parse(&probe, &key) {
-            assert_eq!(repr.emit(&key)[..], data[..PROBE_LEN]);
+            let emitted = repr.emit(&key);
+            assert_eq!(emitted[..], data[..emitted.len()]);
         }
         // Under another key nothing verifies.
         let other = PathKey::from_exporter(&[0xA5; 36]);
@@ -128,6 +129,7 @@ fuzz_target!(|data: &[u8]| {
             echo_us,
             hold_us: u32::from(record[5]) * 1000,
             received: u32::from_be_bytes([0, 0, record[6], record[7]]),
+            rate_kbit: (record[1] & 0x01 != 0).then(|| u32::from(record[4]) << 8 | 1),
         };
         // Sealed, it verifies and parses back to itself.
         let bytes = repr.emit(&key);

@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
+use wanopt_proto::datagram::PathSpec;
 use wanopt_proto::Services;
 
 use crate::error::{NodeError, ResolveFailure};
@@ -124,7 +125,7 @@ pub(super) enum Core {
     Named(String),
     Fixed {
         addr: SocketAddr,
-        paths: Vec<(IpAddr, SocketAddr)>,
+        paths: Vec<PathSpec>,
         mode: wanopt_proto::path::PathMode,
     },
 }
@@ -136,7 +137,13 @@ impl Core {
     /// one, that every path reaches).
     fn paths_to(&self, state: &NodeState, replica: SocketAddr) {
         if let Core::Fixed { paths, mode, .. } = self {
-            let mapped: Vec<_> = paths.iter().map(|(local, _)| (*local, replica)).collect();
+            let mapped: Vec<_> = paths
+                .iter()
+                .map(|p| PathSpec {
+                    remote: replica,
+                    ..*p
+                })
+                .collect();
             state.datagrams.set_paths(replica, &mapped, *mode);
         }
     }

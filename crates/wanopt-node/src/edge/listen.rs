@@ -82,7 +82,7 @@ pub(crate) async fn tunnel_bind(
             return Err(UsageError::PathNotLocal(path.to_string(), path.local).into());
         }
     }
-    let paths: Vec<_> = config.paths.iter().map(|p| (p.local, p.remote)).collect();
+    let paths: Vec<_> = config.paths.iter().map(|p| p.spec()).collect();
     state
         .datagrams
         .set_paths(core_addr, &paths, config.path_use.mode());

@@ -193,7 +193,7 @@ impl Edge {
                         .config
                         .paths
                         .iter()
-                        .map(|p| (p.local, p.remote))
+                        .map(WanPath::spec)
                         .collect(),
                     mode: self.config.path_use.mode(),
                 },

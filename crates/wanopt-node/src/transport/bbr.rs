@@ -56,13 +56,15 @@ impl QuinnBbr {
     }
 }
 
-/// The window and pacing rate of a bonded connection, published by the
-/// datagram layer (the sums of its paths' controllers), read by quinn's
-/// controller; 0 while not bonded.
+/// What the datagram layer publishes for a connection's controller: the
+/// window and pacing rate while its paths are bonded (the sums of its
+/// paths' controllers; 0 while not bonded), and the rate cap of a data
+/// path with a declared rate (0: none).
 #[derive(Debug, Default)]
 pub struct BondShare {
     window: AtomicU64,
     pacing_rate: AtomicU64,
+    rate_cap: AtomicU64,
 }
 
 impl BondShare {
@@ -78,10 +80,31 @@ impl BondShare {
         let window = self.window.load(Ordering::Relaxed);
         (window > 0).then(|| (window, self.pacing_rate.load(Ordering::Relaxed)))
     }
+
+    /// Publishes the most the connection may send, bytes per second
+    /// ([`wanopt_cc::Bbr::set_rate_cap`]), or `None`.
+    pub fn set_rate_cap(&self, cap: Option<u64>) {
+        self.rate_cap.store(cap.unwrap_or(0), Ordering::Relaxed);
+    }
+
+    fn rate_cap(&self) -> Option<u64> {
+        Some(self.rate_cap.load(Ordering::Relaxed)).filter(|&c| c > 0)
+    }
+}
+
+impl QuinnBbr {
+    /// Follows the cap the datagram layer published.
+    fn follow_cap(&mut self) {
+        let cap = self.1.rate_cap();
+        if cap != self.0.rate_cap() {
+            self.0.set_rate_cap(cap);
+        }
+    }
 }
 
 impl Controller for QuinnBbr {
     fn on_sent(&mut self, now: Instant, bytes: u64, _last_packet_number: u64) {
+        self.follow_cap();
         self.0.handle_sent(now, bytes);
     }
 
@@ -103,6 +126,7 @@ impl Controller for QuinnBbr {
         app_limited: bool,
         _largest_packet_num_acked: Option<u64>,
     ) {
+        self.follow_cap();
         self.0.handle_end_acks(now, in_flight, app_limited);
     }
 
@@ -211,5 +235,27 @@ mod tests {
         share.set(None);
         assert_eq!(controller.window(), 14_720);
         assert_eq!(controller.pacing_rate(), None);
+    }
+
+    #[test]
+    fn a_published_rate_cap_reaches_the_controller_at_its_next_send() {
+        let mut controller = controller();
+        let snapshot = controller
+            .clone_box()
+            .into_any()
+            .downcast::<QuinnBbr>()
+            .unwrap();
+        let share = snapshot.bond();
+        share.set_rate_cap(Some(2_300_000));
+        controller.on_sent(Instant::now(), 1200, 0);
+        // Capped, the controller paces from its first packet, at the cap.
+        assert_eq!(controller.pacing_rate(), Some(2_300_000));
+        let live = controller.into_any().downcast::<QuinnBbr>().unwrap();
+        assert_eq!(live.bbr().rate_cap(), Some(2_300_000));
+        let mut controller: Box<dyn Controller> = live;
+        share.set_rate_cap(None);
+        controller.on_sent(Instant::now(), 1200, 1);
+        let live = controller.into_any().downcast::<QuinnBbr>().unwrap();
+        assert_eq!(live.bbr().rate_cap(), None);
     }
 }

@@ -168,6 +168,9 @@ impl PathSender {
     }
 
     pub(super) fn set_rate_cap(&mut self, cap: Option<u64>) {
+        if cap == self.rate_cap {
+            return;
+        }
         self.rate_cap = cap;
         self.cc.set_rate_cap(cap);
     }

@@ -13,14 +13,14 @@ use super::event::Event;
 use super::fec::{FecPeers, Traffic};
 use super::fec_status::FecStatus;
 use super::parity::ParityReceivers;
-use super::paths::{is_probe, BondBudget, Hop, PathTable, PathsStatus};
+use super::paths::{is_probe, BondBudget, Hop, PathSpec, PathTable, PathsStatus};
 use super::receive::{any_segment, is_layer, map_received, take_layer};
 use super::sample::{higher, PathMemory, PathSample};
 use super::transmit::{flagged_len, flagged_runs, rewrite, Ecn, Received, Sending, Transmit};
 use crate::dup::{TailDup, TailParams, TailStats, BUSY_SHARE, MAX_TAIL_DATAGRAMS};
 use crate::fec;
 use crate::fec_stream::{self, FecMode, SOURCE_HEADER};
-use crate::path::{PathKey, PathMode, Side, PROBE_LEN};
+use crate::path::{PathKey, PathMode, ProbeBytes, Side};
 
 /// What the tail policy keeps of a datagram besides its bytes.
 type Meta = (Option<Ecn>, Option<IpAddr>);
@@ -106,7 +106,7 @@ pub struct DatagramLayer {
     /// The datagram `poll_transmit` gave last (its buffer is reused).
     out: Option<Pending>,
     events: VecDeque<Event>,
-    probes: Vec<(Hop, [u8; PROBE_LEN])>,
+    probes: Vec<(Hop, ProbeBytes)>,
 }
 
 impl DatagramLayer {
@@ -247,7 +247,7 @@ impl DatagramLayer {
         &mut self,
         now: Instant,
         canonical: SocketAddr,
-        paths: &[(IpAddr, SocketAddr)],
+        paths: &[PathSpec],
         mode: PathMode,
     ) {
         self.paths.configure(now, canonical, paths, mode);
@@ -596,6 +596,13 @@ impl DatagramLayer {
     /// are bonded (`None`: not bonded now, its own controller decides).
     pub fn bond_budget(&self, canonical: SocketAddr) -> Option<BondBudget> {
         self.paths.bond_budget(canonical)
+    }
+
+    /// The most the QUIC connection to `canonical` may send, bytes per
+    /// second of UDP payload, when its data path has a declared rate and
+    /// is not bonded (`paths/shape.rs`).
+    pub fn rate_cap(&self, canonical: SocketAddr) -> Option<u64> {
+        self.paths.rate_cap(canonical)
     }
 
     /// The next event: repairs the peer reported, paths that changed.

@@ -49,7 +49,9 @@ pub use event::{Event, ProbeDropped};
 pub use fec::{flush_after, MEASURE_REPORT_INTERVAL, REPORT_INTERVAL};
 pub use fec_status::FecStatus;
 pub use layer::DatagramLayer;
-pub use paths::{BondBudget, BondPathStatus, BondStatus, PathStatus, PathsStatus};
+pub use paths::{
+    BondBudget, BondPathStatus, BondStatus, PathSpec, PathStatus, PathsStatus, BOND_SHARE, QUIC_SHARE,
+};
 pub use sample::{PathSample, SAMPLE_INTERVAL};
 pub use transmit::{Ecn, Received, Sending, Transmit};
 

@@ -189,6 +189,7 @@ mod tests {
     use super::*;
     use crate::datagram::paths::Hop;
     use crate::path::wire::EXPORTER_LEN;
+    use crate::datagram::PathSpec;
     use crate::path::{PathId, PathKey, PathMode, ProbeRepr, Side, PROBE_LEN};
 
     fn addr(s: &str) -> SocketAddr {
@@ -207,8 +208,8 @@ mod tests {
             now,
             CANONICAL,
             &[
-                ("10.0.0.1".parse().unwrap(), CANONICAL),
-                ("10.1.0.1".parse().unwrap(), SECOND),
+                PathSpec::new("10.0.0.1".parse().unwrap(), CANONICAL),
+                PathSpec::new("10.1.0.1".parse().unwrap(), SECOND),
             ],
             mode,
         );
@@ -235,6 +236,7 @@ mod tests {
                 echo_us: 0,
                 hold_us: 0,
                 received: 0,
+                rate_kbit: None,
             }
             .emit(&key)
         };

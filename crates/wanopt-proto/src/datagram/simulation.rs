@@ -123,7 +123,10 @@ fn run(seed: u64) -> Outcome {
     edge.set_paths(
         t0,
         core_at(0),
-        &[(edge_ip(0), core_at(0)), (edge_ip(1), core_at(1))],
+        &[
+            PathSpec::new(edge_ip(0), core_at(0)),
+            PathSpec::new(edge_ip(1), core_at(1)),
+        ],
         PathMode::Failover,
     );
     edge.bind_paths(t0, core_at(0), None, key.clone(), Side::Client);

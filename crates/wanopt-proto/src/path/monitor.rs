@@ -438,6 +438,7 @@ impl PathMonitor {
             echo_us,
             hold_us,
             received: entry.received,
+            rate_kbit: None,
         })
     }
 

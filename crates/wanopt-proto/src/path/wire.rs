@@ -1,11 +1,11 @@
-//! The path probe: a 36-byte datagram each node sends on every path to its
-//! peer, authenticated with a key from the TLS exporter.
+//! The path probe: a 36-byte datagram (40 with a rate) each node sends on
+//! every path to its peer, authenticated with a key from the TLS exporter.
 //!
 //! ```text
 //!  0 kind     0x25 (QUIC's fixed bit 0x40 is clear: never a QUIC packet)
 //!  1 flags    bits 7-4 version (1); bit 0 BIND; bit 1 FROM_CLIENT; bit 2
 //!             ANSWER (sent at once in answer to a probe: never answered
-//!             itself); bit 3 is 0
+//!             itself); bit 3 RATE (the probe is 40 bytes, with `rate`)
 //!  2 path     the path's number, 1..=15 (the client's numbering)
 //!  3 mode     the sending lane's mode: 0 failover, 1 plain, 2 duplicate,
 //!             3 spread-fec, 4 bond
@@ -16,10 +16,16 @@
 //! 20 hold_us  u32, time from receiving that probe to sending this one
 //! 24 received u32, probes received on this path so far
 //! 28 tag      8 bytes: BLAKE3 keyed hash of bytes 0..28, truncated
+//!
+//! with RATE:
+//! 28 rate     u32, the most the sender asks its peer to send on this path,
+//!             kbit/s of IP packets (its `--path ...,down=`)
+//! 32 tag      8 bytes: BLAKE3 keyed hash of bytes 0..32, truncated
 //! ```
 //!
-//! All integers are big-endian. A probe may be padded past 36 bytes (to
-//! test a path's MTU); the padding is neither read nor authenticated.
+//! All integers are big-endian. A probe may be padded past its length (to
+//! test a path's MTU); the padding is neither read nor authenticated. A
+//! node of a release before RATE drops probes that carry it.
 
 use std::fmt;
 use std::ops::Range;
@@ -30,6 +36,8 @@ use thiserror::Error;
 pub const KIND: u8 = 0x25;
 /// Length of a path probe without padding.
 pub const PROBE_LEN: usize = 36;
+/// Length of a path probe with a rate ([`ProbeRepr::rate_kbit`]).
+pub const PROBE_RATE_LEN: usize = 40;
 /// The format's version (the high nibble of `flags`).
 pub const VERSION: u8 = 1;
 /// Highest path number.
@@ -45,8 +53,8 @@ const BIND: u8 = 0x01;
 const FROM_CLIENT: u8 = 0x02;
 /// `flags` bit 2: the probe answers one just received.
 const ANSWER: u8 = 0x04;
-/// `flags` bits that must be clear.
-const RESERVED: u8 = 0x08;
+/// `flags` bit 3: the probe carries a rate.
+const RATE: u8 = 0x08;
 
 mod field {
     use std::ops::Range;
@@ -63,6 +71,9 @@ mod field {
     pub const RECEIVED: Range<usize> = 24..28;
     pub const SIGNED: Range<usize> = 0..28;
     pub const TAG: Range<usize> = 28..36;
+    pub const RATE: Range<usize> = 28..32;
+    pub const RATE_SIGNED: Range<usize> = 0..32;
+    pub const RATE_TAG: Range<usize> = 32..40;
 }
 
 /// Why bytes are not a valid path probe.
@@ -83,9 +94,6 @@ pub enum ProbeError {
     /// The tag does not match the key: forged, corrupted, or another key.
     #[error("path probe tag does not verify")]
     Tag,
-    /// Reserved flag bits are set.
-    #[error("path probe with reserved flags {0:#04x}")]
-    Flags(u8),
     /// A path number outside 1..=15.
     #[error("path probe on path {0} (paths are numbered 1 to {MAX_PATH})")]
     Path(u8),
@@ -256,6 +264,9 @@ impl<T: AsRef<[u8]>> Probe<T> {
         if version != VERSION {
             return Err(ProbeError::Version(version));
         }
+        if bytes[field::FLAGS] & RATE != 0 && bytes.len() < PROBE_RATE_LEN {
+            return Err(ProbeError::Short(bytes.len()));
+        }
         Ok(Probe { buffer })
     }
 
@@ -283,14 +294,23 @@ impl<T: AsRef<[u8]>> Probe<T> {
         self.word(field::SEQ)
     }
 
+    /// Whether it carries a rate (and is 40 bytes long).
+    fn has_rate(&self) -> bool {
+        self.flags() & RATE != 0
+    }
+
     /// Checks the token and the tag against `key`.
     pub fn verify(&self, key: &PathKey) -> Result<(), ProbeError> {
         let bytes = self.buffer.as_ref();
         if self.token() != key.token {
             return Err(ProbeError::Token(self.token()));
         }
-        let expected = key.tag(&bytes[field::SIGNED]);
-        if !equal_in_constant_time(&expected, &bytes[field::TAG]) {
+        let (signed, tag) = match self.has_rate() {
+            true => (field::RATE_SIGNED, field::RATE_TAG),
+            false => (field::SIGNED, field::TAG),
+        };
+        let expected = key.tag(&bytes[signed]);
+        if !equal_in_constant_time(&expected, &bytes[tag]) {
             return Err(ProbeError::Tag);
         }
         Ok(())
@@ -322,6 +342,9 @@ pub struct ProbeRepr {
     pub hold_us: u32,
     /// Probes the sender has received on this path.
     pub received: u32,
+    /// The most the sender asks its peer to send on this path, kbit/s of
+    /// IP packets (the edge's declared `down=` rate); `None`: no limit.
+    pub rate_kbit: Option<u32>,
 }
 
 impl ProbeRepr {
@@ -330,9 +353,6 @@ impl ProbeRepr {
     pub fn parse<T: AsRef<[u8]>>(probe: &Probe<T>, key: &PathKey) -> Result<Self, ProbeError> {
         probe.verify(key)?;
         let flags = probe.flags();
-        if flags & RESERVED != 0 {
-            return Err(ProbeError::Flags(flags));
-        }
         let number = probe.path_number();
         let path = PathId::new(number).ok_or(ProbeError::Path(number))?;
         let mode = PathMode::from_byte(probe.buffer.as_ref()[field::MODE])?;
@@ -347,17 +367,19 @@ impl ProbeRepr {
             echo_us: probe.word(field::ECHO_US),
             hold_us: probe.word(field::HOLD_US),
             received: probe.word(field::RECEIVED),
+            rate_kbit: probe.has_rate().then(|| probe.word(field::RATE)),
         })
     }
 
     /// The probe's bytes, with `key`'s token and tag.
-    pub fn emit(&self, key: &PathKey) -> [u8; PROBE_LEN] {
-        let mut bytes = [0; PROBE_LEN];
+    pub fn emit(&self, key: &PathKey) -> ProbeBytes {
+        let mut bytes = [0; PROBE_RATE_LEN];
         bytes[field::KIND] = KIND;
         bytes[field::FLAGS] = (VERSION << 4)
             | if self.bind { BIND } else { 0 }
             | if self.from_client { FROM_CLIENT } else { 0 }
-            | if self.answer { ANSWER } else { 0 };
+            | if self.answer { ANSWER } else { 0 }
+            | if self.rate_kbit.is_some() { RATE } else { 0 };
         bytes[field::PATH] = self.path.get();
         bytes[field::MODE] = self.mode.to_byte();
         for (range, value) in [
@@ -370,10 +392,54 @@ impl ProbeRepr {
         ] {
             bytes[range].copy_from_slice(&value.to_be_bytes());
         }
-        let tag = key.tag(&bytes[field::SIGNED]);
-        bytes[field::TAG].copy_from_slice(&tag);
-        bytes
+        let (signed, tag_at, len) = match self.rate_kbit {
+            Some(rate) => {
+                bytes[field::RATE].copy_from_slice(&rate.to_be_bytes());
+                (field::RATE_SIGNED, field::RATE_TAG, PROBE_RATE_LEN)
+            }
+            None => (field::SIGNED, field::TAG, PROBE_LEN),
+        };
+        let tag = key.tag(&bytes[signed]);
+        bytes[tag_at].copy_from_slice(&tag);
+        ProbeBytes { bytes, len }
     }
+}
+
+/// An emitted probe: [`PROBE_LEN`] bytes, or [`PROBE_RATE_LEN`] with a rate.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ProbeBytes {
+    bytes: [u8; PROBE_RATE_LEN],
+    len: usize,
+}
+
+impl std::ops::Deref for ProbeBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+impl std::ops::DerefMut for ProbeBytes {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.bytes[..self.len]
+    }
+}
+
+impl fmt::Debug for ProbeBytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+/// Whether `datagram` has a probe's kind and one of its lengths (it may
+/// still be forged: [`ProbeRepr::parse`] verifies it).
+pub fn looks_like_probe(datagram: &[u8]) -> bool {
+    datagram.first() == Some(&KIND)
+        && match datagram.len() {
+            PROBE_LEN => true,
+            PROBE_RATE_LEN => datagram[field::FLAGS] & RATE != 0,
+            _ => false,
+        }
 }
 
 #[cfg(test)]
@@ -402,6 +468,7 @@ mod tests {
             echo_us: 0x2122_2324,
             hold_us: 0x3132_3334,
             received: 0x4142_4344,
+            rate_kbit: None,
         }
     }
 
@@ -464,7 +531,6 @@ mod tests {
         );
         // Fields outside the format, sealed with the right key.
         for (offset, value, error) in [
-            (1, 0x19, ProbeError::Flags(0x19)),
             (2, 0, ProbeError::Path(0)),
             (2, 16, ProbeError::Path(16)),
             (3, 5, ProbeError::Mode(5)),
@@ -481,13 +547,57 @@ mod tests {
         padded.resize(1200, 0xEE);
         let probe = Probe::new_checked(&padded[..]).unwrap();
         assert_eq!(ProbeRepr::parse(&probe, &key), Ok(repr()));
+        // The RATE flag on a 36-byte probe is too short for its rate.
+        let mut flagged = good;
+        flagged[1] |= RATE;
+        assert_eq!(
+            Probe::new_checked(&flagged[..]).unwrap_err(),
+            ProbeError::Short(36)
+        );
+        assert!(looks_like_probe(&flagged));
+        assert!(!looks_like_probe(&padded));
+        assert!(looks_like_probe(&good));
+    }
+
+    #[test]
+    fn a_rate_makes_the_probe_40_bytes_and_is_sealed_with_it() {
+        let key = key(4);
+        let repr = ProbeRepr {
+            rate_kbit: Some(19_400),
+            ..repr()
+        };
+        let bytes = repr.emit(&key);
+        assert_eq!(bytes.len(), PROBE_RATE_LEN);
+        assert_eq!(bytes[1], 0x1B);
+        assert_eq!(bytes[28..32], 19_400u32.to_be_bytes());
+        let hash = blake3::keyed_hash(&key.key, &bytes[..32]);
+        assert_eq!(bytes[32..], hash.as_bytes()[..8]);
+        assert!(looks_like_probe(&bytes));
+        let probe = Probe::new_checked(&bytes[..]).unwrap();
+        assert_eq!(ProbeRepr::parse(&probe, &key), Ok(repr));
+        // A changed rate does not verify; cut to 36 bytes, it is short.
+        let mut changed = bytes;
+        changed[31] ^= 1;
+        let probe = Probe::new_checked(&changed[..]).unwrap();
+        assert_eq!(ProbeRepr::parse(&probe, &key), Err(ProbeError::Tag));
+        assert_eq!(
+            Probe::new_checked(&bytes[..36]).unwrap_err(),
+            ProbeError::Short(36)
+        );
     }
 
     #[test]
     fn the_tag_rejects_every_single_bit_flip() {
         let key = key(3);
-        let good = repr().emit(&key);
-        for bit in 0..PROBE_LEN * 8 {
+        for good in [
+            repr().emit(&key),
+            ProbeRepr {
+                rate_kbit: Some(7),
+                ..repr()
+            }
+            .emit(&key),
+        ] {
+        for bit in 0..good.len() * 8 {
             let mut bytes = good;
             bytes[bit / 8] ^= 1 << (bit % 8);
             let parsed = Probe::new_checked(&bytes[..]).and_then(|p| ProbeRepr::parse(&p, &key));
@@ -497,6 +607,7 @@ mod tests {
             if let Ok(probe) = Probe::new_checked(&bytes[..]) {
                 assert!(probe.verify(&key).is_err(), "bit {bit}");
             }
+        }
         }
     }
 
@@ -519,8 +630,8 @@ mod tests {
     }
 
     fn any_repr() -> impl Strategy<Value = ProbeRepr> {
-        (any::<[bool; 3]>(), 1..=MAX_PATH, 0u8..5, any::<[u32; 5]>()).prop_map(
-            |([bind, from_client, answer], path, mode, words)| ProbeRepr {
+        (any::<[bool; 3]>(), 1..=MAX_PATH, 0u8..5, any::<[u32; 5]>(), any::<Option<u32>>()).prop_map(
+            |([bind, from_client, answer], path, mode, words, rate_kbit)| ProbeRepr {
                 bind,
                 from_client,
                 answer,
@@ -531,6 +642,7 @@ mod tests {
                 echo_us: words[2],
                 hold_us: words[3],
                 received: words[4],
+                rate_kbit,
             },
         )
     }

@@ -249,7 +249,10 @@ pub struct EdgeArgs {
     /// order), e.g. 192.0.2.10=198.51.100.7:4433. Each is probed; data
     /// takes the first that is up and fails over to the next. The tunnel's
     /// socket then binds the wildcard address (the port of --bind).
-    #[arg(long = "path", value_name = "LOCAL=REMOTE")]
+    /// `,rate=20mbit` declares what the link carries (IP packets, both
+    /// ways; `,up=` and `,down=` for one): the tunnel never sends faster
+    /// on it, and the core is asked the same for the down rate.
+    #[arg(long = "path", value_name = "LOCAL=REMOTE[,rate=R]")]
     pub path: Vec<String>,
     /// How the paths are used: `failover` (one carries the data, the next
     /// takes over within a few round trips of it failing) or `duplicate`

@@ -3,7 +3,7 @@
 //! reads their status, and wraps the runtime's socket
 //! ([`DatagramHandle::wrap`]).
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use quinn::AsyncUdpSocket;
 use tracing::warn;
 use wanopt_proto::datagram::{
-    DatagramLayer, DuplicationMode, DuplicationStatus, FecStatus, PathSample, PathsStatus,
+    DatagramLayer, DuplicationMode, DuplicationStatus, FecStatus, PathSample, PathSpec, PathsStatus,
 };
 use wanopt_proto::fec_stream::FecMode;
 use wanopt_proto::path::wire::{EXPORTER_LABEL, EXPORTER_LEN};
@@ -127,7 +127,7 @@ impl DatagramHandle {
     /// and how they are used (`--path-mode`):
     /// from now on what quinn sends there leaves on the data path, and
     /// what arrives on any path is handed to quinn as from `canonical`.
-    pub fn set_paths(&self, canonical: SocketAddr, paths: &[(IpAddr, SocketAddr)], mode: PathMode) {
+    pub fn set_paths(&self, canonical: SocketAddr, paths: &[PathSpec], mode: PathMode) {
         let now = Instant::now();
         let mut driver = self.shared.lock();
         driver.layer.set_paths(now, canonical, paths, mode);

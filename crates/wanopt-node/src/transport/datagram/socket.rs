@@ -98,6 +98,7 @@ impl Driver {
         for (peer, share) in &self.bonds {
             let budget = self.layer.bond_budget(*peer);
             share.set(budget.map(|b| (b.window, b.pacing_rate)));
+            share.set_rate_cap(self.layer.rate_cap(*peer));
         }
         match (self.layer.poll_timeout(), self.armed) {
             (Some(at), Some(armed)) => at < armed,

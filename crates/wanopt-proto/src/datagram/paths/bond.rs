@@ -129,11 +129,13 @@ impl PeerPaths {
             if let Some(rtt) = self.monitor.rtt(path) {
                 bond.sender.set_probe_rtt(path, rtt);
             }
+            let cap = self.routes[path.index()].and_then(|r| r.send_bps);
+            bond.sender.set_rate_cap(path, cap.map(super::shape::bond_cap));
         }
         bond.receiver.set_up(now, up);
     }
 
-    fn bond_usable(&self) -> bool {
+    pub(super) fn bond_usable(&self) -> bool {
         self.bond
             .as_ref()
             .is_some_and(|b| PathId::all().any(|p| b.sender.usable(p)))

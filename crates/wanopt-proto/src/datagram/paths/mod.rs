@@ -19,22 +19,21 @@ use serde::{Deserialize, Serialize};
 use super::event::{Event, ProbeDropped};
 
 mod bond;
+mod shape;
 
 use crate::dedup::{fingerprint, DuplicateFilter};
 use crate::path::wire::MAX_PATH;
 use crate::path::{
-    PathId, PathKey, PathMode, PathMonitor, PathSet, PathState, PathView, Preference, Probe,
-    ProbeRepr, Selector, Side, PROBE_LEN,
+    looks_like_probe, PathId, PathKey, PathMode, PathMonitor, PathSet, PathState, PathView,
+    Preference, Probe, ProbeBytes, ProbeRepr, Selector, Side,
 };
 pub(super) use bond::is_bond;
 pub use bond::{BondBudget, BondPathStatus, BondStatus};
-
-/// The first byte of a path probe.
-pub(super) const PROBE_KIND: u8 = crate::path::wire::KIND;
+pub use shape::{PathSpec, BOND_SHARE, QUIC_SHARE};
 
 /// Whether `datagram` is a path probe (it may still be forged).
 pub(super) fn is_probe(datagram: &[u8]) -> bool {
-    datagram.len() == PROBE_LEN && datagram[0] == PROBE_KIND
+    looks_like_probe(datagram)
 }
 
 /// One path: where it leaves from and goes to, and what it carried.
@@ -51,6 +50,12 @@ pub(super) struct Route {
     pub(super) copy_bytes: u64,
     /// Of `tx_bytes`, FEC repairs for another path's data (spread-fec).
     pub(super) repair_bytes: u64,
+    /// The most this node sends on it, bits per second of IP packets (the
+    /// edge's `up=`; on the core, what the edge's probes ask).
+    pub(super) send_bps: Option<u64>,
+    /// The most this node asks the peer to send on it (the edge's
+    /// `down=`), carried by its probes.
+    pub(super) ask_bps: Option<u64>,
 }
 
 impl Route {
@@ -69,6 +74,8 @@ impl Route {
             rx_bytes: 0,
             copy_bytes: 0,
             repair_bytes: 0,
+            send_bps: None,
+            ask_bps: None,
         }
     }
 }
@@ -286,14 +293,17 @@ impl PathTable {
         &mut self,
         now: Instant,
         canonical: SocketAddr,
-        paths: &[(IpAddr, SocketAddr)],
+        paths: &[PathSpec],
         mode: PathMode,
     ) {
         self.peers.retain(|p| p.canonical != canonical);
         let seed = self.next_seed();
         let mut peer = PeerPaths::new(now, canonical, Side::Client, mode, seed);
-        for (i, (local, remote)) in paths.iter().enumerate().take(usize::from(MAX_PATH)) {
-            peer.routes[i] = Some(Route::new(Some(*local), *remote));
+        for (i, spec) in paths.iter().enumerate().take(usize::from(MAX_PATH)) {
+            let mut route = Route::new(Some(spec.local), spec.remote);
+            route.send_bps = spec.up_bps;
+            route.ask_bps = spec.down_bps;
+            peer.routes[i] = Some(route);
         }
         peer.fallback = PathId::new(1).filter(|_| !paths.is_empty());
         peer.primary = peer.fallback;
@@ -571,6 +581,11 @@ impl PathTable {
                 *route = Some(Route::new(dst_ip, from));
             }
         }
+        if peer.side == Side::Server {
+            if let Some(route) = peer.routes[path.index()].as_mut() {
+                route.send_bps = repr.rate_kbit.map(|k| u64::from(k) * 1000);
+            }
+        }
         peer.reselect(now, &mut self.events);
         Ok(())
     }
@@ -580,7 +595,7 @@ impl PathTable {
     pub(super) fn poll(
         &mut self,
         now: Instant,
-        out: &mut Vec<(Hop, [u8; PROBE_LEN])>,
+        out: &mut Vec<(Hop, ProbeBytes)>,
     ) -> Option<Instant> {
         let mut next: Option<Instant> = None;
         for peer in &mut self.peers {
@@ -588,16 +603,12 @@ impl PathTable {
                 continue;
             };
             peer.monitor.handle_timeout(now);
-            while let Some(probe) = peer.monitor.poll_due(now) {
+            while let Some(mut probe) = peer.monitor.poll_due(now) {
                 if let Some(route) = &mut peer.routes[probe.path.index()] {
-                    route.tx_bytes += PROBE_LEN as u64;
-                    out.push((
-                        Hop {
-                            destination: route.remote,
-                            src_ip: route.local,
-                        },
-                        probe.emit(&key),
-                    ));
+                    probe.rate_kbit = route.ask_bps.map(shape::to_kbit);
+                    let bytes = probe.emit(&key);
+                    route.tx_bytes += bytes.len() as u64;
+                    out.push((route.hop(), bytes));
                 }
             }
             peer.reselect(now, &mut self.events);
@@ -650,6 +661,7 @@ impl PathTable {
                         && peer.repairs == Some(path)
                         && peer.primary != Some(path),
                     bond: Self::bond_status(peer, path),
+                    send_mbps: route.send_bps.map(|b| b as f64 / 1e6),
                 })
             })
             .collect();
@@ -729,6 +741,10 @@ pub struct PathStatus {
     /// Whether the path carries this node's FEC repairs now (spread-fec).
     #[serde(default)]
     pub repairs: bool,
+    /// The most this node sends on it, Mbit/s of IP packets: the edge's
+    /// declared `up=` rate, or on the core what the edge asked (`down=`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_mbps: Option<f64>,
     /// What the bond sent on it (bond mode).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bond: Option<BondPathStatus>,

@@ -1,7 +1,8 @@
 //! The path table's unit tests.
 
 use super::*;
-use crate::path::wire::EXPORTER_LEN;
+use crate::path::wire::{EXPORTER_LEN, PROBE_RATE_LEN};
+use crate::path::PROBE_LEN;
 
 fn addr(s: &str) -> SocketAddr {
     s.parse().unwrap()
@@ -12,7 +13,7 @@ fn key(seed: u8) -> PathKey {
 }
 
 /// A client probe on `path` with sequence number `seq`, BIND set.
-fn client_probe(path: u8, seq: u32, key: &PathKey) -> [u8; PROBE_LEN] {
+fn client_probe(path: u8, seq: u32, key: &PathKey) -> ProbeBytes {
     ProbeRepr {
         bind: true,
         from_client: true,
@@ -24,6 +25,7 @@ fn client_probe(path: u8, seq: u32, key: &PathKey) -> [u8; PROBE_LEN] {
         echo_us: 0,
         hold_us: 0,
         received: 0,
+        rate_kbit: None,
     }
     .emit(key)
 }
@@ -38,8 +40,8 @@ fn the_edge_sends_on_its_first_path_and_maps_every_path_back() {
         now,
         canonical,
         &[
-            ("10.0.0.1".parse().unwrap(), canonical),
-            ("10.1.0.1".parse().unwrap(), addr("198.51.100.1:4433")),
+            PathSpec::new("10.0.0.1".parse().unwrap(), canonical),
+            PathSpec::new("10.1.0.1".parse().unwrap(), addr("198.51.100.1:4433")),
         ],
         PathMode::Failover,
     );
@@ -96,8 +98,8 @@ fn two_paths_to_one_remote_are_told_apart_by_the_local_address() {
         now,
         canonical,
         &[
-            ("10.0.0.1".parse().unwrap(), canonical),
-            ("10.1.0.1".parse().unwrap(), canonical),
+            PathSpec::new("10.0.0.1".parse().unwrap(), canonical),
+            PathSpec::new("10.1.0.1".parse().unwrap(), canonical),
         ],
         PathMode::Failover,
     );
@@ -158,4 +160,46 @@ fn only_a_keyed_fresh_bind_probe_binds_a_path_at_the_core() {
     assert!(table
         .on_probe(now, other, None, &client_probe(2, 2, &k))
         .is_err());
+}
+
+#[test]
+fn declared_rates_cap_the_edge_and_its_probes_ask_the_core_for_the_down_rate() {
+    let now = Instant::now();
+    let (canonical, second) = (addr("192.0.2.1:4433"), addr("198.51.100.1:4433"));
+    let mut edge = PathTable::default();
+    edge.configure(
+        now,
+        canonical,
+        &[
+            PathSpec {
+                up_bps: Some(20_000_000),
+                down_bps: Some(40_000_000),
+                ..PathSpec::new("10.0.0.1".parse().unwrap(), canonical)
+            },
+            PathSpec::new("10.1.0.1".parse().unwrap(), second),
+        ],
+        PathMode::Failover,
+    );
+    let k = key(5);
+    edge.bind(now, canonical, None, k.clone(), Side::Client);
+    // The edge's QUIC is capped under path 1's up rate, in UDP payload.
+    let cap = edge.rate_cap(canonical).unwrap();
+    assert_eq!(cap, (20e6 / 8.0 * QUIC_SHARE) as u64);
+    assert!(cap < 2_500_000 && cap > 2_200_000);
+    // Its probes on path 1 ask for 40 Mbit/s; those on path 2 for nothing.
+    let mut out = Vec::new();
+    edge.poll(now, &mut out);
+    let on = |to: SocketAddr| out.iter().find(|(hop, _)| hop.destination == to).unwrap();
+    assert_eq!(on(canonical).1.len(), PROBE_RATE_LEN);
+    assert_eq!(on(second).1.len(), PROBE_LEN);
+    // The core learns it from the probe and caps its own sending.
+    let mut core = PathTable::default();
+    let edge_addr = addr("203.0.113.9:50000");
+    core.bind(now, edge_addr, None, k, Side::Server);
+    core.on_probe(now, edge_addr, None, &on(canonical).1).unwrap();
+    let status = core.status(edge_addr).unwrap();
+    assert_eq!(status.paths[0].send_mbps, Some(40.0));
+    assert_eq!(core.rate_cap(edge_addr), Some((40e6 / 8.0 * QUIC_SHARE) as u64));
+    assert_eq!(edge.status(canonical).unwrap().paths[0].send_mbps, Some(20.0));
+    assert_eq!(edge.status(canonical).unwrap().paths[1].send_mbps, None);
 }

@@ -2,7 +2,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use super::super::select::{Preference, Selector, RECOVER_HOLD};
-use super::super::wire::{PathKey, Probe, EXPORTER_LEN, PROBE_LEN};
+use super::super::wire::{PathKey, Probe, ProbeBytes, EXPORTER_LEN};
 use super::*;
 
 const MS: Duration = Duration::from_millis(1);
@@ -37,7 +37,7 @@ struct Link {
 
 /// A probe on its way: arrival, serial (ties in sending order),
 /// direction, bytes.
-type InFlight = (Instant, u64, usize, [u8; PROBE_LEN]);
+type InFlight = (Instant, u64, usize, ProbeBytes);
 
 const TO_SERVER: usize = 0;
 const TO_CLIENT: usize = 1;
@@ -460,6 +460,7 @@ impl FakeServer {
             echo_us: probe.sent_us,
             hold_us: hold.as_micros() as u32,
             received: self.received,
+            rate_kbit: None,
         }
     }
 }
