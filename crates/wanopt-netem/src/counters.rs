@@ -1,5 +1,7 @@
 //! What a link has done so far.
 
+use std::collections::VecDeque;
+
 use serde::Serialize;
 
 use crate::histogram::LogHistogram;
@@ -51,11 +53,60 @@ pub struct Counters {
     /// Frames by the nanoseconds each waited in the queue and in
     /// serialization (the bottleneck's own delay, without the delay line).
     pub queue_delay_ns: LogHistogram,
+    /// The most IP bytes (frame length less the Ethernet header) of IP
+    /// frames handed to the link within any [`PEAK_WINDOW_NS`], before
+    /// loss: what a sender put on the link at its burstiest, to check a
+    /// declared rate against (20 Mbit/s is 250 000 bytes per 100 ms).
+    pub peak_ip_bytes_100ms: u64,
+}
+
+/// The sliding window of [`Counters::peak_ip_bytes_100ms`]: 100 ms.
+pub const PEAK_WINDOW_NS: u64 = 100_000_000;
+
+/// The arrivals of the last [`PEAK_WINDOW_NS`] and their sum.
+#[derive(Debug, Default)]
+pub(crate) struct PeakWindow {
+    arrivals: VecDeque<(u64, u64)>,
+    sum: u64,
+}
+
+impl PeakWindow {
+    /// `bytes` arrived at `now_ns` (never before the last arrival): the
+    /// bytes that arrived within the window ending now, this one included.
+    pub(crate) fn add(&mut self, now_ns: u64, bytes: u64) -> u64 {
+        while let Some(&(at, old)) = self.arrivals.front() {
+            if at + PEAK_WINDOW_NS > now_ns {
+                break;
+            }
+            self.arrivals.pop_front();
+            self.sum -= old;
+        }
+        self.arrivals.push_back((now_ns, bytes));
+        self.sum += bytes;
+        self.sum
+    }
 }
 
 impl Counters {
     /// All frames dropped, whatever the cause.
     pub fn dropped(&self) -> u64 {
         self.dropped_loss + self.dropped_queue + self.dropped_red
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_window_holds_what_arrived_within_the_last_100_ms() {
+        let mut window = PeakWindow::default();
+        let ms = 1_000_000;
+        assert_eq!(window.add(0, 1000), 1000);
+        assert_eq!(window.add(50 * ms, 500), 1500);
+        // 99.999 ms after the first: still in; 100 ms after: out.
+        assert_eq!(window.add(100 * ms - 1, 1), 1501);
+        assert_eq!(window.add(100 * ms, 10), 511);
+        assert_eq!(window.add(400 * ms, 7), 7);
     }
 }

@@ -8,7 +8,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::config::{LinkConfig, QueueDiscipline, ResolvedQueueLimit};
-use crate::counters::Counters;
+use crate::counters::{Counters, PeakWindow};
 use crate::loss::LossModel;
 use crate::red::Red;
 use crate::wire::{frame_ecn, set_frame_ecn, Ecn, FrameKind};
@@ -48,6 +48,8 @@ pub struct Link {
     out_of_order: BinaryHeap<Reverse<OutOfOrder>>,
     out_of_order_sequence: u64,
     counters: Counters,
+    /// The arrivals behind [`Counters::peak_ip_bytes_100ms`].
+    peak: PeakWindow,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -131,6 +133,7 @@ impl Link {
             out_of_order: BinaryHeap::new(),
             out_of_order_sequence: 0,
             counters: Counters::default(),
+            peak: PeakWindow::default(),
             config,
         }
     }
@@ -168,6 +171,9 @@ impl Link {
             self.push_out_of_order(departure_ns, frame);
             return;
         }
+        let ip_bytes = frame.len().saturating_sub(crate::wire::ethernet::HEADER_LEN) as u64;
+        let in_window = self.peak.add(now_ns, ip_bytes);
+        self.counters.peak_ip_bytes_100ms = self.counters.peak_ip_bytes_100ms.max(in_window);
         if self.loss.lose(&mut self.rng) {
             self.counters.dropped_loss += 1;
             return;

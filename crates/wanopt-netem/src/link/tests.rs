@@ -355,3 +355,29 @@ fn vlan_tagged_ip_frames_are_shaped_on_their_ip_bytes() {
     assert_eq!(harness.departures[0].at, ms(1));
     assert_eq!(harness.link.counters().max_queue_bytes, 1000);
 }
+
+#[test]
+fn the_peak_counts_what_arrived_in_the_burstiest_100_ms_lost_or_not() {
+    // 1000-byte IP packets every 1 ms (8 Mbit/s) with 1% loss, then a
+    // burst of 20 more within the 100 ms that ends at the 150th.
+    let config = LinkConfig {
+        loss: Probability::from_percent(1.0).unwrap(),
+        ..shaped(50_000_000, QueueLimit::Packets(1000))
+    };
+    let mut harness = Harness::new(Link::new(config, 3));
+    for id in 0..300 {
+        harness.arrive(ms(id), ipv4_frame(id, 1000, Ecn::NotEct));
+        if id == 150 {
+            for extra in 0..20 {
+                harness.arrive(ms(id), ipv4_frame(1000 + extra, 1000, Ecn::NotEct));
+            }
+        }
+    }
+    harness.arrive(ms(301), arp_frame());
+    harness.finish();
+    let counters = harness.link.counters();
+    assert!(counters.dropped_loss > 0);
+    // 100 packets of the steady stream (51..=150) and the 20 of the burst;
+    // Ethernet headers and the ARP frame are not counted.
+    assert_eq!(counters.peak_ip_bytes_100ms, 120 * 1000);
+}
