@@ -435,16 +435,15 @@ pub fn start(lab: &Lab, exe: &Path, reduce: bool, extra: &ExtraArgs) -> Result<(
         } else if extra.edges.is_pair() {
             edge_args.extend(["--tunnel-timeout".into(), TUNNEL_TIMEOUT.into()]);
         }
-        // Link 2 joins site 1's edge to the core.
-        if extra.two_paths && *node == Node::Edge {
-            for (local, remote) in [
-                (crate::topology::EDGE_WAN_ADDR, CORE_WAN_ADDR),
-                (
-                    crate::link::second::EDGE_WAN2_ADDR,
-                    crate::link::second::CORE_WAN2_ADDR,
-                ),
-            ] {
-                edge_args.extend(["--path".into(), format!("{local}={remote}:{TUNNEL_PORT}")]);
+        // Link 2 joins site 1's edge to the core (unless the caller gave
+        // the edge its own `--path`s, e.g. with rates).
+        let own_paths = extra
+            .edge
+            .iter()
+            .any(|a| a == "--path" || a.starts_with("--path="));
+        if extra.two_paths && *node == Node::Edge && !own_paths {
+            for path in two_paths() {
+                edge_args.extend(["--path".into(), path]);
             }
         }
         edge_args.extend(reduce_args(lab, *node, reduce, supported));
@@ -461,6 +460,19 @@ pub fn start(lab: &Lab, exe: &Path, reduce: bool, extra: &ExtraArgs) -> Result<(
         wait_listening(lab, *node, TRANSPARENT_PORT, daemon, &daemons)?;
     }
     Ok(())
+}
+
+/// Site 1's edge's two `--path`s, link 1 then link 2 (`LOCAL=REMOTE`):
+/// what the edge gets with a second link unless given its own.
+pub fn two_paths() -> [String; 2] {
+    [
+        (crate::topology::EDGE_WAN_ADDR, CORE_WAN_ADDR),
+        (
+            crate::link::second::EDGE_WAN2_ADDR,
+            crate::link::second::CORE_WAN2_ADDR,
+        ),
+    ]
+    .map(|(local, remote)| format!("{local}={remote}:{TUNNEL_PORT}"))
 }
 
 /// A replica's own arguments: its listener, the address it advertises,

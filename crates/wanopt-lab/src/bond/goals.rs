@@ -18,6 +18,9 @@ pub const RECOVERY_S: f64 = 5.0;
 pub const VOICE_ADDED_P99_MS: f64 = 5.0;
 /// The voice stream's delivered loss must stay under this, percent.
 pub const VOICE_LOSS_PCT: f64 = 0.1;
+/// The most a link declared at a rate may be handed in any 100 ms, as a
+/// share of that rate (20.4 Mbit/s for 20).
+pub const DECLARED_SLACK: f64 = 1.02;
 
 /// A goal's verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,6 +126,9 @@ fn ms(v: Option<f64>) -> String {
 
 /// The wanopt modes the goals are for.
 const MODES: [Mode; 2] = [Mode::WanoptFailover, Mode::WanoptBond];
+/// The wanopt modes of the voice goal (the shaped bond's queue is its own,
+/// where voice goes first).
+const VOICE_MODES: [Mode; 3] = [Mode::WanoptFailover, Mode::WanoptBond, Mode::WanoptShaped];
 
 /// Every goal of the scenario, in its order.
 pub fn evaluate(results: &Results) -> Vec<Goal> {
@@ -218,7 +224,7 @@ pub fn evaluate(results: &Results) -> Vec<Goal> {
         "voice beside a bulk download: one-way delay p99 within {VOICE_ADDED_P99_MS:.0} ms of link 2's alone (wanopt-path2), loss under {VOICE_LOSS_PCT}%"
     );
     let baseline = row(results, Mode::WanoptPath2, Event::None, Workload::Voice);
-    for mode in MODES {
+    for mode in VOICE_MODES {
         let mut goal = on_row(results, &text, (mode, Event::None, Workload::Voice), |r| {
             let Some(base) = baseline else {
                 return (false, String::new());
@@ -262,7 +268,50 @@ pub fn evaluate(results: &Results) -> Vec<Goal> {
         }
         goals.push(goal);
     }
+    goals.extend(declared_rates(results));
     goals
+}
+
+/// The shaped bond's goal: no link handed more than [`DECLARED_SLACK`] of
+/// its declared rate in any 100 ms, in every shaped cell.
+fn declared_rates(results: &Results) -> Vec<Goal> {
+    let text = format!(
+        "each link declared at its rate (rate=) never handed more than {:.0}% of it in any 100 ms (the emulators' counters)",
+        DECLARED_SLACK * 100.0
+    );
+    [Workload::Bulk, Workload::Voice]
+        .into_iter()
+        .map(|workload| {
+            let mut goal = on_row(
+                results,
+                &text,
+                (Mode::WanoptShaped, Event::None, workload),
+                |r| {
+                    let (Some(declared), Some(peak)) = (&r.declared_mbit_s, &r.peak_mbit_s) else {
+                        return (false, "no peak counters".into());
+                    };
+                    let figure = declared
+                        .iter()
+                        .zip(peak)
+                        .enumerate()
+                        .map(|(i, (d, p))| {
+                            format!("link {}: {p:.1} of {d:.1} Mbit/s declared", i + 1)
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    let pass = declared.len() == peak.len()
+                        && declared.iter().zip(peak).all(|(d, p)| *p <= d * DECLARED_SLACK);
+                    let sum: f64 = declared.iter().sum();
+                    let goodput = r.mbit_s.map_or("-".into(), |m| {
+                        format!("{m:.1} Mbit/s, {:.0}% of the declared {sum:.1}", m / sum * 100.0)
+                    });
+                    (pass, format!("{figure} ({} cell; download {goodput})", workload.name()))
+                },
+            );
+            goal.mode = format!("{} {}", goal.mode, workload.name());
+            goal
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -358,8 +407,9 @@ mod tests {
             skipped,
         ));
         // Two sums, the baseline, the cut, the return, the voice: per mode
-        // but the baseline.
-        assert_eq!(goals.len(), 11);
+        // but the baseline (the shaped bond's voice too), and the shaped
+        // bond's declared rates in its two cells.
+        assert_eq!(goals.len(), 14);
         let clean = find(
             &goals,
             "one TCP download, both links clean",
@@ -445,5 +495,39 @@ mod tests {
             find(&ok, "voice beside", "wanopt-bond").verdict,
             Verdict::Pass
         );
+    }
+
+    #[test]
+    fn a_declared_rate_holds_within_2_percent_in_every_shaped_cell() {
+        let shaped = |workload, peak: Vec<f64>| Row {
+            peak_mbit_s: Some(peak),
+            mbit_s: Some(44.0),
+            ..row_of(Mode::WanoptShaped, Event::None, workload)
+        };
+        let goals = evaluate(&results(
+            vec![
+                shaped(Workload::Bulk, vec![29.6, 19.7]),
+                shaped(Workload::Voice, vec![29.0, 19.9]),
+            ],
+            vec![],
+        ));
+        let bulk = find(&goals, "each link declared", "wanopt-shaped bulk");
+        assert_eq!(bulk.verdict, Verdict::Pass, "{}", bulk.line());
+        assert_eq!(
+            bulk.figure,
+            "link 1: 29.6 of 29.1 Mbit/s declared, link 2: 19.7 of 19.4 Mbit/s declared (bulk cell; download 44.0 Mbit/s, 91% of the declared 48.5)"
+        );
+        // 19.9 is over 1.02 x 19.4 = 19.79.
+        let voice = find(&goals, "each link declared", "wanopt-shaped voice");
+        assert_eq!(voice.verdict, Verdict::Fail);
+        let unread = Row {
+            peak_mbit_s: None,
+            ..shaped(Workload::Bulk, vec![])
+        };
+        let goals = evaluate(&results(vec![unread], vec![]));
+        let bulk = find(&goals, "each link declared", "wanopt-shaped bulk");
+        assert_eq!((bulk.verdict, bulk.figure.as_str()), (Verdict::Fail, "no peak counters"));
+        let voice = find(&goals, "each link declared", "wanopt-shaped voice");
+        assert_eq!(voice.verdict, Verdict::NotMeasured);
     }
 }

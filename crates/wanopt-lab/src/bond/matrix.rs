@@ -29,6 +29,9 @@ pub const FULL_SECONDS: u64 = 20;
 pub const QUICK_SECONDS: u64 = 15;
 /// Runs per cell of a full run (the rows hold their medians).
 pub const FULL_RUNS: usize = 3;
+/// The share of each link's rate the `wanopt-shaped` edge declares
+/// (`--path ...,rate=`): under it, the links' own queues stay empty.
+pub const SHAPED_SHARE: f64 = 0.97;
 /// How long the `cut` event keeps link 1 down, from a third of the
 /// download: shorter than the tunnel's idle timeout (8 s).
 pub const CUT: Duration = Duration::from_secs(5);
@@ -45,6 +48,10 @@ pub enum Mode {
     /// The tunnel with a `--path` on each link, `--path-mode bond`: both
     /// links carry the data at once.
     WanoptBond,
+    /// As `WanoptBond`, each `--path` declaring [`SHAPED_SHARE`] of its
+    /// link's rate (`rate=`): the queue is the nodes', where real-time
+    /// datagrams go first.
+    WanoptShaped,
     /// The tunnel on link 2 alone (failover, link 1 cut for the whole
     /// cell): the voice baseline, its better path's delay.
     WanoptPath2,
@@ -57,6 +64,7 @@ impl Mode {
             Mode::Direct => "direct",
             Mode::WanoptFailover => "wanopt-failover",
             Mode::WanoptBond => "wanopt-bond",
+            Mode::WanoptShaped => "wanopt-shaped",
             Mode::WanoptPath2 => "wanopt-path2",
         }
     }
@@ -72,8 +80,16 @@ impl Mode {
         match self {
             Mode::Direct => None,
             Mode::WanoptFailover | Mode::WanoptPath2 => Some("failover"),
-            Mode::WanoptBond => Some("bond"),
+            Mode::WanoptBond | Mode::WanoptShaped => Some("bond"),
         }
+    }
+
+    /// The rates the edge declares on links 1 and 2, Mbit/s
+    /// (`wanopt-shaped`).
+    pub fn declared_mbps(self) -> Option<[f64; 2]> {
+        (self == Mode::WanoptShaped).then(|| {
+            [LINK1_MBPS, LINK2_MBPS].map(|m| (m as f64 * SHAPED_SHARE * 10.0).round() / 10.0)
+        })
     }
 }
 
@@ -206,10 +222,11 @@ pub struct Plan {
 
 impl Plan {
     /// The plan, full or `--quick`: the bulk download with each event in
-    /// `direct`, `wanopt-failover` and `wanopt-bond` (the baseline first);
-    /// then voice alone on link 2 (`wanopt-path2`), and voice beside a
-    /// download in `wanopt-failover` and `wanopt-bond`. `--quick` runs
-    /// each cell once with shorter downloads.
+    /// `direct`, `wanopt-failover` and `wanopt-bond` (the baseline first),
+    /// and clean in `wanopt-shaped`; then voice alone on link 2
+    /// (`wanopt-path2`), and voice beside a download in `wanopt-failover`,
+    /// `wanopt-bond` and `wanopt-shaped`. `--quick` runs each cell once
+    /// with shorter downloads.
     pub fn new(quick: bool) -> Plan {
         let mut cells = Vec::new();
         for event in [Event::None, Event::Loss, Event::Cut] {
@@ -221,7 +238,17 @@ impl Plan {
                 });
             }
         }
-        for mode in [Mode::WanoptPath2, Mode::WanoptFailover, Mode::WanoptBond] {
+        cells.push(Cell {
+            mode: Mode::WanoptShaped,
+            event: Event::None,
+            workload: Workload::Bulk,
+        });
+        for mode in [
+            Mode::WanoptPath2,
+            Mode::WanoptFailover,
+            Mode::WanoptBond,
+            Mode::WanoptShaped,
+        ] {
             cells.push(Cell {
                 mode,
                 event: Event::None,
@@ -262,9 +289,11 @@ mod tests {
                 "direct-cut-bulk",
                 "wanopt-failover-cut-bulk",
                 "wanopt-bond-cut-bulk",
+                "wanopt-shaped-none-bulk",
                 "wanopt-path2-none-voice",
                 "wanopt-failover-none-voice",
                 "wanopt-bond-none-voice",
+                "wanopt-shaped-none-voice",
             ]
         );
         // The voice baseline is voice alone; every other cell downloads.
@@ -272,7 +301,7 @@ mod tests {
             .cells
             .iter()
             .all(|c| c.bulk() == (c.mode != Mode::WanoptPath2)));
-        assert_eq!(plan.cells.iter().filter(|c| c.voice()).count(), 3);
+        assert_eq!(plan.cells.iter().filter(|c| c.voice()).count(), 4);
         let full = Plan::new(false);
         assert_eq!((full.seconds, full.runs), (20, 3));
         assert_eq!(full.cells, plan.cells);
@@ -312,6 +341,9 @@ mod tests {
         assert_eq!(cell(Mode::WanoptPath2, Event::None).link1_label(), "down");
         assert_eq!(SUM_MBPS, 50.0);
         assert_eq!(Mode::WanoptBond.path_mode(), Some("bond"));
+        assert_eq!(Mode::WanoptShaped.path_mode(), Some("bond"));
+        assert_eq!(Mode::WanoptShaped.declared_mbps(), Some([29.1, 19.4]));
+        assert_eq!(Mode::WanoptBond.declared_mbps(), None);
         assert_eq!(Mode::WanoptPath2.path_mode(), Some("failover"));
         assert_eq!(Mode::Direct.path_mode(), None);
         assert!(!Mode::Direct.tunnel() && Mode::WanoptPath2.tunnel());

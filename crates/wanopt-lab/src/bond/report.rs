@@ -31,6 +31,22 @@ fn both(up: Option<f64>, down: Option<f64>, decimals: usize) -> String {
     }
 }
 
+/// Each link's peak 100 ms, and its declared rate when there is one:
+/// `29.3 (29.1) / 19.5 (19.4)`.
+fn peaks(r: &Row) -> String {
+    let Some(peak) = &r.peak_mbit_s else {
+        return "-".into();
+    };
+    peak.iter()
+        .enumerate()
+        .map(|(i, p)| match r.declared_mbit_s.as_ref().and_then(|d| d.get(i)) {
+            Some(d) => format!("{p:.1} ({d:.1})"),
+            None => format!("{p:.1}"),
+        })
+        .collect::<Vec<_>>()
+        .join(" / ")
+}
+
 /// The table of every row.
 pub fn table(results: &Results) -> String {
     let mut table = Table::text_then_figures(
@@ -48,6 +64,7 @@ pub fn table(results: &Results) -> String {
             "sum again s",
             "voice p99 ms up / down",
             "voice loss % up / down",
+            "peak 100 ms Mbit/s link 1 / 2",
             "runs",
         ],
     );
@@ -65,6 +82,7 @@ pub fn table(results: &Results) -> String {
             figure(r.recovered_s),
             both(r.p99_up_ms, r.p99_down_ms, 1),
             both(r.loss_up_pct, r.loss_down_pct, 2),
+            peaks(r),
             r.runs.to_string(),
         ]);
     }
@@ -101,8 +119,12 @@ pub fn markdown(results: &Results) -> String {
          way (UDP, DSCP EF, through the edge's `--forward-udp`) beside one download. Modes: \
          `direct` (no nodes, kernel BBR at both ends, link 1 only: the better link alone); \
          `wanopt-failover` and `wanopt-bond` (a `--path` on each link, link 1 first, \
-         `--path-mode failover` or `bond`); `wanopt-path2` (link 1 down for the whole cell, so \
-         the tunnel runs on link 2 alone: the voice baseline). A new lab (and new nodes) for \
+         `--path-mode failover` or `bond`); `wanopt-shaped` (bond, each `--path` declaring 97% \
+         of its link's rate with `rate=`, so that the queue is the nodes', where voice goes \
+         first); `wanopt-path2` (link 1 down for the whole cell, so \
+         the tunnel runs on link 2 alone: the voice baseline). The peak is the most each link \
+         was handed in any 100 ms, either way (the emulators' counters; the declared rate in \
+         parentheses). A new lab (and new nodes) for \
          every run. Settings: `{}`.\n",
         link2_spec(),
         CUT.as_secs(),
@@ -164,6 +186,7 @@ mod tests {
                 resets: Some(0),
                 wrong_bytes: Some(0),
                 cut_mbit_s: Some(18.9),
+                peak_mbit_s: Some(vec![31.2, 20.4]),
                 runs: 1,
                 note: Some("the drain did not end".into()),
                 ..Row::new(&cell, 15)
@@ -181,7 +204,7 @@ mod tests {
         assert!(md.starts_with("# bond (quick)\n"), "{md}");
         assert!(
             md.contains(
-                "| wanopt-failover | cut | bulk | 27.2 | 54.5 | 212.0 | 0 | 0 | 18.9 | - | - | - | 1 |"
+                "| wanopt-failover | cut | bulk | 27.2 | 54.5 | 212.0 | 0 | 0 | 18.9 | - | - | - | 31.2 / 20.4 | 1 |"
             ),
             "{md}"
         );
@@ -201,5 +224,12 @@ mod tests {
         assert!(summary(&results).contains("goals:\n- **"));
         assert_eq!(both(Some(21.04), None, 1), "21.0 / -");
         assert_eq!(both(None, None, 1), "-");
+        let shaped = Row {
+            peak_mbit_s: Some(vec![29.3, 19.5]),
+            declared_mbit_s: Some(vec![29.1, 19.4]),
+            ..Row::new(&cell, 15)
+        };
+        assert_eq!(peaks(&shaped), "29.3 (29.1) / 19.5 (19.4)");
+        assert_eq!(peaks(&Row::new(&cell, 15)), "-");
     }
 }

@@ -59,6 +59,15 @@ pub struct Row {
     pub loss_down_pct: Option<f64>,
     /// Voice copies delivered twice (must be 0).
     pub duplicates: Option<u64>,
+    /// The rates the edge declared on links 1 and 2, Mbit/s
+    /// (`wanopt-shaped`; `null`: none).
+    #[serde(default)]
+    pub declared_mbit_s: Option<Vec<f64>>,
+    /// The most each link (1, 2) was handed in any 100 ms, either way,
+    /// Mbit/s of IP packets (the emulators' `peak_ip_bytes_100ms`; the
+    /// greatest of the runs).
+    #[serde(default)]
+    pub peak_mbit_s: Option<Vec<f64>>,
     /// The download's length, s.
     pub seconds: u64,
     /// Runs measured (the figures are their medians).
@@ -146,6 +155,8 @@ impl Row {
             loss_up_pct: None,
             loss_down_pct: None,
             duplicates: None,
+            declared_mbit_s: cell.mode.declared_mbps().map(|r| r.to_vec()),
+            peak_mbit_s: None,
             seconds,
             runs: 0,
             runs_mbit_s: Vec::new(),
@@ -223,6 +234,10 @@ impl Row {
             loss_up_pct: mid(|r| r.loss_up_pct),
             loss_down_pct: mid(|r| r.loss_down_pct),
             duplicates: sum(|r| r.duplicates),
+            peak_mbit_s: runs
+                .iter()
+                .filter_map(|r| r.peak_mbit_s.clone())
+                .reduce(|a, b| a.iter().zip(&b).map(|(x, y)| x.max(*y)).collect()),
             runs: runs.len(),
             runs_mbit_s: runs.iter().flat_map(|r| r.runs_mbit_s.clone()).collect(),
             note: (!notes.is_empty()).then(|| {
@@ -336,11 +351,13 @@ mod tests {
         reset.wrong_bytes = 3;
         reset.recovered_s = None;
         reset.note = Some("the connection failed: reset".into());
-        let runs = [
+        let mut runs = [
             Row::run(&c, 20, Some(&download(28.0, 150.0)), None),
             Row::run(&c, 20, Some(&reset), None),
             Row::run(&c, 20, Some(&download(29.0, 170.0)), None),
         ];
+        runs[0].peak_mbit_s = Some(vec![31.0, 12.5]);
+        runs[2].peak_mbit_s = Some(vec![30.5, 21.0]);
         let row = Row::of_runs(&runs).unwrap_or_else(|| panic!("a row"));
         assert_eq!(row.runs, 3);
         assert_eq!(row.mbit_s, Some(28.0));
@@ -348,6 +365,9 @@ mod tests {
         assert_eq!(row.longest_stall_ms, Some(170.0));
         assert_eq!(row.recovered_s, Some(2.1));
         assert_eq!((row.resets, row.wrong_bytes), (Some(1), Some(3)));
+        // A link's peak is the greatest of the runs'.
+        assert_eq!(row.peak_mbit_s, Some(vec![31.0, 21.0]));
+        assert_eq!(row.declared_mbit_s, None);
         assert_eq!(
             row.note.as_deref(),
             Some("run 2: the connection failed: reset")

@@ -17,7 +17,8 @@ use crate::bringup::{self, UpConfig};
 use crate::clock::unix_ms;
 use crate::kit::output;
 use crate::kit::process::{finish, ok_output};
-use crate::link::{cut_between, CutTimes};
+use crate::kit::stats::round1;
+use crate::link::{cut_between, CutTimes, WanLink};
 use crate::lossy::run::BBR;
 use crate::optimize::{node_status, wait_edge, wait_tunnel_up, CORE_CONTROL, EDGE_CONTROL};
 use crate::realtime::peer::{peer_command, read_log, Streams};
@@ -54,12 +55,19 @@ pub fn supports_bond(exe: &Path) -> Result<(), String> {
     ))
 }
 
-/// The edge's arguments of `cell`: its path mode, and the voice stream's
+/// The edge's arguments of `cell`: its path mode, its `--path`s with
+/// their rates when it declares them, and the voice stream's
 /// `--forward-udp` (the `realtime` scenario's).
 pub fn edge_args(cell: &Cell) -> Vec<String> {
     let mut args = Vec::new();
     if let Some(mode) = cell.mode.path_mode() {
         args.extend(["--path-mode".to_string(), mode.to_string()]);
+    }
+    if let Some(rates) = cell.mode.declared_mbps() {
+        for (path, mbps) in crate::optimize::two_paths().iter().zip(rates) {
+            let kbit = (mbps * 1000.0).round() as u64;
+            args.extend(["--path".to_string(), format!("{path},rate={kbit}kbit")]);
+        }
     }
     if cell.voice() {
         args.extend(crate::realtime::run::edge_args());
@@ -218,6 +226,9 @@ impl Bond {
                 )
             });
             self.after_run(env, cell, &label);
+            if cell.voice() {
+                keep_voice_logs(env, &label);
+            }
             env.bar.inc(1);
             match outcome {
                 Ok((row, series)) => {
@@ -291,6 +302,17 @@ fn voice_logs(lab: &Lab) -> (std::path::PathBuf, std::path::PathBuf) {
     let _ = std::fs::remove_file(&logs.0);
     let _ = std::fs::remove_file(&logs.1);
     logs
+}
+
+/// Keeps the voice peers' logs of run `label` under `voice/` (each
+/// datagram's send and arrival times: where a p99 comes from).
+fn keep_voice_logs(env: &Env<'_>, label: &str) {
+    let dir = env.out.join("voice");
+    let _ = std::fs::create_dir_all(&dir);
+    let state = env.lab.state_dir();
+    for (from, side) in [("bond-client.log", "client"), ("bond-server.log", "server")] {
+        let _ = std::fs::copy(state.join(from), dir.join(format!("{label}-{side}.log")));
+    }
 }
 
 /// Runs the download and the voice stream of `cell` on the lab as it is,
@@ -377,7 +399,8 @@ fn measure(
         false => None,
     };
     let figures = download.as_ref().map(|d| download_figures(d, cut));
-    let row = Row::run(cell, seconds, figures.as_ref(), voice.as_ref());
+    let mut row = Row::run(cell, seconds, figures.as_ref(), voice.as_ref());
+    row.peak_mbit_s = link_peaks(lab).map(|p| p.to_vec());
     let series = download.as_ref().zip(figures).map(|(d, f)| {
         let (down, up) = cut.map_or((None, None), |c| cut_marks(c, d.start_unix_ms));
         CellSeries {
@@ -393,6 +416,19 @@ fn measure(
         }
     });
     Ok((row, series))
+}
+
+/// The most each link (1, 2) was handed in any 100 ms since the lab came
+/// up, either way, Mbit/s (`None`: an emulator's counters were not read).
+fn link_peaks(lab: &Lab) -> Option<[f64; 2]> {
+    let now = unix_ms();
+    let peak = |link| {
+        let path = crate::bringup::link_counters_path(lab, link);
+        let totals = crate::link::published::totals_in(&path, now).ok()?;
+        let bytes = totals.up.peak_ip_bytes_100ms.max(totals.down.peak_ip_bytes_100ms);
+        Some(round1(bytes as f64 * 8.0 / 0.1 / 1e6))
+    };
+    Some([peak(WanLink::One)?, peak(WanLink::Two)?])
 }
 
 impl Scenario for Bond {
@@ -513,6 +549,22 @@ mod tests {
         assert_eq!(&voice[..2], ["--path-mode", "failover"]);
         assert!(voice.contains(&"198.18.1.1:5004=198.18.3.2:5004".to_string()));
         assert!(edge_args(&cell(Mode::Direct, Workload::Bulk)).is_empty());
+    }
+
+    #[test]
+    fn the_shaped_edge_declares_each_link_s_rate_on_its_own_paths() {
+        let args = edge_args(&cell(Mode::WanoptShaped, Workload::Bulk));
+        assert_eq!(
+            args,
+            [
+                "--path-mode",
+                "bond",
+                "--path",
+                "198.18.2.1=198.18.2.2:4433,rate=29100kbit",
+                "--path",
+                "198.18.4.1=198.18.4.2:4433,rate=19400kbit",
+            ]
+        );
     }
 
     #[test]

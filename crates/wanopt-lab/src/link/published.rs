@@ -35,6 +35,9 @@ pub struct DirectionTotals {
     pub ce_marked: u64,
     /// Frames held back and overtaken (`reorder`).
     pub reordered: u64,
+    /// The most IP bytes handed to the link in any 100 ms since the
+    /// emulator started (a peak: [`DirectionTotals::since`] keeps it).
+    pub peak_ip_bytes_100ms: u64,
 }
 
 impl DirectionTotals {
@@ -48,6 +51,7 @@ impl DirectionTotals {
             red_drops: link("dropped_red"),
             ce_marked: link("ce_marked"),
             reordered: link("reordered"),
+            peak_ip_bytes_100ms: link("peak_ip_bytes_100ms"),
         }
     }
 
@@ -61,6 +65,7 @@ impl DirectionTotals {
             red_drops: self.red_drops.saturating_sub(before.red_drops),
             ce_marked: self.ce_marked.saturating_sub(before.ce_marked),
             reordered: self.reordered.saturating_sub(before.reordered),
+            peak_ip_bytes_100ms: self.peak_ip_bytes_100ms,
         }
     }
 }
@@ -135,7 +140,8 @@ mod tests {
         let text = r#"{
             "up": {"at_unix_ms": 2000, "io": {"tx_bytes": 1514},
                    "link": {"bytes_out": 1514, "frames_out": 1, "dropped_loss": 2,
-                            "dropped_queue": 3, "dropped_red": 4, "ce_marked": 5, "reordered": 6}},
+                            "dropped_queue": 3, "dropped_red": 4, "ce_marked": 5, "reordered": 6,
+                            "peak_ip_bytes_100ms": 250000}},
             "down": {"at_unix_ms": 1000, "link": {}}
         }"#;
         assert_eq!(LinkTotals::parse(text, 1500), None);
@@ -150,6 +156,7 @@ mod tests {
                 red_drops: 4,
                 ce_marked: 5,
                 reordered: 6,
+                peak_ip_bytes_100ms: 250_000,
             }
         );
         assert_eq!(totals.down, DirectionTotals::default());
@@ -161,6 +168,8 @@ mod tests {
             ..totals
         };
         assert_eq!(later.since(&totals).both(|d| d.lost_frames), 5);
+        // A peak is not a count: what happened since keeps it.
+        assert_eq!(later.since(&totals).up.peak_ip_bytes_100ms, 250_000);
         assert_eq!(LinkTotals::parse("not json", 0), None);
     }
 }

@@ -14,7 +14,9 @@
 //! - **Bond mode:** each path's pacer and controller run under
 //!   [`BOND_SHARE`] of its rate (the bond's datagrams with their IP and
 //!   UDP headers); the rest leaves room for its acks, probes and the
-//!   pacer's 2 ms burst within any 100 ms.
+//!   pacer's 2 ms burst within any 100 ms (measured on the lab's emulator,
+//!   which stamps a frame when it reads it: 97% let 103% through in one
+//!   100 ms window of six).
 //! - **The other modes:** the QUIC connection's controller runs under
 //!   [`QUIC_SHARE`] of the data path's rate (the least of the paths that
 //!   carry copies, in duplicate mode): quinn counts UDP payloads and its
@@ -26,7 +28,7 @@ use super::PathTable;
 use crate::path::{PathId, PathMode};
 
 /// The share of a path's declared rate its bond pacer sends at.
-pub const BOND_SHARE: f64 = 0.97;
+pub const BOND_SHARE: f64 = 0.95;
 /// The share of the data path's declared rate QUIC's controller is capped
 /// at, outside bond mode.
 pub const QUIC_SHARE: f64 = 0.92;
