@@ -109,6 +109,13 @@ impl std::str::FromStr for WanPath {
         let (mut rate, mut up, mut down) = (None, None, None);
         for option in parts {
             let (key, value) = option.split_once('=').unwrap_or((option, ""));
+            if value.trim().is_empty() && matches!(key.trim(), "rate" | "up" | "down") {
+                return Err(format!(
+                    "--path {s:?}: {}= needs a rate (e.g. {}=20mbit)",
+                    key.trim(),
+                    key.trim()
+                ));
+            }
             let slot = match key.trim() {
                 "rate" => &mut rate,
                 "up" => &mut up,
@@ -153,6 +160,11 @@ fn parse_rate(text: &str) -> Result<u64, String> {
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(lower.len());
     let (number, unit) = lower.split_at(split);
+    if number.is_empty() {
+        return Err(format!(
+            "rate {text:?} is not a number with a unit (e.g. 20mbit)"
+        ));
+    }
     let scale = match unit.strip_suffix("/s").unwrap_or(unit) {
         "bit" => 1.0,
         "kbit" => 1e3,
@@ -223,13 +235,20 @@ mod tests {
             ("eth0=192.0.2.1:4433", "not an IP address"),
             ("10.0.0.1=192.0.2.1", "not an IP:PORT address"),
             ("10.0.0.1=[2001:db8::1]:4433", "different address families"),
-            ("10.0.0.1=192.0.2.1:4433,speed=1mbit", "unknown option \"speed\""),
+            (
+                "10.0.0.1=192.0.2.1:4433,speed=1mbit",
+                "unknown option \"speed\"",
+            ),
             ("10.0.0.1=192.0.2.1:4433,rate=20", "needs a unit"),
             ("10.0.0.1=192.0.2.1:4433,rate=20mbps", "needs a unit"),
             ("10.0.0.1=192.0.2.1:4433,rate=fastmbit", "not a number"),
             ("10.0.0.1=192.0.2.1:4433,rate=10kbit", "out of range"),
-            ("10.0.0.1=192.0.2.1:4433,rate", "needs a unit"),
-            ("10.0.0.1=192.0.2.1:4433,up=1mbit,up=2mbit", "up given twice"),
+            ("10.0.0.1=192.0.2.1:4433,rate", "rate= needs a rate"),
+            ("10.0.0.1=192.0.2.1:4433,down=", "down= needs a rate"),
+            (
+                "10.0.0.1=192.0.2.1:4433,up=1mbit,up=2mbit",
+                "up given twice",
+            ),
         ] {
             let err = bad.parse::<WanPath>().unwrap_err();
             assert!(err.contains(says), "{bad}: {err}");
@@ -239,13 +258,22 @@ mod tests {
     #[test]
     fn rates_apply_both_ways_unless_one_way_overrides_and_print_back() {
         let path: WanPath = "10.0.0.1=192.0.2.1:4433,rate=20mbit".parse().unwrap();
-        assert_eq!((path.up_bps, path.down_bps), (Some(20_000_000), Some(20_000_000)));
+        assert_eq!(
+            (path.up_bps, path.down_bps),
+            (Some(20_000_000), Some(20_000_000))
+        );
         assert_eq!(path.to_string(), "10.0.0.1=192.0.2.1:4433,rate=20mbit");
         let path: WanPath = "10.0.0.1=192.0.2.1:4433, rate=19.4Mbit ,up=2mbit"
             .parse()
             .unwrap();
-        assert_eq!((path.up_bps, path.down_bps), (Some(2_000_000), Some(19_400_000)));
-        assert_eq!(path.to_string(), "10.0.0.1=192.0.2.1:4433,up=2mbit,down=19400kbit");
+        assert_eq!(
+            (path.up_bps, path.down_bps),
+            (Some(2_000_000), Some(19_400_000))
+        );
+        assert_eq!(
+            path.to_string(),
+            "10.0.0.1=192.0.2.1:4433,up=2mbit,down=19400kbit"
+        );
         let path: WanPath = "10.0.0.1=192.0.2.1:4433,down=1gbit".parse().unwrap();
         assert_eq!((path.up_bps, path.down_bps), (None, Some(1_000_000_000)));
         assert_eq!(path.to_string().parse::<WanPath>().unwrap(), path);

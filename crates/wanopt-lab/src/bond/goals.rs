@@ -300,12 +300,21 @@ fn declared_rates(results: &Results) -> Vec<Goal> {
                         .collect::<Vec<_>>()
                         .join(", ");
                     let pass = declared.len() == peak.len()
-                        && declared.iter().zip(peak).all(|(d, p)| *p <= d * DECLARED_SLACK);
+                        && declared
+                            .iter()
+                            .zip(peak)
+                            .all(|(d, p)| *p <= d * DECLARED_SLACK);
                     let sum: f64 = declared.iter().sum();
                     let goodput = r.mbit_s.map_or("-".into(), |m| {
-                        format!("{m:.1} Mbit/s, {:.0}% of the declared {sum:.1}", m / sum * 100.0)
+                        format!(
+                            "{m:.1} Mbit/s, {:.0}% of the declared {sum:.1}",
+                            m / sum * 100.0
+                        )
                     });
-                    (pass, format!("{figure} ({} cell; download {goodput})", workload.name()))
+                    (
+                        pass,
+                        format!("{figure} ({} cell; download {goodput})", workload.name()),
+                    )
                 },
             );
             goal.mode = format!("{} {}", goal.mode, workload.name());
@@ -526,7 +535,10 @@ mod tests {
         };
         let goals = evaluate(&results(vec![unread], vec![]));
         let bulk = find(&goals, "each link declared", "wanopt-shaped bulk");
-        assert_eq!((bulk.verdict, bulk.figure.as_str()), (Verdict::Fail, "no peak counters"));
+        assert_eq!(
+            (bulk.verdict, bulk.figure.as_str()),
+            (Verdict::Fail, "no peak counters")
+        );
         let voice = find(&goals, "each link declared", "wanopt-shaped voice");
         assert_eq!(voice.verdict, Verdict::NotMeasured);
     }

@@ -39,10 +39,12 @@ fn peaks(r: &Row) -> String {
     };
     peak.iter()
         .enumerate()
-        .map(|(i, p)| match r.declared_mbit_s.as_ref().and_then(|d| d.get(i)) {
-            Some(d) => format!("{p:.1} ({d:.1})"),
-            None => format!("{p:.1}"),
-        })
+        .map(
+            |(i, p)| match r.declared_mbit_s.as_ref().and_then(|d| d.get(i)) {
+                Some(d) => format!("{p:.1} ({d:.1})"),
+                None => format!("{p:.1}"),
+            },
+        )
         .collect::<Vec<_>>()
         .join(" / ")
 }

@@ -425,7 +425,10 @@ fn link_peaks(lab: &Lab) -> Option<[f64; 2]> {
     let peak = |link| {
         let path = crate::bringup::link_counters_path(lab, link);
         let totals = crate::link::published::totals_in(&path, now).ok()?;
-        let bytes = totals.up.peak_ip_bytes_100ms.max(totals.down.peak_ip_bytes_100ms);
+        let bytes = totals
+            .up
+            .peak_ip_bytes_100ms
+            .max(totals.down.peak_ip_bytes_100ms);
         Some(round1(bytes as f64 * 8.0 / 0.1 / 1e6))
     };
     Some([peak(WanLink::One)?, peak(WanLink::Two)?])

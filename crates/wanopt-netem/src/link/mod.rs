@@ -171,7 +171,9 @@ impl Link {
             self.push_out_of_order(departure_ns, frame);
             return;
         }
-        let ip_bytes = frame.len().saturating_sub(crate::wire::ethernet::HEADER_LEN) as u64;
+        let ip_bytes = frame
+            .len()
+            .saturating_sub(crate::wire::ethernet::HEADER_LEN) as u64;
         let in_window = self.peak.add(now_ns, ip_bytes);
         self.counters.peak_ip_bytes_100ms = self.counters.peak_ip_bytes_100ms.max(in_window);
         if self.loss.lose(&mut self.rng) {

@@ -465,6 +465,7 @@ mod tests {
             repair_bytes: 0,
             repairs: false,
             bond: None,
+            send_mbps: None,
         }
     }
 

@@ -373,6 +373,12 @@ fn path_metrics(m: &mut Exposition, s: &Status) {
         &per_path(&|p| p.loss_to_peer_percent.map(|l| l / 100.0)),
     );
     m.metric(
+        "path_rate_limit_bits_per_second",
+        "gauge",
+        "The most this node sends on the path (a declared rate: the edge's up=, or on the core the edge's down=), IP packets.",
+        &per_path(&|p| p.send_mbps.map(|r| r * 1e6)),
+    );
+    m.metric(
         "path_sent_bytes_total",
         "counter",
         "Bytes sent on the path (datagrams and probes).",

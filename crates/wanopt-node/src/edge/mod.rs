@@ -189,12 +189,7 @@ impl Edge {
             false => match self.paths_core {
                 Some(addr) => Core::Fixed {
                     addr,
-                    paths: self
-                        .config
-                        .paths
-                        .iter()
-                        .map(WanPath::spec)
-                        .collect(),
+                    paths: self.config.paths.iter().map(WanPath::spec).collect(),
                     mode: self.config.path_use.mode(),
                 },
                 None => Core::Named(config.endpoint.clone()),

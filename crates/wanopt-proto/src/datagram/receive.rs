@@ -188,8 +188,8 @@ mod tests {
 
     use super::*;
     use crate::datagram::paths::Hop;
-    use crate::path::wire::EXPORTER_LEN;
     use crate::datagram::PathSpec;
+    use crate::path::wire::EXPORTER_LEN;
     use crate::path::{PathId, PathKey, PathMode, ProbeRepr, Side, PROBE_LEN};
 
     fn addr(s: &str) -> SocketAddr {

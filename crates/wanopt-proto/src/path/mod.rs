@@ -24,6 +24,6 @@ pub use monitor::{PathMonitor, ProbeRejected};
 pub use select::{PathSet, Preference, Selection, Selector, RECOVER_HOLD};
 pub use state::{Loss, PathState, PathView, ProbeStats, Side, StateChange};
 pub use wire::{
-    looks_like_probe, PathId, PathKey, PathMode, Probe, ProbeBytes, ProbeError, ProbeRepr, PROBE_LEN,
-    PROBE_RATE_LEN,
+    looks_like_probe, PathId, PathKey, PathMode, Probe, ProbeBytes, ProbeError, ProbeRepr,
+    PROBE_LEN, PROBE_RATE_LEN,
 };

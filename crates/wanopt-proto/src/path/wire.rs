@@ -597,17 +597,18 @@ mod tests {
             }
             .emit(&key),
         ] {
-        for bit in 0..good.len() * 8 {
-            let mut bytes = good;
-            bytes[bit / 8] ^= 1 << (bit % 8);
-            let parsed = Probe::new_checked(&bytes[..]).and_then(|p| ProbeRepr::parse(&p, &key));
-            assert!(parsed.is_err(), "bit {bit} flipped still parses");
-            // Whatever else is wrong, nothing past the view's checks
-            // verifies.
-            if let Ok(probe) = Probe::new_checked(&bytes[..]) {
-                assert!(probe.verify(&key).is_err(), "bit {bit}");
+            for bit in 0..good.len() * 8 {
+                let mut bytes = good;
+                bytes[bit / 8] ^= 1 << (bit % 8);
+                let parsed =
+                    Probe::new_checked(&bytes[..]).and_then(|p| ProbeRepr::parse(&p, &key));
+                assert!(parsed.is_err(), "bit {bit} flipped still parses");
+                // Whatever else is wrong, nothing past the view's checks
+                // verifies.
+                if let Ok(probe) = Probe::new_checked(&bytes[..]) {
+                    assert!(probe.verify(&key).is_err(), "bit {bit}");
+                }
             }
-        }
         }
     }
 
@@ -630,21 +631,28 @@ mod tests {
     }
 
     fn any_repr() -> impl Strategy<Value = ProbeRepr> {
-        (any::<[bool; 3]>(), 1..=MAX_PATH, 0u8..5, any::<[u32; 5]>(), any::<Option<u32>>()).prop_map(
-            |([bind, from_client, answer], path, mode, words, rate_kbit)| ProbeRepr {
-                bind,
-                from_client,
-                answer,
-                path: PathId::new(path).unwrap(),
-                mode: PathMode::from_byte(mode).unwrap(),
-                seq: words[0],
-                sent_us: words[1],
-                echo_us: words[2],
-                hold_us: words[3],
-                received: words[4],
-                rate_kbit,
-            },
+        (
+            any::<[bool; 3]>(),
+            1..=MAX_PATH,
+            0u8..5,
+            any::<[u32; 5]>(),
+            any::<Option<u32>>(),
         )
+            .prop_map(
+                |([bind, from_client, answer], path, mode, words, rate_kbit)| ProbeRepr {
+                    bind,
+                    from_client,
+                    answer,
+                    path: PathId::new(path).unwrap(),
+                    mode: PathMode::from_byte(mode).unwrap(),
+                    seq: words[0],
+                    sent_us: words[1],
+                    echo_us: words[2],
+                    hold_us: words[3],
+                    received: words[4],
+                    rate_kbit,
+                },
+            )
     }
 
     proptest! {

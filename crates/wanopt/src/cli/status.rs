@@ -449,7 +449,7 @@ fn paths_lines(paths: &wanopt_node::datagram::PathsStatus) -> Vec<String> {
         .iter()
         .map(|p| {
             format!(
-                "path {}    {} -> {}  {}  rtt {}  loss {} up, {} down  {}",
+                "path {}    {} -> {}  {}  rtt {}  loss {} up, {} down{}  {}",
                 p.number,
                 p.local.as_deref().unwrap_or("*"),
                 p.remote,
@@ -458,6 +458,8 @@ fn paths_lines(paths: &wanopt_node::datagram::PathsStatus) -> Vec<String> {
                     .map_or_else(|| "-".to_owned(), |r| format!("{r:.2} ms")),
                 percent(p.loss_to_peer_percent),
                 percent(p.loss_from_peer_percent),
+                p.send_mbps
+                    .map_or_else(String::new, |r| format!("  sends at most {r:.1} Mbit/s")),
                 if let Some(bond) = &p.bond {
                     format!(
                         "{}  {} sent, {} lost, {} stalls",
@@ -628,6 +630,7 @@ mod tests {
             repair_bytes: 0,
             repairs: false,
             bond: None,
+            send_mbps: None,
         };
         let lines = paths_lines(&PathsStatus {
             mode: "failover".into(),
@@ -671,6 +674,7 @@ mod tests {
         assert!(lines[1].ends_with("  repairs"), "{}", lines[1]);
         assert_eq!(lines[2], "switches  0 (spread-fec)");
         let mut bonded = path(1, "up", true);
+        bonded.send_mbps = Some(19.4);
         bonded.bond = Some(wanopt_node::datagram::BondPathStatus {
             sent: 10,
             acked: 9,
@@ -692,7 +696,7 @@ mod tests {
             paths: vec![bonded],
         });
         assert!(
-            lines[0].ends_with("  bond  10 sent, 1 lost, 0 stalls"),
+            lines[0].ends_with("  sends at most 19.4 Mbit/s  bond  10 sent, 1 lost, 0 stalls"),
             "{}",
             lines[0]
         );

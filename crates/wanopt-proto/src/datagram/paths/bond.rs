@@ -130,7 +130,8 @@ impl PeerPaths {
                 bond.sender.set_probe_rtt(path, rtt);
             }
             let cap = self.routes[path.index()].and_then(|r| r.send_bps);
-            bond.sender.set_rate_cap(path, cap.map(super::shape::bond_cap));
+            bond.sender
+                .set_rate_cap(path, cap.map(super::shape::bond_cap));
         }
         bond.receiver.set_up(now, up);
     }

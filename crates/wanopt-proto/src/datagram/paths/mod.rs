@@ -583,7 +583,7 @@ impl PathTable {
         }
         if peer.side == Side::Server {
             if let Some(route) = peer.routes[path.index()].as_mut() {
-                route.send_bps = repr.rate_kbit.map(|k| u64::from(k) * 1000);
+                route.send_bps = repr.rate_kbit.and_then(shape::from_kbit);
             }
         }
         peer.reselect(now, &mut self.events);

@@ -64,6 +64,16 @@ pub(super) fn to_kbit(bps: u64) -> u32 {
     (bps / 1000).clamp(1, u64::from(u32::MAX)) as u32
 }
 
+/// A probe's rate field as bits per second: 0 is no rate, anything else at
+/// least [`MIN_RATE_BPS`] (a peer's mistake cannot silence a path).
+pub(super) fn from_kbit(kbit: u32) -> Option<u64> {
+    (kbit > 0).then(|| (u64::from(kbit) * 1000).max(MIN_RATE_BPS))
+}
+
+/// The least rate a probe may ask for, bits per second (the edge's own
+/// `--path` refuses less).
+pub const MIN_RATE_BPS: u64 = 64_000;
+
 /// What a bond's path may send at, bytes per second of bond datagrams
 /// with their IP and UDP headers, under a declared `bps`.
 pub(super) fn bond_cap(bps: u64) -> u64 {
@@ -95,5 +105,4 @@ impl PathTable {
             .min()
             .map(|bps| (bps as f64 / 8.0 * QUIC_SHARE) as u64)
     }
-
 }

@@ -196,10 +196,21 @@ fn declared_rates_cap_the_edge_and_its_probes_ask_the_core_for_the_down_rate() {
     let mut core = PathTable::default();
     let edge_addr = addr("203.0.113.9:50000");
     core.bind(now, edge_addr, None, k, Side::Server);
-    core.on_probe(now, edge_addr, None, &on(canonical).1).unwrap();
+    core.on_probe(now, edge_addr, None, &on(canonical).1)
+        .unwrap();
     let status = core.status(edge_addr).unwrap();
     assert_eq!(status.paths[0].send_mbps, Some(40.0));
-    assert_eq!(core.rate_cap(edge_addr), Some((40e6 / 8.0 * QUIC_SHARE) as u64));
-    assert_eq!(edge.status(canonical).unwrap().paths[0].send_mbps, Some(20.0));
+    assert_eq!(
+        core.rate_cap(edge_addr),
+        Some((40e6 / 8.0 * QUIC_SHARE) as u64)
+    );
+    assert_eq!(
+        edge.status(canonical).unwrap().paths[0].send_mbps,
+        Some(20.0)
+    );
     assert_eq!(edge.status(canonical).unwrap().paths[1].send_mbps, None);
+    // A rate of 0 is none; one under 64 kbit/s is taken as 64.
+    assert_eq!(shape::from_kbit(0), None);
+    assert_eq!(shape::from_kbit(1), Some(64_000));
+    assert_eq!(shape::from_kbit(19_400), Some(19_400_000));
 }
