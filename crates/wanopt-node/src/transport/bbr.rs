@@ -219,15 +219,21 @@ mod tests {
         assert_eq!(controller.metrics().congestion_window, 4 * 9000);
     }
 
-    #[test]
-    fn a_bonded_connection_sends_at_the_bond_s_budget() {
-        let controller = controller();
-        let snapshot = controller
+    /// What the datagram layer publishes to `controller` (through a clone,
+    /// as the node gets it).
+    fn share_of(controller: &dyn Controller) -> Arc<BondShare> {
+        controller
             .clone_box()
             .into_any()
             .downcast::<QuinnBbr>()
-            .unwrap();
-        let share = snapshot.bond();
+            .unwrap()
+            .bond()
+    }
+
+    #[test]
+    fn a_bonded_connection_sends_at_the_bond_s_budget() {
+        let controller = controller();
+        let share = share_of(controller.as_ref());
         share.set(Some((1_000_000, 6_000_000)));
         assert_eq!(controller.window(), 1_000_000);
         assert_eq!(controller.pacing_rate(), Some(6_000_000));
@@ -240,12 +246,7 @@ mod tests {
     #[test]
     fn a_published_rate_cap_reaches_the_controller_at_its_next_send() {
         let mut controller = controller();
-        let snapshot = controller
-            .clone_box()
-            .into_any()
-            .downcast::<QuinnBbr>()
-            .unwrap();
-        let share = snapshot.bond();
+        let share = share_of(controller.as_ref());
         share.set_rate_cap(Some(2_300_000));
         controller.on_sent(Instant::now(), 1200, 0);
         // Capped, the controller paces from its first packet, at the cap.

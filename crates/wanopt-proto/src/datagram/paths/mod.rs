@@ -24,17 +24,15 @@ mod shape;
 use crate::dedup::{fingerprint, DuplicateFilter};
 use crate::path::wire::MAX_PATH;
 use crate::path::{
-    looks_like_probe, PathId, PathKey, PathMode, PathMonitor, PathSet, PathState, PathView,
-    Preference, Probe, ProbeBytes, ProbeRepr, Selector, Side,
+    PathId, PathKey, PathMode, PathMonitor, PathSet, PathState, PathView, Preference, Probe,
+    ProbeBytes, ProbeRepr, Selector, Side,
 };
 pub(super) use bond::is_bond;
 pub use bond::{BondBudget, BondPathStatus, BondStatus};
 pub use shape::{PathSpec, BOND_SHARE, QUIC_SHARE};
 
-/// Whether `datagram` is a path probe (it may still be forged).
-pub(super) fn is_probe(datagram: &[u8]) -> bool {
-    looks_like_probe(datagram)
-}
+/// Whether a datagram is a path probe (it may still be forged).
+pub(super) use crate::path::looks_like_probe as is_probe;
 
 /// One path: where it leaves from and goes to, and what it carried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -25,7 +25,7 @@
 use std::net::{IpAddr, SocketAddr};
 
 use super::PathTable;
-use crate::path::{PathId, PathMode};
+use crate::path::{PathId, PathMode, PathSet};
 
 /// The share of a path's declared rate its bond pacer sends at.
 pub const BOND_SHARE: f64 = 0.95;
@@ -95,12 +95,12 @@ impl PathTable {
         let primary = peer.primary.or_else(|| {
             PathId::all().find(|p| peer.routes[p.index()].is_some_and(|r| r.remote == canonical))
         })?;
-        let carrying = match peer.mode {
+        let copies = match peer.mode {
             PathMode::Duplicate => peer.data,
-            _ => [primary].into_iter().collect(),
+            _ => PathSet::EMPTY,
         };
         std::iter::once(primary)
-            .chain(carrying.iter())
+            .chain(copies.iter())
             .filter_map(|p| peer.routes[p.index()]?.send_bps)
             .min()
             .map(|bps| (bps as f64 / 8.0 * QUIC_SHARE) as u64)
