@@ -325,11 +325,19 @@ fn path_probe_inputs() -> Vec<Vec<u8>> {
         hold_us: 1_000,
         received: 6,
         rate_kbit: None,
+        realtime: false,
     };
     let mut seeds = vec![
         probe.emit(&key).to_vec(),
         ProbeRepr {
             rate_kbit: Some(19_400),
+            ..probe
+        }
+        .emit(&key)
+        .to_vec(),
+        ProbeRepr {
+            mode: PathMode::Bond,
+            realtime: true,
             ..probe
         }
         .emit(&key)

@@ -130,6 +130,7 @@ fuzz_target!(|data: &[u8]| {
             hold_us: u32::from(record[5]) * 1000,
             received: u32::from_be_bytes([0, 0, record[6], record[7]]),
             rate_kbit: (record[1] & 0x01 != 0).then(|| u32::from(record[4]) << 8 | 1),
+            realtime: record[3] & 0x80 != 0,
         };
         // Sealed, it verifies and parses back to itself.
         let bytes = repr.emit(&key);

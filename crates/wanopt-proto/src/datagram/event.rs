@@ -41,6 +41,17 @@ pub enum Event {
         /// The path that carries it now.
         to: PathId,
     },
+    /// A peer's real-time datagrams moved to another path (an SLA's
+    /// choice on the client; the client's probes say it on the server).
+    RealtimeMoved {
+        /// The peer's canonical address.
+        canonical: SocketAddr,
+        /// The path that carries them now; `None`: no path of their own
+        /// any more (they follow the lane's mode again).
+        to: Option<PathId>,
+        /// Why (the SLA's choice; empty on the server).
+        why: String,
+    },
     /// The server's side follows the mode the client's probes carry.
     ModeFollowed {
         /// The peer's canonical address.

@@ -20,7 +20,7 @@ use super::transmit::{flagged_len, flagged_runs, rewrite, Ecn, Received, Sending
 use crate::dup::{TailDup, TailParams, TailStats, BUSY_SHARE, MAX_TAIL_DATAGRAMS};
 use crate::fec;
 use crate::fec_stream::{self, FecMode, SOURCE_HEADER};
-use crate::path::{PathKey, PathMode, ProbeBytes, Side};
+use crate::path::{PathKey, PathMode, ProbeBytes, Side, Sla};
 
 /// What the tail policy keeps of a datagram besides its bytes.
 type Meta = (Option<Ecn>, Option<IpAddr>);
@@ -252,6 +252,13 @@ impl DatagramLayer {
     ) {
         self.paths.configure(now, canonical, paths, mode);
         self.paths_on = self.paths.has_routes();
+    }
+
+    /// The SLA that chooses the path of real-time datagrams to every
+    /// peer with paths (`sla=` of the edge's real-time classes, the
+    /// strictest), or none.
+    pub fn set_sla(&mut self, now: Instant, sla: Option<Sla>) {
+        self.paths.set_sla(now, sla);
     }
 
     /// Whether datagrams go through the path table (this node has paths,

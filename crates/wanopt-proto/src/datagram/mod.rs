@@ -50,13 +50,15 @@ pub use fec::{flush_after, MEASURE_REPORT_INTERVAL, REPORT_INTERVAL};
 pub use fec_status::FecStatus;
 pub use layer::DatagramLayer;
 pub use paths::{
-    BondBudget, BondPathStatus, BondStatus, PathSpec, PathStatus, PathsStatus, BOND_SHARE,
-    QUIC_SHARE,
+    BondBudget, BondPathStatus, BondStatus, PathSpec, PathStatus, PathsStatus, RealtimeStatus,
+    BOND_SHARE, QUIC_SHARE,
 };
 pub use sample::{PathSample, SAMPLE_INTERVAL};
 pub use transmit::{Ecn, Received, Sending, Transmit};
 
 #[cfg(test)]
 mod simulation;
+#[cfg(test)]
+mod sla_simulation;
 #[cfg(test)]
 mod tests;

@@ -237,6 +237,7 @@ mod tests {
                 hold_us: 0,
                 received: 0,
                 rate_kbit: None,
+                realtime: false,
             }
             .emit(&key)
         };

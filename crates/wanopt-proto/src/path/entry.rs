@@ -29,24 +29,47 @@ pub const UNKNOWN_DOWN: Duration = Duration::from_secs(1);
 pub const UP_ECHOES: u32 = 3;
 /// Probes per loss window.
 pub const LOSS_WINDOW: u64 = 64;
+/// Probes per window of the loss an SLA is judged by: 64 cannot tell 1%
+/// from 0, and the meter spans one or two windows.
+pub const SLA_LOSS_WINDOW: u64 = 256;
+/// The gain of the interarrival jitter's running mean (RFC 3550 §6.4.1).
+const JITTER_GAIN: u32 = 16;
 /// Probes sent that an echo can still name.
 pub(super) const SENT_HISTORY: usize = 64;
 
 /// Loss from cumulative counts, over the last one or two windows.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub(super) struct LossMeter {
+    /// Probes per window.
+    window: u64,
     /// The cumulative (expected, received) of the last sample.
     last: (u64, u64),
     current: (u64, u64),
     previous: (u64, u64),
 }
 
+impl Default for LossMeter {
+    fn default() -> LossMeter {
+        LossMeter::over(LOSS_WINDOW)
+    }
+}
+
 impl LossMeter {
+    /// A meter whose windows are `window` probes.
+    pub(super) fn over(window: u64) -> LossMeter {
+        LossMeter {
+            window,
+            last: (0, 0),
+            current: (0, 0),
+            previous: (0, 0),
+        }
+    }
+
     pub(super) fn record(&mut self, expected: u64, received: u64) {
         let (last_expected, last_received) = self.last;
         if expected < last_expected {
             // The counts went back (a restarted peer): start over.
-            *self = LossMeter::default();
+            *self = LossMeter::over(self.window);
             return;
         }
         let new = expected - last_expected;
@@ -54,7 +77,7 @@ impl LossMeter {
         self.current.0 += new;
         self.current.1 += arrived;
         self.last = (expected, received.max(last_received));
-        if self.current.0 >= LOSS_WINDOW {
+        if self.current.0 >= self.window {
             self.previous = std::mem::take(&mut self.current);
         }
     }
@@ -109,6 +132,11 @@ pub(super) struct Entry {
     pub(super) rttvar: Duration,
     pub(super) loss_to_peer: LossMeter,
     pub(super) loss_from_peer: LossMeter,
+    /// Both ways' loss over [`SLA_LOSS_WINDOW`]s, for an SLA.
+    pub(super) sla_loss_to_peer: LossMeter,
+    pub(super) sla_loss_from_peer: LossMeter,
+    /// RFC 3550 interarrival jitter of the peer's probes, µs.
+    pub(super) jitter_us: Option<f64>,
     pub(super) stats: ProbeStats,
 }
 
@@ -137,6 +165,9 @@ impl Entry {
             rttvar: Duration::ZERO,
             loss_to_peer: LossMeter::default(),
             loss_from_peer: LossMeter::default(),
+            sla_loss_to_peer: LossMeter::over(SLA_LOSS_WINDOW),
+            sla_loss_from_peer: LossMeter::over(SLA_LOSS_WINDOW),
+            jitter_us: None,
             stats: ProbeStats::default(),
         }
     }
@@ -205,13 +236,32 @@ impl Entry {
         }
     }
 
+    /// A peer's probe sent at `sent_us` (its clock) arrived at `at`, the
+    /// one before it sent at `before.0` and arrived at `before.1`: RFC 3550
+    /// §6.4.1, J += (|D| - J) / 16, D the change in transit time.
+    pub(super) fn jitter_sample(&mut self, before: (u32, Instant), sent_us: u32, at: Instant) {
+        let sent_gap = f64::from(sent_us.wrapping_sub(before.0) as i32);
+        let arrival_gap = at.saturating_duration_since(before.1).as_secs_f64() * 1e6;
+        let d = (arrival_gap - sent_gap).abs();
+        let j = self.jitter_us.get_or_insert(d);
+        *j += (d - *j) / f64::from(JITTER_GAIN);
+    }
+
     pub(super) fn view(&self) -> PathView {
+        let sla_loss = match (self.sla_loss_to_peer.loss(), self.sla_loss_from_peer.loss()) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
         PathView {
             id: self.id,
             state: self.state,
             rtt: self.srtt,
             loss: self.loss_to_peer.loss(),
             up_since: self.up_since,
+            sla_loss,
+            jitter: self
+                .jitter_us
+                .map(|j| Duration::from_micros(j.round() as u64)),
         }
     }
 }

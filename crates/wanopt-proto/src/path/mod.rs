@@ -17,11 +17,13 @@
 mod entry;
 pub mod monitor;
 pub mod select;
+pub mod sla;
 mod state;
 pub mod wire;
 
 pub use monitor::{PathMonitor, ProbeRejected};
 pub use select::{PathSet, Preference, Selection, Selector, RECOVER_HOLD};
+pub use sla::{Sla, SlaChoice, SlaError, SlaSelector};
 pub use state::{Loss, PathState, PathView, ProbeStats, Side, StateChange};
 pub use wire::{
     looks_like_probe, PathId, PathKey, PathMode, Probe, ProbeBytes, ProbeError, ProbeRepr,

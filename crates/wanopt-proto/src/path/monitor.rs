@@ -258,6 +258,13 @@ impl PathMonitor {
             u64::from(probe.seq.saturating_sub(first)) + 1,
             u64::from(entry.received),
         );
+        if let Some(before) = entry.newest {
+            entry.jitter_sample(before, probe.sent_us, now);
+        }
+        entry.sla_loss_from_peer.record(
+            u64::from(probe.seq.saturating_sub(first)) + 1,
+            u64::from(entry.received),
+        );
         entry.newest = Some((probe.sent_us, now));
         // Unvalidated, every probe gets one answer (return routability);
         // else the slower side answers the faster one's probes.
@@ -299,6 +306,9 @@ impl PathMonitor {
         entry.last_echo_seq = Some(sent.seq);
         entry
             .loss_to_peer
+            .record(u64::from(sent.seq), u64::from(probe.received));
+        entry
+            .sla_loss_to_peer
             .record(u64::from(sent.seq), u64::from(probe.received));
         let in_a_row = entry
             .last_advance
@@ -439,6 +449,7 @@ impl PathMonitor {
             hold_us,
             received: entry.received,
             rate_kbit: None,
+            realtime: false,
         })
     }
 
@@ -462,6 +473,11 @@ impl PathMonitor {
     /// `path`'s smoothed RTT, once measured.
     pub fn rtt(&self, path: PathId) -> Option<Duration> {
         self.entry(path)?.srtt
+    }
+
+    /// The interarrival jitter of the peer's probes on `path`.
+    pub fn jitter(&self, path: PathId) -> Option<Duration> {
+        self.entry(path)?.view().jitter
     }
 
     /// `path`'s loss each way.

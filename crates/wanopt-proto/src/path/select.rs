@@ -243,6 +243,8 @@ mod tests {
             rtt: Some(Duration::from_millis(40 + 10 * u64::from(n))),
             loss: Some(0.0),
             up_since: since,
+            sla_loss: Some(0.0),
+            jitter: None,
         }
     }
 

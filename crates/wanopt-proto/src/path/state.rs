@@ -55,6 +55,12 @@ pub struct PathView {
     /// When it last came up from unknown or down (a suspect spell does not
     /// reset it); `None` while it is down or unknown.
     pub up_since: Option<Instant>,
+    /// Its loss the worse way, over the longer windows an SLA is judged
+    /// by (0 to 1), once measured.
+    pub sla_loss: Option<f64>,
+    /// The interarrival jitter of the peer's probes on it (RFC 3550),
+    /// once two arrived.
+    pub jitter: Option<Duration>,
 }
 
 /// Loss on a path each way, 0 to 1, once measured.

@@ -7,8 +7,10 @@
 //!             ANSWER (sent at once in answer to a probe: never answered
 //!             itself); bit 3 RATE (the probe is 40 bytes, with `rate`)
 //!  2 path     the path's number, 1..=15 (the client's numbering)
-//!  3 mode     the sending lane's mode: 0 failover, 1 plain, 2 duplicate,
-//!             3 spread-fec, 4 bond
+//!  3 mode     bits 6-0 the sending lane's mode: 0 failover, 1 plain,
+//!             2 duplicate, 3 spread-fec, 4 bond; bit 7 REALTIME (the
+//!             client's: real-time datagrams take this path, chosen by an
+//!             SLA)
 //!  4 token    u32, from the exporter: which connection
 //!  8 seq      u32, per path and sender, strictly increasing
 //! 12 sent_us  u32, the sender's clock in µs (wraps; only echoed back)
@@ -25,7 +27,7 @@
 //!
 //! All integers are big-endian. A probe may be padded past its length (to
 //! test a path's MTU); the padding is neither read nor authenticated. A
-//! node of a release before RATE drops probes that carry it.
+//! node of a release before RATE or REALTIME drops probes that carry it.
 
 use std::fmt;
 use std::ops::Range;
@@ -55,6 +57,8 @@ const FROM_CLIENT: u8 = 0x02;
 const ANSWER: u8 = 0x04;
 /// `flags` bit 3: the probe carries a rate.
 const RATE: u8 = 0x08;
+/// `mode` bit 7: real-time datagrams take this path.
+const REALTIME: u8 = 0x80;
 
 mod field {
     use std::ops::Range;
@@ -345,6 +349,8 @@ pub struct ProbeRepr {
     /// The most the sender asks its peer to send on this path, kbit/s of
     /// IP packets (the edge's declared `down=` rate); `None`: no limit.
     pub rate_kbit: Option<u32>,
+    /// Real-time datagrams take this path (the client's SLA choice).
+    pub realtime: bool,
 }
 
 impl ProbeRepr {
@@ -355,7 +361,8 @@ impl ProbeRepr {
         let flags = probe.flags();
         let number = probe.path_number();
         let path = PathId::new(number).ok_or(ProbeError::Path(number))?;
-        let mode = PathMode::from_byte(probe.buffer.as_ref()[field::MODE])?;
+        let mode_byte = probe.buffer.as_ref()[field::MODE];
+        let mode = PathMode::from_byte(mode_byte & !REALTIME)?;
         Ok(ProbeRepr {
             bind: flags & BIND != 0,
             from_client: flags & FROM_CLIENT != 0,
@@ -368,6 +375,7 @@ impl ProbeRepr {
             hold_us: probe.word(field::HOLD_US),
             received: probe.word(field::RECEIVED),
             rate_kbit: probe.has_rate().then(|| probe.word(field::RATE)),
+            realtime: mode_byte & REALTIME != 0,
         })
     }
 
@@ -381,7 +389,7 @@ impl ProbeRepr {
             | if self.answer { ANSWER } else { 0 }
             | if self.rate_kbit.is_some() { RATE } else { 0 };
         bytes[field::PATH] = self.path.get();
-        bytes[field::MODE] = self.mode.to_byte();
+        bytes[field::MODE] = self.mode.to_byte() | if self.realtime { REALTIME } else { 0 };
         for (range, value) in [
             (field::TOKEN, key.token),
             (field::SEQ, self.seq),
@@ -469,6 +477,7 @@ mod tests {
             hold_us: 0x3132_3334,
             received: 0x4142_4344,
             rate_kbit: None,
+            realtime: false,
         }
     }
 
@@ -564,6 +573,7 @@ mod tests {
         let key = key(4);
         let repr = ProbeRepr {
             rate_kbit: Some(19_400),
+            realtime: true,
             ..repr()
         };
         let bytes = repr.emit(&key);
@@ -593,6 +603,7 @@ mod tests {
             repr().emit(&key),
             ProbeRepr {
                 rate_kbit: Some(7),
+                realtime: false,
                 ..repr()
             }
             .emit(&key),
@@ -632,14 +643,14 @@ mod tests {
 
     fn any_repr() -> impl Strategy<Value = ProbeRepr> {
         (
-            any::<[bool; 3]>(),
+            any::<[bool; 4]>(),
             1..=MAX_PATH,
             0u8..5,
             any::<[u32; 5]>(),
             any::<Option<u32>>(),
         )
             .prop_map(
-                |([bind, from_client, answer], path, mode, words, rate_kbit)| ProbeRepr {
+                |([bind, from_client, answer, realtime], path, mode, words, rate_kbit)| ProbeRepr {
                     bind,
                     from_client,
                     answer,
@@ -651,6 +662,7 @@ mod tests {
                     hold_us: words[3],
                     received: words[4],
                     rate_kbit,
+                    realtime,
                 },
             )
     }

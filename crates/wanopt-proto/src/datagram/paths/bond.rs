@@ -164,12 +164,17 @@ impl PathTable {
         let Some(peer) = self.peer_mut(canonical).filter(|p| p.bond_usable()) else {
             return false;
         };
+        let own = peer.realtime_path();
         let Some(bond) = peer.bond.as_mut() else {
             return false;
         };
         if realtime {
-            let up: PathSet = PathId::all().filter(|p| bond.sender.usable(*p)).collect();
-            bond.sender.handle_realtime(now, datagram, up) > 0
+            // On their own path (an SLA's), else a copy on every path up.
+            let mut paths: PathSet = own.filter(|p| bond.sender.usable(*p)).into_iter().collect();
+            if paths.is_empty() {
+                paths = PathId::all().filter(|p| bond.sender.usable(*p)).collect();
+            }
+            bond.sender.handle_realtime(now, datagram, paths) > 0
         } else {
             // A datagram no path could take is lost to QUIC, which sends
             // its data again: taken all the same.

@@ -19,16 +19,18 @@ use serde::{Deserialize, Serialize};
 use super::event::{Event, ProbeDropped};
 
 mod bond;
+mod realtime;
 mod shape;
 
 use crate::dedup::{fingerprint, DuplicateFilter};
 use crate::path::wire::MAX_PATH;
 use crate::path::{
     PathId, PathKey, PathMode, PathMonitor, PathSet, PathState, PathView, Preference, Probe,
-    ProbeBytes, ProbeRepr, Selector, Side,
+    ProbeBytes, ProbeRepr, Selector, Side, Sla, SlaSelector,
 };
 pub(super) use bond::is_bond;
 pub use bond::{BondBudget, BondPathStatus, BondStatus};
+pub use realtime::RealtimeStatus;
 pub use shape::{PathSpec, BOND_SHARE, QUIC_SHARE};
 
 /// Whether a datagram is a path probe (it may still be forged).
@@ -124,6 +126,13 @@ struct PeerPaths {
     filter_seed: u64,
     /// The lane's bond, in bond mode while the connection is up.
     bond: Option<Box<bond::Bond>>,
+    /// The client's choice of a path for real-time datagrams, by the
+    /// edge's SLA.
+    sla: Option<SlaSelector>,
+    /// The path real-time datagrams take (the client's SLA choice; on the
+    /// server, the path the client's probes name); `None`: as the mode
+    /// sends them.
+    realtime: Option<PathId>,
 }
 
 impl PeerPaths {
@@ -152,6 +161,8 @@ impl PeerPaths {
             views: Vec::new(),
             filter_seed,
             bond: None,
+            sla: None,
+            realtime: None,
         }
     }
 
@@ -224,6 +235,7 @@ impl PeerPaths {
             }
             self.primary = primary;
         }
+        self.select_realtime(now, events);
     }
 }
 
@@ -250,6 +262,8 @@ pub(super) struct PathTable {
     /// Whether any lane ever turned to bond mode: until then the bonds'
     /// polls (after every transmit) look at no peer.
     bonding: bool,
+    /// The SLA of the edge's real-time classes (the strictest).
+    sla: Option<Sla>,
 }
 
 impl PathTable {
@@ -305,8 +319,31 @@ impl PathTable {
         }
         peer.fallback = PathId::new(1).filter(|_| !paths.is_empty());
         peer.primary = peer.fallback;
+        peer.sla = self.sla.map(SlaSelector::new);
         self.bonding |= mode == PathMode::Bond;
         self.peers.push(peer);
+    }
+
+    /// The SLA real-time datagrams' path is chosen by (the strictest of
+    /// the edge's real-time classes'), or none: they go as the mode sends
+    /// them. A changed SLA starts its choice over.
+    pub(super) fn set_sla(&mut self, now: Instant, sla: Option<Sla>) {
+        let sla = sla.filter(|s| !s.is_empty());
+        if sla == self.sla {
+            return;
+        }
+        self.sla = sla;
+        for peer in self.peers.iter_mut().filter(|p| p.side == Side::Client) {
+            peer.sla = sla.map(SlaSelector::new);
+            if sla.is_none() && peer.realtime.take().is_some() {
+                self.events.push_back(Event::RealtimeMoved {
+                    canonical: peer.canonical,
+                    to: None,
+                    why: String::new(),
+                });
+            }
+            peer.reselect(now, &mut self.events);
+        }
     }
 
     /// A connection to `canonical` is up with `key`: probing starts (the
@@ -334,6 +371,8 @@ impl PathTable {
         peer.canonical_local = local;
         peer.monitor = PathMonitor::new(now, peer.side, peer.mode);
         peer.selector = Selector::new(peer.mode, Preference::Listed);
+        peer.sla = self.sla.map(SlaSelector::new);
+        peer.realtime = None;
         for path in PathId::all() {
             if peer.routes[path.index()].is_some() {
                 peer.monitor.add_path(now, path);
@@ -359,6 +398,7 @@ impl PathTable {
         peer.selector = Selector::new(peer.mode, Preference::Listed);
         peer.key = None;
         peer.bond = None;
+        peer.realtime = None;
         peer.fallback = peer.primary.or(peer.fallback);
         peer.primary = peer.fallback;
     }
@@ -394,7 +434,12 @@ impl PathTable {
         copies: &mut Vec<Hop>,
     ) -> Option<Hop> {
         let peer = self.peers.iter_mut().find(|p| p.canonical == destination)?;
-        let path = peer.primary?;
+        // Only real-time datagrams: on their own path, if they have one.
+        let all_realtime = copy_len > 0 && copy_len == len;
+        let path = peer
+            .realtime_path()
+            .filter(|_| all_realtime)
+            .or(peer.primary)?;
         let route = peer.routes[path.index()].as_mut()?;
         route.tx_bytes += len as u64;
         let hop = route.hop();
@@ -562,6 +607,7 @@ impl PathTable {
         peer.monitor.on_probe(now, path, &repr)?;
         if peer.side == Side::Server {
             peer.follow_mode(repr.mode, &mut self.events);
+            peer.follow_realtime(path, repr.realtime, &mut self.events);
             self.bonding |= repr.mode == PathMode::Bond;
         }
         if peer.side == Side::Server && repr.bind {
@@ -604,6 +650,7 @@ impl PathTable {
             while let Some(mut probe) = peer.monitor.poll_due(now) {
                 if let Some(route) = &mut peer.routes[probe.path.index()] {
                     probe.rate_kbit = route.ask_bps.map(shape::to_kbit);
+                    probe.realtime = peer.sla.is_some() && peer.realtime == Some(probe.path);
                     let bytes = probe.emit(&key);
                     route.tx_bytes += bytes.len() as u64;
                     out.push((route.hop(), bytes));
@@ -646,6 +693,7 @@ impl PathTable {
                         .map_or("unknown", PathState::name)
                         .to_owned(),
                     rtt_ms: peer.monitor.rtt(path).map(ms),
+                    jitter_ms: peer.monitor.jitter(path).map(ms),
                     loss_to_peer_percent: loss.to_peer.map(|l| l * 100.0),
                     loss_from_peer_percent: loss.from_peer.map(|l| l * 100.0),
                     data: peer.primary == Some(path),
@@ -660,6 +708,7 @@ impl PathTable {
                         && peer.primary != Some(path),
                     bond: Self::bond_status(peer, path),
                     send_mbps: route.send_bps.map(|b| b as f64 / 1e6),
+                    realtime: peer.realtime == Some(path),
                 })
             })
             .collect();
@@ -669,6 +718,7 @@ impl PathTable {
             switches: peer.switches(),
             probes_dropped: self.probes_dropped,
             bond: Self::bond_summary(peer),
+            realtime: peer.realtime_status(),
             paths,
         })
     }
@@ -697,6 +747,10 @@ pub struct PathsStatus {
     /// The bond (bond mode, while the connection is up).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bond: Option<BondStatus>,
+    /// Where real-time datagrams go when they have a path of their own
+    /// (an SLA's choice).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub realtime: Option<RealtimeStatus>,
     /// The paths, by number.
     pub paths: Vec<PathStatus>,
 }
@@ -714,6 +768,9 @@ pub struct PathStatus {
     pub state: String,
     /// Smoothed RTT of the probes, milliseconds.
     pub rtt_ms: Option<f64>,
+    /// Interarrival jitter of the peer's probes (RFC 3550), milliseconds.
+    #[serde(default)]
+    pub jitter_ms: Option<f64>,
     /// Loss of this node's probes toward the peer, percent.
     pub loss_to_peer_percent: Option<f64>,
     /// Loss of the peer's probes toward this node, percent.
@@ -746,6 +803,9 @@ pub struct PathStatus {
     /// What the bond sent on it (bond mode).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bond: Option<BondPathStatus>,
+    /// Whether real-time datagrams take this path (an SLA's choice).
+    #[serde(default)]
+    pub realtime: bool,
 }
 
 #[cfg(test)]

@@ -26,6 +26,7 @@ fn client_probe(path: u8, seq: u32, key: &PathKey) -> ProbeBytes {
         hold_us: 0,
         received: 0,
         rate_kbit: None,
+        realtime: false,
     }
     .emit(key)
 }

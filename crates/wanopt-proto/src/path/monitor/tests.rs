@@ -461,6 +461,7 @@ impl FakeServer {
             hold_us: hold.as_micros() as u32,
             received: self.received,
             rate_kbit: None,
+            realtime: false,
         }
     }
 }
