@@ -19,7 +19,13 @@
 //!   blocks, a full code of their own) when FEC is on;
 //! - `priority=high|normal|low`: the flow's tunnel stream goes ahead of,
 //!   with, or behind the others (UDP datagrams always go ahead of streams'
-//!   data, within their share).
+//!   data, within their share);
+//! - `sla=latency<150ms,loss<1%,jitter<30ms` (real-time classes; the
+//!   items with `<` after `sla=` are its terms): real-time datagrams take
+//!   the first path that meets it, or the best one when none does
+//!   ([`wanopt_proto::path::sla`]), instead of every path (bond) or the
+//!   data path (failover, spread-fec). With several, the strictest
+//!   thresholds of all apply.
 //!
 //! Within a key any value matches; all keys given must match. The first
 //! class that matches a flow is its class. Without any class, every UDP
@@ -30,13 +36,14 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::str::FromStr;
 
+use wanopt_proto::path::Sla;
 use wanopt_proto::Services;
 
 use crate::policy::AddrRule;
 
 /// A class did not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("bad traffic class {spec:?}: {why} (expected e.g. name=voice,udp,dscp=ef,dst=10.0.0.0/8:5004-5100,realtime,priority=high)")]
+#[error("bad traffic class {spec:?}: {why} (expected e.g. name=voice,udp,dscp=ef,dst=10.0.0.0/8:5004-5100,realtime,priority=high,sla=latency<150ms,loss<1%)")]
 pub struct ClassError {
     spec: String,
     why: String,
@@ -95,7 +102,7 @@ impl Priority {
 }
 
 /// One traffic class.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TrafficClass {
     /// Its name, shown in `wanopt flows`.
     pub name: String,
@@ -109,6 +116,9 @@ pub struct TrafficClass {
     pub realtime: bool,
     /// Stream priority.
     pub priority: Priority,
+    /// The service level its real-time datagrams' path must meet (empty:
+    /// none).
+    pub sla: Sla,
 }
 
 /// DSCP names (RFC 2474, 2597, 3246, 5865).
@@ -163,8 +173,15 @@ impl FromStr for TrafficClass {
             dscp: Vec::new(),
             realtime: false,
             priority: Priority::Normal,
+            sla: Sla::default(),
         };
+        let mut in_sla = false;
         for item in spec.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            if in_sla && !item.contains('=') && item.contains('<') {
+                class.sla.add_term(item).map_err(|e| err(e.to_string()))?;
+                continue;
+            }
+            in_sla = false;
             let (key, value) = match item.split_once('=') {
                 Some((k, v)) => (k.trim(), Some(v.trim())),
                 None => (item, None),
@@ -190,6 +207,10 @@ impl FromStr for TrafficClass {
                     ))
                 })?),
                 ("realtime", None) => class.realtime = true,
+                ("sla", Some(v)) => {
+                    class.sla.add_term(v).map_err(|e| err(e.to_string()))?;
+                    in_sla = true;
+                }
                 ("priority", Some(v)) => {
                     class.priority = match v {
                         "high" => Priority::High,
@@ -214,6 +235,9 @@ impl TrafficClass {
     pub fn check(&self) -> Result<(), String> {
         if self.realtime && self.proto == Some(Proto::Tcp) {
             return Err("realtime applies to UDP flows only (TCP resends what it loses)".into());
+        }
+        if !self.sla.is_empty() && !self.realtime {
+            return Err("sla chooses the path of real-time datagrams: add realtime (other flows go as --path-mode sends them)".into());
         }
         if !self.dscp.is_empty() && self.proto == Some(Proto::Tcp) {
             return Err(
@@ -256,20 +280,24 @@ impl fmt::Display for TrafficClass {
             write!(f, ",realtime")?;
         }
         match self.priority {
-            Priority::High => write!(f, ",priority=high"),
-            Priority::Normal => Ok(()),
-            Priority::Low => write!(f, ",priority=low"),
+            Priority::High => write!(f, ",priority=high")?,
+            Priority::Normal => {}
+            Priority::Low => write!(f, ",priority=low")?,
         }
+        if !self.sla.is_empty() {
+            write!(f, ",sla={}", self.sla)?;
+        }
+        Ok(())
     }
 }
 
 /// The edge's classes, in order.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Classes(pub Vec<TrafficClass>);
 
 /// The edge's policy: which flows it optimizes and how. A reload
 /// replaces it while flows run; each new flow reads the current one.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct EdgePolicy {
     /// Transparent flows to optimize (`--optimize`); empty: all.
     pub optimize: crate::policy::RuleSet,
@@ -368,6 +396,16 @@ impl Classes {
         self.0.iter().any(|c| !c.dscp.is_empty())
     }
 
+    /// The SLA real-time datagrams' path must meet: the strictest of the
+    /// real-time classes' (`None`: no class has one).
+    pub fn sla(&self) -> Option<Sla> {
+        self.0
+            .iter()
+            .filter(|c| c.realtime && !c.sla.is_empty())
+            .map(|c| c.sla)
+            .reduce(Sla::strictest)
+    }
+
     /// Whether there are no classes.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
@@ -380,6 +418,50 @@ mod tests {
 
     fn addr(s: &str) -> Option<SocketAddr> {
         Some(s.parse().unwrap())
+    }
+
+    #[test]
+    fn an_sla_takes_the_terms_after_it_and_the_strictest_of_all_applies() {
+        let c: TrafficClass =
+            "name=voice,udp,realtime,sla=latency<150ms, loss<1%,jitter<30ms,priority=high"
+                .parse()
+                .unwrap();
+        assert_eq!(c.priority, Priority::High);
+        assert_eq!(c.sla.to_string(), "latency<150ms,loss<1%,jitter<30ms");
+        assert_eq!(
+            c.to_string(),
+            "name=voice,udp,realtime,priority=high,sla=latency<150ms,loss<1%,jitter<30ms"
+        );
+        assert_eq!(c.to_string().parse::<TrafficClass>().unwrap(), c);
+        let video: TrafficClass = "name=video,udp,realtime,sla=latency<100ms,loss<2%"
+            .parse()
+            .unwrap();
+        let bulk: TrafficClass = "name=bulk,tcp,priority=low".parse().unwrap();
+        assert_eq!(
+            Classes(vec![c.clone(), video, bulk.clone()])
+                .sla()
+                .unwrap()
+                .to_string(),
+            "latency<100ms,loss<1%,jitter<30ms"
+        );
+        assert_eq!(Classes(vec![bulk]).sla(), None);
+        for (bad, says) in [
+            ("name=x,udp,sla=latency<150ms", "add realtime"),
+            ("name=x,tcp,sla=loss<1%", "add realtime"),
+            (
+                "name=x,udp,realtime,sla=latency<150",
+                "bad SLA term \"latency<150\"",
+            ),
+            (
+                "name=x,udp,realtime,sla=loss<1%,rtt<5ms",
+                "the metric is latency, loss or jitter",
+            ),
+            // A term with `<` that follows no sla= is no item.
+            ("name=x,udp,realtime,loss<1%", "unknown item \"loss<1%\""),
+        ] {
+            let e = bad.parse::<TrafficClass>().unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
     }
 
     #[test]

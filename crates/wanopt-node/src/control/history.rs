@@ -454,6 +454,7 @@ mod tests {
             remote: "198.18.2.2:4433".into(),
             state: "up".into(),
             rtt_ms: Some(41.0),
+            jitter_ms: None,
             loss_to_peer_percent: Some(0.5),
             loss_from_peer_percent: None,
             data: true,
@@ -466,6 +467,7 @@ mod tests {
             repairs: false,
             bond: None,
             send_mbps: None,
+            realtime: false,
         }
     }
 
@@ -534,6 +536,7 @@ mod tests {
                 switches: 0,
                 probes_dropped: 0,
                 bond: None,
+                realtime: None,
                 paths: vec![path(1, sent, received), path(2, 0, 0)],
             });
             vec![p]

@@ -36,6 +36,7 @@ pub fn render_metrics(state: &NodeState) -> String {
     fec_metrics(&mut m, &s);
     traffic_metrics(&mut m, &s);
     flow_metrics(&mut m, &s);
+    flow_path_metrics(&mut m, &state.flows_explained());
     udp_metrics(&mut m, &s);
     handshake_metrics(&mut m, state.handshakes.counts());
     cache_metrics(&mut m, &state.cache_report());
@@ -379,6 +380,36 @@ fn path_metrics(m: &mut Exposition, s: &Status) {
         &per_path(&|p| p.send_mbps.map(|r| r * 1e6)),
     );
     m.metric(
+        "path_jitter_seconds",
+        "gauge",
+        "Interarrival jitter of the peer's probes on the path (RFC 3550).",
+        &per_path(&|p| p.jitter_ms.map(|j| j / 1e3)),
+    );
+    m.metric(
+        "path_realtime",
+        "gauge",
+        "1 while real-time datagrams take the path by an SLA's choice (sla= in a class).",
+        &per_path(&|p| Some(f64::from(u8::from(p.realtime)))),
+    );
+    m.metric(
+        "realtime_sla_met",
+        "gauge",
+        "1 while the path real-time datagrams take meets the SLA, 0 while none does (the edge).",
+        &per_peer(s, |p| {
+            let meets = p.paths.as_ref()?.realtime.as_ref()?.meets?;
+            Some(f64::from(u8::from(meets)))
+        }),
+    );
+    m.metric(
+        "realtime_path_moves_total",
+        "counter",
+        "Times real-time datagrams moved from one path to another by the SLA (the edge).",
+        &per_peer(s, |p| {
+            let rt = p.paths.as_ref()?.realtime.as_ref()?;
+            rt.sla.as_ref().map(|_| rt.moves as f64)
+        }),
+    );
+    m.metric(
         "path_sent_bytes_total",
         "counter",
         "Bytes sent on the path (datagrams and probes).",
@@ -413,6 +444,32 @@ fn path_metrics(m: &mut Exposition, s: &Status) {
         "counter",
         "Times the data path to the peer moved from one path to another.",
         &per_peer(s, |p| Some(p.paths.as_ref()?.switches as f64)),
+    );
+}
+
+/// Live flows by the WAN path they take, their class and why (a peer
+/// with several paths).
+fn flow_path_metrics(m: &mut Exposition, flows: &[crate::flow::FlowInfo]) {
+    let mut counts: std::collections::BTreeMap<String, f64> = Default::default();
+    for f in flows {
+        let (Some(path), Some(reason)) = (&f.wan_path, &f.wan_path_reason) else {
+            continue;
+        };
+        let labels = format!(
+            ",peer=\"{}\",wan_path=\"{path}\",class=\"{}\",reason=\"{reason}\"",
+            f.peer.as_deref().unwrap_or(""),
+            f.class.as_deref().unwrap_or("").replace(['"', '\\'], "_")
+        );
+        *counts.entry(labels).or_default() += 1.0;
+    }
+    if counts.is_empty() {
+        return;
+    }
+    m.metric(
+        "flows_by_wan_path",
+        "gauge",
+        "Live flows by the WAN path their tunnel packets take (a number, bond or every), their class and why (sla_meets, sla_best, sla, duplicate, bond, data_path).",
+        &counts.into_iter().collect::<Vec<_>>(),
     );
 }
 

@@ -83,6 +83,7 @@ pub(crate) async fn tunnel_bind(
         }
     }
     let paths: Vec<_> = config.paths.iter().map(|p| p.spec()).collect();
+    state.datagrams.set_sla(config.classes.sla());
     state
         .datagrams
         .set_paths(core_addr, &paths, config.path_use.mode());

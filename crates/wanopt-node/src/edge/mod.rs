@@ -225,6 +225,7 @@ impl Edge {
     /// Returns what changed, for the log.
     pub(crate) fn reload(&self, new: EdgeConfig) -> Result<String, NodeError> {
         self.check_reload(&new)?;
+        self.state.datagrams.set_sla(new.classes.sla());
         let policy = match self.policy.set(new.policy()) {
             true => "policy changed",
             false => "policy unchanged",

@@ -258,6 +258,9 @@ impl Flow {
             peer_name: self.peer_traffic().map(|t| t.label().to_string()),
             limit: None,
             why: None,
+            wan_path: None,
+            wan_path_why: None,
+            wan_path_reason: None,
         }
     }
 }
@@ -342,6 +345,18 @@ pub struct FlowInfo {
     /// That limit in one line, with its figure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
+    /// The WAN path its tunnel packets take when the peer has several:
+    /// a path's number, `bond` or `every` (duplicate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wan_path: Option<String>,
+    /// Why that path (the path mode, or the SLA's choice).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wan_path_why: Option<String>,
+    /// That reason as a word: `sla_meets`, `sla_best` (no path meets),
+    /// `sla` (the core: the edge's choice), `duplicate`, `bond` or
+    /// `data_path`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wan_path_reason: Option<String>,
 }
 
 impl<'de> serde::Deserialize<'de> for FlowState {

@@ -59,6 +59,7 @@ impl NodeState {
             .iter()
             .map(|flow| {
                 let mut info = flow.info(std::time::Instant::now());
+                wan_path(&mut info, &status);
                 if let Some((limit, why)) = overall(&explain(flow, &info, &status)) {
                     info.limit = Some(limit.name().to_owned());
                     info.why = Some(why);
@@ -73,6 +74,7 @@ impl NodeState {
         let flow = self.flows.live_flows().into_iter().find(|f| f.id == id)?;
         let status = self.status();
         let mut info = flow.info(std::time::Instant::now());
+        wan_path(&mut info, &status);
         let directions = explain(&flow, &info, &status);
         if let Some((limit, why)) = overall(&directions) {
             info.limit = Some(limit.name().to_owned());
@@ -86,6 +88,75 @@ impl NodeState {
             window_budget: (status.window_granted_bytes, status.window_budget_bytes),
         })
     }
+}
+
+/// Which WAN path the flow `info`'s tunnel packets take, and why, when
+/// its peer has several paths: real-time datagrams by the SLA's choice,
+/// or as the mode sends them.
+fn wan_path(info: &mut FlowInfo, status: &Status) {
+    let Some(paths) = tunnel_of(info, status).and_then(|p| p.paths.as_ref()) else {
+        return;
+    };
+    let realtime = info.services.iter().any(|s| s == "realtime");
+    if let Some((path, reason, why)) = wan_path_of(realtime, paths) {
+        info.wan_path = Some(path);
+        info.wan_path_why = Some(why);
+        info.wan_path_reason = Some(reason.to_owned());
+    }
+}
+
+/// The WAN path of a flow (`realtime`: a real-time UDP flow) over
+/// `paths`: the path, the reason's word and why.
+fn wan_path_of(
+    realtime: bool,
+    paths: &crate::transport::datagram::PathsStatus,
+) -> Option<(String, &'static str, String)> {
+    let data = paths.paths.iter().find(|p| p.data).map(|p| p.number);
+    let (path, reason, why) = match (paths.mode.as_str(), &paths.realtime) {
+        ("duplicate", _) if realtime => (
+            "every".to_owned(),
+            "duplicate",
+            "duplicate: a copy on every path not down".to_owned(),
+        ),
+        (_, Some(rt)) if realtime => (
+            rt.path.to_string(),
+            match rt.meets {
+                Some(true) => "sla_meets",
+                Some(false) => "sla_best",
+                None => "sla",
+            },
+            rt.why
+                .clone()
+                .unwrap_or_else(|| "the edge's SLA choice".to_owned()),
+        ),
+        ("bond", _) if realtime && paths.bond.is_some() => (
+            "every".to_owned(),
+            "bond",
+            "bond: real-time datagrams go as a copy on every path up".to_owned(),
+        ),
+        ("bond", _) if paths.bond.is_some() => {
+            let carrying: Vec<String> = paths
+                .paths
+                .iter()
+                .filter(|p| p.bond.as_ref().is_some_and(|b| b.carrying))
+                .map(|p| p.number.to_string())
+                .collect();
+            (
+                "bond".to_owned(),
+                "bond",
+                format!(
+                    "bond: over paths {}, each by what it carries",
+                    carrying.join(",")
+                ),
+            )
+        }
+        (mode, _) => (
+            data?.to_string(),
+            "data_path",
+            format!("{mode}: the data path"),
+        ),
+    };
+    Some((path, reason, why))
 }
 
 /// The tunnel that carries the flow `info`, in `status`.
@@ -306,5 +377,72 @@ impl Saying<'_> {
             ),
             Limit::Policy => "passed through, not optimized".into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::datagram::PathsStatus;
+
+    fn paths(mode: &str, realtime: Option<serde_json::Value>, bond: bool) -> PathsStatus {
+        let path = |n: u8, data: bool| {
+            serde_json::json!({
+                "number": n, "local": null, "remote": "192.0.2.1:4433", "state": "up",
+                "rtt_ms": 40.0, "loss_to_peer_percent": 0.0, "loss_from_peer_percent": 0.0,
+                "data": data, "sent_bytes": 0, "received_bytes": 0, "probes_sent": 0,
+                "probes_received": 0,
+                "bond": bond.then(|| serde_json::json!({
+                    "sent": 0, "acked": 0, "lost": 0, "stalls": 0, "carrying": true,
+                })),
+            })
+        };
+        serde_json::from_value(serde_json::json!({
+            "mode": mode, "switches": 0, "probes_dropped": 0,
+            "bond": bond.then(|| serde_json::to_value(
+                wanopt_proto::datagram::BondStatus::default()
+            ).unwrap()),
+            "realtime": realtime,
+            "paths": [path(1, true), path(2, false)],
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_flow_s_wan_path_says_the_sla_choice_the_bond_or_the_data_path() {
+        let sla = serde_json::json!({
+            "path": 2, "sla": "latency<60ms", "meets": true,
+            "why": "meets latency<60ms (path 1: latency 80 ms > 60 ms)", "moves": 1,
+        });
+        let bonded = paths("bond", Some(sla.clone()), true);
+        assert_eq!(
+            wan_path_of(true, &bonded),
+            Some((
+                "2".into(),
+                "sla_meets",
+                "meets latency<60ms (path 1: latency 80 ms > 60 ms)".into()
+            ))
+        );
+        assert_eq!(
+            wan_path_of(false, &bonded),
+            Some((
+                "bond".into(),
+                "bond",
+                "bond: over paths 1,2, each by what it carries".into()
+            ))
+        );
+        let copies = wan_path_of(true, &paths("bond", None, true)).unwrap();
+        assert_eq!((copies.0.as_str(), copies.1), ("every", "bond"));
+        let dup = wan_path_of(true, &paths("duplicate", None, false)).unwrap();
+        assert_eq!((dup.0.as_str(), dup.1), ("every", "duplicate"));
+        let failover = paths("failover", Some(serde_json::json!({"path": 2})), false);
+        assert_eq!(
+            wan_path_of(true, &failover),
+            Some(("2".into(), "sla", "the edge's SLA choice".into()))
+        );
+        assert_eq!(
+            wan_path_of(false, &failover),
+            Some(("1".into(), "data_path", "failover: the data path".into()))
+        );
     }
 }

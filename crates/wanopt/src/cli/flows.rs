@@ -22,6 +22,9 @@ fn services_text(flow: &wanopt_node::flow::FlowInfo, role: Role) -> String {
     if let Some(class) = &flow.class {
         services = format!("{services} [{class}]");
     }
+    if let Some(path) = &flow.wan_path {
+        services = format!("{services} via {}", path_word(path));
+    }
     if !flow.services.iter().any(|s| s == "udp") {
         return services;
     }
@@ -131,6 +134,16 @@ pub fn flows(args: &FlowsArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A flow's WAN path as the flows table says it: `path 2`, `bond`,
+/// `every path`.
+fn path_word(path: &str) -> String {
+    match path {
+        "bond" => "bond".to_owned(),
+        "every" => "every path".to_owned(),
+        n => format!("path {n}"),
+    }
+}
+
 /// `flows --why`: one line per flow, its limit and why.
 fn why_lines(f: &Flows, out: &mut impl std::io::Write) -> anyhow::Result<()> {
     writeln!(
@@ -150,6 +163,9 @@ fn why_lines(f: &Flows, out: &mut impl std::io::Write) -> anyhow::Result<()> {
                 .as_deref()
                 .unwrap_or("(not judged yet: a flow's first second, or a UDP flow)")
         )?;
+        if let (Some(path), Some(why)) = (&flow.wan_path, &flow.wan_path_why) {
+            writeln!(out, "{:>6}  via {}: {why}", "", path_word(path))?;
+        }
     }
     if f.flows.is_empty() {
         writeln!(out, "(no live flows)")?;
@@ -197,6 +213,9 @@ pub fn flow(args: &FlowArgs) -> anyhow::Result<()> {
         human_bytes(f.wan_bytes_to_server),
         human_bytes(f.wan_bytes_to_client)
     )?;
+    if let (Some(path), Some(why)) = (&f.wan_path, &f.wan_path_why) {
+        writeln!(out, "wan path    {}: {why}", path_word(path))?;
+    }
     if let Some(why) = &f.why {
         writeln!(out, "why         {why}")?;
     }

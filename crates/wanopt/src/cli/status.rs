@@ -449,13 +449,15 @@ fn paths_lines(paths: &wanopt_node::datagram::PathsStatus) -> Vec<String> {
         .iter()
         .map(|p| {
             format!(
-                "path {}    {} -> {}  {}  rtt {}  loss {} up, {} down{}  {}",
+                "path {}    {} -> {}  {}  rtt {}{}  loss {} up, {} down{}  {}{}",
                 p.number,
                 p.local.as_deref().unwrap_or("*"),
                 p.remote,
                 p.state,
                 p.rtt_ms
                     .map_or_else(|| "-".to_owned(), |r| format!("{r:.2} ms")),
+                p.jitter_ms
+                    .map_or_else(String::new, |j| format!("  jitter {j:.1} ms")),
                 percent(p.loss_to_peer_percent),
                 percent(p.loss_from_peer_percent),
                 p.send_mbps
@@ -476,10 +478,20 @@ fn paths_lines(paths: &wanopt_node::datagram::PathsStatus) -> Vec<String> {
                     "copies".to_owned()
                 } else {
                     "standby".to_owned()
-                }
+                },
+                if p.realtime { ", real-time" } else { "" }
             )
         })
         .collect();
+    if let Some(rt) = &paths.realtime {
+        lines.push(match (&rt.sla, &rt.why) {
+            (Some(sla), Some(why)) => format!(
+                "real-time on path {} by sla {sla}: {why} ({} moves)",
+                rt.path, rt.moves
+            ),
+            _ => format!("real-time on path {} (the edge's SLA choice)", rt.path),
+        });
+    }
     let mut last = format!("switches  {} ({})", paths.switches, paths.mode);
     if paths.mode == "duplicate" {
         last.push_str(&format!(
@@ -631,6 +643,8 @@ mod tests {
             repairs: false,
             bond: None,
             send_mbps: None,
+            jitter_ms: None,
+            realtime: false,
         };
         let lines = paths_lines(&PathsStatus {
             mode: "failover".into(),
@@ -638,6 +652,7 @@ mod tests {
             switches: 1,
             probes_dropped: 0,
             bond: None,
+            realtime: None,
             paths: vec![path(1, "down", false), path(2, "up", true)],
         });
         assert_eq!(
@@ -654,6 +669,7 @@ mod tests {
             switches: 0,
             probes_dropped: 0,
             bond: None,
+            realtime: None,
             paths: vec![path(1, "up", true), path(2, "up", false)],
         });
         assert!(lines[1].ends_with("  copies"), "{}", lines[1]);
@@ -669,6 +685,7 @@ mod tests {
             switches: 0,
             probes_dropped: 0,
             bond: None,
+            realtime: None,
             paths: vec![path(1, "up", true), repairs],
         });
         assert!(lines[1].ends_with("  repairs"), "{}", lines[1]);
@@ -693,6 +710,7 @@ mod tests {
                 reinjected: 5,
                 ..Default::default()
             }),
+            realtime: None,
             paths: vec![bonded],
         });
         assert!(
@@ -703,6 +721,34 @@ mod tests {
         assert_eq!(
             lines[1],
             "switches  0 (bond), reorder hold 30 ms, 2 late, 5 sent again after a stall, 0 dropped"
+        );
+        let mut steered = path(2, "up", false);
+        steered.realtime = true;
+        steered.jitter_ms = Some(1.25);
+        let lines = paths_lines(&PathsStatus {
+            mode: "failover".into(),
+            duplicates_dropped: 0,
+            switches: 0,
+            probes_dropped: 0,
+            bond: None,
+            realtime: Some(wanopt_node::datagram::RealtimeStatus {
+                path: 2,
+                sla: Some("latency<60ms".into()),
+                meets: Some(true),
+                why: Some("meets latency<60ms (path 1: latency 80 ms > 60 ms)".into()),
+                moves: 1,
+            }),
+            paths: vec![path(1, "up", true), steered],
+        });
+        assert!(
+            lines[1]
+                .ends_with("rtt 40.00 ms  jitter 1.2 ms  loss 0.0% up, - down  standby, real-time"),
+            "{}",
+            lines[1]
+        );
+        assert_eq!(
+            lines[2],
+            "real-time on path 2 by sla latency<60ms: meets latency<60ms (path 1: latency 80 ms > 60 ms) (1 moves)"
         );
     }
 

@@ -134,6 +134,15 @@ impl DatagramHandle {
         self.shared.settle(driver);
     }
 
+    /// The SLA that chooses the path of real-time datagrams (the edge's
+    /// real-time classes', the strictest), or none.
+    pub fn set_sla(&self, sla: Option<wanopt_proto::path::Sla>) {
+        let now = Instant::now();
+        let mut driver = self.shared.lock();
+        driver.layer.set_sla(now, sla);
+        self.shared.settle(driver);
+    }
+
     /// A connection came up (`side`: which end this node is): its probes
     /// are keyed from its TLS exporter. The edge probes its paths at once;
     /// the core binds paths as the edge's probes arrive. Nothing on an

@@ -22,7 +22,7 @@ pub use handle::DatagramHandle;
 pub use socket::DatagramSocket;
 pub use wanopt_proto::datagram::{
     flush_after, BondPathStatus, BondStatus, DuplicationMode, DuplicationStatus, FecStatus,
-    PathSample, PathStatus, PathsStatus, REPORT_INTERVAL, SAMPLE_INTERVAL,
+    PathSample, PathStatus, PathsStatus, RealtimeStatus, REPORT_INTERVAL, SAMPLE_INTERVAL,
 };
 pub use wanopt_proto::fec_stream::FecMode;
 pub use wanopt_proto::path::Side;

@@ -76,6 +76,13 @@ impl Driver {
                     from,
                     to,
                 } => info!("data to {canonical} moves from path {from} to path {to}"),
+                Event::RealtimeMoved { canonical, to, why } => match to {
+                    Some(to) if why.is_empty() => {
+                        info!("real-time datagrams to {canonical} take path {to}")
+                    }
+                    Some(to) => info!("real-time datagrams to {canonical} take path {to}: {why}"),
+                    None => info!("real-time datagrams to {canonical} follow the path mode"),
+                },
                 Event::ModeFollowed { canonical, mode } => {
                     info!("paths of {canonical}: mode {}", mode.name())
                 }
