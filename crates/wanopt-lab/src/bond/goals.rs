@@ -3,7 +3,7 @@
 //! "not measured" with why (a cell skipped, as the bond cells are when the
 //! binary has no `--path-mode bond`).
 
-use super::matrix::{Event, Mode, Workload, LINK1_MBPS, LOSS_PCT, SUM_MBPS};
+use super::matrix::{Event, Mode, Workload, LINK1_MBPS, LOSS_PCT, SLA_PATH, SUM_MBPS};
 use super::results::{Results, Row};
 
 /// The share of the sum one download must reach with both links clean.
@@ -128,7 +128,12 @@ fn ms(v: Option<f64>) -> String {
 const MODES: [Mode; 2] = [Mode::WanoptFailover, Mode::WanoptBond];
 /// The wanopt modes of the voice goal (the shaped bond's queue is its own,
 /// where voice goes first).
-const VOICE_MODES: [Mode; 3] = [Mode::WanoptFailover, Mode::WanoptBond, Mode::WanoptShaped];
+const VOICE_MODES: [Mode; 4] = [
+    Mode::WanoptFailover,
+    Mode::WanoptBond,
+    Mode::WanoptShaped,
+    Mode::WanoptSla,
+];
 
 /// Every goal of the scenario, in its order.
 pub fn evaluate(results: &Results) -> Vec<Goal> {
@@ -269,7 +274,33 @@ pub fn evaluate(results: &Results) -> Vec<Goal> {
         goals.push(goal);
     }
     goals.extend(declared_rates(results));
+    goals.push(sla_path(results));
     goals
+}
+
+/// The SLA's goal: the voice's datagrams take the path that meets its
+/// class's SLA (link 2's), read from the edge's status after each run.
+fn sla_path(results: &Results) -> Goal {
+    let text = format!(
+        "voice in a class with an SLA ({}): its datagrams take the path that meets it (path {SLA_PATH}, link 2) alone",
+        super::matrix::SLA_CLASS
+    );
+    on_row(
+        results,
+        &text,
+        (Mode::WanoptSla, Event::None, Workload::Voice),
+        |r| {
+            let figure = match r.realtime_path {
+                Some(p) => format!(
+                    "path {p} at the end of every run; p99 up {} / down {} ms",
+                    ms(r.p99_up_ms),
+                    ms(r.p99_down_ms)
+                ),
+                None => "no SLA choice in the edge's status (or the runs differ)".into(),
+            };
+            (r.realtime_path == Some(SLA_PATH), figure)
+        },
+    )
 }
 
 /// The shaped bond's goal: no link handed more than [`DECLARED_SLACK`] of
@@ -418,7 +449,7 @@ mod tests {
         // Two sums, the baseline, the cut, the return, the voice: per mode
         // but the baseline (the shaped bond's voice too), and the shaped
         // bond's declared rates in its two cells.
-        assert_eq!(goals.len(), 14);
+        assert_eq!(goals.len(), 16);
         let clean = find(
             &goals,
             "one TCP download, both links clean",

@@ -29,6 +29,12 @@ pub const FULL_SECONDS: u64 = 20;
 pub const QUICK_SECONDS: u64 = 15;
 /// Runs per cell of a full run (the rows hold their medians).
 pub const FULL_RUNS: usize = 3;
+/// The voice's class in `wanopt-sla`: real-time, its path by an SLA that
+/// link 2's round trip (40 ms) meets and link 1's (80 ms) does not.
+pub const SLA_CLASS: &str = "name=voice,udp,realtime,sla=latency<60ms";
+/// The path that meets [`SLA_CLASS`]: link 2's.
+pub const SLA_PATH: u8 = 2;
+
 /// The share of each link's rate the `wanopt-shaped` edge declares
 /// (`--path ...,rate=`): under it, the links' own queues stay empty.
 pub const SHAPED_SHARE: f64 = 0.97;
@@ -52,6 +58,10 @@ pub enum Mode {
     /// link's rate (`rate=`): the queue is the nodes', where real-time
     /// datagrams go first.
     WanoptShaped,
+    /// As `WanoptShaped`, the voice in a class with an SLA
+    /// ([`SLA_CLASS`]): its datagrams take the path that meets it (link
+    /// 2's, the shorter) alone, not a copy on each.
+    WanoptSla,
     /// The tunnel on link 2 alone (failover, link 1 cut for the whole
     /// cell): the voice baseline, its better path's delay.
     WanoptPath2,
@@ -65,6 +75,7 @@ impl Mode {
             Mode::WanoptFailover => "wanopt-failover",
             Mode::WanoptBond => "wanopt-bond",
             Mode::WanoptShaped => "wanopt-shaped",
+            Mode::WanoptSla => "wanopt-sla",
             Mode::WanoptPath2 => "wanopt-path2",
         }
     }
@@ -80,14 +91,14 @@ impl Mode {
         match self {
             Mode::Direct => None,
             Mode::WanoptFailover | Mode::WanoptPath2 => Some("failover"),
-            Mode::WanoptBond | Mode::WanoptShaped => Some("bond"),
+            Mode::WanoptBond | Mode::WanoptShaped | Mode::WanoptSla => Some("bond"),
         }
     }
 
     /// The rates the edge declares on links 1 and 2, Mbit/s
-    /// (`wanopt-shaped`).
+    /// (`wanopt-shaped`, `wanopt-sla`).
     pub fn declared_mbps(self) -> Option<[f64; 2]> {
-        (self == Mode::WanoptShaped).then(|| {
+        matches!(self, Mode::WanoptShaped | Mode::WanoptSla).then(|| {
             [LINK1_MBPS, LINK2_MBPS].map(|m| (m as f64 * SHAPED_SHARE * 10.0).round() / 10.0)
         })
     }
@@ -248,6 +259,7 @@ impl Plan {
             Mode::WanoptFailover,
             Mode::WanoptBond,
             Mode::WanoptShaped,
+            Mode::WanoptSla,
         ] {
             cells.push(Cell {
                 mode,
@@ -294,6 +306,7 @@ mod tests {
                 "wanopt-failover-none-voice",
                 "wanopt-bond-none-voice",
                 "wanopt-shaped-none-voice",
+                "wanopt-sla-none-voice",
             ]
         );
         // The voice baseline is voice alone; every other cell downloads.
@@ -301,7 +314,7 @@ mod tests {
             .cells
             .iter()
             .all(|c| c.bulk() == (c.mode != Mode::WanoptPath2)));
-        assert_eq!(plan.cells.iter().filter(|c| c.voice()).count(), 4);
+        assert_eq!(plan.cells.iter().filter(|c| c.voice()).count(), 5);
         let full = Plan::new(false);
         assert_eq!((full.seconds, full.runs), (20, 3));
         assert_eq!(full.cells, plan.cells);

@@ -20,7 +20,7 @@ fn colour(mode: &str) -> RGBColor {
         "direct" => PALETTE[0],
         "wanopt-failover" => PALETTE[1],
         "wanopt-bond" => PALETTE[2],
-        "wanopt-shaped" => PALETTE[3],
+        "wanopt-shaped" | "wanopt-sla" => PALETTE[3],
         _ => PALETTE[4],
     }
 }

@@ -123,7 +123,9 @@ pub fn markdown(results: &Results) -> String {
          `wanopt-failover` and `wanopt-bond` (a `--path` on each link, link 1 first, \
          `--path-mode failover` or `bond`); `wanopt-shaped` (bond, each `--path` declaring 97% \
          of its link's rate with `rate=`, so that the queue is the nodes', where voice goes \
-         first); `wanopt-path2` (link 1 down for the whole cell, so \
+         first); `wanopt-sla` (as `wanopt-shaped`, the voice in the class \
+         `name=voice,udp,realtime,sla=latency<60ms`: its datagrams on the path that meets the \
+         SLA alone, link 2's); `wanopt-path2` (link 1 down for the whole cell, so \
          the tunnel runs on link 2 alone: the voice baseline). The peak is the most each link \
          was handed in any 100 ms, either way (the emulators' counters; the declared rate in \
          parentheses). A new lab (and new nodes) for \

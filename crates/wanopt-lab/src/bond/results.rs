@@ -68,6 +68,11 @@ pub struct Row {
     /// greatest of the runs).
     #[serde(default)]
     pub peak_mbit_s: Option<Vec<f64>>,
+    /// The path the edge's real-time datagrams took at the end of every
+    /// run, by an SLA's choice (`wanopt-sla`; `null`: none, or the runs
+    /// differ).
+    #[serde(default)]
+    pub realtime_path: Option<u8>,
     /// The download's length, s.
     pub seconds: u64,
     /// Runs measured (the figures are their medians).
@@ -157,6 +162,7 @@ impl Row {
             duplicates: None,
             declared_mbit_s: cell.mode.declared_mbps().map(|r| r.to_vec()),
             peak_mbit_s: None,
+            realtime_path: None,
             seconds,
             runs: 0,
             runs_mbit_s: Vec::new(),
@@ -238,6 +244,11 @@ impl Row {
                 .iter()
                 .filter_map(|r| r.peak_mbit_s.clone())
                 .reduce(|a, b| a.iter().zip(&b).map(|(x, y)| x.max(*y)).collect()),
+            realtime_path: runs
+                .iter()
+                .map(|r| r.realtime_path)
+                .reduce(|a, b| a.filter(|a| Some(*a) == b))
+                .flatten(),
             runs: runs.len(),
             runs_mbit_s: runs.iter().flat_map(|r| r.runs_mbit_s.clone()).collect(),
             note: (!notes.is_empty()).then(|| {

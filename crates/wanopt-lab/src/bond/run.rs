@@ -72,7 +72,20 @@ pub fn edge_args(cell: &Cell) -> Vec<String> {
     if cell.voice() {
         args.extend(crate::realtime::run::edge_args());
     }
+    if cell.mode == Mode::WanoptSla {
+        args.extend(["--class".to_string(), super::matrix::SLA_CLASS.to_string()]);
+    }
     args
+}
+
+/// The path the edge's real-time datagrams take, from its `/status`
+/// (`None`: no SLA's choice).
+fn realtime_path(status: &serde_json::Value) -> Option<u8> {
+    status["peers"]
+        .as_array()?
+        .iter()
+        .find_map(|p| p["paths"]["realtime"]["path"].as_u64())
+        .and_then(|n| u8::try_from(n).ok())
 }
 
 /// The download's payload seed of run `run` of `cell` (24 bits).
@@ -176,10 +189,11 @@ impl Bond {
 
     /// Keeps the nodes' `/status` under `status/` and checks their logs
     /// for flow resets (kept under `logs/` when there are any).
-    fn after_run(&mut self, env: &Env<'_>, cell: &Cell, label: &str) {
+    fn after_run(&mut self, env: &Env<'_>, cell: &Cell, label: &str) -> Option<u8> {
         if !cell.mode.tunnel() {
-            return;
+            return None;
         }
+        let mut realtime = None;
         let dir = env.out.join("status");
         let _ = std::fs::create_dir_all(&dir);
         for (node, control, role) in [
@@ -187,12 +201,16 @@ impl Bond {
             (Node::Core, CORE_CONTROL, "core"),
         ] {
             if let Ok(json) = node_status(env.lab, env.exe, node, control) {
+                if node == Node::Edge {
+                    realtime = realtime_path(&json);
+                }
                 let text = serde_json::to_string_pretty(&json).unwrap_or_default();
                 let _ = std::fs::write(dir.join(format!("{label}-{role}.json")), text);
             }
         }
         let resets = env.flow_resets(label);
         self.results.flow_resets.extend(resets);
+        realtime
     }
 
     fn run_cell(&mut self, env: &Env<'_>, cell: &Cell) {
@@ -225,13 +243,14 @@ impl Bond {
                     (run, payload_seed(cell, run)),
                 )
             });
-            self.after_run(env, cell, &label);
+            let realtime = self.after_run(env, cell, &label);
             if cell.voice() {
                 keep_voice_logs(env, &label);
             }
             env.bar.inc(1);
             match outcome {
-                Ok((row, series)) => {
+                Ok((mut row, series)) => {
+                    row.realtime_path = realtime;
                     env.say(format!("  {label}: {}", row_figure(&row)));
                     self.save_series(env, &label, series.as_ref());
                     self.results.series.extend(series);
