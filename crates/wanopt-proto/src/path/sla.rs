@@ -52,7 +52,7 @@ pub struct Sla {
 
 /// An SLA term did not parse.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("bad SLA term {term:?}: {why} (expected latency<150ms, loss<1% or jitter<30ms)")]
+#[error("bad SLA term {term:?}: {why}")]
 pub struct SlaError {
     term: String,
     why: &'static str,
@@ -73,7 +73,7 @@ impl Sla {
         };
         let (metric, value) = term
             .split_once('<')
-            .ok_or_else(|| err("no '<' between metric and threshold"))?;
+            .ok_or_else(|| err("no '<' between metric and threshold: e.g. latency<150ms"))?;
         let value = value.trim();
         match metric.trim() {
             "latency" | "jitter" => {
@@ -97,7 +97,9 @@ impl Sla {
                     .ok_or_else(|| err("the threshold is a percentage, 0 to 100: e.g. 1%"))?;
                 self.loss = Some(pct / 100.0);
             }
-            _ => return Err(err("the metric is latency, loss or jitter")),
+            _ => return Err(err(
+                "the metric is latency, loss or jitter: e.g. latency<150ms, loss<1%, jitter<30ms",
+            )),
         }
         Ok(())
     }

@@ -4,8 +4,9 @@
 //! direct, through wanopt in failover mode, in bond mode and in bond mode
 //! with each link's rate declared; its rows keep the interface contract's
 //! keys, direct and failover obey the physics of the links, bond mode
-//! carries a download over both, and the shaped bond keeps each link under
-//! its declared rate in the emulators' counters. Needs root (network
+//! carries a download over both, the shaped bond keeps each link under
+//! its declared rate in the emulators' counters, and a voice class's SLA
+//! puts its datagrams on the link that meets it. Needs root (network
 //! namespaces); the lab's prefix is `wbd-`.
 //!
 //! The scenario tier (about 6 minutes): `scripts/test-scenarios` runs it,
@@ -146,6 +147,14 @@ fn bond_quick_measures_direct_failover_and_bond_on_two_links() {
         assert!(f(shaped, "mbit_s") > 31.0, "{shaped}");
     }
     assert!(f(row("wanopt-shaped", "none", "voice"), "loss_pct") < 1.0);
+    // The voice in a class with sla=latency<60ms takes link 2 (40 ms round
+    // trip) and not link 1 (80 ms), as the edge's status says, and keeps
+    // to it: its median delay is link 2's (20 ms one way), its loss low.
+    let sla = row("wanopt-sla", "none", "voice");
+    assert_eq!(sla["realtime_path"], 2, "{sla}");
+    assert!(f(sla, "p50_ms") < 30.0, "{sla}");
+    assert!(f(sla, "loss_pct") < 1.0, "{sla}");
+    assert!(f(sla, "mbit_s") > 31.0, "{sla}");
     assert!(
         results["skipped"].as_array().is_some_and(Vec::is_empty),
         "{results}"
