@@ -4,7 +4,7 @@
 //!
 //! - **The metrics**, per path ([`PathView`]): latency is the probes'
 //!   smoothed round trip; loss the worse way's, over one or two windows
-//!   of [`super::entry::SLA_LOSS_WINDOW`] probes; jitter the RFC 3550
+//!   of 256 probes; jitter the RFC 3550
 //!   interarrival jitter of the peer's probes.
 //! - **Hysteresis**, evaluated at most every [`EVALUATE_EVERY`]: a path
 //!   fails after [`FAIL_AFTER`] evaluations in a row over a threshold, and
