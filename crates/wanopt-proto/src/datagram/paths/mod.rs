@@ -133,6 +133,9 @@ struct PeerPaths {
     /// server, the path the client's probes name); `None`: as the mode
     /// sends them.
     realtime: Option<PathId>,
+    /// The client's clock (µs) on the newest probe the server followed
+    /// for `realtime`.
+    realtime_sent_us: Option<u32>,
 }
 
 impl PeerPaths {
@@ -163,6 +166,7 @@ impl PeerPaths {
             bond: None,
             sla: None,
             realtime: None,
+            realtime_sent_us: None,
         }
     }
 
@@ -607,7 +611,7 @@ impl PathTable {
         peer.monitor.on_probe(now, path, &repr)?;
         if peer.side == Side::Server {
             peer.follow_mode(repr.mode, &mut self.events);
-            peer.follow_realtime(path, repr.realtime, &mut self.events);
+            peer.follow_realtime(path, (repr.realtime, repr.sent_us), &mut self.events);
             self.bonding |= repr.mode == PathMode::Bond;
         }
         if peer.side == Side::Server && repr.bind {

@@ -61,20 +61,34 @@ impl PeerPaths {
         }
     }
 
-    /// The server follows the client: a probe on `path` says whether
-    /// real-time datagrams take it.
+    /// The server follows the client: a probe on `path`, sent at
+    /// `sent_us` by the client's clock (one for all paths), says whether
+    /// real-time datagrams take it. A probe sent before the one the
+    /// server last followed is not followed: after a move, the old path's
+    /// last probe may come after the new one's first.
     pub(super) fn follow_realtime(
         &mut self,
         path: PathId,
-        realtime: bool,
+        (realtime, sent_us): (bool, u32),
         events: &mut VecDeque<Event>,
     ) {
+        let newer = self
+            .realtime_sent_us
+            .is_none_or(|last| sent_us.wrapping_sub(last) as i32 > 0);
+        if !newer {
+            return;
+        }
         let to = match (realtime, self.realtime) {
-            (true, current) if current != Some(path) => Some(path),
+            (true, current) if current == Some(path) => {
+                self.realtime_sent_us = Some(sent_us);
+                return;
+            }
+            (true, _) => Some(path),
             (false, Some(current)) if current == path => None,
             _ => return,
         };
         self.realtime = to;
+        self.realtime_sent_us = Some(sent_us);
         events.push_back(Event::RealtimeMoved {
             canonical: self.canonical,
             to,

@@ -14,6 +14,11 @@ fn key(seed: u8) -> PathKey {
 
 /// A client probe on `path` with sequence number `seq`, BIND set.
 fn client_probe(path: u8, seq: u32, key: &PathKey) -> ProbeBytes {
+    client_repr(path, seq).emit(key)
+}
+
+/// The fields of [`client_probe`]'s probe (sent at `1000 * seq` µs).
+fn client_repr(path: u8, seq: u32) -> ProbeRepr {
     ProbeRepr {
         bind: true,
         from_client: true,
@@ -28,7 +33,6 @@ fn client_probe(path: u8, seq: u32, key: &PathKey) -> ProbeBytes {
         rate_kbit: None,
         realtime: false,
     }
-    .emit(key)
 }
 
 #[test]
@@ -214,4 +218,34 @@ fn declared_rates_cap_the_edge_and_its_probes_ask_the_core_for_the_down_rate() {
     assert_eq!(shape::from_kbit(0), None);
     assert_eq!(shape::from_kbit(1), Some(64_000));
     assert_eq!(shape::from_kbit(19_400), Some(19_400_000));
+}
+
+#[test]
+fn the_core_sends_real_time_datagrams_on_the_path_the_edge_s_newest_probes_name() {
+    let now = Instant::now();
+    let canonical = addr("192.0.2.7:50000");
+    let (one, two) = (addr("198.51.100.7:40000"), addr("203.0.113.7:40000"));
+    let mut table = PathTable::default();
+    let k = key(7);
+    table.bind(now, canonical, None, k.clone(), Side::Server);
+    let realtime = |table: &PathTable| table.status(canonical)?.realtime.map(|r| r.path);
+    let mut probe = |path: u8, seq: u32, bit: bool, from: SocketAddr| {
+        let bytes = ProbeRepr {
+            realtime: bit,
+            ..client_repr(path, seq)
+        }
+        .emit(&k);
+        table.on_probe(now, from, None, &bytes).unwrap();
+        realtime(&table)
+    };
+    assert_eq!(probe(1, 1, false, one), None);
+    assert_eq!(probe(2, 1, false, two), None);
+    assert_eq!(probe(2, 2, true, two), Some(2));
+    // The edge moves them to path 1 (sent at 5 ms); path 2's last probe
+    // with the bit (sent at 3 ms) comes after it: stale, not followed.
+    assert_eq!(probe(1, 5, true, one), Some(1));
+    assert_eq!(probe(2, 3, true, two), Some(1));
+    assert_eq!(probe(2, 4, false, two), Some(1));
+    // The edge's SLA is gone: path 1's probes no longer name it.
+    assert_eq!(probe(1, 6, false, one), None);
 }
