@@ -11,16 +11,16 @@ use crate::path::wire::EXPORTER_LEN;
 use crate::path::{PathId, PathKey, PathMode, Side};
 
 /// The core's address on path 1 (the canonical one) and on path 2.
-fn core_at(path: usize) -> SocketAddr {
+pub(super) fn core_at(path: usize) -> SocketAddr {
     [([192, 0, 2, 1], 4433), ([198, 51, 100, 1], 4433)][path].into()
 }
 
 /// The edge's local address on each path, and where the core sees it.
-fn edge_ip(path: usize) -> IpAddr {
+pub(super) fn edge_ip(path: usize) -> IpAddr {
     [[10, 0, 0, 1], [10, 1, 0, 1]][path].into()
 }
 
-fn edge_at(path: usize) -> SocketAddr {
+pub(super) fn edge_at(path: usize) -> SocketAddr {
     SocketAddr::new(edge_ip(path), 5000)
 }
 

@@ -4,24 +4,12 @@
 //! rest stays on path 1; when path 2 slows past both, they take the
 //! better of the two failing paths.
 
-use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
+use super::simulation::{core_at, edge_at, edge_ip};
 use super::*;
 use crate::path::wire::EXPORTER_LEN;
 use crate::path::{PathKey, PathMode, Side, Sla};
-
-fn core_at(path: usize) -> SocketAddr {
-    [([192, 0, 2, 1], 4433), ([198, 51, 100, 1], 4433)][path].into()
-}
-
-fn edge_ip(path: usize) -> IpAddr {
-    [[10, 0, 0, 1], [10, 1, 0, 1]][path].into()
-}
-
-fn edge_at(path: usize) -> SocketAddr {
-    SocketAddr::new(edge_ip(path), 5000)
-}
 
 /// When path 2's one-way delay goes from 20 to 60 ms.
 const SLOW: Duration = Duration::from_secs(4);

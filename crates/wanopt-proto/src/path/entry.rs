@@ -259,9 +259,13 @@ impl Entry {
             loss: self.loss_to_peer.loss(),
             up_since: self.up_since,
             sla_loss,
-            jitter: self
-                .jitter_us
-                .map(|j| Duration::from_micros(j.round() as u64)),
+            jitter: self.jitter(),
         }
+    }
+
+    /// The interarrival jitter, once two probes arrived.
+    pub(super) fn jitter(&self) -> Option<Duration> {
+        self.jitter_us
+            .map(|j| Duration::from_micros(j.round() as u64))
     }
 }

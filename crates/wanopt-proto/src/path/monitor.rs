@@ -477,7 +477,7 @@ impl PathMonitor {
 
     /// The interarrival jitter of the peer's probes on `path`.
     pub fn jitter(&self, path: PathId) -> Option<Duration> {
-        self.entry(path)?.view().jitter
+        self.entry(path)?.jitter()
     }
 
     /// `path`'s loss each way.
