@@ -36,7 +36,7 @@ pub fn render_metrics(state: &NodeState) -> String {
     fec_metrics(&mut m, &s);
     traffic_metrics(&mut m, &s);
     flow_metrics(&mut m, &s);
-    flow_path_metrics(&mut m, &state.flows_explained());
+    flow_path_metrics(&mut m, &state.flows_on_paths(&s));
     udp_metrics(&mut m, &s);
     handshake_metrics(&mut m, state.handshakes.counts());
     cache_metrics(&mut m, &state.cache_report());

@@ -69,6 +69,21 @@ impl NodeState {
             .collect()
     }
 
+    /// The live flows with their WAN path (no limit judged), from a
+    /// `status` already taken.
+    pub fn flows_on_paths(&self, status: &Status) -> Vec<FlowInfo> {
+        let now = std::time::Instant::now();
+        self.flows
+            .live_flows()
+            .iter()
+            .map(|flow| {
+                let mut info = flow.info(now);
+                wan_path(&mut info, status);
+                info
+            })
+            .collect()
+    }
+
     /// Everything about the flow `id`, if it is live.
     pub fn flow_detail(&self, id: u64) -> Option<FlowDetail> {
         let flow = self.flows.live_flows().into_iter().find(|f| f.id == id)?;
