@@ -164,7 +164,7 @@ impl PathTable {
         let Some(peer) = self.peer_mut(canonical).filter(|p| p.bond_usable()) else {
             return false;
         };
-        let own = peer.realtime_path();
+        let own = if realtime { peer.realtime_path() } else { None };
         let Some(bond) = peer.bond.as_mut() else {
             return false;
         };

@@ -440,10 +440,12 @@ impl PathTable {
         let peer = self.peers.iter_mut().find(|p| p.canonical == destination)?;
         // Only real-time datagrams: on their own path, if they have one.
         let all_realtime = copy_len > 0 && copy_len == len;
-        let path = peer
-            .realtime_path()
-            .filter(|_| all_realtime)
-            .or(peer.primary)?;
+        let own = if all_realtime {
+            peer.realtime_path()
+        } else {
+            None
+        };
+        let path = own.or(peer.primary)?;
         let route = peer.routes[path.index()].as_mut()?;
         route.tx_bytes += len as u64;
         let hop = route.hop();
